@@ -1,0 +1,64 @@
+/**
+ * The compaction engine interface (DuckDB implements it). The core decides what to merge;
+ * the engine only reads local Parquet files and writes local Parquet files.
+ */
+
+export interface Column {
+  readonly name: string;
+  /** DuckDB logical type name as reported by DESCRIBE, e.g. INTEGER, BIGINT, DOUBLE, VARCHAR, TIMESTAMP_NS. */
+  readonly type: string;
+}
+
+export interface InputInfo {
+  /** Rows from the footer (parquet_file_metadata), not from scanning. */
+  readonly rows: number;
+  readonly columns: readonly Column[];
+}
+
+export interface CompactRequest {
+  /** Local Parquet files, already validated with inspect(). */
+  readonly inputs: readonly string[];
+  /** The unified schema to write: every column cast to this type, in this order. */
+  readonly columns: readonly Column[];
+  /** Sort keys, most significant first (the time column first). Missing keys are skipped. */
+  readonly sortBy: readonly string[];
+  /** Empty local folder to write outputs into. */
+  readonly outputDir: string;
+  /** Split outputs at about this many bytes (always below 5 GB). */
+  readonly targetFileBytes: number;
+  readonly rowGroupSize: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface CompactOutput {
+  /** Local path of one output file. Outputs are in sort order: the first holds the smallest keys. */
+  readonly path: string;
+  readonly rows: number;
+  readonly bytes: number;
+}
+
+export interface Engine {
+  /** Reads and validates the footer; throws InputUnreadableError when the file is not valid Parquet. */
+  inspect(file: string): Promise<InputInfo>;
+  /** Merges, sorts and writes; returns outputs with their footer row counts. */
+  compact(request: CompactRequest): Promise<CompactOutput[]>;
+  close(): Promise<void>;
+}
+
+/** The engine could not read a local input file as Parquet. The core turns this into a quarantine. */
+export class InputUnreadableError extends Error {
+  override readonly name = 'InputUnreadableError';
+  readonly file: string;
+  readonly reason: string;
+  constructor(file: string, reason: string, options?: ErrorOptions) {
+    super(`not readable as Parquet: ${file}: ${reason}`, options);
+    this.file = file;
+    this.reason = reason;
+  }
+}
+
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };

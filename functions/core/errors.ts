@@ -1,0 +1,133 @@
+/**
+ * Named errors. Step Functions Retry/Catch branch on `name`, so every class sets it and
+ * the names are exported as constants the state machine uses.
+ */
+
+export const ErrorNames = {
+  PreconditionFailed: 'PreconditionFailedError',
+  NotFound: 'NotFoundError',
+  TransientStore: 'TransientStoreError',
+  ManifestConflict: 'ManifestConflictError',
+  LeaseExpired: 'LeaseExpiredError',
+  InvalidManifest: 'InvalidManifestError',
+  CorruptInput: 'CorruptInputError',
+  SchemaConflict: 'SchemaConflictError',
+  RowCountMismatch: 'RowCountMismatchError',
+  FinalKeyConflict: 'FinalKeyConflictError',
+  VerificationFailed: 'VerificationFailedError',
+  DeleteFailed: 'DeleteFailedError',
+  Quarantined: 'QuarantinedError',
+  Config: 'ConfigError',
+} as const;
+
+export type ErrorName = (typeof ErrorNames)[keyof typeof ErrorNames];
+
+abstract class CompactorError extends Error {
+  abstract override readonly name: ErrorName;
+}
+
+/** A conditional write (If-None-Match / If-Match) lost: someone else changed the key. */
+export class PreconditionFailedError extends CompactorError {
+  override readonly name = ErrorNames.PreconditionFailed;
+  readonly key: string;
+  constructor(key: string, options?: ErrorOptions) {
+    super(`precondition failed on ${key}: it was created or changed by someone else`, options);
+    this.key = key;
+  }
+}
+
+/** The object does not exist (get, copy source). */
+export class NotFoundError extends CompactorError {
+  override readonly name = ErrorNames.NotFound;
+  readonly key: string;
+  constructor(key: string, options?: ErrorOptions) {
+    super(`no such object: ${key}`, options);
+    this.key = key;
+  }
+}
+
+/** Throttling, 5xx, lost connection: safe to retry the whole step. */
+export class TransientStoreError extends CompactorError {
+  override readonly name = ErrorNames.TransientStore;
+}
+
+/** The manifest changed under us (another owner or recovery took it over): stop, do nothing more. */
+export class ManifestConflictError extends CompactorError {
+  override readonly name = ErrorNames.ManifestConflict;
+}
+
+/** This step's lease ran out; it stops before its next side effect so recovery can resolve the job. */
+export class LeaseExpiredError extends CompactorError {
+  override readonly name = ErrorNames.LeaseExpired;
+}
+
+export class InvalidManifestError extends CompactorError {
+  override readonly name = ErrorNames.InvalidManifest;
+  readonly key: string;
+  readonly reason: string;
+  constructor(key: string, reason: string, options?: ErrorOptions) {
+    super(`invalid manifest ${key}: ${reason}`, options);
+    this.key = key;
+    this.reason = reason;
+  }
+}
+
+export class CorruptInputError extends CompactorError {
+  override readonly name = ErrorNames.CorruptInput;
+  readonly key: string;
+  readonly reason: string;
+  constructor(key: string, reason: string, options?: ErrorOptions) {
+    super(
+      `corrupt input ${key}: ${reason}. It is left in place and quarantined; replace or remove it.`,
+      options,
+    );
+    this.key = key;
+    this.reason = reason;
+  }
+}
+
+export class SchemaConflictError extends CompactorError {
+  override readonly name = ErrorNames.SchemaConflict;
+  readonly partition: string;
+  readonly column: string;
+  constructor(partition: string, column: string, detail: string, options?: ErrorOptions) {
+    super(
+      `schema conflict in partition ${partition}, column "${column}": ${detail}. ` +
+        'Only int->bigint and float->double widenings are merged; rewrite or remove the odd file.',
+      options,
+    );
+    this.partition = partition;
+    this.column = column;
+  }
+}
+
+export class RowCountMismatchError extends CompactorError {
+  override readonly name = ErrorNames.RowCountMismatch;
+}
+
+/** The final key exists and is not ours: fail closed, delete nothing. */
+export class FinalKeyConflictError extends CompactorError {
+  override readonly name = ErrorNames.FinalKeyConflict;
+}
+
+/** The published output does not match the manifest: quarantined, nothing deleted. */
+export class VerificationFailedError extends CompactorError {
+  override readonly name = ErrorNames.VerificationFailed;
+}
+
+/** A DeleteObjects key failed for a reason other than "gone" or "changed": the step is retried. */
+export class DeleteFailedError extends CompactorError {
+  override readonly name = ErrorNames.DeleteFailed;
+}
+
+/** The job was quarantined; an operator must look at it. */
+export class QuarantinedError extends CompactorError {
+  override readonly name = ErrorNames.Quarantined;
+}
+
+export class ConfigError extends CompactorError {
+  override readonly name = ErrorNames.Config;
+}
+
+/** Errors worth retrying the same step for (Step Functions Retry uses these names). */
+export const RETRYABLE_ERRORS: readonly ErrorName[] = [ErrorNames.TransientStore, ErrorNames.DeleteFailed];

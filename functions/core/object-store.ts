@@ -1,0 +1,106 @@
+/**
+ * The object-store interface the protocol is written against. Two adapters implement it:
+ * a local folder with S3's semantics, and S3 (or any S3-compatible endpoint).
+ *
+ * Contract shared by every adapter:
+ * - keys are S3 keys ('/'-separated, no leading '/'); listing is in UTF-8 binary key order;
+ * - an object becomes visible whole, never partially;
+ * - `ifNoneMatch: '*'` / `ifMatch: etag` conditions are atomic against every other writer
+ *   and throw PreconditionFailedError when they do not hold;
+ * - "not found" is reported as such (undefined or NotFoundError); any other failure throws,
+ *   so a failed list or head is never mistaken for "nothing there".
+ */
+
+export interface ObjectSummary {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string;
+  readonly lastModified: Date;
+}
+
+/** A full-object checksum as S3 reports it (`ChecksumCRC32`: base64 of the big-endian CRC32). */
+export interface Checksum {
+  readonly algorithm: 'CRC32';
+  readonly value: string;
+}
+
+export interface ObjectHead extends ObjectSummary {
+  /** Present when the store computed and returned a full-object checksum. */
+  readonly checksum?: Checksum;
+  /** User metadata (x-amz-meta-*), keys lower-case. */
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+export interface WriteOptions {
+  /** '*' = create only if the key does not exist. */
+  readonly ifNoneMatch?: '*';
+  /** Replace only if the current ETag equals this. */
+  readonly ifMatch?: string;
+  readonly metadata?: Readonly<Record<string, string>>;
+  readonly contentType?: string;
+  /** Ask the store to compute and keep a full-object checksum of this algorithm. */
+  readonly checksum?: Checksum;
+  readonly signal?: AbortSignal;
+}
+
+export interface CopyOptions {
+  readonly ifNoneMatch?: '*';
+  readonly signal?: AbortSignal;
+}
+
+export interface DeleteRequest {
+  readonly key: string;
+  /** Delete only if the current ETag equals this. */
+  readonly etag?: string;
+}
+
+export type DeleteOutcome =
+  | { readonly key: string; readonly status: 'deleted' }
+  | { readonly key: string; readonly status: 'not-found' }
+  | { readonly key: string; readonly status: 'precondition-failed' }
+  | { readonly key: string; readonly status: 'error'; readonly code: string; readonly message: string };
+
+export interface IncompleteUpload {
+  readonly key: string;
+  readonly uploadId: string;
+  readonly initiated: Date;
+}
+
+export interface ObjectStore {
+  /** A stable name of the bucket (or folder) this store addresses; manifests record it. */
+  readonly location: string;
+  /** All objects under the prefix, in key order, paging internally. */
+  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary>;
+  /** undefined when the key does not exist; throws on any other failure. */
+  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined>;
+  /** Small objects (manifests). Throws NotFoundError. */
+  getBytes(
+    key: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly body: Buffer; readonly etag: string }>;
+  /** Streams the object to a local file. `ifMatch` fails with PreconditionFailedError if it changed. */
+  getToFile(
+    key: string,
+    path: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly etag: string; readonly size: number }>;
+  /** Writes a whole object from bytes or a local file. */
+  put(
+    key: string,
+    body: Buffer | { readonly file: string },
+    options?: WriteOptions,
+  ): Promise<{ readonly etag: string }>;
+  /** Server-side copy; user metadata and checksum travel with the object. Throws NotFoundError for the source. */
+  copy(source: string, target: string, options?: CopyOptions): Promise<{ readonly etag: string }>;
+  /** Deletes up to 1000 keys in one request, each optionally conditioned on its ETag. */
+  deleteMany(
+    requests: readonly DeleteRequest[],
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<DeleteOutcome[]>;
+  /** Uploads started and never completed under a prefix (multipart uploads, temp files). */
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]>;
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void>;
+}
+
+/** The largest batch DeleteObjects accepts. */
+export const MAX_DELETE_BATCH = 1000;
