@@ -1,0 +1,1014 @@
+/**
+ * The embedded object store: a local folder with S3's semantics.
+ *
+ * Object `a/b/c.parquet` is the file `<root>/a/b/c.parquet`, so DuckDB and people can glob the
+ * folder as a data lake. Everything the store needs besides the data lives in the reserved
+ * hidden folder `<root>/.compactor-store/`, which is never listed:
+ *
+ * - `tmp/<uploadId>/`  one folder per write in progress: `intent.json` (the target key), `data`,
+ *                      `meta.json`. A write is whole-object visible because `data` is fsynced and
+ *                      then renamed into place; a folder left behind by a crash is an incomplete upload.
+ * - `meta/<key>.json`  sidecar holding user metadata and checksum, one entry per data-file version
+ *                      (identified by its ETag, i.e. inode, size and mtime); entries for other
+ *                      versions are stale and ignored.
+ * - `locks/<sha256(key)>.lock`  per-key lock making conditional writes atomic across processes.
+ */
+
+import { createHash, randomBytes } from 'node:crypto';
+import type { BigIntStats, Dirent, Stats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import {
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  rmdir,
+  stat,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { dirname, join, resolve, sep } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { crc32 } from 'node:zlib';
+import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
+import type {
+  Checksum,
+  CopyOptions,
+  DeleteOutcome,
+  DeleteRequest,
+  IncompleteUpload,
+  ObjectHead,
+  ObjectStore,
+  ObjectSummary,
+  WriteOptions,
+} from '../core/object-store.ts';
+import { MAX_DELETE_BATCH } from '../core/object-store.ts';
+
+/** Top-level folder reserved for the store's own bookkeeping; keys may not start with it. */
+export const RESERVED_DIR = '.compactor-store';
+
+const MAX_KEY_BYTES = 1024;
+// File systems cap a name at 255 bytes; the last segment also gets the sidecar's '.json'.
+const MAX_SEGMENT_BYTES = 255;
+const SIDECAR_SUFFIX = '.json';
+const MAX_LAST_SEGMENT_BYTES = MAX_SEGMENT_BYTES - SIDECAR_SUFFIX.length;
+const COPY_CHUNK_BYTES = 1 << 20;
+// Reads that race with writers retry; a key rewritten this many times in a row is a live-lock.
+const MAX_READ_ATTEMPTS = 50;
+const MAX_RENAME_ATTEMPTS = 20;
+
+export interface LocalFolderStoreOptions {
+  /** How long a write waits for another writer's lock on the same key before TransientStoreError. */
+  readonly lockTimeoutMs?: number;
+  /**
+   * A lock older than this is broken even when its pid looks alive (pid reuse, or a holder on
+   * another host sharing the folder). Locks are held only for the few syscalls of a commit.
+   */
+  readonly staleLockMs?: number;
+}
+
+interface SidecarEntry {
+  readonly etag: string;
+  readonly ino: string;
+  readonly size: number;
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly checksum?: Checksum;
+}
+
+interface Sidecar {
+  readonly version: 1;
+  readonly key: string;
+  readonly entries: readonly SidecarEntry[];
+}
+
+interface Attributes {
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly checksum?: Checksum;
+}
+
+interface Staged {
+  readonly dir: string;
+  readonly dataPath: string;
+  readonly stat: BigIntStats;
+  readonly etag: string;
+  readonly crc: number;
+}
+
+interface LockOwner {
+  readonly pid: number;
+  readonly host: string;
+  readonly token: string;
+}
+
+interface LockFile {
+  readonly stat: Stats;
+  /** undefined when the file does not hold a lock record (foreign or damaged). */
+  readonly owner: LockOwner | undefined;
+}
+
+interface Conditions {
+  readonly ifNoneMatch?: '*';
+  readonly ifMatch?: string;
+}
+
+export class LocalFolderStore implements ObjectStore {
+  readonly location: string;
+  readonly #root: string;
+  readonly #tmpDir: string;
+  readonly #metaDir: string;
+  readonly #locksDir: string;
+  readonly #lockTimeoutMs: number;
+  readonly #staleLockMs: number;
+
+  constructor(rootDir: string, options: LocalFolderStoreOptions = {}) {
+    this.#root = resolve(rootDir);
+    this.location = `file://${this.#root}`;
+    const reserved = join(this.#root, RESERVED_DIR);
+    this.#tmpDir = join(reserved, 'tmp');
+    this.#metaDir = join(reserved, 'meta');
+    this.#locksDir = join(reserved, 'locks');
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 30_000;
+    this.#staleLockMs = options.staleLockMs ?? 60_000;
+  }
+
+  async *list(prefix: string, options: { readonly signal?: AbortSignal } = {}): AsyncIterable<ObjectSummary> {
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const slash = prefix.lastIndexOf('/');
+    const dirPart = slash < 0 ? '' : prefix.slice(0, slash);
+    const namePrefix = prefix.slice(slash + 1);
+    if (prefix.includes('\0')) return;
+    if (dirPart !== '') {
+      const segments = dirPart.split('/');
+      // No valid key lies under '', '.', '..' segments or inside the reserved folder.
+      if (segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR) return;
+    }
+    const dirAbs = dirPart === '' ? this.#root : join(this.#root, ...dirPart.split('/'));
+    yield* this.#walk(dirAbs, dirPart === '' ? '' : `${dirPart}/`, namePrefix, signal);
+  }
+
+  async head(key: string, options: { readonly signal?: AbortSignal } = {}): Promise<ObjectHead | undefined> {
+    assertKey(key);
+    options.signal?.throwIfAborted();
+    const path = this.#dataPath(key);
+    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
+      const st = await statObject(path);
+      if (st === undefined) return undefined;
+      const etag = etagOf(st);
+      const entry = await this.#sidecarEntry(key, etag);
+      // The sidecar always holds the current version's entry, so if the data file is unchanged
+      // across the sidecar read, the entry (or its absence) belongs to this version.
+      const again = await statObject(path);
+      if (again !== undefined && etagOf(again) === etag) return toHead(key, st, etag, entry);
+      options.signal?.throwIfAborted();
+    }
+    throw new TransientStoreError(`head ${key}: the object kept changing while being read`);
+  }
+
+  async getBytes(
+    key: string,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    assertKey(key);
+    options.signal?.throwIfAborted();
+    const opened = await openObject(this.#dataPath(key));
+    if (opened === undefined) throw new NotFoundError(key);
+    try {
+      const etag = etagOf(opened.stat);
+      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
+        throw new PreconditionFailedError(key);
+      }
+      const body = await opened.handle.readFile();
+      return { body, etag };
+    } finally {
+      await opened.handle.close();
+    }
+  }
+
+  async getToFile(
+    key: string,
+    path: string,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly etag: string; readonly size: number }> {
+    assertKey(key);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    // Data files are only ever replaced by rename, never rewritten, so the open fd pins one
+    // version: the ETag derived from fstat is the ETag of the bytes we copy.
+    const opened = await openObject(this.#dataPath(key));
+    if (opened === undefined) throw new NotFoundError(key);
+    try {
+      const etag = etagOf(opened.stat);
+      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
+        throw new PreconditionFailedError(key);
+      }
+      const size = Number(opened.stat.size);
+      const out = await open(path, 'w');
+      let copied: { bytes: number } | undefined;
+      try {
+        copied = await copyHandle(opened.handle, out, signal);
+      } finally {
+        await out.close();
+        if (copied === undefined) await rm(path, { force: true });
+      }
+      if (copied.bytes !== size) {
+        await rm(path, { force: true });
+        throw new Error(
+          `get ${key}: read ${copied.bytes} bytes, expected ${size}; was the file edited in place?`,
+        );
+      }
+      return { etag, size };
+    } finally {
+      await opened.handle.close();
+    }
+  }
+
+  async put(
+    key: string,
+    body: Buffer | { readonly file: string },
+    options: WriteOptions = {},
+  ): Promise<{ readonly etag: string }> {
+    assertKey(key);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const wanted = options.checksum;
+    if (wanted !== undefined && wanted.algorithm !== 'CRC32') {
+      throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
+    }
+    const dir = await this.#beginUpload(key, 'put');
+    try {
+      const staged = await stageData(dir, async (out) => {
+        if (Buffer.isBuffer(body)) {
+          signal?.throwIfAborted();
+          await writeAll(out, body);
+          return crc32(body);
+        }
+        const src = await open(body.file, 'r');
+        try {
+          return (await copyHandle(src, out, signal)).crc;
+        } finally {
+          await src.close();
+        }
+      });
+      let checksum: Checksum | undefined;
+      if (wanted !== undefined) {
+        const value = crc32Base64(staged.crc);
+        // S3 rejects a body whose checksum differs from the one the client declared.
+        if (value !== wanted.value) {
+          throw new Error(`put ${key}: body CRC32 is ${value}, the request declared ${wanted.value}`);
+        }
+        checksum = { algorithm: 'CRC32', value };
+      }
+      const metadata = lowerCaseKeys(options.metadata ?? {});
+      const attrs =
+        checksum !== undefined || Object.keys(metadata).length > 0
+          ? { metadata, ...(checksum === undefined ? {} : { checksum }) }
+          : undefined;
+      signal?.throwIfAborted();
+      await this.#commit(key, staged, options, attrs, signal);
+      return { etag: staged.etag };
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  async copy(source: string, target: string, options: CopyOptions = {}): Promise<{ readonly etag: string }> {
+    assertKey(source);
+    assertKey(target);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const src = await this.#openWithAttributes(source);
+    if (src === undefined) throw new NotFoundError(source);
+    let staged: Staged;
+    const dir = await this.#beginUpload(target, 'copy');
+    try {
+      try {
+        staged = await stageData(dir, async (out) => (await copyHandle(src.handle, out, signal)).crc);
+      } finally {
+        await src.handle.close();
+      }
+      if (staged.stat.size !== src.stat.size) {
+        throw new Error(`copy ${source}: read ${staged.stat.size} bytes, expected ${src.stat.size}`);
+      }
+      const stored = src.entry?.checksum;
+      if (stored !== undefined && crc32Base64(staged.crc) !== stored.value) {
+        throw new Error(`copy ${source}: its bytes no longer match its stored CRC32 ${stored.value}`);
+      }
+      const attrs =
+        src.entry === undefined
+          ? undefined
+          : { metadata: src.entry.metadata, ...(stored === undefined ? {} : { checksum: stored }) };
+      signal?.throwIfAborted();
+      await this.#commit(
+        target,
+        staged,
+        options.ifNoneMatch === undefined ? {} : { ifNoneMatch: options.ifNoneMatch },
+        attrs,
+        signal,
+      );
+      return { etag: staged.etag };
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  async deleteMany(
+    requests: readonly DeleteRequest[],
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<DeleteOutcome[]> {
+    if (requests.length > MAX_DELETE_BATCH) {
+      throw new Error(`deleteMany: ${requests.length} keys, at most ${MAX_DELETE_BATCH} per request`);
+    }
+    // A malformed request is rejected whole, before anything is deleted (as S3 does).
+    for (const request of requests) assertKey(request.key);
+    const outcomes: DeleteOutcome[] = [];
+    for (const request of requests) {
+      options.signal?.throwIfAborted();
+      outcomes.push(await this.#deleteOne(request, options.signal));
+    }
+    return outcomes;
+  }
+
+  async listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    let entries: string[];
+    try {
+      entries = await readdir(this.#tmpDir);
+    } catch (error) {
+      if (errorCode(error) === 'ENOENT') return [];
+      throw error;
+    }
+    const uploads: IncompleteUpload[] = [];
+    for (const uploadId of entries) {
+      const intentPath = join(this.#tmpDir, uploadId, 'intent.json');
+      let key = '';
+      let initiated: Date;
+      try {
+        const text = await readFile(intentPath, 'utf8');
+        initiated = (await stat(intentPath)).mtime;
+        key = parseIntentKey(text) ?? '';
+      } catch (error) {
+        const code = errorCode(error);
+        if (code === 'ENOTDIR') continue; // not an upload folder
+        if (code !== 'ENOENT') throw error;
+        // Crashed (or is) between creating the folder and writing its intent: the target key is
+        // unknown, so it is reported under '' and only a whole-store sweep cleans it up.
+        const folder = await statOrUndefined(join(this.#tmpDir, uploadId));
+        if (folder === undefined) continue; // finished meanwhile
+        initiated = folder.mtime;
+      }
+      if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated });
+    }
+    uploads.sort(
+      (a, b) => a.initiated.getTime() - b.initiated.getTime() || compareUtf8(a.uploadId, b.uploadId),
+    );
+    return uploads;
+  }
+
+  async abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    const id = upload.uploadId;
+    if (
+      id === '' ||
+      id === '.' ||
+      id === '..' ||
+      id.includes('/') ||
+      id.includes('\\') ||
+      id.includes('\0')
+    ) {
+      throw new Error(`abortIncompleteUpload: invalid upload id ${JSON.stringify(id)}`);
+    }
+    // Idempotent: a finished or already aborted upload is simply gone.
+    await rm(join(this.#tmpDir, id), { recursive: true, force: true });
+  }
+
+  // ---- internals ----
+
+  #dataPath(key: string): string {
+    return join(this.#root, ...key.split('/'));
+  }
+
+  #sidecarPath(key: string): string {
+    return `${join(this.#metaDir, ...key.split('/'))}${SIDECAR_SUFFIX}`;
+  }
+
+  async *#walk(
+    dirAbs: string,
+    keyPrefix: string,
+    namePrefix: string,
+    signal: AbortSignal | undefined,
+  ): AsyncGenerator<ObjectSummary> {
+    signal?.throwIfAborted();
+    let dirents: Dirent[];
+    try {
+      dirents = await readdir(dirAbs, { withFileTypes: true });
+    } catch (error) {
+      const code = errorCode(error);
+      // The folder does not exist (or vanished while we walked): nothing under it.
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw error;
+    }
+    const children: { name: string; isDir: boolean; order: Buffer }[] = [];
+    for (const d of dirents) {
+      if (!d.name.startsWith(namePrefix)) continue;
+      if (keyPrefix === '' && d.name === RESERVED_DIR) continue;
+      let isDir: boolean;
+      if (d.isDirectory()) isDir = true;
+      else if (d.isFile()) isDir = false;
+      else if (d.isSymbolicLink()) {
+        // Symlinked files are objects; symlinked folders are not walked (cycles).
+        const target = await statOrUndefined(join(dirAbs, d.name));
+        if (target === undefined || !target.isFile()) continue;
+        isDir = false;
+      } else continue;
+      // Every key below folder `x` starts with `x/`, so that is where the folder sorts.
+      children.push({ name: d.name, isDir, order: Buffer.from(isDir ? `${d.name}/` : d.name, 'utf8') });
+    }
+    children.sort((a, b) => Buffer.compare(a.order, b.order));
+    for (const child of children) {
+      const abs = join(dirAbs, child.name);
+      if (child.isDir) {
+        yield* this.#walk(abs, `${keyPrefix}${child.name}/`, '', signal);
+        continue;
+      }
+      const st = await statObject(abs);
+      if (st === undefined) continue; // deleted while listing
+      yield {
+        key: `${keyPrefix}${child.name}`,
+        size: Number(st.size),
+        etag: etagOf(st),
+        lastModified: st.mtime,
+      };
+    }
+  }
+
+  async #beginUpload(key: string, kind: 'put' | 'copy'): Promise<string> {
+    const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
+    const dir = join(this.#tmpDir, uploadId);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, 'intent.json'), JSON.stringify({ key, kind, pid: process.pid }), {
+      flag: 'wx',
+    });
+    return dir;
+  }
+
+  async #readSidecar(key: string): Promise<Sidecar | undefined> {
+    const path = this.#sidecarPath(key);
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+      throw error;
+    }
+    return parseSidecar(path, text);
+  }
+
+  async #sidecarEntry(key: string, etag: string): Promise<SidecarEntry | undefined> {
+    return (await this.#readSidecar(key))?.entries.find((e) => e.etag === etag);
+  }
+
+  /** Opens the current version and reads its sidecar entry, consistently (retrying past writers). */
+  async #openWithAttributes(
+    key: string,
+  ): Promise<{ handle: FileHandle; stat: BigIntStats; entry: SidecarEntry | undefined } | undefined> {
+    const path = this.#dataPath(key);
+    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
+      const opened = await openObject(path);
+      if (opened === undefined) return undefined;
+      const etag = etagOf(opened.stat);
+      let keep = false;
+      try {
+        const entry = await this.#sidecarEntry(key, etag);
+        const again = await statObject(path);
+        if (again !== undefined && etagOf(again) === etag) {
+          keep = true;
+          return { handle: opened.handle, stat: opened.stat, entry };
+        }
+      } finally {
+        if (!keep) await opened.handle.close();
+      }
+    }
+    throw new TransientStoreError(`read ${key}: the object kept changing while being read`);
+  }
+
+  /** Checks the conditions and makes the staged data the object, all under the key's lock. */
+  async #commit(
+    key: string,
+    staged: Staged,
+    conditions: Conditions,
+    attrs: Attributes | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const path = this.#dataPath(key);
+    const sidecarPath = this.#sidecarPath(key);
+    const release = await this.#lock(key, signal);
+    try {
+      const current = await statObject(path);
+      if (conditions.ifNoneMatch === '*' && current !== undefined) throw new PreconditionFailedError(key);
+      if (
+        conditions.ifMatch !== undefined &&
+        (current === undefined || etagOf(current) !== unquote(conditions.ifMatch))
+      ) {
+        throw new PreconditionFailedError(key);
+      }
+      if (attrs !== undefined) {
+        // The sidecar goes in first so the new data is never visible without its attributes; it
+        // keeps the current version's entry so readers of the old data still find theirs.
+        const currentEtag = current === undefined ? undefined : etagOf(current);
+        const kept =
+          currentEtag === undefined
+            ? []
+            : ((await this.#readSidecar(key))?.entries.filter((e) => e.etag === currentEtag) ?? []);
+        const entry: SidecarEntry = {
+          etag: staged.etag,
+          ino: staged.stat.ino.toString(),
+          size: Number(staged.stat.size),
+          metadata: attrs.metadata,
+          ...(attrs.checksum === undefined ? {} : { checksum: attrs.checksum }),
+        };
+        const sidecar: Sidecar = { version: 1, key, entries: [...kept, entry] };
+        const tmp = join(staged.dir, 'meta.json');
+        await writeDurably(tmp, JSON.stringify(sidecar));
+        await renameIntoPlace(tmp, sidecarPath, key);
+        await fsyncDir(dirname(sidecarPath));
+      }
+      await renameIntoPlace(staged.dataPath, path, key);
+      await fsyncDir(dirname(path));
+      if (attrs === undefined && (await unlinkIfExists(sidecarPath))) {
+        await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
+      }
+    } finally {
+      await release();
+    }
+  }
+
+  async #deleteOne(request: DeleteRequest, signal: AbortSignal | undefined): Promise<DeleteOutcome> {
+    const { key } = request;
+    const path = this.#dataPath(key);
+    try {
+      const release = await this.#lock(key, signal);
+      try {
+        const current = await statObject(path);
+        if (current === undefined) return { key, status: 'not-found' };
+        if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
+          return { key, status: 'precondition-failed' };
+        }
+        if (!(await unlinkIfExists(path))) return { key, status: 'not-found' };
+        // The protocol records "inputs deleted" next; the delete must not come back after a crash.
+        await fsyncDir(dirname(path));
+        const sidecarPath = this.#sidecarPath(key);
+        if (await unlinkIfExists(sidecarPath)) await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
+        await pruneEmptyDirs(dirname(path), this.#root);
+        return { key, status: 'deleted' };
+      } finally {
+        await release();
+      }
+    } catch (error) {
+      // Per-key failures are outcomes (as in DeleteObjects); anything else is a bug or an abort.
+      const code = errorCode(error);
+      if (code !== undefined && error instanceof Error) {
+        return { key, status: 'error', code, message: error.message };
+      }
+      if (error instanceof TransientStoreError) {
+        return { key, status: 'error', code: error.name, message: error.message };
+      }
+      throw error;
+    }
+  }
+
+  // ---- per-key locks ----
+
+  /**
+   * Takes the key's lock: a lock file linked into place from a fully written claim file, so the
+   * lock never exists half-written. Returns the release function.
+   */
+  async #lock(key: string, signal: AbortSignal | undefined): Promise<() => Promise<void>> {
+    const lockPath = join(this.#locksDir, lockFileName(key));
+    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
+    const claimPath = join(this.#locksDir, `${owner.token}.claim`);
+    await mkdir(this.#locksDir, { recursive: true });
+    await writeFile(claimPath, JSON.stringify(owner), { flag: 'wx' });
+    try {
+      const deadline = Date.now() + this.#lockTimeoutMs;
+      let delayMs = 1;
+      for (;;) {
+        signal?.throwIfAborted();
+        if (await tryLink(claimPath, lockPath)) {
+          return () => this.#unlockIfOwned(lockPath, owner.token);
+        }
+        await this.#breakIfStale(lockPath, claimPath, owner.token);
+        if (Date.now() >= deadline) {
+          throw new TransientStoreError(
+            `timed out after ${this.#lockTimeoutMs} ms waiting for the lock on ${key}`,
+          );
+        }
+        await sleep(delayMs * (0.5 + Math.random()));
+        delayMs = Math.min(delayMs * 2, 20);
+      }
+    } finally {
+      await unlinkIfExists(claimPath);
+    }
+  }
+
+  async #unlockIfOwned(lockPath: string, token: string): Promise<void> {
+    const current = await readLockFile(lockPath);
+    // Someone broke our lock as stale (we stalled past staleLockMs): theirs now, leave it.
+    if (current?.owner?.token === token) await unlinkIfExists(lockPath);
+  }
+
+  #isStale(lock: LockFile): boolean {
+    // link() updates ctime, so ctime is when the lock was taken.
+    if (Date.now() - lock.stat.ctimeMs > this.#staleLockMs) return true;
+    if (lock.owner === undefined || lock.owner.host !== hostname()) return false;
+    return !pidAlive(lock.owner.pid);
+  }
+
+  /**
+   * Removes a lock whose holder is dead. Breakers first take `<lock>.breaker` (same link trick),
+   * then re-check the lock: two breakers cannot both remove it, and a fresh lock taken after one
+   * breaker finished is never mistaken for the dead one.
+   */
+  async #breakIfStale(lockPath: string, claimPath: string, token: string): Promise<void> {
+    const seen = await readLockFile(lockPath);
+    if (seen === undefined || !this.#isStale(seen)) return;
+    const breakerPath = `${lockPath}.breaker`;
+    if (!(await tryLink(claimPath, breakerPath))) {
+      const breaker = await readLockFile(breakerPath);
+      // A breaker that died mid-break (a crash within microseconds of the holder's): set it aside.
+      if (breaker !== undefined && this.#isStale(breaker)) await removeIfSame(breakerPath, breaker.stat.ino);
+      return;
+    }
+    try {
+      const again = await readLockFile(lockPath);
+      if (again !== undefined && again.stat.ino === seen.stat.ino && this.#isStale(again)) {
+        await unlinkIfExists(lockPath);
+        // The dead holder's claim file is litter now.
+        if (again.owner !== undefined && /^[0-9a-f]+$/.test(again.owner.token)) {
+          await unlinkIfExists(join(this.#locksDir, `${again.owner.token}.claim`));
+        }
+      }
+    } finally {
+      await this.#unlockIfOwned(breakerPath, token);
+    }
+  }
+}
+
+/** The lock file name of a key (exported for tests and operators inspecting a stuck lock). */
+export function lockFileName(key: string): string {
+  return `${createHash('sha256').update(key, 'utf8').digest('hex')}.lock`;
+}
+
+/** Throws unless `key` is a key this store can hold. */
+export function assertKey(key: string): void {
+  const bad = (why: string): never => {
+    throw new Error(`invalid object key ${JSON.stringify(key)}: ${why}`);
+  };
+  if (typeof key !== 'string' || key === '') bad('empty');
+  if (Buffer.from(key, 'utf8').toString('utf8') !== key) bad('not well-formed Unicode');
+  if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) bad(`longer than ${MAX_KEY_BYTES} bytes`);
+  if (key.includes('\0')) bad('contains NUL');
+  if (key.startsWith('/')) bad("starts with '/'");
+  const segments = key.split('/');
+  if (segments[0] === RESERVED_DIR) bad(`${RESERVED_DIR}/ is reserved for the store`);
+  segments.forEach((segment, i) => {
+    if (segment === '') bad('empty path segment');
+    if (segment === '.' || segment === '..') bad(`'${segment}' path segment`);
+    const limit = i === segments.length - 1 ? MAX_LAST_SEGMENT_BYTES : MAX_SEGMENT_BYTES;
+    if (Buffer.byteLength(segment, 'utf8') > limit) bad(`a path segment is longer than ${limit} bytes`);
+  });
+}
+
+// ---- helpers ----
+
+function etagOf(st: BigIntStats): string {
+  // Every write renames a new file into place, so (inode, size, mtime) changes on every replace.
+  return createHash('sha256')
+    .update(`${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`)
+    .digest('hex')
+    .slice(0, 32);
+}
+
+function unquote(etag: string): string {
+  return etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"') ? etag.slice(1, -1) : etag;
+}
+
+function crc32Base64(crc: number): string {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc >>> 0);
+  return bytes.toString('base64');
+}
+
+function lowerCaseKeys(metadata: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(metadata).map(([k, v]) => [k.toLowerCase(), v]));
+}
+
+function compareUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+function toHead(key: string, st: BigIntStats, etag: string, entry: SidecarEntry | undefined): ObjectHead {
+  return {
+    key,
+    size: Number(st.size),
+    etag,
+    lastModified: st.mtime,
+    metadata: { ...(entry?.metadata ?? {}) },
+    ...(entry?.checksum === undefined ? {} : { checksum: entry.checksum }),
+  };
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
+  return undefined;
+}
+
+function isMissing(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** The stats of the object's file; undefined when there is no file (or a folder) there. */
+async function statObject(path: string): Promise<BigIntStats | undefined> {
+  try {
+    const st = await stat(path, { bigint: true });
+    return st.isFile() ? st : undefined;
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
+async function statOrUndefined(path: string): Promise<Stats | undefined> {
+  try {
+    return await stat(path);
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
+async function openObject(path: string): Promise<{ handle: FileHandle; stat: BigIntStats } | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if (isMissing(error) || errorCode(error) === 'EISDIR') return undefined;
+    throw error;
+  }
+  let keep = false;
+  try {
+    const st = await handle.stat({ bigint: true });
+    if (!st.isFile()) return undefined;
+    keep = true;
+    return { handle, stat: st };
+  } finally {
+    if (!keep) await handle.close();
+  }
+}
+
+async function writeAll(out: FileHandle, chunk: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < chunk.length) {
+    const { bytesWritten } = await out.write(chunk, offset, chunk.length - offset, null);
+    offset += bytesWritten;
+  }
+}
+
+/** Streams src (from its current position) to out, with the running CRC32 of what was copied. */
+async function copyHandle(
+  src: FileHandle,
+  out: FileHandle,
+  signal: AbortSignal | undefined,
+): Promise<{ bytes: number; crc: number }> {
+  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  let bytes = 0;
+  let crc = 0;
+  for (;;) {
+    signal?.throwIfAborted();
+    // Sequential reads (position null) so pipes work as put sources too.
+    const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) return { bytes, crc };
+    const chunk = buffer.subarray(0, bytesRead);
+    crc = crc32(chunk, crc);
+    await writeAll(out, chunk);
+    bytes += bytesRead;
+  }
+}
+
+/** Writes `<dir>/data` with `fill`, fsyncs it, and returns its identity. */
+async function stageData(dir: string, fill: (out: FileHandle) => Promise<number>): Promise<Staged> {
+  const dataPath = join(dir, 'data');
+  const out = await open(dataPath, 'wx');
+  try {
+    const crc = await fill(out);
+    await out.sync();
+    // Rename keeps inode, size and mtime, so this is the ETag the object will have.
+    const st = await out.stat({ bigint: true });
+    return { dir, dataPath, stat: st, etag: etagOf(st), crc };
+  } finally {
+    await out.close();
+  }
+}
+
+async function writeDurably(path: string, text: string): Promise<void> {
+  const out = await open(path, 'wx');
+  try {
+    await writeAll(out, Buffer.from(text, 'utf8'));
+    await out.sync();
+  } finally {
+    await out.close();
+  }
+}
+
+/**
+ * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
+ * between our mkdir and rename; that is retried.
+ */
+async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await rename(from, to);
+      return;
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOTDIR' || code === 'EISDIR') {
+        throw new Error(
+          `cannot store ${key}: a folder of that name holds other objects, or one of its parent ` +
+            'folders is an object (a local folder cannot hold both "a" and "a/b")',
+          { cause: error },
+        );
+      }
+      if (code !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw error;
+      // The staged file itself is gone: the upload was aborted.
+      if ((await statOrUndefined(from)) === undefined) throw error;
+      try {
+        await mkdir(dirname(to), { recursive: true });
+      } catch (mkdirError) {
+        const mkdirCode = errorCode(mkdirError);
+        if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
+          throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
+            cause: mkdirError,
+          });
+        }
+        throw mkdirError;
+      }
+    }
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } catch (error) {
+    // Some file systems cannot fsync a directory; the rename is then as durable as they allow.
+    if (errorCode(error) !== 'EINVAL') throw error;
+  } finally {
+    await handle.close();
+  }
+}
+
+async function unlinkIfExists(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (error) {
+    if (isMissing(error)) return false;
+    throw error;
+  }
+}
+
+/** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
+async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+  let dir = from;
+  while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
+    try {
+      await rmdir(dir);
+    } catch (error) {
+      const code = errorCode(error);
+      // Not empty (a concurrent write landed there): done. Gone already: keep going up.
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
+      if (code !== 'ENOENT') throw error;
+    }
+    dir = dirname(dir);
+  }
+}
+
+async function tryLink(from: string, to: string): Promise<boolean> {
+  try {
+    await link(from, to);
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+async function readLockFile(path: string): Promise<LockFile | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+  try {
+    // fstat and read through one fd, so the content and the inode belong together.
+    const st = await handle.stat();
+    const text = await handle.readFile('utf8');
+    return { stat: st, owner: parseLockOwner(text) };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Removes `path` only if it is still the file `ino`; puts back anything else it took. */
+async function removeIfSame(path: string, ino: number): Promise<void> {
+  const aside = `${path}.stale-${randomBytes(8).toString('hex')}`;
+  try {
+    await rename(path, aside);
+  } catch (error) {
+    if (isMissing(error)) return;
+    throw error;
+  }
+  if ((await lstat(aside)).ino !== ino) {
+    // Took a fresh one: restore it (if someone raced in meanwhile, theirs stands).
+    await tryLink(aside, path);
+  }
+  await unlink(aside);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ESRCH') return false;
+    if (code === 'EPERM') return true; // exists, owned by another user
+    throw error;
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    if (error instanceof SyntaxError) return undefined;
+    throw error;
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function parseLockOwner(text: string): LockOwner | undefined {
+  const value = parseJson(text);
+  if (!isRecord(value)) return undefined;
+  const { pid, host, token } = value;
+  if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') return undefined;
+  return { pid, host, token };
+}
+
+function parseIntentKey(text: string): string | undefined {
+  const value = parseJson(text);
+  return isRecord(value) && typeof value.key === 'string' ? value.key : undefined;
+}
+
+function parseSidecar(path: string, text: string): Sidecar {
+  const value = parseJson(text);
+  const corrupt = (): never => {
+    throw new Error(`corrupt metadata sidecar ${path}`);
+  };
+  if (!isRecord(value) || value.version !== 1 || !Array.isArray(value.entries)) return corrupt();
+  const entries: SidecarEntry[] = value.entries.map((raw: unknown): SidecarEntry => {
+    if (!isRecord(raw) || typeof raw.etag !== 'string' || !isRecord(raw.metadata)) return corrupt();
+    const metadata: Record<string, string> = {};
+    for (const [k, v] of Object.entries(raw.metadata)) {
+      if (typeof v !== 'string') return corrupt();
+      metadata[k] = v;
+    }
+    const checksum = raw.checksum;
+    if (checksum !== undefined) {
+      if (!isRecord(checksum) || checksum.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
+        return corrupt();
+      }
+    }
+    return {
+      etag: raw.etag,
+      ino: typeof raw.ino === 'string' ? raw.ino : '',
+      size: typeof raw.size === 'number' ? raw.size : -1,
+      metadata,
+      ...(checksum === undefined
+        ? {}
+        : { checksum: { algorithm: 'CRC32', value: checksum.value as string } }),
+    };
+  });
+  return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
+}

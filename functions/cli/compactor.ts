@@ -1,0 +1,605 @@
+/**
+ * The `compactor` command line: demo, run, plan, recover, status, verify, visible.
+ * Exit codes: 0 ok; 1 the command ran and found a problem (a failed partition, a quarantine,
+ * a suspect partition); 2 bad usage or configuration, or the command could not run.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
+import { LocalFolderStore } from '../adapters/local-store.ts';
+import { type CompactorConfig, TIERS, type TierName } from '../core/config.ts';
+import { type CycleDeps, type CycleReport, runCycle } from '../core/cycle.ts';
+import type { Clock } from '../core/engine.ts';
+import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
+import type { ObjectStore } from '../core/object-store.ts';
+import { planTier } from '../core/planner.ts';
+import type { JobEvent } from '../core/protocol.ts';
+import { type RecoveryReport, recover } from '../core/recovery.ts';
+import { visibleFiles } from '../core/visible.ts';
+import {
+  buildClock,
+  buildConfig,
+  buildEngine,
+  type CliOptions,
+  openStore,
+  parseTier,
+  parseWhole,
+  type StoreTarget,
+} from './context.ts';
+import { generateDemoLake } from './demo-lake.ts';
+import { formatBytes, formatCount, formatDuration, table } from './format.ts';
+import { footerRows, listData } from './lake-stats.ts';
+
+export interface CliIo {
+  readonly out: (line: string) => void;
+  readonly err: (line: string) => void;
+}
+
+const USAGE = `compactor: crash-safe compaction of time-partitioned Parquet files
+
+Usage: compactor <command> [options]
+
+Commands:
+  demo [--dir DIR]            generate an Arc-layout lake of small files, compact it hourly then
+                              daily, and show that row counts are equal
+  run --tier hourly|daily     one cycle: recover, plan, compact every eligible partition
+  plan --tier hourly|daily    dry run: what a cycle would compact and why the rest is skipped
+  recover                     resolve manifests left by crashed or stopped runs
+  status                      live and quarantined manifests
+  verify                      row counts per partition: plain glob vs the visible view
+  visible [--sql]             the files a consistent reader should read, or a DuckDB view over them
+
+Options:
+  --store <folder | s3://bucket/prefix>   the lake (required except for demo)
+  --endpoint URL              S3-compatible endpoint (path-style), with an s3:// store
+  --region REGION             AWS region (default $AWS_REGION or us-east-1)
+  --layout arc|hive|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
+  --now ISO-TIME              act as if at this time (plans against it; leases still run in real time)
+  --tier hourly|daily         the tier (run, plan; also scopes --min-files/--min-age)
+  --min-files N               files a folder needs before it is compacted (hourly 10, daily 2)
+  --min-age SECONDS           how long after its hour/day ends a folder becomes eligible (3600 / 10800)
+  --quiet SECONDS             skip folders holding a file written less than this ago (300)
+  --concurrency N             partitions compacted at once (2)
+  --target-size SIZE          split outputs at about this size (512MiB)
+  --row-group-size N          output row group size in rows (122880)
+  --max-job-bytes SIZE        input bytes one job may take (2GiB)
+  --max-job-files N           input files one job may take (5000)
+  --sort-keys a,b             sort keys after the time column
+  --time-column NAME          time column (time)
+  --memory-limit SIZE         DuckDB memory limit (e.g. 1GB; spills beyond it)
+  --threads N                 DuckDB threads
+  --work-dir DIR              local scratch folder (default: system temp)
+  --json                      machine-readable output
+  -h, --help                  this text
+
+Exit codes: 0 ok, 1 a partition failed or a problem was found, 2 usage or runtime error.`;
+
+const OPTIONS = {
+  store: { type: 'string' },
+  endpoint: { type: 'string' },
+  region: { type: 'string' },
+  layout: { type: 'string' },
+  now: { type: 'string' },
+  tier: { type: 'string' },
+  'min-files': { type: 'string' },
+  'min-age': { type: 'string' },
+  quiet: { type: 'string' },
+  concurrency: { type: 'string' },
+  'target-size': { type: 'string' },
+  'row-group-size': { type: 'string' },
+  'max-job-bytes': { type: 'string' },
+  'max-job-files': { type: 'string' },
+  'sort-keys': { type: 'string' },
+  'time-column': { type: 'string' },
+  'memory-limit': { type: 'string' },
+  threads: { type: 'string' },
+  'work-dir': { type: 'string' },
+  dir: { type: 'string' },
+  sql: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Parsed = CliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean };
+
+/** Runs one command; returns the exit code. Never calls process.exit (tests call it in-process). */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  let command: string | undefined;
+  let options: Parsed;
+  try {
+    const parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+    options = parsed.values as Parsed;
+    command = parsed.positionals[0];
+    if (parsed.positionals.length > 1) throw new Error(`unexpected argument "${parsed.positionals[1]}"`);
+  } catch (error) {
+    io.err(`compactor: ${(error as Error).message}. See compactor --help.`);
+    return 2;
+  }
+  if (options.help || command === undefined || command === 'help') {
+    io.out(USAGE);
+    return command === undefined && !options.help ? 2 : 0;
+  }
+  const handler = COMMANDS[command];
+  if (!handler) {
+    io.err(`compactor: unknown command "${command}". Commands: ${Object.keys(COMMANDS).join(', ')}.`);
+    return 2;
+  }
+  try {
+    return await handler(options, io);
+  } catch (error) {
+    // The one place every failure becomes a one-line reason and an exit code.
+    const e = error instanceof Error ? error : new Error(String(error));
+    io.err(`compactor ${command}: ${e.name}: ${e.message}`);
+    return 2;
+  }
+}
+
+type Handler = (options: Parsed, io: CliIo) => Promise<number>;
+
+const COMMANDS: Record<string, Handler> = {
+  demo: demoCommand,
+  run: runCommand,
+  plan: planCommand,
+  recover: recoverCommand,
+  status: statusCommand,
+  verify: verifyCommand,
+  visible: visibleCommand,
+};
+
+interface Context {
+  readonly target: StoreTarget;
+  readonly config: CompactorConfig;
+  readonly clock: Clock;
+}
+
+function context(options: Parsed): Context {
+  const target = openStore(options);
+  return { target, config: buildConfig(options, target.dataPrefix), clock: buildClock(options.now) };
+}
+
+function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): void {
+  io.out(options.json ? JSON.stringify(value, null, 2) : text());
+}
+
+// ---- run ----
+
+async function runCommand(options: Parsed, io: CliIo): Promise<number> {
+  const tier = parseTier(options.tier);
+  const ctx = context(options);
+  const report = await withCycleDeps(options, ctx, io, (deps) => runCycle(deps, tier));
+  emit(io, options, report, () => formatCycle(report));
+  return report.jobs.some((j) => j.outcome.status === 'failed') ? 1 : 0;
+}
+
+async function withCycleDeps<T>(
+  options: Parsed,
+  ctx: Context,
+  io: CliIo,
+  fn: (deps: CycleDeps) => Promise<T>,
+): Promise<T> {
+  const { engine, workDir } = await buildEngine(options);
+  const owners = new LocalOwners();
+  const executionId = newLocalExecutionId();
+  const end = owners.begin(executionId);
+  const started = Date.now();
+  try {
+    return await fn({
+      store: ctx.target.store,
+      config: ctx.config,
+      clock: ctx.clock,
+      engine,
+      workDir: join(workDir, executionId.replaceAll(':', '-')),
+      executionId,
+      isOwnerAlive: owners.isAlive,
+      concurrency:
+        options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency)),
+      randomHex: () => randomBytes(4).toString('hex'),
+      onEvent: options.json ? undefined : (event) => logEvent(io, event),
+      onProgress: options.json
+        ? undefined
+        : ({ job, done, total, outcome }) => {
+            const tail =
+              outcome.status === 'failed' ? ` ${outcome.error.name}: ${outcome.error.message}` : '';
+            io.err(
+              `[${done}/${total}] ${job.partition} ${outcome.status}${tail} (${formatDuration(Date.now() - started)})`,
+            );
+          },
+    });
+  } finally {
+    end();
+    await engine.close();
+  }
+}
+
+function logEvent(io: CliIo, event: JobEvent): void {
+  if (event.type === 'quarantined') io.err(`QUARANTINED ${event.key}: ${event.reason}`);
+  if (event.type === 'input-quarantined')
+    io.err(`QUARANTINED input ${event.key} (partition ${event.partition}): ${event.reason}`);
+}
+
+function formatCycle(report: CycleReport): string {
+  const lines = [formatRecovery(report.recovery), ''];
+  lines.push(
+    `${report.tier} cycle at ${report.plan.now}: ${report.plan.objectsListed} objects listed, ` +
+      `${report.plan.jobs.length} partition(s) planned, ${report.plan.skipped.length} skipped`,
+  );
+  if (report.jobs.length > 0) {
+    const rows = report.jobs.map(({ job, outcome }) => {
+      const staged = outcome.steps.find((s) => s.outputs !== undefined);
+      return [
+        job.partition,
+        outcome.status,
+        staged?.inputs ?? job.inputs.length,
+        formatBytes(staged?.inputBytes ?? job.inputs.reduce((s, i) => s + i.size, 0)),
+        staged?.outputs ?? 0,
+        formatBytes(staged?.outputBytes ?? 0),
+        formatCount(staged?.outputRows ?? 0),
+        outcome.status === 'failed'
+          ? `${outcome.error.name}: ${outcome.error.message}`
+          : (outcome.steps.at(-1)?.reason ?? ''),
+      ];
+    });
+    lines.push(
+      table(['partition', 'result', 'inputs', 'in bytes', 'outputs', 'out bytes', 'rows', 'note'], rows),
+    );
+  }
+  const failed = report.jobs.filter((j) => j.outcome.status === 'failed').length;
+  const compacted = report.jobs.filter((j) => j.outcome.status === 'compacted');
+  const filesIn = compacted.reduce((s, j) => s + (j.outcome.steps[0]?.inputs ?? 0), 0);
+  const filesOut = compacted.reduce((s, j) => s + (j.outcome.steps[0]?.outputs ?? 0), 0);
+  lines.push(
+    `summary: ${compacted.length} compacted (${filesIn} files -> ${filesOut}), ` +
+      `${report.jobs.length - compacted.length - failed} skipped, ${failed} failed`,
+  );
+  return lines.join('\n');
+}
+
+// ---- plan ----
+
+async function planCommand(options: Parsed, io: CliIo): Promise<number> {
+  const tier = parseTier(options.tier);
+  const ctx = context(options);
+  const plan = await planTier(ctx.target.store, ctx.config, ctx.clock, tier);
+  emit(io, options, plan, () => {
+    const rows = [
+      ...plan.jobs.map((j) => [
+        j.partition,
+        'compact',
+        j.inputs.length,
+        j.candidates,
+        formatBytes(j.inputBytes),
+        j.reason,
+      ]),
+      ...plan.skipped.map((s) => [s.partition, 'skip', 0, 0, '', s.reason]),
+    ];
+    return [
+      `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,
+      rows.length > 0
+        ? table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows)
+        : 'nothing to do',
+    ].join('\n');
+  });
+  return 0;
+}
+
+// ---- recover ----
+
+async function recoverCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const owners = new LocalOwners();
+  const executionId = newLocalExecutionId();
+  const end = owners.begin(executionId);
+  try {
+    const report = await recover({
+      store: ctx.target.store,
+      config: ctx.config,
+      clock: ctx.clock,
+      executionId,
+      isOwnerAlive: owners.isAlive,
+      onEvent: (event) => logEvent(io, event),
+    });
+    emit(io, options, report, () => formatRecovery(report));
+    return report.entries.some((e) => e.action === 'quarantined') ? 1 : 0;
+  } finally {
+    end();
+  }
+}
+
+function formatRecovery(report: RecoveryReport): string {
+  const head = `recovery: ${report.entries.length} manifest(s) examined, ${report.orphanStagingDeleted} orphan staging object(s) removed, ${report.uploadsAborted} incomplete upload(s) aborted`;
+  if (report.entries.length === 0) return head;
+  return `${head}\n${table(
+    ['manifest', 'state', 'action', 'why'],
+    report.entries.map((e) => [e.manifestKey, e.state ?? '?', e.action, e.reason]),
+  )}`;
+}
+
+// ---- status ----
+
+async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const { store } = ctx.target;
+  const now = ctx.clock.now().getTime();
+  const live: {
+    key: string;
+    tier: string;
+    state: string;
+    job: string;
+    owner: string;
+    age: string;
+    lease: string;
+  }[] = [];
+  for await (const object of store.list(manifestsRoot(ctx.config.layout))) {
+    const { body } = await store.getBytes(object.key);
+    try {
+      const m = parseManifest(ctx.config, store.location, object.key, body);
+      const leaseLeft = Date.parse(m.leaseExpiresAt) - now;
+      live.push({
+        key: m.partition,
+        tier: m.tier,
+        state: m.state,
+        job: m.jobId,
+        owner: m.executionId,
+        age: formatDuration(now - Date.parse(m.createdAt)),
+        lease: leaseLeft > 0 ? `${formatDuration(leaseLeft)} left` : 'expired',
+      });
+    } catch (error) {
+      if (!(error instanceof Error && error.name === 'InvalidManifestError')) throw error;
+      live.push({
+        key: object.key,
+        tier: '?',
+        state: 'INVALID',
+        job: '?',
+        owner: '?',
+        age: '',
+        lease: error.message,
+      });
+    }
+  }
+  const quarantined: { key: string; reason: string; at: string }[] = [];
+  for await (const object of store.list(quarantineRoot(ctx.config.layout))) {
+    const { body } = await store.getBytes(object.key);
+    let reason = 'unreadable quarantine record';
+    let at = '';
+    try {
+      const record = JSON.parse(body.toString('utf8')) as { reason?: string; quarantinedAt?: string };
+      reason = record.reason ?? reason;
+      at = record.quarantinedAt ?? '';
+    } catch {
+      // Shown as unreadable; the record stays for the operator.
+    }
+    quarantined.push({ key: object.key, reason, at });
+  }
+  emit(io, options, { live, quarantined }, () =>
+    [
+      `live manifests: ${live.length}`,
+      ...(live.length > 0
+        ? [
+            table(
+              ['partition', 'tier', 'state', 'job', 'owner', 'age', 'lease'],
+              live.map((l) => Object.values(l)),
+            ),
+          ]
+        : []),
+      `quarantined: ${quarantined.length}`,
+      ...(quarantined.length > 0
+        ? [
+            table(
+              ['record', 'since', 'reason'],
+              quarantined.map((q) => [q.key, q.at, q.reason]),
+            ),
+          ]
+        : []),
+    ].join('\n'),
+  );
+  return quarantined.length > 0 ? 1 : 0;
+}
+
+// ---- verify ----
+
+interface PartitionRows {
+  partition: string;
+  files: number;
+  rows: number;
+  visibleFiles: number;
+  visibleRows: number;
+  unreadable: number;
+  note: string;
+}
+
+async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const { store, localRoot } = ctx.target;
+  const { layout } = ctx.config;
+  const view = await visibleFiles(store, ctx.config);
+  const all = await listData(store, (k) => layout.isDataKey(k), layout.dataPrefix);
+  const { engine } = await buildEngine(options);
+  try {
+    const rows = await footerRows(store, localRoot, engine, all);
+    const visible = new Set(view.files.map((f) => `${f.key}\0${f.etag}`));
+    const byPartition = new Map<string, PartitionRows>();
+    const modified = new Map(all.map((o) => [o.key, o.lastModified.getTime()]));
+    for (const [i, file] of rows.entries()) {
+      const parsed = layout.parse(file.key);
+      const partition = parsed?.dayFolder ?? '(outside the layout)';
+      const entry = byPartition.get(partition) ?? {
+        partition,
+        files: 0,
+        rows: 0,
+        visibleFiles: 0,
+        visibleRows: 0,
+        unreadable: 0,
+        note: '',
+      };
+      entry.files++;
+      entry.rows += file.rows ?? 0;
+      if (file.rows === undefined) entry.unreadable++;
+      const object = all[i];
+      if (object && visible.has(`${object.key}\0${object.etag}`)) {
+        entry.visibleFiles++;
+        entry.visibleRows += file.rows ?? 0;
+      }
+      byPartition.set(partition, entry);
+    }
+    // An output next to inputs older than itself, with no job holding them, is what a
+    // non-atomic compactor leaves behind (the seed bug): flag it.
+    const suspects = new Set<string>();
+    const hours = new Map<string, { outputs: number[]; inputs: number[]; day: string }>();
+    for (const object of all) {
+      const parsed = layout.parse(object.key);
+      if (!parsed?.hourFolder || !visible.has(`${object.key}\0${object.etag}`)) continue;
+      const h = hours.get(parsed.hourFolder) ?? { outputs: [], inputs: [], day: parsed.dayFolder };
+      (parsed.level === 0 ? h.inputs : h.outputs).push(modified.get(object.key) ?? 0);
+      hours.set(parsed.hourFolder, h);
+    }
+    for (const h of hours.values()) {
+      if (h.outputs.length > 0 && h.inputs.some((t) => t < Math.max(...h.outputs))) suspects.add(h.day);
+    }
+    const result = [...byPartition.values()].map((p) => ({
+      ...p,
+      note: [
+        p.rows !== p.visibleRows
+          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a job is in flight)`
+          : '',
+        p.unreadable > 0 ? `${p.unreadable} unreadable file(s)` : '',
+        suspects.has(p.partition) ? 'SUSPECT: an output coexists with older raw files' : '',
+      ]
+        .filter(Boolean)
+        .join('; '),
+    }));
+    const problems = result.filter((p) => p.note.includes('SUSPECT') || p.unreadable > 0).length;
+    emit(io, options, { partitions: result, problems, visibleView: view }, () =>
+      [
+        table(
+          ['partition', 'files', 'rows', 'visible files', 'visible rows', 'note'],
+          result.map((p) => [
+            p.partition,
+            p.files,
+            formatCount(p.rows),
+            p.visibleFiles,
+            formatCount(p.visibleRows),
+            p.note,
+          ]),
+        ),
+        `total: ${formatCount(result.reduce((s, p) => s + p.visibleRows, 0))} visible rows in ${view.files.length} files; ${view.liveManifests} live and ${view.quarantinedManifests} quarantined manifest(s); ${problems} partition(s) need attention`,
+      ].join('\n'),
+    );
+    return problems > 0 ? 1 : 0;
+  } finally {
+    await engine.close();
+  }
+}
+
+// ---- visible ----
+
+async function visibleCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const view = await visibleFiles(ctx.target.store, ctx.config);
+  const location = ctx.target.store.location;
+  const url = (key: string) =>
+    ctx.target.localRoot ? join(ctx.target.localRoot, key) : `${location}/${key}`;
+  if (options.sql) {
+    io.out(visibleViewSql(view.files.map((f) => url(f.key))));
+    return 0;
+  }
+  emit(io, options, view, () => view.files.map((f) => url(f.key)).join('\n'));
+  return 0;
+}
+
+/** A DuckDB view over exactly the visible files (an empty view when there are none). */
+export function visibleViewSql(paths: readonly string[], name = 'lake'): string {
+  if (paths.length === 0) return `CREATE OR REPLACE VIEW ${name} AS SELECT NULL AS "time" WHERE false;`;
+  // Brackets, stars and question marks are glob characters in read_parquet paths.
+  const list = paths.map((p) => `'${p.replace(/[[*?]/g, '[$&]').replaceAll("'", "''")}'`).join(',\n  ');
+  return `CREATE OR REPLACE VIEW ${name} AS\nSELECT * FROM read_parquet([\n  ${list}\n], union_by_name = true);`;
+}
+
+// ---- demo ----
+
+async function demoCommand(options: Parsed, io: CliIo): Promise<number> {
+  const dir = resolve(options.dir ?? '.demo/lake');
+  await rm(dir, { recursive: true, force: true });
+  const store: ObjectStore = new LocalFolderStore(dir);
+  const { engine } = await buildEngine(options);
+  const today = new Date();
+  today.setUTCHours(0, 0, 0, 0);
+  const firstDay = new Date(today.getTime() - 3 * 86_400_000);
+  io.out(`Generating an Arc-layout lake in ${dir}`);
+  io.out(
+    `  db "telemetry", measurements cpu, mem, disk; 2 days from ${firstDay.toISOString().slice(0, 10)}; 3 to 14 files an hour`,
+  );
+  const started = Date.now();
+  let lake: Awaited<ReturnType<typeof generateDemoLake>>;
+  try {
+    lake = await generateDemoLake(
+      engine,
+      store,
+      {
+        database: 'telemetry',
+        measurements: ['cpu', 'mem', 'disk'],
+        firstDay,
+        days: 2,
+        filesPerHour: (h) => 3 + ((h * 5) % 12),
+        rowsPerFile: 250,
+        dataPrefix: '',
+      },
+      (written, total) => {
+        if (written % 250 === 0 || written === total) io.err(`  wrote ${written}/${total} files`);
+      },
+    );
+  } finally {
+    await engine.close();
+  }
+  io.out(
+    `  ${formatCount(lake.files)} files, ${formatBytes(lake.bytes)}, ${formatCount(lake.rows)} rows in ${formatDuration(Date.now() - started)}`,
+  );
+
+  // The files were just written; act as if the writers went quiet a little while ago.
+  const base: Parsed = { ...options, store: dir, quiet: options.quiet ?? '0' };
+  const before = await lakeSummary(base);
+  for (const tier of TIERS) {
+    io.out(`\n== ${tier} cycle ==`);
+    const code = await runCommand({ ...base, tier }, io);
+    if (code !== 0) return code;
+  }
+  const after = await lakeSummary(base);
+  io.out('\n== before / after ==');
+  io.out(
+    table(
+      ['', 'files', 'bytes', 'rows'],
+      [
+        ['before', before.files, formatBytes(before.bytes), formatCount(before.rows)],
+        ['after', after.files, formatBytes(after.bytes), formatCount(after.rows)],
+      ],
+    ),
+  );
+  const equal = before.rows === after.rows && after.rows === lake.rows;
+  io.out(
+    equal
+      ? `rows equal: ${formatCount(after.rows)} before and after; files ${before.files} -> ${after.files} (${(before.files / Math.max(1, after.files)).toFixed(0)}x fewer)`
+      : `ROWS DIFFER: generated ${lake.rows}, before ${before.rows}, after ${after.rows}`,
+  );
+  io.out(`\nTry: compactor status --store ${dir}   compactor visible --sql --store ${dir}`);
+  return equal ? 0 : 1;
+}
+
+async function lakeSummary(options: Parsed): Promise<{ files: number; bytes: number; rows: number }> {
+  const ctx = context(options);
+  const view = await visibleFiles(ctx.target.store, ctx.config);
+  const { engine } = await buildEngine(options);
+  try {
+    const rows = await footerRows(ctx.target.store, ctx.target.localRoot, engine, view.files);
+    return {
+      files: rows.length,
+      bytes: rows.reduce((s, r) => s + r.size, 0),
+      rows: rows.reduce((s, r) => s + (r.rows ?? 0), 0),
+    };
+  } finally {
+    await engine.close();
+  }
+}
+
+export type { TierName };

@@ -1,0 +1,147 @@
+/** Builds the store, configuration, clock and engine from CLI options, once per command. */
+
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DuckDbEngine } from '../adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../adapters/local-store.ts';
+import { createS3Client, S3Store } from '../adapters/s3-store.ts';
+import { type CompactorConfig, type ConfigInput, parseConfig, TIERS, type TierName } from '../core/config.ts';
+import { type Clock, systemClock } from '../core/engine.ts';
+import { ConfigError } from '../core/errors.ts';
+import type { ObjectStore } from '../core/object-store.ts';
+
+export interface CliOptions {
+  readonly store?: string;
+  readonly endpoint?: string;
+  readonly region?: string;
+  readonly layout?: string;
+  readonly now?: string;
+  readonly tier?: string;
+  readonly 'min-files'?: string;
+  readonly 'min-age'?: string;
+  readonly quiet?: string;
+  readonly concurrency?: string;
+  readonly 'target-size'?: string;
+  readonly 'row-group-size'?: string;
+  readonly 'max-job-bytes'?: string;
+  readonly 'max-job-files'?: string;
+  readonly 'sort-keys'?: string;
+  readonly 'time-column'?: string;
+  readonly 'memory-limit'?: string;
+  readonly threads?: string;
+  readonly 'work-dir'?: string;
+}
+
+export interface StoreTarget {
+  readonly store: ObjectStore;
+  readonly dataPrefix: string;
+  /** Local folder of the data root, when the store is a folder (DuckDB reads it in place). */
+  readonly localRoot?: string;
+}
+
+export function openStore(options: Pick<CliOptions, 'store' | 'endpoint' | 'region'>): StoreTarget {
+  const target = options.store;
+  if (!target) throw new ConfigError('--store is required: a local folder or s3://bucket/prefix');
+  if (target.startsWith('s3://')) {
+    const [bucket = '', ...rest] = target.slice('s3://'.length).split('/');
+    if (bucket === '') throw new ConfigError(`--store ${target}: no bucket name`);
+    const prefix = rest.filter(Boolean).join('/');
+    const client = createS3Client({
+      ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+      region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
+    });
+    return { store: new S3Store({ client, bucket }), dataPrefix: prefix === '' ? '' : `${prefix}/` };
+  }
+  if (options.endpoint) throw new ConfigError('--endpoint only applies to an s3:// store');
+  const root = resolve(target);
+  return { store: new LocalFolderStore(root), dataPrefix: '', localRoot: root };
+}
+
+export function parseTier(value: string | undefined): TierName {
+  if (value === undefined) throw new ConfigError(`--tier is required: ${TIERS.join(' or ')}`);
+  if (!TIERS.includes(value as TierName)) throw new ConfigError(`--tier ${value}: use ${TIERS.join(' or ')}`);
+  return value as TierName;
+}
+
+const SIZE = /^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$/i;
+const UNITS: Record<string, number> = {
+  b: 1,
+  kb: 1e3,
+  kib: 1024,
+  mb: 1e6,
+  mib: 1024 ** 2,
+  gb: 1e9,
+  gib: 1024 ** 3,
+};
+
+export function parseSize(name: string, value: string): number {
+  const match = SIZE.exec(value.trim());
+  if (!match) throw new ConfigError(`--${name} ${value}: use a size like 512MiB or 1GB`);
+  return Math.round(Number(match[1]) * (UNITS[(match[2] ?? 'b').toLowerCase()] ?? 1));
+}
+
+export function parseWhole(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new ConfigError(`--${name} ${value}: use a whole number`);
+  return n;
+}
+
+export function buildConfig(
+  options: CliOptions,
+  dataPrefix: string,
+  overrides: ConfigInput = {},
+): CompactorConfig {
+  const tier = options.tier as TierName | undefined;
+  const tierOverride: Partial<Record<string, number>> = {};
+  if (options['min-files'] !== undefined)
+    tierOverride.minFiles = parseWhole('min-files', options['min-files']);
+  if (options['min-age'] !== undefined)
+    tierOverride.minAgeSeconds = parseWhole('min-age', options['min-age']);
+  if (Object.keys(tierOverride).length > 0 && tier === undefined) {
+    throw new ConfigError('--min-files and --min-age apply to one tier: add --tier');
+  }
+  return parseConfig({
+    ...overrides,
+    dataPrefix,
+    ...(options.layout !== undefined ? { layout: options.layout } : {}),
+    ...(tier !== undefined && Object.keys(tierOverride).length > 0
+      ? { tiers: { ...overrides.tiers, [tier]: { ...overrides.tiers?.[tier], ...tierOverride } } }
+      : {}),
+    ...(options.quiet !== undefined ? { quietSeconds: parseWhole('quiet', options.quiet) } : {}),
+    ...(options['target-size'] !== undefined
+      ? { targetFileBytes: parseSize('target-size', options['target-size']) }
+      : {}),
+    ...(options['row-group-size'] !== undefined
+      ? { rowGroupSize: parseWhole('row-group-size', options['row-group-size']) }
+      : {}),
+    ...(options['max-job-bytes'] !== undefined
+      ? { maxJobBytes: parseSize('max-job-bytes', options['max-job-bytes']) }
+      : {}),
+    ...(options['max-job-files'] !== undefined
+      ? { maxJobFiles: parseWhole('max-job-files', options['max-job-files']) }
+      : {}),
+    ...(options['sort-keys'] !== undefined
+      ? { sortKeys: options['sort-keys'].split(',').filter(Boolean) }
+      : {}),
+    ...(options['time-column'] !== undefined ? { timeColumn: options['time-column'] } : {}),
+  });
+}
+
+export function buildClock(now: string | undefined): Clock {
+  if (now === undefined) return systemClock;
+  const at = Date.parse(now);
+  if (Number.isNaN(at)) throw new ConfigError(`--now ${now}: use an ISO time like 2025-01-15T12:00:00Z`);
+  // Acts as if at the given time, advancing with real time so leases still run out.
+  const offset = at - Date.now();
+  return { now: () => new Date(Date.now() + offset) };
+}
+
+export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
+  const workDir = resolve(options['work-dir'] ?? join(tmpdir(), 'compactor-work'));
+  const engine = await DuckDbEngine.create({
+    tempDirectory: join(workDir, 'spill'),
+    ...(options['memory-limit'] !== undefined ? { memoryLimit: options['memory-limit'] } : {}),
+    ...(options.threads !== undefined ? { threads: parseWhole('threads', options.threads) } : {}),
+  });
+  return { engine, workDir };
+}

@@ -1,0 +1,33 @@
+/** Plain-text formatting for the CLI: aligned tables, sizes, durations. */
+
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit]}`;
+}
+
+export function formatCount(n: number | bigint): string {
+  return n.toLocaleString('en-US');
+}
+
+export function formatDuration(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Renders rows as an aligned table; numbers right-aligned. */
+export function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+  const cells = [header, ...rows.map((r) => r.map(String))];
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  const line = (r: readonly string[]) =>
+    r
+      .map((c, i) => (numeric[i] ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.slice(1).map(line)].join('\n');
+}

@@ -1,0 +1,49 @@
+/** Files, bytes and footer row counts of a set of data objects, read in place when the store is a folder. */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Engine } from '../core/engine.ts';
+import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
+
+export interface FileRows {
+  readonly key: string;
+  readonly size: number;
+  /** undefined when the file is not readable Parquet. */
+  readonly rows: number | undefined;
+  readonly error?: string;
+}
+
+export async function footerRows(
+  store: ObjectStore,
+  localRoot: string | undefined,
+  engine: Engine,
+  objects: readonly ObjectSummary[],
+): Promise<FileRows[]> {
+  const scratch = localRoot ? undefined : await mkdtemp(join(tmpdir(), 'compactor-stats-'));
+  try {
+    const out: FileRows[] = [];
+    for (const [i, object] of objects.entries()) {
+      let path = localRoot ? join(localRoot, object.key) : join(scratch ?? '', `f${i}.parquet`);
+      if (!localRoot) await store.getToFile(object.key, path, { ifMatch: object.etag });
+      try {
+        const info = await engine.inspect(path);
+        out.push({ key: object.key, size: object.size, rows: info.rows });
+      } catch (error) {
+        if (!(error instanceof Error && error.name === 'InputUnreadableError')) throw error;
+        out.push({ key: object.key, size: object.size, rows: undefined, error: error.message });
+      }
+      if (!localRoot) await rm(path, { force: true });
+      path = '';
+    }
+    return out;
+  } finally {
+    if (scratch) await rm(scratch, { recursive: true, force: true });
+  }
+}
+
+export async function listData(store: ObjectStore, isData: (key: string) => boolean, prefix: string) {
+  const objects: ObjectSummary[] = [];
+  for await (const object of store.list(prefix)) if (isData(object.key)) objects.push(object);
+  return objects;
+}

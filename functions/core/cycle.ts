@@ -1,0 +1,101 @@
+/**
+ * One compaction cycle run in-process: recover -> plan -> per-partition steps with bounded
+ * concurrency. It calls the same step functions the Lambdas call, in the same order the
+ * state machine does; a failing partition is reported and never stops the others.
+ */
+
+import type { TierName } from './config.ts';
+import { newJobId } from './manifest.ts';
+import { type Plan, type PlannedJob, planTier } from './planner.ts';
+import {
+  type CompactDeps,
+  clearStep,
+  compactStep,
+  deleteInputsStep,
+  type JobSpec,
+  publishStep,
+  type StepResult,
+  verifyStep,
+} from './protocol.ts';
+import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
+
+export interface CycleDeps extends CompactDeps, RecoveryDeps {
+  /** Partitions compacted at once. */
+  readonly concurrency: number;
+  /** Random hex for job ids. */
+  readonly randomHex: () => string;
+  readonly onProgress?: (progress: JobProgress) => void;
+}
+
+export interface JobProgress {
+  readonly job: JobSpec;
+  readonly done: number;
+  readonly total: number;
+  readonly outcome: JobOutcome;
+}
+
+export type JobOutcome =
+  | { readonly status: 'compacted' | 'skipped' | 'superseded'; readonly steps: readonly StepResult[] }
+  | { readonly status: 'failed'; readonly steps: readonly StepResult[]; readonly error: Error };
+
+export interface CycleReport {
+  readonly tier: TierName;
+  readonly recovery: RecoveryReport;
+  readonly plan: Plan;
+  readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
+}
+
+/** Runs one job through every step, stopping when a step says there is nothing more to do. */
+export async function runJob(deps: CompactDeps, job: JobSpec): Promise<JobOutcome> {
+  const steps: StepResult[] = [];
+  try {
+    const compacted = await compactStep(deps, job);
+    steps.push(compacted);
+    if (compacted.status === 'skipped' || compacted.status === 'superseded') {
+      return { status: compacted.status, steps };
+    }
+    for (const step of [publishStep, verifyStep, deleteInputsStep, clearStep]) {
+      const stepResult = await step(deps, job);
+      steps.push(stepResult);
+      if (stepResult.status === 'superseded') return { status: 'superseded', steps };
+    }
+    return { status: 'compacted', steps };
+  } catch (error) {
+    // Isolate the partition: report it with its named error; recovery resolves what it left.
+    if (!(error instanceof Error)) throw error;
+    return { status: 'failed', steps, error };
+  }
+}
+
+export function assignJobs(
+  plan: Plan,
+  deps: Pick<CycleDeps, 'clock' | 'randomHex' | 'executionId'>,
+): JobSpec[] {
+  const now = deps.clock.now();
+  return plan.jobs.map((job: PlannedJob) => ({
+    tier: job.tier,
+    partition: job.partition,
+    inputs: job.inputs,
+    jobId: newJobId(now, deps.randomHex),
+    executionId: deps.executionId,
+  }));
+}
+
+export async function runCycle(deps: CycleDeps, tier: TierName): Promise<CycleReport> {
+  const recovery = await recover(deps);
+  const plan = await planTier(deps.store, deps.config, deps.clock, tier);
+  const specs = assignJobs(plan, deps);
+  const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
+  let next = 0;
+  const workers = Array.from({ length: Math.min(deps.concurrency, specs.length) }, async () => {
+    while (next < specs.length) {
+      const job = specs[next++] as JobSpec;
+      const outcome = await runJob(deps, job);
+      jobs.push({ job, outcome });
+      deps.onProgress?.({ job, done: jobs.length, total: specs.length, outcome });
+    }
+  });
+  await Promise.all(workers);
+  jobs.sort((a, b) => (a.job.partition < b.job.partition ? -1 : a.job.partition > b.job.partition ? 1 : 0));
+  return { tier, recovery, plan, jobs };
+}

@@ -1,0 +1,196 @@
+/**
+ * Partition layouts: where hour and day folders are, and which level a file is.
+ *
+ * A layout is a template of '/'-separated segments, e.g. `{db}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/`
+ * (arc) or `{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/` (hive). Segments before the first date token
+ * name the table; the last segment holds the hour (`{HH}`); the segments before it are the day
+ * folder, where daily outputs go.
+ */
+
+import { ConfigError } from './errors.ts';
+
+export const LAYOUT_PRESETS = {
+  arc: '{db}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/',
+  hive: '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/',
+} as const;
+
+export type LayoutPreset = keyof typeof LAYOUT_PRESETS;
+
+/** L0 = raw input, L1 = hourly output, L2 = daily (or coarser) output. */
+export type Level = 0 | 1 | 2;
+
+/** Arc's suffixes, which we also use, so an existing Arc bucket can be handed over. */
+export const HOURLY_SUFFIX = '_compacted.parquet';
+export const DAILY_SUFFIX = '_daily.parquet';
+
+export function levelOf(fileName: string): Level {
+  if (fileName.endsWith(DAILY_SUFFIX)) return 2;
+  if (fileName.endsWith(HOURLY_SUFFIX)) return 1;
+  return 0;
+}
+
+export interface DataFile {
+  /** Full object key. */
+  readonly key: string;
+  /** Table path, e.g. `mydb/cpu/` (arc) or `events/` (hive), relative to the data prefix. */
+  readonly table: string;
+  /** Day folder key prefix (ends with '/'). */
+  readonly dayFolder: string;
+  /** Hour folder key prefix (ends with '/'); undefined for files directly in the day folder. */
+  readonly hourFolder: string | undefined;
+  /** Start of the day (UTC). */
+  readonly day: Date;
+  /** Start of the hour (UTC); undefined for files in the day folder. */
+  readonly hour: Date | undefined;
+  readonly level: Level;
+  readonly fileName: string;
+}
+
+interface SegmentMatcher {
+  readonly regex: RegExp;
+  readonly tokens: readonly string[];
+}
+
+const DATE_TOKENS = new Set(['YYYY', 'MM', 'DD', 'HH']);
+const TOKEN_PATTERN: Record<string, string> = {
+  YYYY: '(\\d{4})',
+  MM: '(\\d{2})',
+  DD: '(\\d{2})',
+  HH: '(\\d{2})',
+};
+
+function compileSegment(segment: string): SegmentMatcher {
+  const tokens: string[] = [];
+  let pattern = '';
+  let rest = segment;
+  while (rest.length > 0) {
+    const open = rest.indexOf('{');
+    if (open < 0) {
+      pattern += escapeRegex(rest);
+      break;
+    }
+    const close = rest.indexOf('}', open);
+    if (close < 0) throw new ConfigError(`layout segment "${segment}" has an unclosed "{"`);
+    pattern += escapeRegex(rest.slice(0, open));
+    const token = rest.slice(open + 1, close);
+    tokens.push(token);
+    pattern += TOKEN_PATTERN[token] ?? '([^/]+)';
+    rest = rest.slice(close + 1);
+  }
+  return { regex: new RegExp(`^${pattern}$`), tokens };
+}
+
+function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+export class Layout {
+  readonly template: string;
+  /** Data root, '' or ending with '/'. */
+  readonly dataPrefix: string;
+  /** State root `PREFIX/_compaction/`: never read as data. */
+  readonly stateRoot: string;
+  readonly #segments: readonly SegmentMatcher[];
+  readonly #tableDepth: number;
+
+  constructor(template: string, dataPrefix = '') {
+    if (dataPrefix !== '' && !dataPrefix.endsWith('/')) dataPrefix += '/';
+    this.dataPrefix = dataPrefix;
+    this.stateRoot = `${dataPrefix}_compaction/`;
+    this.template = template.endsWith('/') ? template : `${template}/`;
+    const raw = this.template.slice(0, -1).split('/');
+    if (raw.some((s) => s === '')) throw new ConfigError(`layout "${template}" has an empty segment`);
+    this.#segments = raw.map(compileSegment);
+    const tokenOrder = this.#segments.flatMap((s) => s.tokens);
+    for (const token of ['YYYY', 'MM', 'DD', 'HH']) {
+      if (tokenOrder.filter((t) => t === token).length !== 1) {
+        throw new ConfigError(`layout "${template}" must contain {${token}} exactly once`);
+      }
+    }
+    const last = this.#segments[this.#segments.length - 1];
+    if (!last?.tokens.includes('HH') || this.#segments.slice(0, -1).some((s) => s.tokens.includes('HH'))) {
+      throw new ConfigError(`layout "${template}" must end with the hour segment ({HH})`);
+    }
+    // The day folder (every segment but the last) must name one day, or a daily job would span days.
+    if (last.tokens.some((t) => t !== 'HH' && DATE_TOKENS.has(t))) {
+      throw new ConfigError(`layout "${template}": {YYYY}, {MM} and {DD} must come before the hour segment`);
+    }
+    this.#tableDepth = this.#segments.findIndex((s) => s.tokens.some((t) => DATE_TOKENS.has(t)));
+    if (this.#tableDepth < 1)
+      throw new ConfigError(`layout "${template}" needs a table segment before the date`);
+    if (this.#segments.slice(0, this.#tableDepth).some((s) => s.tokens.some((t) => DATE_TOKENS.has(t)))) {
+      throw new ConfigError(`layout "${template}": table segments cannot hold date tokens`);
+    }
+  }
+
+  static fromName(nameOrTemplate: string, dataPrefix = ''): Layout {
+    const preset = LAYOUT_PRESETS[nameOrTemplate as LayoutPreset];
+    return new Layout(preset ?? nameOrTemplate, dataPrefix);
+  }
+
+  /** True for keys the compactor may ever treat as data: `*.parquet` outside the state root. */
+  isDataKey(key: string): boolean {
+    return key.startsWith(this.dataPrefix) && !key.startsWith(this.stateRoot) && key.endsWith('.parquet');
+  }
+
+  /** Parses a key into its partition coordinates, or undefined when it is not a data file of this layout. */
+  parse(key: string): DataFile | undefined {
+    if (!this.isDataKey(key)) return undefined;
+    const parts = key.slice(this.dataPrefix.length).split('/');
+    // '.', '..' and empty segments are never plain keys: no manifest could name such a file.
+    if (parts.some((p) => p === '' || p === '.' || p === '..')) return undefined;
+    const fileName = parts.pop();
+    if (fileName === undefined || fileName === '.parquet' || fileName.startsWith('.')) return undefined;
+    const n = this.#segments.length;
+    // In the hour folder (n segments) or directly in the day folder (n - 1 segments).
+    if (parts.length !== n && parts.length !== n - 1) return undefined;
+    const values: Record<string, string> = {};
+    for (let i = 0; i < parts.length; i++) {
+      const matcher = this.#segments[i];
+      const part = parts[i];
+      if (matcher === undefined || part === undefined) return undefined;
+      const match = matcher.regex.exec(part);
+      if (!match) return undefined;
+      matcher.tokens.forEach((token, j) => {
+        values[token] = match[j + 1] ?? '';
+      });
+    }
+    const year = Number(values.YYYY);
+    const month = Number(values.MM);
+    const dayOfMonth = Number(values.DD);
+    const day = new Date(Date.UTC(year, month - 1, dayOfMonth));
+    if (day.getUTCFullYear() !== year || day.getUTCMonth() !== month - 1 || day.getUTCDate() !== dayOfMonth) {
+      return undefined;
+    }
+    const inHour = parts.length === n;
+    const hourValue = Number(values.HH);
+    if (inHour && !(hourValue >= 0 && hourValue <= 23)) return undefined;
+    const prefix = this.dataPrefix;
+    const table = `${prefix}${parts.slice(0, this.#tableDepth).join('/')}/`;
+    const dayFolder = `${prefix}${parts.slice(0, n - 1).join('/')}/`;
+    const level = levelOf(fileName);
+    // Daily outputs live in the day folder and only there; anything else there is not ours to touch.
+    if (!inHour && level !== 2) return undefined;
+    return {
+      key,
+      table,
+      dayFolder,
+      hourFolder: inHour ? `${dayFolder}${parts[n - 1]}/` : undefined,
+      day,
+      hour: inHour ? new Date(day.getTime() + hourValue * 3_600_000) : undefined,
+      level,
+      fileName,
+    };
+  }
+
+  /** Last non-empty segment before the date: the measurement (arc) or table (hive), used in output names. */
+  tableName(file: Pick<DataFile, 'table'>): string {
+    const segments = file.table.slice(this.dataPrefix.length).split('/').filter(Boolean);
+    return segments[segments.length - 1] ?? 'data';
+  }
+}
+
+/** `YYYYMMDD` of a UTC date. */
+export function compactDate(date: Date): string {
+  return date.toISOString().slice(0, 10).replaceAll('-', '');
+}

@@ -1,0 +1,298 @@
+/**
+ * The job manifest: the lease on a (tier, partition) and the record recovery resolves.
+ * Everything read back from the store is validated here before anything acts on it: a
+ * manifest that names keys outside its partition, another bucket or `..` is never obeyed.
+ */
+
+import { type CompactorConfig, TIERS, type TierName } from './config.ts';
+import { InvalidManifestError } from './errors.ts';
+import { compactDate, type DataFile, type Layout } from './layout.ts';
+import type { Checksum } from './object-store.ts';
+
+export const MANIFEST_STATES = ['claimed', 'staged', 'published', 'verified', 'inputs-deleted'] as const;
+export type ManifestState = (typeof MANIFEST_STATES)[number];
+
+export interface InputRef {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string;
+}
+
+export interface OutputRef {
+  readonly stagingKey: string;
+  readonly finalKey: string;
+  readonly size: number;
+  readonly rows: number;
+  readonly checksum: Checksum;
+}
+
+export interface KeptInput {
+  readonly key: string;
+  readonly reason: string;
+}
+
+export interface Manifest {
+  readonly version: 1;
+  readonly jobId: string;
+  readonly executionId: string;
+  readonly tier: TierName;
+  /** The partition folder key prefix (hour folder for hourly, day folder for daily). */
+  readonly partition: string;
+  /** The store (bucket) every key belongs to. */
+  readonly location: string;
+  readonly state: ManifestState;
+  readonly inputs: readonly InputRef[];
+  readonly inputRows?: number;
+  readonly outputs?: readonly OutputRef[];
+  /** Inputs replaced after we read them: new data, kept. */
+  readonly keptInputs?: readonly KeptInput[];
+  /** Inputs found corrupt while staging: left in place and quarantined. */
+  readonly quarantinedInputs?: readonly KeptInput[];
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly leaseExpiresAt: string;
+}
+
+export function stateIndex(state: ManifestState): number {
+  return MANIFEST_STATES.indexOf(state);
+}
+
+export function isAtOrPast(manifest: Pick<Manifest, 'state'>, state: ManifestState): boolean {
+  return stateIndex(manifest.state) >= stateIndex(state);
+}
+
+// ---- keys under the state root ----
+
+export function manifestsRoot(layout: Layout): string {
+  return `${layout.stateRoot}manifests/`;
+}
+
+export function manifestKey(layout: Layout, tier: TierName, partition: string): string {
+  return `${manifestsRoot(layout)}${tier}/${partition.slice(layout.dataPrefix.length, -1)}.json`;
+}
+
+export function stagingRoot(layout: Layout): string {
+  return `${layout.stateRoot}staging/`;
+}
+
+export function stagingPrefix(layout: Layout, jobId: string): string {
+  return `${stagingRoot(layout)}${jobId}/`;
+}
+
+export function quarantineRoot(layout: Layout): string {
+  return `${layout.stateRoot}quarantine/`;
+}
+
+export function quarantinedManifestKey(layout: Layout, manifestKeyValue: string, stamp: string): string {
+  const relative = manifestKeyValue.slice(manifestsRoot(layout).length).replace(/\.json$/, '');
+  return `${quarantineRoot(layout)}manifests/${relative}/${stamp}.json`;
+}
+
+export function quarantinedInputKey(layout: Layout, inputKey: string): string {
+  return `${quarantineRoot(layout)}inputs/${inputKey.slice(layout.dataPrefix.length)}.json`;
+}
+
+/** Job ids sort by creation time and are unique: `20250115T100000Z-1a2b3c4d`. */
+export function newJobId(now: Date, random: () => string): string {
+  return `${now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z')}-${random()}`;
+}
+
+const JOB_ID = /^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32}$/;
+
+/** Final output key; it carries the job id, so two jobs can never write the same key. */
+export function outputKey(
+  layout: Layout,
+  tier: TierName,
+  partitionFile: DataFile,
+  jobId: string,
+  index: number,
+): string {
+  const name = layout.tableName(partitionFile);
+  const part = String(index).padStart(3, '0');
+  if (tier === 'hourly') {
+    const hour = partitionFile.hour ?? partitionFile.day;
+    const hh = String(hour.getUTCHours()).padStart(2, '0');
+    return `${partitionFile.hourFolder}${name}_${compactDate(hour)}_${hh}_${jobId}_${part}_compacted.parquet`;
+  }
+  return `${partitionFile.dayFolder}${name}_${compactDate(partitionFile.day)}_${jobId}_${part}_daily.parquet`;
+}
+
+/** The partition folder of a data file for a tier, or undefined when the file is not that tier's input. */
+export function partitionOf(tier: TierName, file: DataFile): string | undefined {
+  if (tier === 'hourly') return file.level === 0 ? file.hourFolder : undefined;
+  return file.level === 1 || file.level === 2 ? file.dayFolder : undefined;
+}
+
+// ---- validation ----
+
+type Json = unknown;
+
+function fail(key: string, reason: string): never {
+  throw new InvalidManifestError(key, reason);
+}
+
+function str(key: string, value: Json, field: string, max = 2048): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > max) {
+    fail(key, `${field} must be a non-empty string`);
+  }
+  return value;
+}
+
+function count(key: string, value: Json, field: string): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    fail(key, `${field} must be a whole number >= 0`);
+  }
+  return value;
+}
+
+function isoTime(key: string, value: Json, field: string): string {
+  const text = str(key, value, field, 64);
+  if (Number.isNaN(Date.parse(text))) fail(key, `${field} is not a time`);
+  return text;
+}
+
+function safeKey(key: string, value: Json, field: string): string {
+  const k = str(key, value, field, 1024);
+  const segments = k.split('/');
+  if (k.startsWith('/') || segments.some((s) => s === '' || s === '.' || s === '..') || k.includes('\0')) {
+    fail(key, `${field} "${k}" is not a plain object key`);
+  }
+  return k;
+}
+
+/**
+ * Parses and validates a manifest read from `key`. Throws InvalidManifestError for anything that
+ * is not exactly a manifest this configuration would have written for this store.
+ */
+export function parseManifest(
+  config: CompactorConfig,
+  location: string,
+  key: string,
+  body: Buffer,
+): Manifest {
+  const { layout } = config;
+  let raw: Json;
+  try {
+    raw = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new InvalidManifestError(key, 'not valid JSON', { cause: error });
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) fail(key, 'not a JSON object');
+  const m = raw as Record<string, Json>;
+  if (m.version !== 1) fail(key, 'unknown version');
+  const jobId = str(key, m.jobId, 'jobId', 64);
+  if (!JOB_ID.test(jobId)) fail(key, `jobId "${jobId}" is malformed`);
+  const executionId = str(key, m.executionId, 'executionId');
+  const tier = m.tier as TierName;
+  if (!TIERS.includes(tier)) fail(key, `unknown tier ${String(m.tier)}`);
+  if (typeof m.partition !== 'string' || !m.partition.endsWith('/'))
+    fail(key, 'partition must be a folder ending in "/"');
+  const partitionFolder = `${safeKey(key, m.partition.slice(0, -1), 'partition')}/`;
+  if (manifestKey(layout, tier, partitionFolder) !== key)
+    fail(key, 'partition does not match the manifest key');
+  // A day folder holds only daily outputs, so probe it with a daily-output name.
+  const probe = layout.parse(`${partitionFolder}probe${tier === 'hourly' ? '' : '_daily'}.parquet`);
+  const validPartition =
+    tier === 'hourly'
+      ? probe?.hourFolder === partitionFolder
+      : probe?.dayFolder === partitionFolder && probe.hourFolder === undefined;
+  if (!validPartition) fail(key, `partition "${partitionFolder}" is not a ${tier} folder of this layout`);
+  if (m.location !== location) fail(key, `belongs to ${String(m.location)}, not ${location}`);
+  const state = m.state as ManifestState;
+  if (!MANIFEST_STATES.includes(state)) fail(key, `unknown state ${String(m.state)}`);
+  if (!Array.isArray(m.inputs) || m.inputs.length === 0) fail(key, 'inputs must be a non-empty list');
+  if (m.inputs.length > config.maxJobFiles) fail(key, `${m.inputs.length} inputs exceed the job bound`);
+
+  const seen = new Set<string>();
+  const inputs: InputRef[] = m.inputs.map((entry: Json, i: number) => {
+    if (typeof entry !== 'object' || entry === null) fail(key, `inputs[${i}] is not an object`);
+    const e = entry as Record<string, Json>;
+    const inputKey = safeKey(key, e.key, `inputs[${i}].key`);
+    const file = layout.parse(inputKey);
+    if (!file || partitionOf(tier, file) !== partitionFolder) {
+      fail(key, `input "${inputKey}" is outside partition ${partitionFolder} or not a ${tier} input`);
+    }
+    if (seen.has(inputKey)) fail(key, `input "${inputKey}" is listed twice`);
+    seen.add(inputKey);
+    return {
+      key: inputKey,
+      size: count(key, e.size, `inputs[${i}].size`),
+      etag: str(key, e.etag, `inputs[${i}].etag`, 256),
+    };
+  });
+
+  let outputs: OutputRef[] | undefined;
+  if (m.outputs !== undefined) {
+    if (!Array.isArray(m.outputs) || m.outputs.length === 0 || m.outputs.length > 10_000) {
+      fail(key, 'outputs must be a non-empty list');
+    }
+    const staging = stagingPrefix(layout, jobId);
+    const wantLevel = tier === 'hourly' ? 1 : 2;
+    outputs = m.outputs.map((entry: Json, i: number) => {
+      if (typeof entry !== 'object' || entry === null) fail(key, `outputs[${i}] is not an object`);
+      const e = entry as Record<string, Json>;
+      const finalKey = safeKey(key, e.finalKey, `outputs[${i}].finalKey`);
+      const file = layout.parse(finalKey);
+      const folder =
+        tier === 'hourly' ? file?.hourFolder : file?.hourFolder === undefined ? file?.dayFolder : undefined;
+      if (!file || file.level !== wantLevel || folder !== partitionFolder || !file.fileName.includes(jobId)) {
+        fail(key, `output "${finalKey}" is not an output of this job in ${partitionFolder}`);
+      }
+      const stagingKey = safeKey(key, e.stagingKey, `outputs[${i}].stagingKey`);
+      if (!stagingKey.startsWith(staging)) fail(key, `staging key "${stagingKey}" is outside ${staging}`);
+      const checksum = e.checksum as Record<string, Json> | undefined;
+      if (checksum?.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
+        fail(key, `outputs[${i}].checksum must be a CRC32 checksum`);
+      }
+      return {
+        stagingKey,
+        finalKey,
+        size: count(key, e.size, `outputs[${i}].size`),
+        rows: count(key, e.rows, `outputs[${i}].rows`),
+        checksum: { algorithm: 'CRC32', value: checksum.value },
+      };
+    });
+  }
+  if (stateIndex(state) >= stateIndex('staged') && outputs === undefined)
+    fail(key, `state ${state} without outputs`);
+
+  const reasons = (value: Json, field: string): KeptInput[] | undefined => {
+    if (value === undefined) return undefined;
+    if (!Array.isArray(value)) fail(key, `${field} must be a list`);
+    return value.map((entry: Json, i: number) => {
+      const e = (entry ?? {}) as Record<string, Json>;
+      const k = safeKey(key, e.key, `${field}[${i}].key`);
+      const file = layout.parse(k);
+      if (!file || partitionOf(tier, file) !== partitionFolder)
+        fail(key, `${field}[${i}] is outside the partition`);
+      return { key: k, reason: str(key, e.reason, `${field}[${i}].reason`, 4096) };
+    });
+  };
+
+  return {
+    version: 1,
+    jobId,
+    executionId,
+    tier,
+    partition: partitionFolder,
+    location,
+    state,
+    inputs,
+    ...(m.inputRows === undefined ? {} : { inputRows: count(key, m.inputRows, 'inputRows') }),
+    ...(outputs === undefined ? {} : { outputs }),
+    ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
+    ...(m.quarantinedInputs === undefined
+      ? {}
+      : { quarantinedInputs: reasons(m.quarantinedInputs, 'quarantinedInputs') }),
+    createdAt: isoTime(key, m.createdAt, 'createdAt'),
+    updatedAt: isoTime(key, m.updatedAt, 'updatedAt'),
+    leaseExpiresAt: isoTime(key, m.leaseExpiresAt, 'leaseExpiresAt'),
+  };
+}
+
+export function serializeManifest(manifest: Manifest): Buffer {
+  return Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
+}

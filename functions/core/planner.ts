@@ -1,0 +1,237 @@
+/**
+ * Candidate planning for one tier. Data is listed first, then manifests, so a file listed
+ * before its manifest appeared is still excluded by it. A file named by any live or quarantined
+ * manifest, or quarantined itself, is never a candidate.
+ */
+
+import type { CompactorConfig, TierName } from './config.ts';
+import type { Clock } from './engine.ts';
+import { InvalidManifestError } from './errors.ts';
+import {
+  type InputRef,
+  type Manifest,
+  manifestKey,
+  manifestsRoot,
+  parseManifest,
+  partitionOf,
+  quarantineRoot,
+} from './manifest.ts';
+import type { ObjectStore } from './object-store.ts';
+
+export interface PlannedJob {
+  readonly tier: TierName;
+  readonly partition: string;
+  readonly inputs: readonly InputRef[];
+  readonly inputBytes: number;
+  /** Candidates in the partition; more than `inputs` when the job bound split it. */
+  readonly candidates: number;
+  readonly reason: string;
+}
+
+export interface SkippedPartition {
+  readonly tier: TierName;
+  readonly partition: string;
+  readonly reason: string;
+}
+
+export interface Plan {
+  readonly tier: TierName;
+  readonly now: string;
+  readonly jobs: readonly PlannedJob[];
+  readonly skipped: readonly SkippedPartition[];
+  readonly objectsListed: number;
+}
+
+interface Candidate {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string;
+}
+
+interface Folder {
+  /** Period start (ms) of the hour (hourly) or day (daily). */
+  readonly periodStart: number;
+  readonly candidates: Candidate[];
+  newestModified: number;
+}
+
+/** Keys excluded from planning, and partitions that hold a live or unreadable manifest. */
+export interface Exclusions {
+  readonly keys: ReadonlySet<string>;
+  readonly leasedManifests: ReadonlySet<string>;
+  readonly liveManifests: readonly Manifest[];
+  readonly quarantinedManifests: readonly Manifest[];
+}
+
+/**
+ * Reads every live and quarantined manifest and quarantined-input record. Unreadable live
+ * manifests still lease their partition (recovery quarantines them); unreadable quarantine
+ * records exclude nothing they cannot name, so they are reported, not obeyed.
+ */
+export async function readExclusions(store: ObjectStore, config: CompactorConfig): Promise<Exclusions> {
+  const keys = new Set<string>();
+  const leasedManifests = new Set<string>();
+  const liveManifests: Manifest[] = [];
+  const quarantinedManifests: Manifest[] = [];
+  for await (const object of store.list(manifestsRoot(config.layout))) {
+    leasedManifests.add(object.key);
+    const manifest = await readManifestOrUndefined(store, config, object.key);
+    if (!manifest) continue;
+    liveManifests.push(manifest);
+    for (const input of manifest.inputs) keys.add(input.key);
+  }
+  const quarantine = quarantineRoot(config.layout);
+  for await (const object of store.list(quarantine)) {
+    if (object.key.startsWith(`${quarantine}inputs/`)) {
+      keys.add(
+        config.layout.dataPrefix + object.key.slice(`${quarantine}inputs/`.length).replace(/\.json$/, ''),
+      );
+      continue;
+    }
+    const record = await readQuarantineRecord(store, config, object.key);
+    if (!record) continue;
+    quarantinedManifests.push(record);
+    for (const input of record.inputs) keys.add(input.key);
+    for (const output of record.outputs ?? []) keys.add(output.finalKey);
+  }
+  return { keys, leasedManifests, liveManifests, quarantinedManifests };
+}
+
+async function readManifestOrUndefined(
+  store: ObjectStore,
+  config: CompactorConfig,
+  key: string,
+): Promise<Manifest | undefined> {
+  const { body } = await store.getBytes(key).catch((error: unknown) => {
+    if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
+    throw error;
+  });
+  if (body === undefined) return undefined;
+  try {
+    return parseManifest(config, store.location, key, body);
+  } catch (error) {
+    if (error instanceof InvalidManifestError) return undefined;
+    throw error;
+  }
+}
+
+/** Quarantine records wrap the manifest they quarantined, when it was readable. */
+export async function readQuarantineRecord(
+  store: ObjectStore,
+  config: CompactorConfig,
+  key: string,
+): Promise<Manifest | undefined> {
+  const { body } = await store.getBytes(key).catch((error: unknown) => {
+    if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
+    throw error;
+  });
+  if (body === undefined) return undefined;
+  let record: { manifestKey?: unknown; manifest?: unknown };
+  try {
+    record = JSON.parse(body.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof record.manifestKey !== 'string' || typeof record.manifest !== 'string') return undefined;
+  try {
+    return parseManifest(config, store.location, record.manifestKey, Buffer.from(record.manifest));
+  } catch (error) {
+    if (error instanceof InvalidManifestError) return undefined;
+    throw error;
+  }
+}
+
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+
+export async function planTier(
+  store: ObjectStore,
+  config: CompactorConfig,
+  clock: Clock,
+  tier: TierName,
+): Promise<Plan> {
+  const { layout } = config;
+  const now = clock.now().getTime();
+  const folders = new Map<string, Folder>();
+  const smallDaily = config.targetFileBytes / 2;
+  let objectsListed = 0;
+
+  // 1. Data first.
+  for await (const object of store.list(layout.dataPrefix)) {
+    objectsListed++;
+    const file = layout.parse(object.key);
+    if (!file) continue;
+    // Quiet check covers every data file of the period, whichever tier it belongs to.
+    const folderKey = tier === 'hourly' ? file.hourFolder : file.dayFolder;
+    if (folderKey === undefined) continue;
+    let folder = folders.get(folderKey);
+    if (!folder) {
+      const periodStart = tier === 'hourly' ? (file.hour ?? file.day).getTime() : file.day.getTime();
+      folder = { periodStart, candidates: [], newestModified: 0 };
+      folders.set(folderKey, folder);
+    }
+    folder.newestModified = Math.max(folder.newestModified, object.lastModified.getTime());
+    if (partitionOf(tier, file) !== folderKey) continue;
+    if (tier === 'daily' && file.level === 2 && object.size >= smallDaily) continue;
+    folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
+  }
+
+  // 2. Then manifests and quarantine.
+  const exclusions = await readExclusions(store, config);
+  const tierConfig = config.tiers[tier];
+  const periodMs = tier === 'hourly' ? HOUR_MS : DAY_MS;
+  const dailyAgeMs = config.tiers.daily.minAgeSeconds * 1000;
+  const jobs: PlannedJob[] = [];
+  const skipped: SkippedPartition[] = [];
+  const sortedFolders = [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [partition, folder] of sortedFolders) {
+    const candidates = folder.candidates.filter((c) => !exclusions.keys.has(c.key));
+    if (candidates.length === 0) continue;
+    const skip = (reason: string) => skipped.push({ tier, partition, reason });
+    if (exclusions.leasedManifests.has(manifestKey(layout, tier, partition))) {
+      skip('a job holds this partition (live manifest)');
+      continue;
+    }
+    const periodEnd = folder.periodStart + periodMs;
+    if (now < periodEnd + tierConfig.minAgeSeconds * 1000) {
+      skip(`period not older than minAge (${tierConfig.minAgeSeconds}s)`);
+      continue;
+    }
+    if (folder.newestModified > now - config.quietSeconds * 1000) {
+      skip(`a file was written less than ${config.quietSeconds}s ago`);
+      continue;
+    }
+    const dayEnd = Math.floor(folder.periodStart / DAY_MS) * DAY_MS + DAY_MS;
+    const straggler = tier === 'hourly' && now >= dayEnd + dailyAgeMs;
+    if (candidates.length < tierConfig.minFiles && !straggler) {
+      skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
+      continue;
+    }
+    if (tier === 'daily' && candidates.length < 2) continue;
+    candidates.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const inputs: Candidate[] = [];
+    let bytes = 0;
+    for (const c of candidates) {
+      if (inputs.length > 0 && (inputs.length >= config.maxJobFiles || bytes + c.size > config.maxJobBytes))
+        break;
+      inputs.push(c);
+      bytes += c.size;
+    }
+    if (tier === 'daily' && inputs.length < 2) {
+      skip('the next daily input alone exceeds the job bound');
+      continue;
+    }
+    jobs.push({
+      tier,
+      partition,
+      inputs,
+      inputBytes: bytes,
+      candidates: candidates.length,
+      reason:
+        candidates.length < tierConfig.minFiles
+          ? 'straggler flush: the day is old enough for the daily tier'
+          : `${candidates.length} candidate file(s)`,
+    });
+  }
+  return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed };
+}

@@ -1,0 +1,701 @@
+/**
+ * The job protocol: compact (claim + stage) -> publish -> verify -> delete inputs -> clear.
+ *
+ * Each step is a separate, idempotent function: Step Functions retries and redrives call it
+ * again with the same input, and an earlier invocation may still be running. Every manifest
+ * change is a conditional write on the ETag the step read, so a step acting on a stale view
+ * fails with ManifestConflictError instead of doing damage. Steps never destroy anything they
+ * cannot prove is theirs; unexpected states are left to recovery, which takes a job over only
+ * once its owner is gone.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { crc32OfFile } from './checksum.ts';
+import type { CompactorConfig, TierName } from './config.ts';
+import { type Clock, type Engine, type InputInfo, InputUnreadableError } from './engine.ts';
+import {
+  DeleteFailedError,
+  FinalKeyConflictError,
+  LeaseExpiredError,
+  ManifestConflictError,
+  NotFoundError,
+  PreconditionFailedError,
+  RowCountMismatchError,
+  VerificationFailedError,
+} from './errors.ts';
+import type { DataFile } from './layout.ts';
+import {
+  type InputRef,
+  isAtOrPast,
+  type KeptInput,
+  type Manifest,
+  type ManifestState,
+  manifestKey,
+  type OutputRef,
+  outputKey,
+  parseManifest,
+  quarantinedInputKey,
+  quarantinedManifestKey,
+  serializeManifest,
+  stagingPrefix,
+} from './manifest.ts';
+import { MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
+import { unifySchemas } from './schema.ts';
+
+/** User metadata every staged and final output carries. */
+export const META_JOB_ID = 'compactor-job-id';
+export const META_ROWS = 'compactor-rows';
+
+export type JobEvent =
+  | {
+      readonly type: 'claimed' | 'staged' | 'published' | 'verified' | 'inputs-deleted' | 'cleared';
+      readonly job: JobRef;
+    }
+  | { readonly type: 'rolled-back' | 'skipped'; readonly job: JobRef; readonly reason: string }
+  | { readonly type: 'quarantined'; readonly key: string; readonly reason: string }
+  | {
+      readonly type: 'input-quarantined';
+      readonly key: string;
+      readonly partition: string;
+      readonly reason: string;
+    };
+
+export interface StepDeps {
+  readonly store: ObjectStore;
+  readonly config: CompactorConfig;
+  readonly clock: Clock;
+  readonly signal?: AbortSignal;
+  /** Progress, logs and metrics hook; must not throw. */
+  readonly onEvent?: (event: JobEvent) => void;
+}
+
+export interface CompactDeps extends StepDeps {
+  readonly engine: Engine;
+  /** Local scratch folder (Lambda: /tmp); each job works in its own subfolder and removes it. */
+  readonly workDir: string;
+}
+
+/** Identifies a job and who runs it. Steps act only when the manifest names both. */
+export interface JobRef {
+  readonly tier: TierName;
+  readonly partition: string;
+  readonly jobId: string;
+  readonly executionId: string;
+}
+
+export interface JobSpec extends JobRef {
+  readonly inputs: readonly InputRef[];
+}
+
+export type StepStatus =
+  /** The step did its work. */
+  | 'done'
+  /** An earlier attempt already did it (retry, redrive). */
+  | 'already-done'
+  /** Nothing to do: the partition is leased by another job, or an input changed. */
+  | 'skipped'
+  /** The manifest is gone (cleared or rolled back) or now names another owner. */
+  | 'superseded';
+
+export interface StepResult {
+  readonly jobId: string;
+  readonly tier: TierName;
+  readonly partition: string;
+  readonly status: StepStatus;
+  /** The manifest state after the step ('cleared' once the manifest is gone). */
+  readonly state: ManifestState | 'cleared' | 'none';
+  readonly reason?: string;
+  readonly inputs?: number;
+  readonly inputBytes?: number;
+  readonly inputRows?: number;
+  readonly outputs?: number;
+  readonly outputBytes?: number;
+  readonly outputRows?: number;
+  readonly keptInputs?: number;
+  readonly quarantinedInputs?: number;
+}
+
+interface Loaded {
+  readonly key: string;
+  readonly etag: string;
+  readonly manifest: Manifest;
+}
+
+// ---- manifest access ----
+
+export async function loadManifest(
+  deps: StepDeps,
+  tier: TierName,
+  partition: string,
+): Promise<Loaded | undefined> {
+  const key = manifestKey(deps.config.layout, tier, partition);
+  try {
+    const { body, etag } = await deps.store.getBytes(key, withSignal(deps));
+    return { key, etag, manifest: parseManifest(deps.config, deps.store.location, key, body) };
+  } catch (error) {
+    if (error instanceof NotFoundError) return undefined;
+    throw error;
+  }
+}
+
+function ownedBy(loaded: Loaded, ref: JobRef): boolean {
+  return loaded.manifest.jobId === ref.jobId && loaded.manifest.executionId === ref.executionId;
+}
+
+/** A step refuses to start a side effect once its lease is over: recovery may own the job by then. */
+function checkLease(deps: StepDeps, manifest: Manifest): void {
+  deps.signal?.throwIfAborted();
+  if (deps.clock.now().getTime() >= Date.parse(manifest.leaseExpiresAt)) {
+    throw new LeaseExpiredError(
+      `lease of job ${manifest.jobId} on ${manifest.partition} expired at ${manifest.leaseExpiresAt}; recovery resolves it`,
+    );
+  }
+}
+
+function advance(deps: StepDeps, manifest: Manifest, patch: Partial<Manifest>): Manifest {
+  const now = deps.clock.now();
+  return {
+    ...manifest,
+    ...patch,
+    updatedAt: now.toISOString(),
+    leaseExpiresAt: new Date(now.getTime() + deps.config.leaseSeconds * 1000).toISOString(),
+  };
+}
+
+async function writeManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Promise<Loaded> {
+  checkLease(deps, loaded.manifest);
+  try {
+    const { etag } = await deps.store.put(loaded.key, serializeManifest(next), {
+      ifMatch: loaded.etag,
+      contentType: 'application/json',
+      ...withSignal(deps),
+    });
+    return { key: loaded.key, etag, manifest: next };
+  } catch (error) {
+    if (error instanceof PreconditionFailedError || error instanceof NotFoundError) {
+      throw new ManifestConflictError(`manifest ${loaded.key} changed under job ${loaded.manifest.jobId}`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+/** Deletes the manifest only if it is still the version we read. */
+async function deleteManifest(deps: StepDeps, loaded: Loaded): Promise<void> {
+  const [outcome] = await deps.store.deleteMany([{ key: loaded.key, etag: loaded.etag }], withSignal(deps));
+  if (outcome?.status === 'deleted' || outcome?.status === 'not-found') return;
+  if (outcome?.status === 'precondition-failed') {
+    throw new ManifestConflictError(`manifest ${loaded.key} changed before it could be removed`);
+  }
+  throw new DeleteFailedError(`could not delete manifest ${loaded.key}: ${describeOutcome(outcome)}`);
+}
+
+function describeOutcome(
+  outcome: Awaited<ReturnType<ObjectStore['deleteMany']>>[number] | undefined,
+): string {
+  if (!outcome) return 'no result';
+  return outcome.status === 'error' ? `${outcome.code}: ${outcome.message}` : outcome.status;
+}
+
+function withSignal(deps: StepDeps): { signal?: AbortSignal } {
+  return deps.signal ? { signal: deps.signal } : {};
+}
+
+function result(
+  ref: JobRef,
+  status: StepStatus,
+  state: StepResult['state'],
+  extra: Partial<StepResult> = {},
+): StepResult {
+  return { jobId: ref.jobId, tier: ref.tier, partition: ref.partition, status, state, ...extra };
+}
+
+function summary(manifest: Manifest): Partial<StepResult> {
+  const outputs = manifest.outputs ?? [];
+  return {
+    inputs: manifest.inputs.length,
+    inputBytes: manifest.inputs.reduce((sum, i) => sum + i.size, 0),
+    ...(manifest.inputRows === undefined ? {} : { inputRows: manifest.inputRows }),
+    ...(outputs.length === 0
+      ? {}
+      : {
+          outputs: outputs.length,
+          outputBytes: outputs.reduce((sum, o) => sum + o.size, 0),
+          outputRows: outputs.reduce((sum, o) => sum + o.rows, 0),
+        }),
+    ...(manifest.keptInputs?.length ? { keptInputs: manifest.keptInputs.length } : {}),
+    ...(manifest.quarantinedInputs?.length ? { quarantinedInputs: manifest.quarantinedInputs.length } : {}),
+  };
+}
+
+/**
+ * Loads the job's manifest for a step that needs it in `from` state. Returns a StepResult when
+ * there is nothing (more) for this step to do.
+ */
+async function loadForStep(
+  deps: StepDeps,
+  ref: JobRef,
+  from: ManifestState,
+): Promise<{ loaded: Loaded } | { done: StepResult }> {
+  const loaded = await loadManifest(deps, ref.tier, ref.partition);
+  if (!loaded)
+    return {
+      done: result(ref, 'superseded', 'none', { reason: 'no manifest: the job was cleared or rolled back' }),
+    };
+  if (!ownedBy(loaded, ref)) {
+    return {
+      done: result(ref, 'superseded', 'none', {
+        reason: `the partition is held by job ${loaded.manifest.jobId} of ${loaded.manifest.executionId}`,
+      }),
+    };
+  }
+  const { manifest } = loaded;
+  if (manifest.state === from) return { loaded };
+  if (isAtOrPast(manifest, from))
+    return { done: result(ref, 'already-done', manifest.state, summary(manifest)) };
+  throw new ManifestConflictError(`job ${ref.jobId} is ${manifest.state}; this step needs ${from}`);
+}
+
+// ---- step 1: compact (claim + stage) ----
+
+export async function compactStep(deps: CompactDeps, job: JobSpec): Promise<StepResult> {
+  const { store, config } = deps;
+  let loaded = await loadManifest(deps, job.tier, job.partition);
+  if (loaded && !ownedBy(loaded, job)) {
+    return result(job, 'skipped', 'none', { reason: `partition leased by job ${loaded.manifest.jobId}` });
+  }
+  if (!loaded) {
+    const now = deps.clock.now();
+    const claim: Manifest = {
+      version: 1,
+      jobId: job.jobId,
+      executionId: job.executionId,
+      tier: job.tier,
+      partition: job.partition,
+      location: store.location,
+      state: 'claimed',
+      inputs: job.inputs,
+      createdAt: now.toISOString(),
+      updatedAt: now.toISOString(),
+      leaseExpiresAt: new Date(now.getTime() + config.leaseSeconds * 1000).toISOString(),
+    };
+    const key = manifestKey(config.layout, job.tier, job.partition);
+    const body = serializeManifest(claim);
+    // The claim must be a manifest recovery would accept: never write what we would refuse to read.
+    parseManifest(config, store.location, key, body);
+    deps.signal?.throwIfAborted();
+    try {
+      const { etag } = await store.put(key, body, {
+        ifNoneMatch: '*',
+        contentType: 'application/json',
+        ...withSignal(deps),
+      });
+      loaded = { key, etag, manifest: claim };
+      deps.onEvent?.({ type: 'claimed', job });
+    } catch (error) {
+      if (!(error instanceof PreconditionFailedError)) throw error;
+      // Either another owner, or our own earlier write whose response was lost.
+      loaded = await loadManifest(deps, job.tier, job.partition);
+      if (!loaded || !ownedBy(loaded, job)) {
+        const holder = loaded ? `job ${loaded.manifest.jobId}` : 'another job';
+        return result(job, 'skipped', 'none', { reason: `partition leased by ${holder}` });
+      }
+    }
+  }
+  if (loaded.manifest.state !== 'claimed')
+    return result(job, 'already-done', loaded.manifest.state, summary(loaded.manifest));
+  return stage(deps, loaded, job);
+}
+
+async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<StepResult> {
+  const { store, config, engine } = deps;
+  const manifest = loaded.manifest;
+  await mkdir(deps.workDir, { recursive: true });
+  const dir = await mkdtemp(join(deps.workDir, `${ref.jobId}-`));
+  try {
+    // Download every input exactly as planned: an input that changed ends the job cleanly.
+    const files = manifest.inputs.map((input, i) => ({ input, path: join(dir, `in-${i}.parquet`) }));
+    const changed: string[] = [];
+    await forEachLimit(files, 8, async ({ input, path }) => {
+      checkLease(deps, manifest);
+      try {
+        await store.getToFile(input.key, path, { ifMatch: input.etag, ...withSignal(deps) });
+      } catch (error) {
+        if (error instanceof PreconditionFailedError || error instanceof NotFoundError)
+          changed.push(input.key);
+        else throw error;
+      }
+    });
+    if (changed.length > 0) {
+      await release(deps, loaded);
+      const reason = `input changed or vanished since planning: ${changed.sort()[0]}`;
+      deps.onEvent?.({ type: 'skipped', job: ref, reason });
+      return result(ref, 'skipped', 'none', { reason });
+    }
+
+    // Validate every footer; a corrupt input is left in place, quarantined, never deleted.
+    const good: { input: InputRef; path: string; info: InputInfo }[] = [];
+    const corrupt: KeptInput[] = [];
+    for (const { input, path } of files) {
+      try {
+        good.push({ input, path, info: await engine.inspect(path) });
+      } catch (error) {
+        if (!(error instanceof InputUnreadableError)) throw error;
+        corrupt.push({ key: input.key, reason: error.reason });
+      }
+    }
+    for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
+    if (good.length === 0) {
+      await release(deps, loaded);
+      const reason = `no readable input: ${corrupt.length} quarantined`;
+      deps.onEvent?.({ type: 'skipped', job: ref, reason });
+      return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length });
+    }
+
+    let columns: ReturnType<typeof unifySchemas>;
+    try {
+      columns = unifySchemas(
+        ref.partition,
+        good.map((g) => ({ key: g.input.key, columns: g.info.columns })),
+      );
+    } catch (error) {
+      await release(deps, loaded);
+      throw error;
+    }
+    const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
+    const outDir = join(dir, 'out');
+    await mkdir(outDir);
+    checkLease(deps, manifest);
+    const written = await engine.compact({
+      inputs: good.map((g) => g.path),
+      columns,
+      sortBy: [config.timeColumn, ...config.sortKeys],
+      outputDir: outDir,
+      targetFileBytes: config.targetFileBytes,
+      rowGroupSize: config.rowGroupSize,
+      ...withSignal(deps),
+    });
+    const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
+    if (outputRows !== inputRows || written.length === 0) {
+      await release(deps, loaded);
+      throw new RowCountMismatchError(
+        `partition ${ref.partition}: inputs hold ${inputRows} rows but the output holds ${outputRows}; nothing was published`,
+      );
+    }
+
+    // Stage under a per-attempt folder, so a concurrent attempt of the same job never overwrites ours.
+    const attempt = randomBytes(4).toString('hex');
+    const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+    const outputs: OutputRef[] = [];
+    for (const [index, out] of written.entries()) {
+      const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
+      const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}/${basename(finalKey)}`;
+      const checksum = await crc32OfFile(out.path);
+      checkLease(deps, manifest);
+      await store.put(
+        stagingKey,
+        { file: out.path },
+        {
+          checksum,
+          contentType: 'application/vnd.apache.parquet',
+          metadata: { [META_JOB_ID]: ref.jobId, [META_ROWS]: String(out.rows) },
+          ...withSignal(deps),
+        },
+      );
+      outputs.push({ stagingKey, finalKey, size: out.bytes, rows: out.rows, checksum });
+    }
+    const next = advance(deps, manifest, {
+      state: 'staged',
+      inputs: good.map((g) => g.input),
+      inputRows,
+      outputs,
+      ...(corrupt.length > 0 ? { quarantinedInputs: corrupt } : {}),
+    });
+    try {
+      loaded = await writeManifest(deps, loaded, next);
+    } catch (error) {
+      // Superseded: what we staged belongs to nobody now.
+      if (error instanceof ManifestConflictError) {
+        await store.deleteMany(outputs.map((o) => ({ key: o.stagingKey })));
+      }
+      throw error;
+    }
+    deps.onEvent?.({ type: 'staged', job: ref });
+    return result(ref, 'done', 'staged', summary(loaded.manifest));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The partition's coordinates, for naming outputs. */
+function partitionDataFile(deps: StepDeps, tier: TierName, partition: string): DataFile {
+  const probe = deps.config.layout.parse(`${partition}probe${tier === 'hourly' ? '' : '_daily'}.parquet`);
+  if (!probe) throw new ManifestConflictError(`${partition} is not a ${tier} partition of this layout`);
+  return probe;
+}
+
+/** Gives up a claim we still hold (nothing staged is referenced): inputs become candidates again. */
+async function release(deps: StepDeps, loaded: Loaded): Promise<void> {
+  await deleteManifest(deps, loaded);
+  await deletePrefix(deps, stagingPrefix(deps.config.layout, loaded.manifest.jobId));
+}
+
+async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: Manifest): Promise<void> {
+  const input = manifest.inputs.find((i) => i.key === bad.key);
+  const record = {
+    key: bad.key,
+    etag: input?.etag,
+    partition: manifest.partition,
+    reason: bad.reason,
+    jobId: manifest.jobId,
+    quarantinedAt: deps.clock.now().toISOString(),
+    fix: 'Replace or remove the object, then delete this record to let it be compacted again.',
+  };
+  await deps.store.put(
+    quarantinedInputKey(deps.config.layout, bad.key),
+    Buffer.from(JSON.stringify(record, null, 2)),
+    {
+      contentType: 'application/json',
+    },
+  );
+  deps.onEvent?.({
+    type: 'input-quarantined',
+    key: bad.key,
+    partition: manifest.partition,
+    reason: bad.reason,
+  });
+}
+
+// ---- step 2: publish ----
+
+function isOurOutput(head: ObjectHead | undefined, output: OutputRef, jobId: string): boolean {
+  return (
+    head !== undefined &&
+    head.size === output.size &&
+    head.metadata[META_JOB_ID] === jobId &&
+    (head.checksum === undefined || head.checksum.value === output.checksum.value)
+  );
+}
+
+export async function publishStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  const step = await loadForStep(deps, ref, 'staged');
+  if ('done' in step) return step.done;
+  let { loaded } = step;
+  for (const output of loaded.manifest.outputs ?? []) {
+    checkLease(deps, loaded.manifest);
+    try {
+      await deps.store.copy(output.stagingKey, output.finalKey, { ifNoneMatch: '*', ...withSignal(deps) });
+    } catch (error) {
+      if (error instanceof PreconditionFailedError) {
+        // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
+        const head = await deps.store.head(output.finalKey, withSignal(deps));
+        if (isOurOutput(head, output, ref.jobId)) continue;
+        const reason = `final key ${output.finalKey} already holds an object that is not this job's output`;
+        await quarantineManifest(deps, loaded, reason);
+        throw new FinalKeyConflictError(`${reason}; the job was quarantined and nothing was deleted`);
+      }
+      if (error instanceof NotFoundError) {
+        throw new ManifestConflictError(
+          `staged output ${output.stagingKey} of job ${ref.jobId} is missing; recovery resolves the job`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+  // The commit point: from here on the outputs replace the inputs.
+  loaded = await writeManifest(deps, loaded, advance(deps, loaded.manifest, { state: 'published' }));
+  deps.onEvent?.({ type: 'published', job: ref });
+  return result(ref, 'done', 'published', summary(loaded.manifest));
+}
+
+// ---- step 3: verify ----
+
+/** Returns why the published outputs do not match the manifest, or undefined when they do. */
+async function checkFinals(deps: StepDeps, manifest: Manifest): Promise<string | undefined> {
+  for (const output of manifest.outputs ?? []) {
+    const head = await deps.store.head(output.finalKey, withSignal(deps));
+    if (!head) return `published output ${output.finalKey} is missing`;
+    if (!isOurOutput(head, output, manifest.jobId)) {
+      return `published output ${output.finalKey} does not match the manifest (size ${head.size} vs ${output.size}, checksum ${head.checksum?.value ?? 'n/a'} vs ${output.checksum.value}, job ${head.metadata[META_JOB_ID] ?? 'none'})`;
+    }
+  }
+  return undefined;
+}
+
+export async function verifyStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  const step = await loadForStep(deps, ref, 'published');
+  if ('done' in step) return step.done;
+  let { loaded } = step;
+  const problem = await checkFinals(deps, loaded.manifest);
+  if (problem) {
+    await quarantineManifest(deps, loaded, problem);
+    throw new VerificationFailedError(
+      `${problem}; job ${ref.jobId} was quarantined and no input was deleted`,
+    );
+  }
+  loaded = await writeManifest(deps, loaded, advance(deps, loaded.manifest, { state: 'verified' }));
+  deps.onEvent?.({ type: 'verified', job: ref });
+  return result(ref, 'done', 'verified', summary(loaded.manifest));
+}
+
+// ---- step 4: delete inputs ----
+
+export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  const step = await loadForStep(deps, ref, 'verified');
+  if ('done' in step) return step.done;
+  let { loaded } = step;
+  const kept: KeptInput[] = [];
+  const failures: string[] = [];
+  const inputs = loaded.manifest.inputs;
+  for (let i = 0; i < inputs.length; i += MAX_DELETE_BATCH) {
+    checkLease(deps, loaded.manifest);
+    const batch = inputs
+      .slice(i, i + MAX_DELETE_BATCH)
+      .map((input) => ({ key: input.key, etag: input.etag }));
+    for (const outcome of await deps.store.deleteMany(batch, withSignal(deps))) {
+      if (outcome.status === 'precondition-failed') {
+        kept.push({ key: outcome.key, reason: 'replaced after it was compacted: kept as new data' });
+      } else if (outcome.status === 'error') {
+        failures.push(`${outcome.key} (${outcome.code}: ${outcome.message})`);
+      }
+    }
+  }
+  if (failures.length > 0) {
+    throw new DeleteFailedError(
+      `could not delete ${failures.length} input(s) of job ${ref.jobId}, first ${failures[0]}; the step is safe to retry`,
+    );
+  }
+  loaded = await writeManifest(
+    deps,
+    loaded,
+    advance(deps, loaded.manifest, {
+      state: 'inputs-deleted',
+      ...(kept.length > 0 ? { keptInputs: kept } : {}),
+    }),
+  );
+  deps.onEvent?.({ type: 'inputs-deleted', job: ref });
+  return result(ref, 'done', 'inputs-deleted', summary(loaded.manifest));
+}
+
+// ---- step 5: clear ----
+
+export async function clearStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  const step = await loadForStep(deps, ref, 'inputs-deleted');
+  if ('done' in step) {
+    return step.done.status === 'superseded' && step.done.state === 'none'
+      ? { ...step.done, status: 'already-done', state: 'cleared' }
+      : step.done;
+  }
+  const { loaded } = step;
+  checkLease(deps, loaded.manifest);
+  await deletePrefix(deps, stagingPrefix(deps.config.layout, ref.jobId));
+  await deleteManifest(deps, loaded);
+  deps.onEvent?.({ type: 'cleared', job: ref });
+  return result(ref, 'done', 'cleared', summary(loaded.manifest));
+}
+
+// ---- shared pieces used by steps and recovery ----
+
+/** Deletes every object under a prefix (unconditionally: only job-owned state-root prefixes). */
+export async function deletePrefix(deps: StepDeps, prefix: string): Promise<number> {
+  const keys: string[] = [];
+  for await (const object of deps.store.list(prefix, withSignal(deps))) keys.push(object.key);
+  for (let i = 0; i < keys.length; i += MAX_DELETE_BATCH) {
+    const outcomes = await deps.store.deleteMany(
+      keys.slice(i, i + MAX_DELETE_BATCH).map((key) => ({ key })),
+      withSignal(deps),
+    );
+    const failed = outcomes.find((o) => o.status === 'error');
+    if (failed) throw new DeleteFailedError(`could not delete ${failed.key}: ${describeOutcome(failed)}`);
+  }
+  return keys.length;
+}
+
+/**
+ * Moves a manifest into quarantine: a record that keeps the manifest text and the reason, then
+ * the live manifest is removed if it is still the version we read. Quarantined jobs' inputs and
+ * outputs are never candidates and nothing of theirs is deleted until an operator acts.
+ */
+export async function quarantineManifest(
+  deps: StepDeps,
+  target: {
+    readonly key: string;
+    readonly etag: string;
+    readonly body?: Buffer;
+    readonly manifest?: Manifest;
+  },
+  reason: string,
+): Promise<string> {
+  const text =
+    target.body?.toString('utf8') ??
+    (target.manifest ? serializeManifest(target.manifest).toString('utf8') : '');
+  const recordKey = quarantinedManifestKey(
+    deps.config.layout,
+    target.key,
+    target.etag.replace(/[^A-Za-z0-9]/g, ''),
+  );
+  const record = {
+    manifestKey: target.key,
+    etag: target.etag,
+    reason,
+    quarantinedAt: deps.clock.now().toISOString(),
+    jobId: target.manifest?.jobId,
+    manifest: text,
+    fix: 'Inspect the job; when resolved, delete this record. Nothing of this job is deleted while it exists.',
+  };
+  await deps.store.put(recordKey, Buffer.from(`${JSON.stringify(record, null, 2)}\n`), {
+    contentType: 'application/json',
+  });
+  const [outcome] = await deps.store.deleteMany([{ key: target.key, etag: target.etag }]);
+  if (outcome?.status === 'error') {
+    throw new DeleteFailedError(
+      `could not remove quarantined manifest ${target.key}: ${describeOutcome(outcome)}`,
+    );
+  }
+  deps.onEvent?.({ type: 'quarantined', key: target.key, reason });
+  return recordKey;
+}
+
+/** Checks that the staged outputs are exactly what the manifest recorded. */
+export async function checkStaged(deps: StepDeps, manifest: Manifest): Promise<string | undefined> {
+  for (const output of manifest.outputs ?? []) {
+    const head = await deps.store.head(output.stagingKey, withSignal(deps));
+    if (!head) return `staged output ${output.stagingKey} is missing`;
+    if (!isOurOutput(head, output, manifest.jobId))
+      return `staged output ${output.stagingKey} does not match the manifest`;
+  }
+  return undefined;
+}
+
+export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, writeManifest };
+
+/**
+ * Runs fn over items with bounded concurrency. After the first failure no new item starts, and
+ * every started call settles before the error is rethrown: nothing of a failed step runs on.
+ */
+async function forEachLimit<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (!failed && next < items.length) {
+      const item = items[next++] as T;
+      try {
+        await fn(item);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  });
+  const settled = await Promise.allSettled(workers);
+  const rejected = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (rejected) throw rejected.reason;
+}

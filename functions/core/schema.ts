@@ -1,0 +1,125 @@
+/**
+ * Schema unification for one compaction job: the union of the inputs' columns, where a column whose
+ * type differs between inputs is merged only by a widening that cannot change a value.
+ */
+
+import type { Column } from './engine.ts';
+import { SchemaConflictError } from './errors.ts';
+
+export interface InputSchema {
+  /** Names the input in conflict messages (object key or file name). */
+  readonly key: string;
+  readonly columns: readonly Column[];
+}
+
+const SIGNED_BITS: Readonly<Record<string, number>> = {
+  TINYINT: 8,
+  SMALLINT: 16,
+  INTEGER: 32,
+  BIGINT: 64,
+  HUGEINT: 128,
+};
+
+const UNSIGNED_BITS: Readonly<Record<string, number>> = {
+  UTINYINT: 8,
+  USMALLINT: 16,
+  UINTEGER: 32,
+  UBIGINT: 64,
+  UHUGEINT: 128,
+};
+
+const FLOAT_TYPES: ReadonlySet<string> = new Set(['FLOAT', 'DOUBLE']);
+
+interface Seen {
+  readonly type: string;
+  /** The first input that had this type. */
+  readonly key: string;
+}
+
+interface Family {
+  readonly name: string;
+  readonly bits: number;
+}
+
+/**
+ * Union by column name in order of first appearance. Names match case-insensitively (as DuckDB's
+ * union_by_name does); the first spelling wins. Types: identical stays; signed integers widen to the
+ * widest present; an unsigned integer joins only a strictly wider signed one; FLOAT widens to DOUBLE.
+ * Anything else, nested types included, throws SchemaConflictError naming both inputs and types.
+ */
+export function unifySchemas(partition: string, inputs: readonly InputSchema[]): Column[] {
+  const byName = new Map<string, { name: string; seen: Seen[] }>();
+  for (const input of inputs) {
+    for (const column of input.columns) {
+      const id = column.name.toLowerCase();
+      let entry = byName.get(id);
+      if (entry === undefined) {
+        entry = { name: column.name, seen: [] };
+        byName.set(id, entry);
+      }
+      const type = normalizeType(column.type);
+      if (!entry.seen.some((s) => s.type === type)) entry.seen.push({ type, key: input.key });
+    }
+  }
+  return [...byName.values()].map(({ name, seen }) => ({ name, type: resolve(partition, name, seen) }));
+}
+
+function resolve(partition: string, column: string, seen: readonly Seen[]): string {
+  const [first] = seen;
+  if (first === undefined) throw new Error(`column ${column} has no type`);
+  if (seen.length === 1) return first.type;
+
+  const conflict = (a: Seen, b: Seen): never => {
+    throw new SchemaConflictError(
+      partition,
+      column,
+      `${a.type} in ${JSON.stringify(a.key)} vs ${b.type} in ${JSON.stringify(b.key)}`,
+    );
+  };
+
+  // Different families (integer, float, or any other exact type) never merge.
+  const family = familyOf(first.type);
+  const stranger = seen.find((s) => familyOf(s.type).name !== family.name);
+  if (stranger !== undefined) return conflict(first, stranger);
+
+  if (family.name === 'float') return 'DOUBLE';
+  if (family.name === 'integer') {
+    const widest = (pool: Seen[]) =>
+      pool.reduce<Seen | undefined>(
+        (best, s) => (best === undefined || familyOf(s.type).bits > familyOf(best.type).bits ? s : best),
+        undefined,
+      );
+    const signed = widest(seen.filter((s) => s.type in SIGNED_BITS));
+    const unsignedTypes = seen.filter((s) => s.type in UNSIGNED_BITS);
+    const unsigned = widest(unsignedTypes);
+    if (unsigned === undefined && signed !== undefined) return signed.type;
+    if (unsigned !== undefined && signed === undefined) {
+      // Several unsigned widths: only widening into a signed type is allowed.
+      const [a, b] = unsignedTypes;
+      if (a !== undefined && b !== undefined) return conflict(a, b);
+    }
+    if (unsigned !== undefined && signed !== undefined) {
+      if (familyOf(signed.type).bits > familyOf(unsigned.type).bits) return signed.type;
+      return conflict(unsigned, signed);
+    }
+  }
+  // Same family, distinct exact types: e.g. two DECIMAL scales or two STRUCT shapes.
+  const [, second] = seen;
+  return conflict(first, second ?? first);
+}
+
+function familyOf(type: string): Family {
+  const signed = SIGNED_BITS[type];
+  if (signed !== undefined) return { name: 'integer', bits: signed };
+  const unsigned = UNSIGNED_BITS[type];
+  if (unsigned !== undefined) return { name: 'integer', bits: unsigned };
+  if (FLOAT_TYPES.has(type)) return { name: 'float', bits: type === 'DOUBLE' ? 64 : 32 };
+  // Every other type is its own family: it merges only with itself.
+  return { name: `exact:${type}`, bits: 0 };
+}
+
+/** Simple type names compare case-insensitively; parameterised and nested types compare exactly. */
+function normalizeType(type: string): string {
+  const trimmed = type.trim();
+  return /^[A-Za-z_]+$/.test(trimmed) ? trimmed.toUpperCase() : trimmed;
+}

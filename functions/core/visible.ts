@@ -1,0 +1,88 @@
+/**
+ * The visible-files view for consistent readers: data files, minus inputs of manifests at or
+ * past `published`, minus final outputs of manifests before `published`. The switch to
+ * `published` is one atomic write, so a reader of this view never sees both or neither.
+ *
+ * The data listing is bracketed by two manifest snapshots; if they differ, a job moved while
+ * we listed and the view is taken again.
+ */
+
+import type { CompactorConfig } from './config.ts';
+import { TransientStoreError } from './errors.ts';
+import { isAtOrPast, type Manifest } from './manifest.ts';
+import type { ObjectStore, ObjectSummary } from './object-store.ts';
+import { readExclusions } from './planner.ts';
+
+export interface VisibleView {
+  readonly files: readonly ObjectSummary[];
+  readonly hiddenInputs: number;
+  readonly hiddenOutputs: number;
+  readonly liveManifests: number;
+  readonly quarantinedManifests: number;
+}
+
+function fingerprint(manifests: readonly Manifest[]): string {
+  return manifests
+    .map((m) => `${m.tier}:${m.partition}:${m.jobId}:${m.state}`)
+    .sort()
+    .join('|');
+}
+
+export async function visibleFiles(
+  store: ObjectStore,
+  config: CompactorConfig,
+  options: { readonly maxAttempts?: number } = {},
+): Promise<VisibleView> {
+  const maxAttempts = options.maxAttempts ?? 10;
+  let before = await readExclusions(store, config);
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const data: ObjectSummary[] = [];
+    for await (const object of store.list(config.layout.dataPrefix)) {
+      if (config.layout.isDataKey(object.key)) data.push(object);
+    }
+    const after = await readExclusions(store, config);
+    const stable =
+      fingerprint(before.liveManifests) === fingerprint(after.liveManifests) &&
+      before.leasedManifests.size === after.leasedManifests.size &&
+      fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests);
+    if (stable) return select(data, after.liveManifests, after.quarantinedManifests);
+    before = after;
+  }
+  throw new TransientStoreError(`the lake kept changing during ${maxAttempts} listings; try again`);
+}
+
+function select(
+  data: readonly ObjectSummary[],
+  live: readonly Manifest[],
+  quarantined: readonly Manifest[],
+): VisibleView {
+  // Inputs are hidden by key and ETag: an input replaced after it was read is new data.
+  const hiddenInputs = new Map<string, string>();
+  const hiddenOutputs = new Set<string>();
+  for (const m of live) {
+    if (isAtOrPast(m, 'published')) for (const i of m.inputs) hiddenInputs.set(i.key, i.etag);
+    else for (const o of m.outputs ?? []) hiddenOutputs.add(o.finalKey);
+  }
+  // A quarantined job's outputs are not trusted; its inputs were never deleted.
+  for (const m of quarantined) for (const o of m.outputs ?? []) hiddenOutputs.add(o.finalKey);
+  let inputsHidden = 0;
+  let outputsHidden = 0;
+  const files = data.filter((f) => {
+    if (hiddenInputs.get(f.key) === f.etag) {
+      inputsHidden++;
+      return false;
+    }
+    if (hiddenOutputs.has(f.key)) {
+      outputsHidden++;
+      return false;
+    }
+    return true;
+  });
+  return {
+    files,
+    hiddenInputs: inputsHidden,
+    hiddenOutputs: outputsHidden,
+    liveManifests: live.length,
+    quarantinedManifests: quarantined.length,
+  };
+}

@@ -1,0 +1,595 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { crc32 } from 'node:zlib';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LocalFolderStore, lockFileName, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
+import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../../functions/core/errors.ts';
+import type { ObjectStore, ObjectSummary } from '../../functions/core/object-store.ts';
+
+const CHILD = fileURLToPath(new URL('../support/local-store-race-child.ts', import.meta.url));
+
+let root: string;
+let store: LocalFolderStore;
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'local-store-'));
+  store = new LocalFolderStore(root);
+});
+
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** S3's ChecksumCRC32, computed independently of the store. */
+function s3Crc32(body: Buffer): string {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc32(body));
+  return bytes.toString('base64');
+}
+
+async function listAll(s: ObjectStore, prefix: string): Promise<ObjectSummary[]> {
+  const out: ObjectSummary[] = [];
+  for await (const item of s.list(prefix)) out.push(item);
+  return out;
+}
+
+async function keys(prefix = ''): Promise<string[]> {
+  return (await listAll(store, prefix)).map((o) => o.key);
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('LocalFolderStore basics', () => {
+  it('reports its location as a file URL of the absolute root', () => {
+    expect(store.location).toBe(`file://${resolve(root)}`);
+    expect(new LocalFolderStore('relative/dir').location).toBe(`file://${resolve('relative/dir')}`);
+  });
+
+  it('round-trips put, head, getBytes and list with metadata and checksum', async () => {
+    const body = Buffer.from('hello parquet');
+    const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };
+    const { etag } = await store.put('db/m/2024/01/01/00/a.parquet', body, {
+      metadata: { 'Job-Id': 'job-1' },
+      checksum,
+      contentType: 'application/vnd.apache.parquet',
+    });
+
+    // The object is a plain file at the key's path, so the folder is a globbable lake.
+    expect(await readFile(join(root, 'db/m/2024/01/01/00/a.parquet'), 'utf8')).toBe('hello parquet');
+
+    const head = await store.head('db/m/2024/01/01/00/a.parquet');
+    expect(head).toMatchObject({ key: 'db/m/2024/01/01/00/a.parquet', size: body.length, etag, checksum });
+    expect(head?.metadata).toEqual({ 'job-id': 'job-1' });
+    expect(head?.lastModified).toBeInstanceOf(Date);
+
+    expect(await store.getBytes('db/m/2024/01/01/00/a.parquet')).toEqual({ body, etag });
+    expect(await store.getBytes('db/m/2024/01/01/00/a.parquet', { ifMatch: `"${etag}"` })).toEqual({
+      body,
+      etag,
+    });
+
+    const listed = await listAll(store, '');
+    expect(listed).toHaveLength(1);
+    expect(listed[0]).toMatchObject({ key: 'db/m/2024/01/01/00/a.parquet', size: body.length, etag });
+    expect(listed[0]?.lastModified.getTime()).toBe(head?.lastModified.getTime());
+
+    const dest = join(root, '..', `${root.split('/').pop()}-download`);
+    try {
+      expect(await store.getToFile('db/m/2024/01/01/00/a.parquet', dest, { ifMatch: etag })).toEqual({
+        etag,
+        size: body.length,
+      });
+      expect(await readFile(dest)).toEqual(body);
+    } finally {
+      await rm(dest, { force: true });
+    }
+  });
+
+  it('puts from a file, streaming, with its checksum', async () => {
+    const src = join(root, '..', `${root.split('/').pop()}-src.bin`);
+    const body = Buffer.alloc(3 * 1024 * 1024 + 17);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 31 + 7) & 0xff;
+    await writeFile(src, body);
+    try {
+      const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };
+      const { etag } = await store.put('big.bin', { file: src }, { checksum });
+      expect(await store.head('big.bin')).toMatchObject({ size: body.length, etag, checksum });
+      expect((await store.getBytes('big.bin')).body.equals(body)).toBe(true);
+    } finally {
+      await rm(src, { force: true });
+    }
+  });
+
+  it('reports missing objects as such', async () => {
+    expect(await store.head('nope')).toBeUndefined();
+    expect(await rejection(store.getBytes('nope'))).toBeInstanceOf(NotFoundError);
+    expect(await rejection(store.getToFile('nope', join(root, 'x')))).toBeInstanceOf(NotFoundError);
+    expect(existsSync(join(root, 'x'))).toBe(false);
+    await store.put('a/b', Buffer.from('x'));
+    // A folder is not an object, and nothing lies under an object.
+    expect(await store.head('a')).toBeUndefined();
+    expect(await store.head('a/b/c')).toBeUndefined();
+    expect(await rejection(store.getBytes('a'))).toBeInstanceOf(NotFoundError);
+  });
+
+  it('lists in UTF-8 binary order, not JS string order, with folders sorted as "name/"', async () => {
+    // UTF-16 puts the emoji (surrogates D83D..) before U+FF5A; UTF-8 (F0.. vs EF..) does not.
+    const all = ['a/B', 'a/a', 'a/é', 'a/~', 'a/ｚ', 'a/😀', 'a-c', 'a0', 'a/b/c', 'a/b-', 'a/b0'];
+    for (const key of all) await store.put(key, Buffer.from(key));
+    const expected = [...all].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
+    expect(expected).not.toEqual([...all].sort());
+    expect(await keys()).toEqual(expected);
+    expect(await keys('a/')).toEqual(expected.filter((k) => k.startsWith('a/')));
+  });
+
+  it('treats the prefix as a plain string prefix and walks only what can match', async () => {
+    for (const key of [
+      'logs/2024-01/a',
+      'logs/2024-02/b',
+      'logs/2024-10/c',
+      'logs/2025/d',
+      'logsx/e',
+      'other/f',
+    ]) {
+      await store.put(key, Buffer.from(key));
+    }
+    expect(await keys('logs/2024-0')).toEqual(['logs/2024-01/a', 'logs/2024-02/b']);
+    expect(await keys('logs/2024')).toEqual(['logs/2024-01/a', 'logs/2024-02/b', 'logs/2024-10/c']);
+    expect(await keys('logs')).toEqual([
+      'logs/2024-01/a',
+      'logs/2024-02/b',
+      'logs/2024-10/c',
+      'logs/2025/d',
+      'logsx/e',
+    ]);
+    expect(await keys('logs/2024-01/a')).toEqual(['logs/2024-01/a']);
+    expect(await keys('missing/')).toEqual([]);
+    expect(await keys('logs/2024-01/a/')).toEqual([]);
+    // Prefixes no valid key can have yield nothing (and never escape the root).
+    expect(await keys('../')).toEqual([]);
+    expect(await keys('logs//')).toEqual([]);
+    expect(await keys('logs/./')).toEqual([]);
+  });
+
+  it('never lists the reserved folder, nor folders, and rejects reserved and malformed keys', async () => {
+    await store.put('x/y', Buffer.from('1'), { metadata: { a: 'b' } });
+    await mkdir(join(root, 'empty/folder'), { recursive: true });
+    await writeFile(join(root, '.compactor-notes'), 'a user file that merely looks similar');
+    expect(existsSync(join(root, RESERVED_DIR, 'meta', 'x', 'y.json'))).toBe(true);
+    expect(await keys()).toEqual(['.compactor-notes', 'x/y']);
+    expect(await keys('.compactor')).toEqual(['.compactor-notes']);
+    expect(await keys(`${RESERVED_DIR}/`)).toEqual([]);
+    expect(await keys(RESERVED_DIR)).toEqual([]);
+    expect(await keys('empty/')).toEqual([]);
+
+    const bad = [
+      `${RESERVED_DIR}/meta/x`,
+      RESERVED_DIR,
+      '',
+      '/abs',
+      'a//b',
+      'a/',
+      'a/../b',
+      './a',
+      'a/.',
+      'nul\0byte',
+      'x'.repeat(1025),
+      `${'y'.repeat(256)}/z`,
+      'z'.repeat(251),
+      'lone\uD800surrogate',
+    ];
+    for (const key of bad) {
+      await expect(store.put(key, Buffer.from('no')), key).rejects.toThrow(/invalid object key/);
+      await expect(store.head(key), key).rejects.toThrow(/invalid object key/);
+    }
+    await expect(store.deleteMany([{ key: 'x/y' }, { key: '../x' }])).rejects.toThrow(/invalid object key/);
+    expect(await keys()).toEqual(['.compactor-notes', 'x/y']);
+  });
+
+  it('stores keys with spaces, URL and glob characters, unicode, and ~1000 bytes', async () => {
+    const long = ['é'.repeat(120), 's'.repeat(240), 'ü'.repeat(120), `${'t'.repeat(230)}.parquet`].join('/');
+    expect(Buffer.byteLength(long)).toBeGreaterThan(960);
+    expect(Buffer.byteLength(long)).toBeLessThanOrEqual(1024);
+    const weird = [
+      'dir with space/file name.parquet',
+      'plus+sign/a+b',
+      'percent%2F/100%',
+      'hash#/frag#ment',
+      'question?/a?b=c',
+      'bracket[/[0-9]*',
+      'hive/dt=2024-01-01/hour=00/part=1.parquet',
+      'unicode/日本語/😀/naïve',
+      long,
+    ];
+    for (const key of weird) {
+      const { etag } = await store.put(key, Buffer.from(`body of ${key}`), { metadata: { k: key } });
+      const head = await store.head(key);
+      expect(head?.etag).toBe(etag);
+      expect(head?.metadata).toEqual({ k: key });
+      expect((await store.getBytes(key)).body.toString()).toBe(`body of ${key}`);
+    }
+    const sorted = [...weird].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    expect(await keys()).toEqual(sorted);
+    expect(await keys('bracket[/')).toEqual(['bracket[/[0-9]*']);
+    expect(await keys('percent%')).toEqual(['percent%2F/100%']);
+    const outcomes = await store.deleteMany(weird.map((key) => ({ key })));
+    expect(outcomes.every((o) => o.status === 'deleted')).toBe(true);
+    expect(await keys()).toEqual([]);
+  });
+});
+
+describe('LocalFolderStore conditional writes', () => {
+  it('put with ifNoneMatch creates once, then fails with PreconditionFailedError', async () => {
+    const first = await store.put('m.json', Buffer.from('one'), { ifNoneMatch: '*' });
+    const error = await rejection(store.put('m.json', Buffer.from('two'), { ifNoneMatch: '*' }));
+    expect(error).toBeInstanceOf(PreconditionFailedError);
+    expect((error as PreconditionFailedError).key).toBe('m.json');
+    expect(await store.getBytes('m.json')).toEqual({ body: Buffer.from('one'), etag: first.etag });
+    expect(await store.listIncompleteUploads('')).toEqual([]);
+  });
+
+  it('put with ifMatch is a compare-and-swap', async () => {
+    const v1 = await store.put('m.json', Buffer.from('v1'));
+    const v2 = await store.put('m.json', Buffer.from('v2'), { ifMatch: v1.etag });
+    expect(v2.etag).not.toBe(v1.etag);
+    await expect(store.put('m.json', Buffer.from('v3'), { ifMatch: v1.etag })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    expect((await store.getBytes('m.json')).body.toString()).toBe('v2');
+    await expect(store.put('absent.json', Buffer.from('x'), { ifMatch: v1.etag })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    expect(await store.head('absent.json')).toBeUndefined();
+  });
+
+  it('changes the ETag on every overwrite, even with identical bytes', async () => {
+    const etags = new Set<string>();
+    for (let i = 0; i < 5; i++) etags.add((await store.put('same', Buffer.from('same bytes'))).etag);
+    expect(etags.size).toBe(5);
+    expect((await store.head('same'))?.etag).toBe([...etags].at(-1));
+  });
+
+  it('copy carries metadata and checksum, honours ifNoneMatch, and reports a missing source', async () => {
+    const body = Buffer.from('staged output');
+    const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };
+    await store.put('_compaction/staging/j1/out.parquet', body, { metadata: { 'job-id': 'j1' }, checksum });
+
+    const { etag } = await store.copy('_compaction/staging/j1/out.parquet', 'db/m/out.parquet', {
+      ifNoneMatch: '*',
+    });
+    const head = await store.head('db/m/out.parquet');
+    expect(head).toMatchObject({ etag, size: body.length, checksum, metadata: { 'job-id': 'j1' } });
+
+    await store.put('other', Buffer.from('plain'));
+    await expect(store.copy('other', 'db/m/out.parquet', { ifNoneMatch: '*' })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    expect((await store.getBytes('db/m/out.parquet')).body).toEqual(body);
+
+    const missing = await rejection(store.copy('no/such', 'db/m/x.parquet'));
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect((missing as NotFoundError).key).toBe('no/such');
+
+    // An unconditional copy replaces, and a source without attributes leaves none behind.
+    await store.copy('other', 'db/m/out.parquet');
+    expect(await store.head('db/m/out.parquet')).toMatchObject({ size: 5, metadata: {} });
+    expect((await store.head('db/m/out.parquet'))?.checksum).toBeUndefined();
+    expect(await store.listIncompleteUploads('')).toEqual([]);
+  });
+
+  it('getToFile and getBytes with a stale ETag fail and write nothing', async () => {
+    const v1 = await store.put('obj', Buffer.from('v1'));
+    await store.put('obj', Buffer.from('v2'));
+    const dest = join(root, 'download.bin');
+    await expect(store.getToFile('obj', dest, { ifMatch: v1.etag })).rejects.toBeInstanceOf(
+      PreconditionFailedError,
+    );
+    expect(existsSync(dest)).toBe(false);
+    await expect(store.getBytes('obj', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+  });
+
+  it('deleteMany reports deleted, not-found and precondition-failed, and prunes empty folders', async () => {
+    const a = await store.put('p/h/00/a.parquet', Buffer.from('a'), { metadata: { x: '1' } });
+    await store.put('p/h/00/b.parquet', Buffer.from('b'));
+    await store.put('p/h/01/c.parquet', Buffer.from('c'));
+    await store.put('p/keep/d.parquet', Buffer.from('d'));
+    const outcomes = await store.deleteMany([
+      { key: 'p/h/00/a.parquet', etag: a.etag },
+      { key: 'p/h/00/b.parquet' },
+      { key: 'p/h/01/c.parquet', etag: 'not-the-etag' },
+      { key: 'p/h/02/gone.parquet' },
+      { key: 'p/h/00/a.parquet' },
+    ]);
+    expect(outcomes).toEqual([
+      { key: 'p/h/00/a.parquet', status: 'deleted' },
+      { key: 'p/h/00/b.parquet', status: 'deleted' },
+      { key: 'p/h/01/c.parquet', status: 'precondition-failed' },
+      { key: 'p/h/02/gone.parquet', status: 'not-found' },
+      { key: 'p/h/00/a.parquet', status: 'not-found' },
+    ]);
+    expect(await keys()).toEqual(['p/h/01/c.parquet', 'p/keep/d.parquet']);
+    expect(existsSync(join(root, 'p/h/00'))).toBe(false);
+    expect(existsSync(join(root, 'p/h/01'))).toBe(true);
+    expect(existsSync(join(root, RESERVED_DIR, 'meta/p/h/00'))).toBe(false);
+
+    await store.deleteMany([{ key: 'p/h/01/c.parquet' }, { key: 'p/keep/d.parquet' }]);
+    expect(await readdir(root)).toEqual([RESERVED_DIR]);
+
+    const tooMany = Array.from({ length: 1001 }, (_, i) => ({ key: `k${i}` }));
+    await expect(store.deleteMany(tooMany)).rejects.toThrow(/at most 1000/);
+    expect(await store.deleteMany([])).toEqual([]);
+  });
+});
+
+describe('LocalFolderStore checksums and sidecars', () => {
+  it('rejects a body whose checksum differs and writes nothing', async () => {
+    const error = await rejection(
+      store.put('bad', Buffer.from('payload'), {
+        checksum: { algorithm: 'CRC32', value: s3Crc32(Buffer.from('other payload')) },
+      }),
+    );
+    expect(error).toBeInstanceOf(Error);
+    expect(String(error)).toMatch(/CRC32/);
+    expect(await store.head('bad')).toBeUndefined();
+    expect(await keys()).toEqual([]);
+    expect(await store.listIncompleteUploads('')).toEqual([]);
+    expect(await readdir(join(root, RESERVED_DIR, 'tmp'))).toEqual([]);
+  });
+
+  it('ignores a stale sidecar that belongs to an earlier version', async () => {
+    await store.put('k/obj', Buffer.from('v1'), { metadata: { version: '1' } });
+    const sidecar = join(root, RESERVED_DIR, 'meta', 'k', 'obj.json');
+    const saved = await readFile(sidecar);
+    const v2 = await store.put('k/obj', Buffer.from('v2'));
+    expect(existsSync(sidecar)).toBe(false);
+    // Simulate a crash that left the old sidecar behind (or a sidecar renamed in before its data).
+    await mkdir(join(root, RESERVED_DIR, 'meta', 'k'), { recursive: true });
+    await writeFile(sidecar, saved);
+    const head = await store.head('k/obj');
+    expect(head).toMatchObject({ etag: v2.etag, metadata: {} });
+    expect(head?.checksum).toBeUndefined();
+  });
+
+  it('never shows one version with another version’s metadata while writers race', async () => {
+    let stop = false;
+    const writer = (async () => {
+      for (let i = 0; i < 150; i++)
+        await store.put('hot', Buffer.from(`v${i}`), { metadata: { v: `v${i}` } });
+      stop = true;
+    })();
+    let checked = 0;
+    while (!stop) {
+      const head = await store.head('hot');
+      if (head === undefined) continue;
+      expect(head.metadata.v).toBeDefined();
+      try {
+        const { body } = await store.getBytes('hot', { ifMatch: head.etag });
+        expect(body.toString()).toBe(head.metadata.v);
+        checked++;
+      } catch (error) {
+        if (!(error instanceof PreconditionFailedError)) throw error;
+      }
+    }
+    await writer;
+    expect(checked).toBeGreaterThan(0);
+  });
+});
+
+describe('LocalFolderStore incomplete uploads and aborts', () => {
+  it('lists an upload in progress under its key and aborts it, failing the put', async () => {
+    const fifo = join(root, '..', `${root.split('/').pop()}.fifo`);
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const put = store.put('db/m/slow.parquet', { file: fifo });
+      const settled = put.then(
+        () => 'resolved',
+        (error: unknown) => error,
+      );
+      let uploads = await store.listIncompleteUploads('db/');
+      for (let i = 0; uploads.length === 0 && i < 200; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        uploads = await store.listIncompleteUploads('db/');
+      }
+      expect(uploads).toHaveLength(1);
+      expect(uploads[0]).toMatchObject({ key: 'db/m/slow.parquet' });
+      expect(uploads[0]?.initiated).toBeInstanceOf(Date);
+      expect(await store.listIncompleteUploads('db/m/slow.parquet')).toHaveLength(1);
+      expect(await store.listIncompleteUploads('other/')).toEqual([]);
+      expect(await keys()).toEqual([]);
+
+      await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
+      // Aborting twice is harmless.
+      await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
+      expect(await store.listIncompleteUploads('')).toEqual([]);
+
+      const writer = await open(fifo, 'w');
+      await writer.write(Buffer.from('late bytes'));
+      await writer.close();
+      expect(await settled).toBeInstanceOf(Error);
+      expect(await store.head('db/m/slow.parquet')).toBeUndefined();
+    } finally {
+      await rm(fifo, { force: true });
+    }
+  });
+
+  it('an aborted put throws the signal reason and leaves no temp file', async () => {
+    const before = new AbortController();
+    before.abort(new Error('stop before'));
+    await expect(store.put('a', Buffer.from('x'), { signal: before.signal })).rejects.toThrow('stop before');
+    await expect(store.head('a', { signal: before.signal })).rejects.toThrow('stop before');
+
+    const fifo = join(root, '..', `${root.split('/').pop()}.fifo2`);
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const during = new AbortController();
+      const put = store.put('b', { file: fifo }, { signal: during.signal });
+      const settled = put.then(
+        () => 'resolved',
+        (error: unknown) => error,
+      );
+      const writer = await open(fifo, 'w');
+      await writer.write(Buffer.from('first chunk'));
+      during.abort(new Error('stop during'));
+      await writer.write(Buffer.from('second chunk'));
+      await writer.close();
+      expect(String(await settled)).toMatch(/stop during/);
+      expect(await store.head('b')).toBeUndefined();
+      expect(await store.listIncompleteUploads('')).toEqual([]);
+    } finally {
+      await rm(fifo, { force: true });
+    }
+  });
+
+  it('rejects upload ids that would escape the temp folder', async () => {
+    await expect(
+      store.abortIncompleteUpload({ key: 'k', uploadId: '../meta', initiated: new Date() }),
+    ).rejects.toThrow(/invalid upload id/);
+  });
+});
+
+interface ChildOutcome {
+  readonly ok: boolean;
+  readonly etag?: string;
+  readonly error?: string;
+  readonly message?: string;
+}
+
+/**
+ * Starts one contender process per body, releases them together; each tries a conditional put on
+ * every key `${keyPrefix}${i}`. Returns outcomes[contender][key].
+ */
+async function race(
+  keyPrefix: string,
+  keyCount: number,
+  bodies: readonly string[],
+  mode: 'create' | 'cas',
+  etags: readonly string[] = [],
+): Promise<ChildOutcome[][]> {
+  const children = bodies.map((body) => {
+    const child = spawn(process.execPath, [CHILD, root, keyPrefix, String(keyCount), body, mode, ...etags], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
+    const exited = once(child, 'exit');
+    const ready = (async () => {
+      while (!stdout.includes('ready\n')) {
+        if (child.exitCode !== null) throw new Error(`contender died: ${stderr}`);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    return { child, ready, exited, out: () => stdout, err: () => stderr };
+  });
+  await Promise.all(children.map((c) => c.ready));
+  for (const c of children) c.child.stdin.write('go\n');
+  const outcomes: ChildOutcome[][] = [];
+  for (const c of children) {
+    const [code] = await c.exited;
+    expect(code, c.err()).toBe(0);
+    const line = c.out().trim().split('\n').at(-1) ?? '';
+    outcomes.push(JSON.parse(line) as ChildOutcome[]);
+  }
+  return outcomes;
+}
+
+/** For each key: exactly one contender won, the others lost with PreconditionFailedError. */
+async function expectOneWinnerPerKey(
+  keyPrefix: string,
+  keyCount: number,
+  bodies: readonly string[],
+  outcomes: ChildOutcome[][],
+): Promise<void> {
+  for (let i = 0; i < keyCount; i++) {
+    const perKey = outcomes.map((o) => o[i] as ChildOutcome);
+    const winners = perKey.flatMap((o, contender) => (o.ok ? [contender] : []));
+    expect(winners, `winners on key ${i}`).toHaveLength(1);
+    expect(perKey.filter((o) => !o.ok).map((o) => o.error)).toEqual(
+      Array(bodies.length - 1).fill('PreconditionFailedError'),
+    );
+    const winner = winners[0] as number;
+    const { body, etag } = await store.getBytes(`${keyPrefix}${i}`);
+    expect(etag).toBe(perKey[winner]?.etag);
+    expect(body.toString()).toBe(bodies[winner]);
+  }
+}
+
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  await once(child, 'exit');
+  if (child.pid === undefined) throw new Error('no pid');
+  return child.pid;
+}
+
+describe('LocalFolderStore across processes', () => {
+  const CONTENDERS = 8;
+  const KEYS = 16;
+  const bodies = Array.from({ length: CONTENDERS }, (_, i) => `contender-${i}`);
+
+  it('exactly one of N processes creates each key with ifNoneMatch', async () => {
+    const outcomes = await race('manifests/hourly/p', KEYS, bodies, 'create');
+    await expectOneWinnerPerKey('manifests/hourly/p', KEYS, bodies, outcomes);
+    expect(await store.listIncompleteUploads('')).toEqual([]);
+  });
+
+  it('exactly one of N processes wins each compare-and-swap from the same ETag', async () => {
+    const etags: string[] = [];
+    for (let i = 0; i < KEYS; i++) {
+      etags.push((await store.put(`manifests/daily/p${i}`, Buffer.from('claimed'))).etag);
+    }
+    const outcomes = await race('manifests/daily/p', KEYS, bodies, 'cas', etags);
+    await expectOneWinnerPerKey('manifests/daily/p', KEYS, bodies, outcomes);
+  });
+
+  it('breaks a lock left by a dead process, even with N processes racing for it', async () => {
+    const locks = join(root, RESERVED_DIR, 'locks');
+    await mkdir(locks, { recursive: true });
+    const pid = await deadPid();
+    for (let i = 0; i < KEYS; i++) {
+      const owner = { pid, host: hostname(), token: `dead${i}` };
+      await writeFile(join(locks, lockFileName(`manifests/hourly/q${i}`)), JSON.stringify(owner));
+    }
+    const outcomes = await race('manifests/hourly/q', KEYS, bodies, 'create');
+    await expectOneWinnerPerKey('manifests/hourly/q', KEYS, bodies, outcomes);
+    // No lock or breaker is left (stray claim files of crashed processes would be harmless).
+    expect((await readdir(locks)).filter((n) => !n.endsWith('.claim'))).toEqual([]);
+  });
+
+  it('waits for a live lock and gives up with TransientStoreError', async () => {
+    const impatient = new LocalFolderStore(root, { lockTimeoutMs: 200 });
+    const lockPath = join(root, RESERVED_DIR, 'locks', lockFileName('busy'));
+    await mkdir(join(root, RESERVED_DIR, 'locks'), { recursive: true });
+    // Held by this (live) process.
+    await writeFile(lockPath, JSON.stringify({ pid: process.pid, host: hostname(), token: 'live' }));
+    const started = Date.now();
+    await expect(impatient.put('busy', Buffer.from('x'))).rejects.toBeInstanceOf(TransientStoreError);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
+    expect(await impatient.deleteMany([{ key: 'busy' }])).toEqual([
+      { key: 'busy', status: 'error', code: 'TransientStoreError', message: expect.stringMatching(/lock/) },
+    ]);
+    expect(await store.head('busy')).toBeUndefined();
+
+    // A lock older than staleLockMs is broken even if its pid looks alive (pid reuse, other host).
+    await new Promise((r) => setTimeout(r, 20));
+    const lenient = new LocalFolderStore(root, { staleLockMs: 10 });
+    await lenient.put('busy', Buffer.from('y'));
+    expect((await store.getBytes('busy')).body.toString()).toBe('y');
+  });
+});

@@ -1,0 +1,135 @@
+/**
+ * An ObjectStore wrapper that counts every call and injects one fault at call N:
+ * - 'fail-before': the call is not made and a transient error is thrown;
+ * - 'fail-after': the call is made, then a transient error is thrown (a lost response);
+ * - 'crash': the call is not made and this store never calls again (the run is abandoned).
+ * An observer sees the inner store after every call that reached it (for invariant checks).
+ */
+
+import { TransientStoreError } from '../../functions/core/errors.ts';
+import type {
+  CopyOptions,
+  DeleteOutcome,
+  DeleteRequest,
+  IncompleteUpload,
+  ObjectHead,
+  ObjectStore,
+  ObjectSummary,
+  WriteOptions,
+} from '../../functions/core/object-store.ts';
+
+export type FaultKind = 'fail-before' | 'fail-after' | 'crash';
+export const FAULT_KINDS: readonly FaultKind[] = ['fail-before', 'fail-after', 'crash'];
+
+export class CrashedError extends Error {
+  override readonly name = 'CrashedError';
+}
+
+export interface CallRecord {
+  readonly n: number;
+  readonly op: string;
+  readonly key: string;
+}
+
+export class FaultStore implements ObjectStore {
+  readonly location: string;
+  readonly calls: CallRecord[] = [];
+  crashed = false;
+  readonly #inner: ObjectStore;
+  readonly #fault: { readonly at: number; readonly kind: FaultKind } | undefined;
+  readonly #afterCall: ((call: CallRecord) => Promise<void>) | undefined;
+
+  constructor(
+    inner: ObjectStore,
+    fault?: { readonly at: number; readonly kind: FaultKind },
+    afterCall?: (call: CallRecord) => Promise<void>,
+  ) {
+    this.#inner = inner;
+    this.location = inner.location;
+    this.#fault = fault;
+    this.#afterCall = afterCall;
+  }
+
+  get injected(): boolean {
+    return this.#fault !== undefined && this.calls.length >= this.#fault.at;
+  }
+
+  async #call<T>(op: string, key: string, run: () => Promise<T>): Promise<T> {
+    if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
+    const call = { n: this.calls.length + 1, op, key };
+    this.calls.push(call);
+    const fault = this.#fault?.at === call.n ? this.#fault.kind : undefined;
+    if (fault === 'crash') {
+      this.crashed = true;
+      throw new CrashedError(`injected crash before call ${call.n} (${op} ${key})`);
+    }
+    if (fault === 'fail-before')
+      throw new TransientStoreError(`injected failure before call ${call.n} (${op} ${key})`);
+    let value: T;
+    try {
+      value = await run();
+    } finally {
+      await this.#afterCall?.(call);
+    }
+    if (fault === 'fail-after') {
+      throw new TransientStoreError(`injected lost response after call ${call.n} (${op} ${key})`);
+    }
+    return value;
+  }
+
+  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+    // A listing is one call: it is read whole, then replayed.
+    const self = this;
+    return {
+      async *[Symbol.asyncIterator]() {
+        const items = await self.#call('list', prefix, async () => {
+          const all: ObjectSummary[] = [];
+          for await (const item of self.#inner.list(prefix, options)) all.push(item);
+          return all;
+        });
+        yield* items;
+      },
+    };
+  }
+
+  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {
+    return this.#call('head', key, () => this.#inner.head(key, options));
+  }
+
+  getBytes(key: string, options?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
+    return this.#call('getBytes', key, () => this.#inner.getBytes(key, options));
+  }
+
+  getToFile(
+    key: string,
+    path: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ) {
+    return this.#call('getToFile', key, () => this.#inner.getToFile(key, path, options));
+  }
+
+  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+    return this.#call('put', key, () => this.#inner.put(key, body, options));
+  }
+
+  copy(source: string, target: string, options?: CopyOptions) {
+    return this.#call('copy', target, () => this.#inner.copy(source, target, options));
+  }
+
+  deleteMany(
+    requests: readonly DeleteRequest[],
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<DeleteOutcome[]> {
+    return this.#call('deleteMany', requests.map((r) => r.key).join(','), () =>
+      this.#inner.deleteMany(requests, options),
+    );
+  }
+
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    return this.#call('listIncompleteUploads', prefix, () => this.#inner.listIncompleteUploads(prefix));
+  }
+
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    return this.#call('abortIncompleteUpload', upload.key, () => this.#inner.abortIncompleteUpload(upload));
+  }
+}
