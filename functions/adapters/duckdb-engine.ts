@@ -1,15 +1,17 @@
 /**
  * The Engine on DuckDB (@duckdb/node-api): reads local Parquet footers and writes the merged,
- * sorted, ZSTD-compressed outputs with one COPY statement.
+ * sorted, ZSTD-compressed outputs. When the inputs fit the target size (the usual case) the whole
+ * job is one `COPY (SELECT ... ORDER BY ...) TO 'part-00000.parquet'`.
  *
  * DuckDB facts this relies on (checked against DuckDB 1.5.6):
  * - `COPY (... ORDER BY ...) TO 'file.parquet'` plans BATCH_COPY_TO_FILE: parallel and order-preserving.
  * - `FILE_SIZE_BYTES` / `ROW_GROUPS_PER_FILE` switch to the parallel COPY_TO_FILE, which interleaves
- *   row groups of different threads even with preserve_insertion_order=true, so the split files
+ *   row groups of different threads even with preserve_insertion_order=true, so its split files
  *   (data_0.parquet, data_1.parquet, ...) are neither sorted inside nor across files. Splitting is
  *   therefore done here: sort once into a temp table, then one order-preserving COPY per rowid range.
  * - ROW_GROUP_SIZE is rounded up to a multiple of the vector size (2048 rows).
  * - read_parquet treats `*`, `?` and `[` in a path as a glob; `[x]` escapes one character.
+ * - read_parquet adds hive partition columns for `key=value` folders unless hive_partitioning=false.
  */
 
 import { mkdir, stat } from 'node:fs/promises';
@@ -117,8 +119,9 @@ export class DuckDbEngine implements Engine {
     if (!Number.isSafeInteger(rowGroupSize) || rowGroupSize < 1) {
       throw new RangeError(`rowGroupSize must be a positive integer, got ${rowGroupSize}`);
     }
-    if (!(targetFileBytes > 0))
+    if (!(targetFileBytes > 0)) {
       throw new RangeError(`targetFileBytes must be positive, got ${targetFileBytes}`);
+    }
 
     const names = new Set(columns.map((c) => c.name.toLowerCase()));
     const orderBy = request.sortBy
@@ -141,7 +144,7 @@ export class DuckDbEngine implements Engine {
         try {
           await connection.run(sql);
         } catch (error) {
-          throw this.classifyCompactError(error, inputs, signal);
+          throw await this.classifyCompactError(connection, error, inputs, signal);
         }
       };
       const paths: string[] = [];
@@ -222,20 +225,36 @@ export class DuckDbEngine implements Engine {
     }
   }
 
-  /** Maps a failed compact statement to the error the caller can act on. */
-  private classifyCompactError(
+  /**
+   * Maps a failed compact statement to the error the caller can act on. A damaged data page only
+   * shows when it is read (inspect reads footers); the core quarantines an InputUnreadableError.
+   */
+  private async classifyCompactError(
+    connection: DuckDBConnection,
     error: unknown,
     inputs: readonly string[],
     signal: AbortSignal | undefined,
-  ): unknown {
+  ): Promise<unknown> {
     if (signal?.aborted) return signal.reason;
     const message = error instanceof Error ? error.message : String(error);
-    // A damaged data page only shows when it is read; DuckDB names the file and the core quarantines it.
-    if (/^(Invalid Input Error|Invalid Error)/.test(message)) {
-      const named = inputs.filter((input) => message.includes(input) || message.includes(escapeGlob(input)));
-      const [only] = named;
-      if (only !== undefined && named.length === 1) {
-        return new InputUnreadableError(only, shortReason(error), { cause: error });
+    if (!isCorruptionError(error)) return error;
+    const named = inputs.filter((input) => message.includes(input) || message.includes(escapeGlob(input)));
+    const [only] = named;
+    if (only !== undefined && named.length === 1) {
+      return new InputUnreadableError(only, shortReason(error), { cause: error });
+    }
+    // Page-header damage fails without a file name: read each input in full to find the culprit.
+    // Only on this failure path, so the extra read costs nothing on success.
+    for (const input of inputs) {
+      signal?.throwIfAborted();
+      try {
+        await connection.run(
+          `SELECT sum(hash(COLUMNS(*))) FROM read_parquet(${parquetPath(input)}, hive_partitioning = false)`,
+        );
+      } catch (readError) {
+        if (signal?.aborted) return signal.reason;
+        if (!isCorruptionError(readError)) return error;
+        return new InputUnreadableError(input, shortReason(readError), { cause: readError });
       }
     }
     return error;
@@ -260,6 +279,12 @@ export function escapeGlob(path: string): string {
 /** A local file path as a read_parquet / parquet_metadata argument. */
 export function parquetPath(path: string): string {
   return quoteString(escapeGlob(path));
+}
+
+/** DuckDB's error classes for bytes it cannot decode (not memory, interrupts or binder errors). */
+function isCorruptionError(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /^(Invalid Input|Invalid|Serialization|IO) Error/.test(message);
 }
 
 /** DuckDB's message on one line, without the echoed SQL, bounded in length. */

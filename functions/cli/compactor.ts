@@ -196,7 +196,7 @@ async function withCycleDeps<T>(
       isOwnerAlive: owners.isAlive,
       concurrency:
         options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency)),
-      randomHex: () => randomBytes(4).toString('hex'),
+      randomHex: () => randomBytes(8).toString('hex'),
       onEvent: options.json ? undefined : (event) => logEvent(io, event),
       onProgress: options.json
         ? undefined

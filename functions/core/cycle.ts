@@ -5,6 +5,7 @@
  */
 
 import type { TierName } from './config.ts';
+import { RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
 import { type Plan, type PlannedJob, planTier } from './planner.ts';
 import {
@@ -19,7 +20,22 @@ import {
 } from './protocol.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 
+/** How a step is retried on a transient error, as the state machine's Retry does. */
+export interface RetryPolicy {
+  /** Attempts per step, the first included. */
+  readonly attempts: number;
+  /** Waits before attempt n (n >= 2). */
+  readonly sleep: (attempt: number) => Promise<void>;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  attempts: 4,
+  sleep: (attempt) =>
+    new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (attempt - 2) * (0.5 + Math.random()))),
+};
+
 export interface CycleDeps extends CompactDeps, RecoveryDeps {
+  readonly retry?: RetryPolicy;
   /** Partitions compacted at once. */
   readonly concurrency: number;
   /** Random hex for job ids. */
@@ -46,16 +62,32 @@ export interface CycleReport {
 }
 
 /** Runs one job through every step, stopping when a step says there is nothing more to do. */
-export async function runJob(deps: CompactDeps, job: JobSpec): Promise<JobOutcome> {
+export async function runJob(
+  deps: CompactDeps,
+  job: JobSpec,
+  retry: RetryPolicy = DEFAULT_RETRY,
+): Promise<JobOutcome> {
   const steps: StepResult[] = [];
+  const attempt = async (step: () => Promise<StepResult>): Promise<StepResult> => {
+    for (let n = 1; ; n++) {
+      try {
+        return await step();
+      } catch (error) {
+        const retryable =
+          error instanceof Error && (RETRYABLE_ERRORS as readonly string[]).includes(error.name);
+        if (!retryable || n >= retry.attempts) throw error;
+        await retry.sleep(n + 1);
+      }
+    }
+  };
   try {
-    const compacted = await compactStep(deps, job);
+    const compacted = await attempt(() => compactStep(deps, job));
     steps.push(compacted);
     if (compacted.status === 'skipped' || compacted.status === 'superseded') {
       return { status: compacted.status, steps };
     }
     for (const step of [publishStep, verifyStep, deleteInputsStep, clearStep]) {
-      const stepResult = await step(deps, job);
+      const stepResult = await attempt(() => step(deps, job));
       steps.push(stepResult);
       if (stepResult.status === 'superseded') return { status: 'superseded', steps };
     }
@@ -90,7 +122,7 @@ export async function runCycle(deps: CycleDeps, tier: TierName): Promise<CycleRe
   const workers = Array.from({ length: Math.min(deps.concurrency, specs.length) }, async () => {
     while (next < specs.length) {
       const job = specs[next++] as JobSpec;
-      const outcome = await runJob(deps, job);
+      const outcome = await runJob(deps, job, deps.retry);
       jobs.push({ job, outcome });
       deps.onProgress?.({ job, done: jobs.length, total: specs.length, outcome });
     }

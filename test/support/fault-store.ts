@@ -29,6 +29,18 @@ export interface CallRecord {
   readonly n: number;
   readonly op: string;
   readonly key: string;
+  /** deleteMany's requests, for the delete audit (I3). */
+  readonly deletes?: readonly DeleteRequest[];
+}
+
+export interface FaultStoreOptions {
+  readonly fault?: { readonly at: number; readonly kind: FaultKind };
+  /** Runs before a call reaches the inner store (audits). */
+  readonly beforeCall?: (call: CallRecord) => Promise<void>;
+  /** Runs after a call reached the inner store (invariant checks). */
+  readonly afterCall?: (call: CallRecord) => Promise<void>;
+  /** Holds a call before it reaches the inner store (zombie pauses). */
+  readonly gate?: (call: CallRecord) => Promise<void>;
 }
 
 export class FaultStore implements ObjectStore {
@@ -36,40 +48,43 @@ export class FaultStore implements ObjectStore {
   readonly calls: CallRecord[] = [];
   crashed = false;
   readonly #inner: ObjectStore;
-  readonly #fault: { readonly at: number; readonly kind: FaultKind } | undefined;
-  readonly #afterCall: ((call: CallRecord) => Promise<void>) | undefined;
+  readonly #options: FaultStoreOptions;
 
-  constructor(
-    inner: ObjectStore,
-    fault?: { readonly at: number; readonly kind: FaultKind },
-    afterCall?: (call: CallRecord) => Promise<void>,
-  ) {
+  constructor(inner: ObjectStore, options: FaultStoreOptions = {}) {
     this.#inner = inner;
     this.location = inner.location;
-    this.#fault = fault;
-    this.#afterCall = afterCall;
+    this.#options = options;
   }
 
   get injected(): boolean {
-    return this.#fault !== undefined && this.calls.length >= this.#fault.at;
+    const fault = this.#options.fault;
+    return fault !== undefined && this.calls.length >= fault.at;
   }
 
-  async #call<T>(op: string, key: string, run: () => Promise<T>): Promise<T> {
+  async #call<T>(
+    op: string,
+    key: string,
+    run: () => Promise<T>,
+    deletes?: readonly DeleteRequest[],
+  ): Promise<T> {
     if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
-    const call = { n: this.calls.length + 1, op, key };
+    const call: CallRecord = { n: this.calls.length + 1, op, key, ...(deletes ? { deletes } : {}) };
     this.calls.push(call);
-    const fault = this.#fault?.at === call.n ? this.#fault.kind : undefined;
+    await this.#options.gate?.(call);
+    if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
+    const fault = this.#options.fault?.at === call.n ? this.#options.fault.kind : undefined;
     if (fault === 'crash') {
       this.crashed = true;
       throw new CrashedError(`injected crash before call ${call.n} (${op} ${key})`);
     }
     if (fault === 'fail-before')
       throw new TransientStoreError(`injected failure before call ${call.n} (${op} ${key})`);
+    await this.#options.beforeCall?.(call);
     let value: T;
     try {
       value = await run();
     } finally {
-      await this.#afterCall?.(call);
+      await this.#options.afterCall?.(call);
     }
     if (fault === 'fail-after') {
       throw new TransientStoreError(`injected lost response after call ${call.n} (${op} ${key})`);

@@ -1,0 +1,307 @@
+/**
+ * Test lakes and invariant checks shared by the protocol, sweep and CLI tests.
+ * Every row carries a unique id, so "no row lost or duplicated" is checked exactly, by id.
+ */
+
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
+import {
+  type CompactorConfig,
+  type ConfigInput,
+  parseConfig,
+  type TierName,
+} from '../../functions/core/config.ts';
+import { type CycleDeps, runCycle } from '../../functions/core/cycle.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import {
+  isAtOrPast,
+  type Manifest,
+  manifestsRoot,
+  parseManifest,
+  quarantineRoot,
+  stagingRoot,
+} from '../../functions/core/manifest.ts';
+import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
+import { visibleFiles } from '../../functions/core/visible.ts';
+import type { CallRecord } from './fault-store.ts';
+
+const HOUR = 3_600_000;
+
+export interface LakeFile {
+  readonly key: string;
+  readonly rows: number;
+}
+
+export interface TemplateLake {
+  readonly dir: string;
+  readonly totalRows: number;
+  readonly config: CompactorConfig;
+}
+
+/** Writes files with consecutive ids starting at 1; returns the total. */
+export async function writeLake(
+  engine: DuckDbEngine,
+  dir: string,
+  files: readonly LakeFile[],
+  firstId = 1,
+): Promise<number> {
+  const store = new LocalFolderStore(dir);
+  const scratch = await mkdtemp(join(tmpdir(), 'lake-gen-'));
+  let id = firstId;
+  try {
+    for (const [i, file] of files.entries()) {
+      const local = join(scratch, `f${i}.parquet`);
+      const hour = /(\d{4})\/(\d{2})\/(\d{2})\/(\d{2})\//.exec(file.key);
+      const start = hour
+        ? Date.UTC(Number(hour[1]), Number(hour[2]) - 1, Number(hour[3]), Number(hour[4]))
+        : Date.UTC(2025, 0, 14);
+      await writeSampleParquet(engine, local, {
+        rows: file.rows,
+        firstId: id,
+        startTimeMs: start,
+        spanMs: HOUR,
+      });
+      await store.put(file.key, { file: local });
+      id += file.rows;
+    }
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
+  return id - firstId;
+}
+
+export const SWEEP_CONFIG: ConfigInput = {
+  layout: 'arc',
+  tiers: { hourly: { minFiles: 2, minAgeSeconds: 3600 }, daily: { minFiles: 2, minAgeSeconds: 3 * 3600 } },
+  quietSeconds: 0,
+  // Small enough that the first hourly partition splits into two outputs.
+  targetFileBytes: 3000,
+  rowGroupSize: 2048,
+};
+
+/** The hourly sweep's lake: two hour folders of raw files, plus objects that are never data. */
+export async function hourlyTemplate(engine: DuckDbEngine): Promise<TemplateLake> {
+  const dir = await mkdtemp(join(tmpdir(), 'tpl-hourly-'));
+  const totalRows = await writeLake(engine, dir, [
+    { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 40 },
+    { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 40 },
+    { key: 'db/cpu/2025/01/15/10/cpu_20250115_103000_3.parquet', rows: 40 },
+    { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_4.parquet', rows: 30 },
+    { key: 'db/cpu/2025/01/15/11/cpu_20250115_113000_5.parquet', rows: 30 },
+  ]);
+  const store = new LocalFolderStore(dir);
+  await store.put('db/cpu/2025/01/15/10/_SUCCESS', Buffer.from(''));
+  await store.put('db/cpu/2025/01/15/10/.cpu_20250115_100500_1.parquet.crc', Buffer.from('crc'));
+  return { dir, totalRows, config: parseConfig(SWEEP_CONFIG) };
+}
+
+export const HOURLY_UNTOUCHED = [
+  'db/cpu/2025/01/15/10/_SUCCESS',
+  'db/cpu/2025/01/15/10/.cpu_20250115_100500_1.parquet.crc',
+];
+
+/** The daily sweep's lake: hourly outputs (Arc's names) of one day, plus a small daily file. */
+export async function dailyTemplate(engine: DuckDbEngine): Promise<TemplateLake> {
+  const dir = await mkdtemp(join(tmpdir(), 'tpl-daily-'));
+  const totalRows = await writeLake(engine, dir, [
+    { key: 'db/cpu/2025/01/14/01/cpu_20250114_010000_compacted.parquet', rows: 50 },
+    { key: 'db/cpu/2025/01/14/02/cpu_20250114_020000_compacted.parquet', rows: 50 },
+    { key: 'db/cpu/2025/01/14/03/cpu_20250114_030000_compacted.parquet', rows: 50 },
+    { key: 'db/cpu/2025/01/14/cpu_20250114_daily.parquet', rows: 30 },
+  ]);
+  return { dir, totalRows, config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 512 * 1024 * 1024 }) };
+}
+
+export async function copyLake(template: TemplateLake): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'lake-'));
+  await cp(template.dir, dir, { recursive: true });
+  return dir;
+}
+
+/**
+ * Checks the invariants against the real store after every call:
+ * I1 every original id is present in some data or staged object;
+ * the visible view holds every id exactly once (the exactly-once reader);
+ * I3 every delete of a data key is conditioned on the ETag a valid manifest recorded.
+ */
+export class LakeChecker {
+  readonly #engine: DuckDbEngine;
+  readonly #dir: string;
+  readonly #store: ObjectStore;
+  readonly #config: CompactorConfig;
+  readonly #totalRows: number;
+  readonly #ids = new Map<string, readonly bigint[]>();
+  observations = 0;
+  checkVisible = true;
+
+  constructor(
+    engine: DuckDbEngine,
+    dir: string,
+    store: ObjectStore,
+    config: CompactorConfig,
+    totalRows: number,
+  ) {
+    this.#engine = engine;
+    this.#dir = dir;
+    this.#store = store;
+    this.#config = config;
+    this.#totalRows = totalRows;
+  }
+
+  async #idsOf(key: string, etag: string): Promise<readonly bigint[]> {
+    const cacheKey = `${key}\0${etag}`;
+    let ids = this.#ids.get(cacheKey);
+    if (!ids) {
+      ids = await readIds(this.#engine, [join(this.#dir, key)]);
+      this.#ids.set(cacheKey, ids);
+    }
+    return ids;
+  }
+
+  #counts(): Uint32Array {
+    return new Uint32Array(this.#totalRows + 1);
+  }
+
+  observe = async (call?: CallRecord): Promise<void> => {
+    this.observations++;
+    const { layout } = this.#config;
+    const present = this.#counts();
+    for await (const object of this.#store.list(layout.dataPrefix)) {
+      const isData = layout.isDataKey(object.key);
+      const isStaged = object.key.startsWith(stagingRoot(layout));
+      if (!isData && !isStaged) continue;
+      for (const id of await this.#idsOf(object.key, object.etag)) present[Number(id)] = 1;
+    }
+    const missing = present.indexOf(0, 1);
+    expect(missing, `I1: row id ${missing} missing after call ${call?.n} ${call?.op} ${call?.key}`).toBe(-1);
+    if (!this.checkVisible) return;
+    const view = await visibleFiles(this.#store, this.#config);
+    const seen = this.#counts();
+    for (const file of view.files)
+      for (const id of await this.#idsOf(file.key, file.etag)) seen[Number(id)] = (seen[Number(id)] ?? 0) + 1;
+    for (let id = 1; id <= this.#totalRows; id++) {
+      if (seen[id] !== 1) {
+        expect.fail(
+          `visible view holds row id ${id} ${seen[id]} times after call ${call?.n} ${call?.op} ${call?.key}`,
+        );
+      }
+    }
+  };
+
+  audit = async (call: CallRecord): Promise<void> => {
+    if (call.op !== 'deleteMany' || !call.deletes) return;
+    const { layout } = this.#config;
+    for (const request of call.deletes) {
+      if (request.key.startsWith(manifestsRoot(layout))) {
+        expect(request.etag, `I3: manifest ${request.key} deleted without an ETag condition`).toBeDefined();
+        continue;
+      }
+      if (!layout.isDataKey(request.key)) continue;
+      expect(request.etag, `I3: data key ${request.key} deleted without an ETag condition`).toBeDefined();
+      const file = layout.parse(request.key);
+      expect(file, `I3: deleted ${request.key} is not a data file of the layout`).toBeDefined();
+      const manifests = await this.liveManifests();
+      const named = manifests.some(
+        (m) =>
+          (isAtOrPast(m, 'verified') &&
+            m.inputs.some((i) => i.key === request.key && i.etag === request.etag)) ||
+          (!isAtOrPast(m, 'published') && (m.outputs ?? []).some((o) => o.finalKey === request.key)),
+      );
+      expect(
+        named,
+        `I3: deleted ${request.key} is not named by a valid manifest in a state that allows it`,
+      ).toBe(true);
+    }
+  };
+
+  async liveManifests(): Promise<Manifest[]> {
+    const out: Manifest[] = [];
+    for await (const object of this.#store.list(manifestsRoot(this.#config.layout))) {
+      const { body } = await this.#store.getBytes(object.key);
+      out.push(parseManifest(this.#config, this.#store.location, object.key, body));
+    }
+    return out;
+  }
+
+  /** I2 and I4 at quiescence: exact rows in plain data files, nothing left in the state root. */
+  async assertQuiescent(
+    options: { readonly levels?: ReadonlySet<number>; readonly untouched?: readonly string[] } = {},
+  ): Promise<void> {
+    const expectLevels = options.levels;
+    const { layout } = this.#config;
+    const leftovers: string[] = [];
+    for await (const object of this.#store.list(layout.stateRoot)) {
+      if (!object.key.startsWith(quarantineRoot(layout))) leftovers.push(object.key);
+    }
+    expect(leftovers, 'I4: state root must be empty at quiescence').toEqual([]);
+    const quarantined: string[] = [];
+    for await (const object of this.#store.list(quarantineRoot(layout))) quarantined.push(object.key);
+    expect(quarantined, 'transient faults and crashes must never quarantine').toEqual([]);
+    expect(await this.#store.listIncompleteUploads(''), 'I4: no incomplete upload').toEqual([]);
+    const counts = this.#counts();
+    for await (const object of this.#store.list(layout.dataPrefix)) {
+      if (!layout.isDataKey(object.key)) continue;
+      const file = layout.parse(object.key);
+      if (expectLevels && file) {
+        expect(expectLevels.has(file.level), `unexpected level ${file.level} file ${object.key}`).toBe(true);
+      }
+      for (const id of await this.#idsOf(object.key, object.etag))
+        counts[Number(id)] = (counts[Number(id)] ?? 0) + 1;
+    }
+    for (let id = 1; id <= this.#totalRows; id++) {
+      if (counts[id] !== 1) expect.fail(`I2: row id ${id} is present ${counts[id]} times at quiescence`);
+    }
+    // Objects that are not data are never read, moved or deleted.
+    for (const key of options.untouched ?? []) {
+      expect(await this.#store.head(key), `${key} must be left alone`).toBeDefined();
+    }
+  }
+}
+
+/** Recovery until it changes nothing (I6: it must get there in a few passes). */
+export async function recoverUntilQuiet(
+  deps: Parameters<typeof recover>[0],
+  executionPrefix: string,
+  maxPasses = 4,
+): Promise<RecoveryReport[]> {
+  const reports: RecoveryReport[] = [];
+  for (let pass = 1; pass <= maxPasses; pass++) {
+    const report = await recover({ ...deps, executionId: `${executionPrefix}-${pass}` });
+    reports.push(report);
+    if (!report.changed) return reports;
+  }
+  throw new Error(`I6: recovery still changing things after ${maxPasses} passes`);
+}
+
+/** Job ids must be unique across every execution of a test run, as random ones are in production. */
+let jobCounter = 0;
+
+export function sweepDeps(
+  store: ObjectStore,
+  config: CompactorConfig,
+  engine: DuckDbEngine,
+  workDir: string,
+  executionId: string,
+  alive: ReadonlySet<string>,
+): CycleDeps {
+  return {
+    store,
+    config,
+    clock: systemClock,
+    engine,
+    workDir,
+    executionId,
+    isOwnerAlive: async (id) => alive.has(id),
+    concurrency: 1,
+    randomHex: () => (++jobCounter).toString(16).padStart(8, '0'),
+    retry: { attempts: 3, sleep: async () => {} },
+  };
+}
+
+export { runCycle, type TierName };
