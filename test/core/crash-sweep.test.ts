@@ -73,9 +73,12 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
         return undefined;
       },
     );
+    expect(checker.violations).toEqual([]);
     // Without a fault, the cycle compacts everything in one go.
     if (!fault) {
-      expect(cycle?.jobs.every((j) => j.outcome.status === 'compacted')).toBe(true);
+      expect(
+        cycle?.jobs.map((j) => (j.outcome.status === 'failed' ? j.outcome.error.message : j.outcome.status)),
+      ).toEqual(cycle?.jobs.map(() => 'compacted'));
       expect(cycle?.jobs.length).toBeGreaterThan(0);
     }
     alive.delete(first); // the execution ended (or crashed): its owner is gone
@@ -86,10 +89,12 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
     await recoverUntilQuiet(base, `exec-recover-${fault?.kind}-${fault?.at}`);
     const second = await runCycle({ ...base, executionId: `exec-${tier}-again-${fault?.at}` }, tier);
     expect(second.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
+    expect(checker.violations).toEqual([]);
     await checker.assertQuiescent({
       levels: new Set([tier === 'hourly' ? 1 : 2]),
       untouched: tier === 'hourly' ? HOURLY_UNTOUCHED : [],
     });
+    expect(checker.auditedDeletes, 'the delete audit must have seen the input deletes').toBeGreaterThan(0);
     return { calls, observations: checker.observations };
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -135,8 +135,11 @@ export class FaultStore implements ObjectStore {
     requests: readonly DeleteRequest[],
     options?: { readonly signal?: AbortSignal },
   ): Promise<DeleteOutcome[]> {
-    return this.#call('deleteMany', requests.map((r) => r.key).join(','), () =>
-      this.#inner.deleteMany(requests, options),
+    return this.#call(
+      'deleteMany',
+      requests.map((r) => r.key).join(','),
+      () => this.#inner.deleteMany(requests, options),
+      requests,
     );
   }
 

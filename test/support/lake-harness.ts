@@ -138,6 +138,8 @@ export class LakeChecker {
   readonly #totalRows: number;
   readonly #ids = new Map<string, readonly bigint[]>();
   observations = 0;
+  /** Data-key deletes audited: a sweep that audited none proves nothing. */
+  auditedDeletes = 0;
   checkVisible = true;
 
   constructor(
@@ -168,7 +170,26 @@ export class LakeChecker {
     return new Uint32Array(this.#totalRows + 1);
   }
 
-  observe = async (call?: CallRecord): Promise<void> => {
+  /**
+   * Every invariant failure seen during a run. The failing call throws too, but the code under
+   * test may catch that (a failed partition), so scenarios assert this list is empty.
+   */
+  readonly violations: string[] = [];
+
+  observe = (call?: CallRecord): Promise<void> => this.#record(this.#observe(call));
+
+  audit = (call: CallRecord): Promise<void> => this.#record(this.#audit(call));
+
+  async #record(check: Promise<void>): Promise<void> {
+    try {
+      await check;
+    } catch (error) {
+      this.violations.push((error as Error).message);
+      throw error;
+    }
+  }
+
+  async #observe(call?: CallRecord): Promise<void> {
     this.observations++;
     const { layout } = this.#config;
     const present = this.#counts();
@@ -192,9 +213,9 @@ export class LakeChecker {
         );
       }
     }
-  };
+  }
 
-  audit = async (call: CallRecord): Promise<void> => {
+  async #audit(call: CallRecord): Promise<void> {
     if (call.op !== 'deleteMany' || !call.deletes) return;
     const { layout } = this.#config;
     for (const request of call.deletes) {
@@ -203,6 +224,7 @@ export class LakeChecker {
         continue;
       }
       if (!layout.isDataKey(request.key)) continue;
+      this.auditedDeletes++;
       expect(request.etag, `I3: data key ${request.key} deleted without an ETag condition`).toBeDefined();
       const file = layout.parse(request.key);
       expect(file, `I3: deleted ${request.key} is not a data file of the layout`).toBeDefined();
@@ -218,7 +240,7 @@ export class LakeChecker {
         `I3: deleted ${request.key} is not named by a valid manifest in a state that allows it`,
       ).toBe(true);
     }
-  };
+  }
 
   async liveManifests(): Promise<Manifest[]> {
     const out: Manifest[] = [];
