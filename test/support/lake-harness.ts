@@ -263,7 +263,10 @@ export class LakeChecker {
     }
     expect(leftovers, 'I4: state root must be empty at quiescence').toEqual([]);
     const quarantined: string[] = [];
-    for await (const object of this.#store.list(quarantineRoot(layout))) quarantined.push(object.key);
+    for await (const object of this.#store.list(quarantineRoot(layout))) {
+      const { body } = await this.#store.getBytes(object.key);
+      quarantined.push(`${object.key}: ${(JSON.parse(body.toString('utf8')) as { reason?: string }).reason}`);
+    }
     expect(quarantined, 'transient faults and crashes must never quarantine').toEqual([]);
     expect(await this.#store.listIncompleteUploads(''), 'I4: no incomplete upload').toEqual([]);
     const counts = this.#counts();

@@ -1,0 +1,530 @@
+/**
+ * The `compactor` CLI in-process (runCli), over real local-folder lakes and a real DuckDB:
+ * usage errors, plan, run (hourly then daily), status, verify (clean and the seed bug),
+ * visible (paths and a DuckDB view), recover after a crashed cycle, and the demo lake generator.
+ * Row counts are checked exactly, by id.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { readIds } from '../../functions/adapters/sample-data.ts';
+import { generateDemoLake } from '../../functions/cli/demo-lake.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { runCycle } from '../../functions/core/cycle.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import { Layout } from '../../functions/core/layout.ts';
+import { manifestKey, manifestsRoot, stagingRoot } from '../../functions/core/manifest.ts';
+import {
+  arcRawKey,
+  cli,
+  dataKeys,
+  hourFolderOf,
+  idMismatch,
+  lakeIds,
+  listAll,
+  stateKeys,
+} from '../support/cli-lake.ts';
+import { CrashedError, FaultStore } from '../support/fault-store.ts';
+import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+
+const HOUR = 3_600_000;
+const ARC = Layout.fromName('arc');
+
+let engine: DuckDbEngine;
+let root: string;
+let workDir: string;
+/** An old lake (January 2025): every folder is past minAge, and hours are past the straggler age. */
+let oldLake: { dir: string; total: number };
+
+/** 8 raw files in 4 hours of two days; day 15 has 3 hours, day 14 one. */
+const OLD_FILES: readonly LakeFile[] = [
+  { key: 'db/cpu/2025/01/14/05/cpu_20250114_050500_1.parquet', rows: 25 },
+  { key: 'db/cpu/2025/01/14/05/cpu_20250114_053000_2.parquet', rows: 25 },
+  { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_3.parquet', rows: 40 },
+  { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_4.parquet', rows: 40 },
+  { key: 'db/cpu/2025/01/15/10/cpu_20250115_103000_5.parquet', rows: 40 },
+  { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_6.parquet', rows: 30 },
+  { key: 'db/cpu/2025/01/15/11/cpu_20250115_113000_7.parquet', rows: 30 },
+  { key: 'db/cpu/2025/01/15/12/cpu_20250115_120500_8.parquet', rows: 20 },
+];
+
+async function freshDir(name: string): Promise<string> {
+  return mkdtemp(join(root, `${name}-`));
+}
+
+async function copyOldLake(name: string): Promise<string> {
+  const dir = await freshDir(name);
+  await cp(oldLake.dir, dir, { recursive: true });
+  return dir;
+}
+
+/** Keys with their ETags: equal snapshots mean nothing was written, replaced or deleted. */
+async function snapshot(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const o of new LocalFolderStore(dir).list('')) out.push(`${o.key} ${o.etag} ${o.size}`);
+  return out.sort();
+}
+
+async function expectExactIds(dir: string, total: number): Promise<void> {
+  const ids = await lakeIds(engine, dir);
+  expect(idMismatch(ids, total), 'every row id exactly once').toBeUndefined();
+  expect(ids.length).toBe(total);
+}
+
+/** The one-line error contract for usage problems. */
+function expectUsageError(result: Awaited<ReturnType<typeof cli>>, ...mentions: string[]): void {
+  expect(result.code).toBe(2);
+  expect(result.out).toEqual([]);
+  expect(result.err).toHaveLength(1);
+  const line = result.err[0] ?? '';
+  expect(line).not.toContain('\n');
+  for (const m of mentions) expect(line).toContain(m);
+}
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  root = await mkdtemp(join(tmpdir(), 'cli-test-'));
+  workDir = join(root, 'work');
+  const dir = await freshDir('old-template');
+  oldLake = { dir, total: await writeLake(engine, dir, OLD_FILES) };
+});
+
+afterAll(async () => {
+  await engine?.close();
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+describe('usage', () => {
+  it('--help exits 0 and lists every command', async () => {
+    const result = await cli('--help');
+    expect(result.code).toBe(0);
+    expect(result.err).toEqual([]);
+    for (const command of ['demo', 'run', 'plan', 'recover', 'status', 'verify', 'visible']) {
+      expect(result.text, `--help lists ${command}`).toMatch(new RegExp(`^ {2}${command}\\b`, 'm'));
+    }
+    expect((await cli('-h')).code).toBe(0);
+    expect((await cli('help')).code).toBe(0);
+  });
+
+  it('no command prints the usage and exits 2', async () => {
+    const result = await cli();
+    expect(result.code).toBe(2);
+    expect(result.text).toContain('Usage: compactor <command>');
+  });
+
+  it('rejects an unknown command, an unknown option, a missing --store, a bad --tier and a bad --now', async () => {
+    const dir = oldLake.dir;
+    expectUsageError(await cli('compact', '--store', dir), 'unknown command', '"compact"');
+    expectUsageError(await cli('run', '--tier', 'hourly', '--store', dir, '--bogus'), '--bogus');
+    expectUsageError(await cli('status'), '--store');
+    expectUsageError(await cli('run', '--tier', 'weekly', '--store', dir), '--tier', 'weekly');
+    expectUsageError(await cli('run', '--store', dir), '--tier');
+    expectUsageError(await cli('plan', '--tier', 'hourly', '--store', dir, '--now', 'yesterday'), '--now');
+    expectUsageError(await cli('plan', '--tier', 'hourly', '--store', dir, '--min-files', 'ten'), '--min-files');
+    expectUsageError(await cli('plan', '--store', dir, '--min-files', '3'), '--tier');
+    expectUsageError(await cli('status', '--store', dir, 'extra'), '"extra"');
+    expectUsageError(await cli('status', '--store', dir, '--endpoint', 'http://127.0.0.1:1'), '--endpoint');
+    // None of that touched the lake.
+    expect(await stateKeys(dir)).toEqual([]);
+  });
+});
+
+describe('plan', () => {
+  it('lists what it would compact and why it skips the rest, and changes nothing', async () => {
+    // Recent hours, so the straggler flush does not apply and minFiles decides.
+    const hour = Math.floor(Date.now() / HOUR) * HOUR;
+    const due = hour - 3 * HOUR;
+    const few = hour - 2 * HOUR;
+    const current = hour;
+    const dir = await freshDir('plan');
+    const total = await writeLake(engine, dir, [
+      { key: arcRawKey(due, 1), rows: 10 },
+      { key: arcRawKey(due, 2), rows: 10 },
+      { key: arcRawKey(due, 3), rows: 10 },
+      { key: arcRawKey(few, 4), rows: 10 },
+      { key: arcRawKey(current, 5), rows: 10 },
+      { key: arcRawKey(current, 6), rows: 10 },
+    ]);
+    const before = await snapshot(dir);
+    const args = ['plan', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--min-files', '2'];
+    const result = await cli(...args);
+    expect(result.code, result.err.join('\n')).toBe(0);
+    const rows = result.text.split('\n');
+    const rowOf = (key: string) => rows.find((r) => r.startsWith(hourFolderOf(key)));
+    expect(rowOf(arcRawKey(due, 1))).toMatch(/\bcompact\s+3\s+3\b/);
+    expect(rowOf(arcRawKey(few, 4))).toMatch(/\bskip\b.*1 file\(s\), fewer than minFiles 2/);
+    expect(rowOf(arcRawKey(current, 5))).toMatch(/\bskip\b.*period not older than minAge \(3600s\)/);
+    expect(result.text).toMatch(/^hourly plan at .* \(dry run\): 6 objects listed$/m);
+
+    const json = await cli(...args, '--json');
+    expect(json.code).toBe(0);
+    const plan = JSON.parse(json.text) as {
+      jobs: { partition: string; inputs: unknown[] }[];
+      skipped: { partition: string; reason: string }[];
+    };
+    expect(plan.jobs.map((j) => [j.partition, j.inputs.length])).toEqual([[hourFolderOf(arcRawKey(due, 1)), 3]]);
+    expect(plan.skipped.map((s) => s.partition).sort()).toEqual(
+      [hourFolderOf(arcRawKey(few, 4)), hourFolderOf(arcRawKey(current, 5))].sort(),
+    );
+
+    // Without --quiet 0 the files are too fresh (default 300 s): every folder is skipped for that.
+    const quiet = await cli('plan', '--tier', 'hourly', '--store', dir, '--min-files', '2');
+    expect(quiet.code).toBe(0);
+    expect(quiet.text).not.toMatch(/\bcompact\b\s+\d/);
+    expect(quiet.text).toContain('a file was written less than 300s ago');
+
+    // A dry run: nothing written, replaced or deleted, not even state.
+    expect(await snapshot(dir)).toEqual(before);
+    await expectExactIds(dir, total);
+  });
+});
+
+describe('run, status, verify, visible on a compacted lake', () => {
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = await copyOldLake('run');
+  });
+
+  it('status on a lake with no manifests exits 0 and shows 0', async () => {
+    const result = await cli('status', '--store', dir);
+    expect(result.code).toBe(0);
+    expect(result.text).toMatch(/^live manifests: 0$/m);
+    expect(result.text).toMatch(/^quarantined: 0$/m);
+  });
+
+  it('run --tier hourly then --tier daily compact the lake with exact rows', async () => {
+    expect(await dataKeys(dir)).toHaveLength(8);
+    const hourly = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(hourly.code, hourly.err.join('\n')).toBe(0);
+    // Straggler flush: the days are old, so even the one-file hour is compacted (minFiles 10).
+    expect(hourly.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
+    expect(hourly.text).toMatch(/^partition\s+result\s+inputs\s+in bytes\s+outputs\s+out bytes\s+rows\s+note$/m);
+    expect(hourly.text).toMatch(/^db\/cpu\/2025\/01\/15\/10\/\s+compacted\s+3\s.*\s1\s.*\s120\b/m);
+    expect(hourly.text).toMatch(/^recovery: 0 manifest\(s\) examined/m);
+    // One progress line per partition on err.
+    expect(hourly.err.filter((l) => /^\[\d\/4\] db\/cpu\/.* compacted/.test(l))).toHaveLength(4);
+    let keys = await dataKeys(dir);
+    expect(keys).toHaveLength(4);
+    expect(keys.every((k) => k.endsWith('_compacted.parquet'))).toBe(true);
+    await expectExactIds(dir, oldLake.total);
+
+    const daily = await cli(
+      'run',
+      '--tier',
+      'daily',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--json',
+      '--work-dir',
+      workDir,
+    );
+    expect(daily.code, daily.err.join('\n')).toBe(0);
+    expect(daily.out).toHaveLength(1);
+    const report = JSON.parse(daily.text) as {
+      tier: string;
+      plan: { jobs: { partition: string }[] };
+      jobs: { job: { partition: string; inputs: unknown[] }; outcome: { status: string } }[];
+    };
+    expect(report.tier).toBe('daily');
+    // Day 15 has three hourly outputs; day 14 only one, which the daily tier leaves alone.
+    expect(report.jobs.map((j) => [j.job.partition, j.job.inputs.length, j.outcome.status])).toEqual([
+      ['db/cpu/2025/01/15/', 3, 'compacted'],
+    ]);
+    keys = await dataKeys(dir);
+    expect(keys).toHaveLength(2);
+    expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/15/') && k.endsWith('_daily.parquet'))).toHaveLength(
+      1,
+    );
+    expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/14/05/') && k.endsWith('_compacted.parquet'))).toHaveLength(
+      1,
+    );
+    await expectExactIds(dir, oldLake.total);
+    expect(await stateKeys(dir)).toEqual([]);
+
+    // A second run finds nothing to do and changes nothing (I5).
+    const before = await snapshot(dir);
+    const again = await cli('run', '--tier', 'daily', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(again.code).toBe(0);
+    expect(again.text).toMatch(/^summary: 0 compacted \(0 files -> 0\), 0 skipped, 0 failed$/m);
+    expect(await snapshot(dir)).toEqual(before);
+  });
+
+  it('status still shows 0 after the runs', async () => {
+    const result = await cli('status', '--store', dir, '--json');
+    expect(result.code).toBe(0);
+    expect(JSON.parse(result.text)).toEqual({ live: [], quarantined: [] });
+  });
+
+  it('verify exits 0 on the compacted lake and visible rows equal the total', async () => {
+    const result = await cli('verify', '--store', dir);
+    expect(result.code, result.err.join('\n')).toBe(0);
+    expect(result.text).not.toContain('SUSPECT');
+    const total = new RegExp(
+      `^total: ${oldLake.total.toLocaleString('en-US')} visible rows in 2 files; 0 live and 0 quarantined manifest\\(s\\); 0 partition\\(s\\) need attention$`,
+      'm',
+    );
+    expect(result.text).toMatch(total);
+
+    const json = JSON.parse((await cli('verify', '--store', dir, '--json')).text) as {
+      partitions: { partition: string; rows: number; visibleRows: number }[];
+      problems: number;
+    };
+    expect(json.problems).toBe(0);
+    expect(json.partitions.map((p) => [p.partition, p.rows, p.visibleRows]).sort()).toEqual([
+      ['db/cpu/2025/01/14/', 50, 50],
+      ['db/cpu/2025/01/15/', 200, 200],
+    ]);
+  });
+
+  it('visible lists the data files, and visible --sql is a DuckDB view reading exactly the total', async () => {
+    const paths = await cli('visible', '--store', dir);
+    expect(paths.code).toBe(0);
+    expect(paths.text.split('\n').sort()).toEqual((await dataKeys(dir)).map((k) => join(dir, k)).sort());
+
+    const sql = await cli('visible', '--sql', '--store', dir);
+    expect(sql.code).toBe(0);
+    expect(sql.text).toMatch(/^CREATE OR REPLACE VIEW lake AS/);
+    await engine.query(sql.text);
+    const [row] = await engine.query(
+      'SELECT count(*)::BIGINT AS n, count(DISTINCT id)::BIGINT AS d, min(id) AS lo, max(id) AS hi FROM lake',
+    );
+    expect(row).toEqual({ n: BigInt(oldLake.total), d: BigInt(oldLake.total), lo: 1n, hi: BigInt(oldLake.total) });
+  });
+
+  it('visible --sql on an empty lake is an empty view that still executes', async () => {
+    const empty = await freshDir('empty');
+    const sql = await cli('visible', '--sql', '--store', empty);
+    expect(sql.code).toBe(0);
+    await engine.query(sql.text);
+    const [row] = await engine.query('SELECT count(*)::BIGINT AS n FROM lake');
+    expect(row).toEqual({ n: 0n });
+  });
+});
+
+describe('verify on the seed bug', () => {
+  it('flags an hour whose _compacted.parquet sits next to the older raw files it was made from', async () => {
+    const dir = await freshDir('seed-bug');
+    const raw: LakeFile[] = [
+      { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 30 },
+      { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 30 },
+      { key: 'db/cpu/2025/01/15/10/cpu_20250115_103000_3.parquet', rows: 30 },
+    ];
+    // Another day, raw files only: it must not be flagged.
+    const clean: LakeFile[] = [
+      { key: 'db/cpu/2025/01/16/10/cpu_20250116_100500_4.parquet', rows: 10 },
+      { key: 'db/cpu/2025/01/16/10/cpu_20250116_101500_5.parquet', rows: 10 },
+    ];
+    const total = await writeLake(engine, dir, [...raw, ...clean]);
+    // What the seed's compactor left: the output uploaded, the inputs' delete never happened.
+    const scratch = join(root, `seed-${randomBytes(4).toString('hex')}.parquet`);
+    await engine.query(
+      `COPY (SELECT * FROM read_parquet([${raw.map((f) => parquetPath(join(dir, f.key))).join(', ')}]) ORDER BY time) TO ${parquetPath(scratch)} (FORMAT parquet)`,
+    );
+    await sleep(20);
+    const outputKey = 'db/cpu/2025/01/15/10/cpu_20250115_100000_compacted.parquet';
+    await new LocalFolderStore(dir).put(outputKey, { file: scratch });
+    const rawMtime = (await stat(join(dir, raw[2]?.key ?? ''))).mtimeMs;
+    expect((await stat(join(dir, outputKey))).mtimeMs).toBeGreaterThan(rawMtime);
+
+    const result = await cli('verify', '--store', dir);
+    expect(result.code).toBe(1);
+    const rows = result.text.split('\n');
+    const day15 = rows.find((r) => r.startsWith('db/cpu/2025/01/15/'));
+    const day16 = rows.find((r) => r.startsWith('db/cpu/2025/01/16/'));
+    expect(day15).toContain('SUSPECT');
+    // Four files, 90 rows counted twice: the plain glob and the view both see the duplicate.
+    expect(day15).toMatch(/^db\/cpu\/2025\/01\/15\/\s+4\s+180\s+4\s+180\s/);
+    expect(day16).toBeDefined();
+    expect(day16).not.toContain('SUSPECT');
+    expect(result.text).toMatch(/1 partition\(s\) need attention$/m);
+    expect(total).toBe(110);
+    const json = JSON.parse((await cli('verify', '--store', dir, '--json')).text) as { problems: number };
+    expect(json.problems).toBe(1);
+  });
+});
+
+describe('status and recover with a quarantine', () => {
+  it('recover quarantines an unreadable manifest; status then exits 1 and shows the reason', async () => {
+    const dir = await copyOldLake('quarantine');
+    const store = new LocalFolderStore(dir);
+    const key = manifestKey(ARC, 'hourly', 'db/cpu/2025/01/15/10/');
+    await store.put(key, Buffer.from('{ this is not a manifest'));
+
+    const status = await cli('status', '--store', dir);
+    expect(status.code).toBe(0);
+    expect(status.text).toMatch(/^live manifests: 1$/m);
+    expect(status.text).toContain('INVALID');
+
+    const recovered = await cli('recover', '--store', dir);
+    expect(recovered.code).toBe(1);
+    expect(recovered.text).toMatch(/quarantined/);
+    expect(recovered.err.some((l) => l.startsWith(`QUARANTINED ${key}:`))).toBe(true);
+    const reason = (recovered.err.find((l) => l.startsWith('QUARANTINED')) ?? '').slice(
+      `QUARANTINED ${key}: `.length,
+    );
+    expect(reason.length).toBeGreaterThan(0);
+
+    const after = await cli('status', '--store', dir);
+    expect(after.code).toBe(1);
+    expect(after.text).toMatch(/^live manifests: 0$/m);
+    expect(after.text).toMatch(/^quarantined: 1$/m);
+    expect(after.text).toContain(reason);
+    const json = JSON.parse((await cli('status', '--store', dir, '--json')).text) as {
+      quarantined: { key: string; reason: string }[];
+    };
+    expect(json.quarantined).toHaveLength(1);
+    expect(json.quarantined[0]?.reason).toBe(reason);
+    // Nothing was deleted.
+    await expectExactIds(dir, oldLake.total);
+  });
+});
+
+describe('recover after a crashed cycle', () => {
+  it.each([
+    { op: 'copy', action: 'rolled-forward' },
+    { op: 'deleteMany', action: 'cleared' },
+  ])('resolves the manifest left by a run that died at its first $op', async ({ op, action }) => {
+    const dir = await copyOldLake(`crash-${op}`);
+    const config = parseConfig({ quietSeconds: 0 });
+    const owners = new LocalOwners();
+    const executionId = newLocalExecutionId();
+    const end = owners.begin(executionId);
+    const faulty: FaultStore = new FaultStore(new LocalFolderStore(dir), {
+      gate: async (call) => {
+        if (call.op === op) faulty.crashed = true;
+      },
+    });
+    let counter = 0;
+    const report = await runCycle(
+      {
+        store: faulty,
+        config,
+        clock: systemClock,
+        engine,
+        workDir: join(workDir, `crash-${op}`),
+        executionId,
+        isOwnerAlive: owners.isAlive,
+        concurrency: 1,
+        randomHex: () => `${randomBytes(4).toString('hex')}${(++counter).toString(16).padStart(4, '0')}`,
+        retry: { attempts: 1, sleep: async () => {} },
+      },
+      'hourly',
+    );
+    end(); // the owner is gone, as a killed process is
+    expect(faulty.crashed).toBe(true);
+    expect(report.jobs.length).toBeGreaterThan(0);
+    expect(report.jobs.every((j) => j.outcome.status === 'failed')).toBe(true);
+    for (const j of report.jobs) {
+      if (j.outcome.status === 'failed') expect(j.outcome.error).toBeInstanceOf(CrashedError);
+    }
+    const manifests = (await stateKeys(dir)).filter((k) => k.startsWith(manifestsRoot(ARC)));
+    expect(manifests).toHaveLength(1);
+
+    // Mid-job, the visible view already holds every row exactly once.
+    const midVerify = await cli('verify', '--store', dir);
+    expect(midVerify.code, midVerify.text).toBe(0);
+    expect(midVerify.text).toContain(`total: ${oldLake.total} visible rows`);
+    const status = await cli('status', '--store', dir);
+    expect(status.code).toBe(0);
+    expect(status.text).toMatch(/^live manifests: 1$/m);
+    expect(status.text).toMatch(op === 'copy' ? /\bstaged\b/ : /\bverified\b/);
+
+    const recovered = await cli('recover', '--store', dir);
+    expect(recovered.code, recovered.err.join('\n')).toBe(0);
+    expect(recovered.text).toMatch(/^recovery: 1 manifest\(s\) examined/m);
+    expect(recovered.text).toMatch(new RegExp(`\\b${action}\\b`));
+    expect(await stateKeys(dir)).toEqual([]);
+    await expectExactIds(dir, oldLake.total);
+
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(run.code, run.err.join('\n')).toBe(0);
+    expect(await stateKeys(dir)).toEqual([]);
+    const keys = await dataKeys(dir);
+    expect(keys).toHaveLength(4);
+    expect(keys.every((k) => k.endsWith('_compacted.parquet'))).toBe(true);
+    await expectExactIds(dir, oldLake.total);
+    expect(await new LocalFolderStore(dir).listIncompleteUploads('')).toEqual([]);
+    expect((await listAll(dir)).filter((k) => k.startsWith(stagingRoot(ARC)))).toEqual([]);
+  });
+});
+
+describe('demo lake', () => {
+  it('generateDemoLake writes an Arc lake of unique ids that the CLI compacts exactly', async () => {
+    const dir = await freshDir('demo');
+    const store = new LocalFolderStore(dir);
+    const progress: [number, number][] = [];
+    const firstDay = new Date(Date.UTC(2025, 0, 14));
+    const summary = await generateDemoLake(
+      engine,
+      store,
+      {
+        database: 'telemetry',
+        measurements: ['cpu', 'mem'],
+        firstDay,
+        days: 1,
+        filesPerHour: (h) => (h < 3 ? h + 1 : 0),
+        rowsPerFile: 20,
+        dataPrefix: '',
+      },
+      (written, total) => progress.push([written, total]),
+    );
+    expect(summary.files).toBe(12);
+    expect(summary.rows).toBe(240);
+    expect(progress).toEqual(Array.from({ length: 12 }, (_, i) => [i + 1, 12]));
+    const listed: { key: string; size: number }[] = [];
+    for await (const o of store.list('')) listed.push({ key: o.key, size: o.size });
+    expect(listed).toHaveLength(12);
+    expect(summary.bytes).toBe(listed.reduce((s, o) => s + o.size, 0));
+    const perHour = new Map<string, number>();
+    for (const { key } of listed) {
+      const file = ARC.parse(key);
+      expect(file, key).toBeDefined();
+      expect(file?.level).toBe(0);
+      expect(key).toMatch(
+        /^telemetry\/(cpu|mem)\/2025\/01\/14\/0[0-2]\/(cpu|mem)_20250114_0[0-2]\d{4}_\d+\.parquet$/,
+      );
+      // The measurement in the name matches the folder.
+      expect(key.split('/')[1]).toBe(key.split('/').at(-1)?.split('_')[0]);
+      perHour.set(hourFolderOf(key), (perHour.get(hourFolderOf(key)) ?? 0) + 1);
+    }
+    expect([...perHour.entries()].sort()).toEqual([
+      ['telemetry/cpu/2025/01/14/00/', 1],
+      ['telemetry/cpu/2025/01/14/01/', 2],
+      ['telemetry/cpu/2025/01/14/02/', 3],
+      ['telemetry/mem/2025/01/14/00/', 1],
+      ['telemetry/mem/2025/01/14/01/', 2],
+      ['telemetry/mem/2025/01/14/02/', 3],
+    ]);
+    // Rows fall inside their hour.
+    const [bounds] = await engine.query(
+      `SELECT count(*)::BIGINT AS bad FROM read_parquet(${quoteString(join(dir, 'telemetry/cpu/2025/01/14/02/*.parquet'))})
+       WHERE time < TIMESTAMP '2025-01-14 02:00:00' OR time >= TIMESTAMP '2025-01-14 03:00:00'`,
+    );
+    expect(bounds).toEqual({ bad: 0n });
+    await expectExactIds(dir, 240);
+
+    for (const tier of ['hourly', 'daily']) {
+      const result = await cli('run', '--tier', tier, '--store', dir, '--quiet', '0', '--work-dir', workDir);
+      expect(result.code, result.err.join('\n')).toBe(0);
+    }
+    const keys = await dataKeys(dir);
+    expect(keys.map((k) => k.replace(/_[^/]*$/, ''))).toEqual(['telemetry/cpu/2025/01/14/cpu', 'telemetry/mem/2025/01/14/mem']);
+    expect(keys.every((k) => k.endsWith('_daily.parquet'))).toBe(true);
+    expect(idMismatch(await readIds(engine, keys.map((k) => join(dir, k))), 240)).toBeUndefined();
+    expect(await stateKeys(dir)).toEqual([]);
+  });
+
+  // The `demo` command itself writes 1,224 files and takes ~32 s on this machine, which with the
+  // rest of this file would break the 60 s budget; generateDemoLake is tested above instead.
+  it.skip('demo command (skipped: ~32 s for 1,224 files)', () => {});
+});

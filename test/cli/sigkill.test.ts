@@ -1,0 +1,189 @@
+/**
+ * The real CLI process (`node functions/cli/main.ts run ...`) killed with SIGKILL at delays spread
+ * over a clean run's duration, then run again to completion. After every pair: exact row ids in
+ * the data files, no manifest and no staging under `_compaction/`, every hour compacted into one
+ * `_compacted.parquet`. Kills that land after the process exited do not count; several must land
+ * mid-run, and several must interrupt actual work (the lake had changed when the kill hit).
+ */
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { Layout } from '../../functions/core/layout.ts';
+import { manifestsRoot, stagingRoot } from '../../functions/core/manifest.ts';
+import { dataKeys, hourFolderOf, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+
+const REPO = resolve(import.meta.dirname, '../..');
+const MAIN = join(REPO, 'functions/cli/main.ts');
+const ARC = Layout.fromName('arc');
+const HOURS = 12;
+const FILES_PER_HOUR = 4;
+const KILLS = 10;
+
+let engine: DuckDbEngine;
+let root: string;
+let template: { dir: string; total: number; hourFolders: string[] };
+
+interface Exit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly ms: number;
+  readonly stderr: string;
+}
+
+function runCompactor(dir: string, workDir: string): { child: ChildProcess; exit: Promise<Exit> } {
+  const started = performance.now();
+  const child = spawn(
+    process.execPath,
+    [
+      MAIN,
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--concurrency',
+      '2',
+      '--min-files',
+      '2',
+      '--work-dir',
+      workDir,
+    ],
+    { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exit = new Promise<Exit>((resolveExit, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) =>
+      resolveExit({ code, signal, ms: performance.now() - started, stderr }),
+    );
+  });
+  return { child, exit };
+}
+
+async function copyTemplate(name: string): Promise<string> {
+  const dir = await mkdtemp(join(root, `${name}-`));
+  await cp(template.dir, dir, { recursive: true });
+  return dir;
+}
+
+/** The end state every run, killed or not, must reach after a completed run. */
+async function assertCompacted(dir: string, label: string): Promise<void> {
+  const ids = await lakeIds(engine, dir);
+  expect(idMismatch(ids, template.total), `${label}: every row id exactly once`).toBeUndefined();
+  const state = await stateKeys(dir);
+  expect(
+    state.filter((k) => k.startsWith(manifestsRoot(ARC))),
+    `${label}: no manifest left`,
+  ).toEqual([]);
+  expect(
+    state.filter((k) => k.startsWith(stagingRoot(ARC))),
+    `${label}: no staging left`,
+  ).toEqual([]);
+  expect(state, `${label}: nothing at all under _compaction/ (no quarantine either)`).toEqual([]);
+  expect(
+    await new LocalFolderStore(dir).listIncompleteUploads(stagingRoot(ARC)),
+    `${label}: no incomplete staging upload`,
+  ).toEqual([]);
+  const keys = await dataKeys(dir);
+  expect(
+    keys.filter((k) => !k.endsWith('_compacted.parquet')),
+    `${label}: only hourly outputs left`,
+  ).toEqual([]);
+  expect(keys.map(hourFolderOf), `${label}: one output per hour`).toEqual(template.hourFolders);
+}
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  root = await mkdtemp(join(tmpdir(), 'cli-sigkill-'));
+  const dir = join(root, 'template');
+  const files: LakeFile[] = [];
+  for (let h = 0; h < HOURS; h++) {
+    const hh = String(h).padStart(2, '0');
+    for (let f = 0; f < FILES_PER_HOUR; f++) {
+      files.push({
+        key: `db/cpu/2025/01/15/${hh}/cpu_20250115_${hh}${String(f * 10 + 5).padStart(2, '0')}00_${h * FILES_PER_HOUR + f + 1}.parquet`,
+        rows: 50 + f,
+      });
+    }
+  }
+  const total = await writeLake(engine, dir, files);
+  const hourFolders = [...new Set(files.map((f) => hourFolderOf(f.key)))].sort();
+  template = { dir, total, hourFolders };
+});
+
+afterAll(async () => {
+  await engine?.close();
+  if (root) await rm(root, { recursive: true, force: true });
+});
+
+describe('compactor run killed with SIGKILL', () => {
+  it(`ends with exact rows and a fully compacted lake after ${KILLS} kills and reruns`, async () => {
+    expect(template.total).toBe(HOURS * (50 + 51 + 52 + 53));
+    const workDir = join(root, 'work');
+
+    // A clean run first: it must work, and it times the window the kills are spread over.
+    const cleanDir = await copyTemplate('clean');
+    const clean = await runCompactor(cleanDir, workDir).exit;
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(clean.stderr.match(/ compacted \(/g) ?? []).toHaveLength(HOURS);
+    await assertCompacted(cleanDir, 'clean run');
+
+    const delays = Array.from({ length: KILLS }, (_, i) =>
+      Math.round(50 + (i * (clean.ms - 50)) / (KILLS - 1)),
+    );
+    const results: string[] = [];
+    let midRun = 0;
+    let midWork = 0;
+    for (const [i, delay] of delays.entries()) {
+      const dir = await copyTemplate(`kill-${i}`);
+      const { child, exit } = runCompactor(dir, workDir);
+      let killed = false;
+      const timer = setTimeout(() => {
+        // Still running: no exit code and no signal yet.
+        if (child.exitCode === null && child.signalCode === null) killed = child.kill('SIGKILL');
+      }, delay);
+      const first = await exit;
+      clearTimeout(timer);
+      let note: string;
+      if (killed) {
+        expect(first.signal, `run ${i}: killed by SIGKILL`).toBe('SIGKILL');
+        midRun++;
+        // Did the kill interrupt work? Either state is left or some hours were already compacted.
+        const state = await stateKeys(dir);
+        const compacted = (await dataKeys(dir)).filter((k) => k.endsWith('_compacted.parquet')).length;
+        const manifests = state.filter((k) => k.startsWith(manifestsRoot(ARC))).length;
+        const staging = state.filter((k) => k.startsWith(stagingRoot(ARC))).length;
+        if (state.length > 0 || compacted > 0) midWork++;
+        note = `killed mid-run: ${compacted}/${HOURS} hours compacted, ${manifests} manifest(s), ${staging} staging object(s) left`;
+        // Whatever the kill left, the data files plus the visible view hold every row: the rerun proves it.
+      } else {
+        expect(first.code, `run ${i}: finished before the kill`).toBe(0);
+        note = `finished before the kill (${Math.round(first.ms)} ms)`;
+      }
+      const second = await runCompactor(dir, workDir).exit;
+      expect(second.code, `run ${i} rerun: ${second.stderr}`).toBe(0);
+      await assertCompacted(dir, `run ${i} (kill at ${delay} ms)`);
+      results.push(`  #${i} kill at ${delay} ms: ${note}; rerun exit 0 in ${Math.round(second.ms)} ms`);
+      await rm(dir, { recursive: true, force: true });
+    }
+    console.log(
+      [
+        `SIGKILL: clean run ${Math.round(clean.ms)} ms; ${midRun}/${KILLS} kills landed mid-run, ${midWork} of them after work had started`,
+        ...results,
+      ].join('\n'),
+    );
+    expect(midRun, 'several kills must land while the process runs').toBeGreaterThanOrEqual(5);
+    expect(midWork, 'several kills must interrupt actual compaction work').toBeGreaterThanOrEqual(3);
+  }, 90_000);
+});

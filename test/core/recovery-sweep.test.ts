@@ -1,0 +1,136 @@
+/**
+ * Crash points inside recovery itself. A job is cut short after each of its writes (leaving a
+ * manifest in every state, including mid-publish and mid-clear); then recovery runs with a
+ * fault at each of its own calls, with all three fault kinds; then recovery until nothing
+ * changes and a new cycle. Invariants are checked after every call, as in the job sweep.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { TierName } from '../../functions/core/config.ts';
+import { runCycle } from '../../functions/core/cycle.ts';
+import { manifestsRoot } from '../../functions/core/manifest.ts';
+import { recover } from '../../functions/core/recovery.ts';
+import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
+import {
+  copyLake,
+  dailyTemplate,
+  hourlyTemplate,
+  LakeChecker,
+  recoverUntilQuiet,
+  sweepDeps,
+  type TemplateLake,
+} from '../support/lake-harness.ts';
+
+let engine: DuckDbEngine;
+let workDir: string;
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  workDir = await mkdtemp(join(tmpdir(), 'recovery-sweep-'));
+});
+
+afterAll(async () => {
+  await engine.close();
+  await rm(workDir, { recursive: true, force: true });
+});
+
+const WRITES = new Set(['put', 'copy', 'deleteMany']);
+
+/** Cuts a clean cycle short right after its write number `write`; returns the lake folder. */
+async function cutShort(template: TemplateLake, tier: TierName, crashAt: number): Promise<string> {
+  const dir = await copyLake(template);
+  const store = new FaultStore(new LocalFolderStore(dir), { fault: { at: crashAt, kind: 'crash' } });
+  const alive = new Set<string>();
+  await runCycle(sweepDeps(store, template.config, engine, workDir, `cut-${crashAt}`, alive), tier).catch(
+    (error: Error) => expect(error.name).toBe('CrashedError'),
+  );
+  return dir;
+}
+
+async function recoveryScenario(
+  template: TemplateLake,
+  tier: TierName,
+  cut: number,
+  fault?: { at: number; kind: FaultKind },
+): Promise<number> {
+  // Built afresh each time: manifests name their store's location, so a copied folder is another store.
+  const dir = await cutShort(template, tier, cut);
+  try {
+    const inner = new LocalFolderStore(dir);
+    const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
+    const alive = new Set<string>();
+    const faulty = new FaultStore(inner, {
+      ...(fault ? { fault } : {}),
+      beforeCall: checker.audit,
+      afterCall: checker.observe,
+    });
+    const deps = sweepDeps(
+      faulty,
+      template.config,
+      engine,
+      workDir,
+      `rec-${fault?.kind}-${fault?.at}`,
+      alive,
+    );
+    await recover(deps).catch((error: Error) => {
+      expect(['TransientStoreError', 'CrashedError', 'RecoveryIncompleteError']).toContain(error.name);
+    });
+    const calls = faulty.calls.length;
+    const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+    const base = sweepDeps(observed, template.config, engine, workDir, 'unused', alive);
+    await recoverUntilQuiet(base, `rec-again-${fault?.kind}-${fault?.at}`);
+    const cycle = await runCycle({ ...base, executionId: `rec-cycle-${fault?.at}` }, tier);
+    expect(cycle.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
+    expect(checker.violations).toEqual([]);
+    await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+    return calls;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+describe.each(['daily', 'hourly'] as const)('recovery crash-point sweep, %s tier', (tier) => {
+  it('resolves a job cut short after each of its writes, with a fault at every recovery call', async () => {
+    const template = tier === 'daily' ? await dailyTemplate(engine) : await hourlyTemplate(engine);
+    // The clean run's writes of its first job: a cut after each leaves every manifest state.
+    const probe = new FaultStore(new LocalFolderStore(await copyLake(template)));
+    await runCycle(sweepDeps(probe, template.config, engine, workDir, 'probe', new Set()), tier);
+    const firstJobEnd = probe.calls.findIndex(
+      (c) => c.op === 'deleteMany' && c.key.startsWith(manifestsRoot(template.config.layout)),
+    );
+    const cutPoints = probe.calls
+      .slice(0, firstJobEnd + 1)
+      .filter((c) => WRITES.has(c.op))
+      .map((c) => c.n + 1);
+    expect(cutPoints.length).toBeGreaterThanOrEqual(8);
+
+    let scenarios = 0;
+    const states = new Set<string>();
+    for (const cut of cutPoints) {
+      const preState = await cutShort(template, tier, cut);
+      const manifests = new LocalFolderStore(preState);
+      for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
+        const { body } = await manifests.getBytes(m.key);
+        states.add(JSON.parse(body.toString()).state as string);
+      }
+      await rm(preState, { recursive: true, force: true });
+      const recoveryCalls = await recoveryScenario(template, tier, cut);
+      for (let at = 1; at <= recoveryCalls; at++) {
+        for (const kind of FAULT_KINDS) {
+          await recoveryScenario(template, tier, cut, { at, kind });
+          scenarios++;
+        }
+      }
+    }
+    // Every manifest state was left behind by some cut and resolved under faults.
+    expect([...states].sort()).toEqual(['claimed', 'inputs-deleted', 'published', 'staged', 'verified']);
+    console.log(
+      `${tier} recovery sweep: ${cutPoints.length} cut points (states ${[...states].join(', ')}), ${scenarios} recovery crash points`,
+    );
+  }, 900_000);
+});

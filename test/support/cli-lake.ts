@@ -1,0 +1,92 @@
+/**
+ * Helpers for the CLI tests: run the CLI in-process capturing its lines, build Arc keys,
+ * list a local lake and read its row ids with DuckDB.
+ */
+
+import { join } from 'node:path';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { readIds } from '../../functions/adapters/sample-data.ts';
+import { runCli } from '../../functions/cli/compactor.ts';
+import { Layout } from '../../functions/core/layout.ts';
+
+export interface CliResult {
+  readonly code: number;
+  readonly out: string[];
+  readonly err: string[];
+  /** stdout joined with newlines. */
+  readonly text: string;
+}
+
+/** Runs one CLI command in this process; every out/err call is one (possibly multi-line) entry. */
+export async function cli(...argv: string[]): Promise<CliResult> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, { out: (line) => out.push(line), err: (line) => err.push(line) });
+  return { code, out, err, text: out.join('\n') };
+}
+
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/** An Arc raw-file key in the hour starting at `hourStartMs`, file number `n` of that hour. */
+export function arcRawKey(hourStartMs: number, n: number, measurement = 'cpu', db = 'db'): string {
+  const d = new Date(hourStartMs);
+  const yyyy = d.getUTCFullYear();
+  const mm = pad(d.getUTCMonth() + 1);
+  const dd = pad(d.getUTCDate());
+  const hh = pad(d.getUTCHours());
+  const minute = pad((n * 7) % 60);
+  return `${db}/${measurement}/${yyyy}/${mm}/${dd}/${hh}/${measurement}_${yyyy}${mm}${dd}_${hh}${minute}00_${n}.parquet`;
+}
+
+/** The Arc hour folder of a key (`db/cpu/2025/01/15/10/`). */
+export function hourFolderOf(key: string): string {
+  return key.slice(0, key.lastIndexOf('/') + 1);
+}
+
+const ARC = Layout.fromName('arc');
+
+/** Every key in the folder store (data, state root, anything else), sorted. */
+export async function listAll(dir: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const object of new LocalFolderStore(dir).list('')) keys.push(object.key);
+  return keys.sort();
+}
+
+/** Data keys (`*.parquet` outside `_compaction/`) of the folder store, sorted. */
+export async function dataKeys(dir: string): Promise<string[]> {
+  return (await listAll(dir)).filter((k) => ARC.isDataKey(k));
+}
+
+/** Keys under the state root `_compaction/`. */
+export async function stateKeys(dir: string): Promise<string[]> {
+  return (await listAll(dir)).filter((k) => k.startsWith(ARC.stateRoot));
+}
+
+/** Every row id of every data file in the folder, ascending (duplicates kept). */
+export async function lakeIds(engine: DuckDbEngine, dir: string): Promise<bigint[]> {
+  const keys = await dataKeys(dir);
+  return readIds(
+    engine,
+    keys.map((k) => join(dir, k)),
+  );
+}
+
+/** 1n..nn: the ids a lake written with writeLake from id 1 must hold exactly once each. */
+export function expectedIds(total: number): bigint[] {
+  return Array.from({ length: total }, (_, i) => BigInt(i + 1));
+}
+
+/** Finds the first id that is missing or duplicated, for a short failure message. */
+export function idMismatch(ids: readonly bigint[], total: number): string | undefined {
+  if (ids.length !== total) {
+    for (let i = 0; i < ids.length; i++) {
+      if (ids[i] !== BigInt(i + 1)) return `${ids.length} rows instead of ${total}; first wrong at id ${i + 1}`;
+    }
+    return `${ids.length} rows instead of ${total}`;
+  }
+  for (let i = 0; i < ids.length; i++) {
+    if (ids[i] !== BigInt(i + 1)) return `id ${i + 1} missing or duplicated (found ${ids[i]})`;
+  }
+  return undefined;
+}
