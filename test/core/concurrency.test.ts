@@ -1,0 +1,200 @@
+/**
+ * Overlapping owners: two jobs racing for one partition (exactly one owner, I9), two cycles
+ * running at once, and zombie steps: an attempt paused at each of its store calls while its
+ * retry finishes the whole job, then resumed. All must leave exact rows and nothing behind.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { TierName } from '../../functions/core/config.ts';
+import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
+import { planTier } from '../../functions/core/planner.ts';
+import {
+  type CompactDeps,
+  clearStep,
+  compactStep,
+  deleteInputsStep,
+  type JobSpec,
+  publishStep,
+  type StepResult,
+  verifyStep,
+} from '../../functions/core/protocol.ts';
+import { FaultStore } from '../support/fault-store.ts';
+import {
+  copyLake,
+  dailyTemplate,
+  hourlyTemplate,
+  LakeChecker,
+  recoverUntilQuiet,
+  sweepDeps,
+  type TemplateLake,
+} from '../support/lake-harness.ts';
+
+let engine: DuckDbEngine;
+let workDir: string;
+const templates: Partial<Record<TierName, TemplateLake>> = {};
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  workDir = await mkdtemp(join(tmpdir(), 'concurrency-'));
+  templates.hourly = await hourlyTemplate(engine);
+  templates.daily = await dailyTemplate(engine);
+});
+
+afterAll(async () => {
+  await engine.close();
+  await rm(workDir, { recursive: true, force: true });
+});
+
+async function withLake<T>(
+  tier: TierName,
+  fn: (ctx: {
+    dir: string;
+    store: LocalFolderStore;
+    checker: LakeChecker;
+    template: TemplateLake;
+  }) => Promise<T>,
+): Promise<T> {
+  const template = templates[tier] as TemplateLake;
+  const dir = await copyLake(template);
+  try {
+    const store = new LocalFolderStore(dir);
+    const checker = new LakeChecker(engine, dir, store, template.config, template.totalRows);
+    return await fn({ dir, store, checker, template });
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+describe('two owners on one partition', () => {
+  it('exactly one of two racing jobs owns the partition; rows stay exact (I9)', async () => {
+    for (let round = 0; round < 10; round++) {
+      await withLake('daily', async ({ store, checker, template }) => {
+        const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+        const alive = new Set(['a', 'b']);
+        const a = sweepDeps(observed, template.config, engine, workDir, 'a', alive);
+        const b = sweepDeps(observed, template.config, engine, workDir, 'b', alive);
+        const plan = await planTier(store, template.config, a.clock, 'daily');
+        const [jobA] = assignJobs(plan, a);
+        const [jobB] = assignJobs(plan, b);
+        if (!jobA || !jobB) throw new Error('the lake must plan one daily job');
+        // Start order alternates so either may win the claim.
+        const [first, second] = round % 2 === 0 ? [jobA, jobB] : [jobB, jobA];
+        const outcomes = await Promise.all([
+          runJob(first.executionId === 'a' ? a : b, first),
+          runJob(second.executionId === 'a' ? a : b, second),
+        ]);
+        const statuses = outcomes.map((o) => o.status).sort();
+        expect(statuses).toEqual(['compacted', 'skipped']);
+        expect(checker.violations).toEqual([]);
+        await checker.assertQuiescent({ levels: new Set([2]) });
+      });
+    }
+  });
+
+  it('two overlapping cycles compact every partition exactly once', async () => {
+    for (const tier of ['hourly', 'daily'] as const) {
+      await withLake(tier, async ({ store, checker, template }) => {
+        const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+        const alive = new Set(['one', 'two']);
+        const [one, two] = await Promise.all([
+          runCycle(
+            { ...sweepDeps(observed, template.config, engine, workDir, 'one', alive), concurrency: 2 },
+            tier,
+          ),
+          runCycle(
+            { ...sweepDeps(observed, template.config, engine, workDir, 'two', alive), concurrency: 2 },
+            tier,
+          ),
+        ]);
+        const compacted = [...one.jobs, ...two.jobs].filter((j) => j.outcome.status === 'compacted');
+        const failed = [...one.jobs, ...two.jobs].filter((j) => j.outcome.status === 'failed');
+        expect(failed).toEqual([]);
+        // Each partition compacted by exactly one of the two cycles.
+        const partitions = compacted.map((j) => j.job.partition);
+        expect(new Set(partitions).size).toBe(partitions.length);
+        expect(partitions.length).toBe(tier === 'hourly' ? 2 : 1);
+        expect(checker.violations).toEqual([]);
+        await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+      });
+    }
+  });
+});
+
+const STEPS: readonly [string, (deps: CompactDeps, job: JobSpec) => Promise<StepResult>][] = [
+  ['compact', compactStep],
+  ['publish', publishStep],
+  ['verify', verifyStep],
+  ['delete-inputs', deleteInputsStep],
+  ['clear', clearStep],
+];
+
+describe.each(['daily', 'hourly'] as const)('zombie steps, %s tier', (tier) => {
+  it('an attempt paused at any of its calls and resumed after its retry finished the job is harmless', async () => {
+    let scenarios = 0;
+    const outcomes = new Map<string, number>();
+    for (const [s, [stepName, step]] of STEPS.entries()) {
+      for (let pauseAt = 1; ; pauseAt++) {
+        const reached = await withLake(tier, async ({ store, checker, template }) => {
+          const alive = new Set(['owner']);
+          const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+          const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
+          const plan = await planTier(store, template.config, deps.clock, tier);
+          const [job] = assignJobs(plan, deps);
+          if (!job) throw new Error('nothing planned');
+          for (const [, earlier] of STEPS.slice(0, s)) await earlier(deps, job);
+
+          // The zombie: the same step with the same job and execution, paused before call `pauseAt`.
+          let release: () => void = () => {};
+          const released = new Promise<void>((resolve) => {
+            release = resolve;
+          });
+          let paused: () => void = () => {};
+          const pausedAt = new Promise<void>((resolve) => {
+            paused = resolve;
+          });
+          const zombieStore = new FaultStore(store, {
+            beforeCall: checker.audit,
+            afterCall: checker.observe,
+            gate: async (call) => {
+              if (call.n !== pauseAt) return;
+              paused();
+              await released;
+            },
+          });
+          const zombie = step({ ...deps, store: zombieStore }, job).then(
+            (result) => result.status,
+            (error: Error) => error.name,
+          );
+          const first = await Promise.race([pausedAt.then(() => 'paused' as const), zombie]);
+          if (first !== 'paused') return false;
+
+          // The retry runs the step and every later one to the end of the job.
+          for (const [, later] of STEPS.slice(s)) await later(deps, job);
+          release();
+          const zombieOutcome = await zombie;
+          outcomes.set(
+            `${stepName}: ${zombieOutcome}`,
+            (outcomes.get(`${stepName}: ${zombieOutcome}`) ?? 0) + 1,
+          );
+
+          await recoverUntilQuiet(deps, `zombie-rec-${stepName}-${pauseAt}`);
+          await runCycle({ ...deps, executionId: 'after' }, tier);
+          expect(checker.violations).toEqual([]);
+          await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+          return true;
+        });
+        if (!reached) break;
+        scenarios++;
+      }
+    }
+    expect(scenarios).toBeGreaterThan(15);
+    console.log(
+      `${tier} zombies: ${scenarios} pause points; zombie outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
+    );
+  }, 300_000);
+});
