@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import SummaryReporter from './test/support/summary-reporter.ts';
 
 export default defineConfig({
   test: {
@@ -6,6 +7,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // DuckDB and the sweep are CPU-bound; two workers match the 2-core machine.
+    reporters: ['default', new SummaryReporter()],
     pool: 'forks',
     maxWorkers: 2,
   },
