@@ -1,0 +1,250 @@
+/**
+ * The compaction workflow: Recover -> Plan -> Distributed Map over partitions (compact ->
+ * staged? -> upload -> verify -> delete inputs -> clear manifest) -> Summary.
+ *
+ * Written in JSONPath (the local interpreter ignores JSONata). Every Lambda task retries only
+ * the errors that are transient, by name; every other error fails the partition, and the Map
+ * tolerates a configured share of failed partitions. Each step is idempotent, so a redrive
+ * re-runs failed partitions without compacting succeeded ones twice.
+ */
+
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Construct } from 'constructs';
+import { ErrorNames } from '../../functions/core/errors.ts';
+
+export interface WorkflowFunctions {
+  readonly recover: lambda.IFunction;
+  readonly plan: lambda.IFunction;
+  readonly compact: lambda.IFunction;
+  readonly upload: lambda.IFunction;
+  readonly verify: lambda.IFunction;
+  readonly deleteInputs: lambda.IFunction;
+  readonly clearManifest: lambda.IFunction;
+  readonly summary: lambda.IFunction;
+}
+
+export interface CompactionWorkflowProps {
+  readonly functions: WorkflowFunctions;
+  /** The data bucket: the Map reads its items from and writes its results to the state root. */
+  readonly bucket: s3.IBucket;
+  /** Data prefix, '' or ending in '/'. */
+  readonly dataPrefix: string;
+  /**
+   * Partitions compacted at once.
+   * @default 10
+   */
+  readonly maxConcurrency?: number;
+  /**
+   * Share of partitions that may fail before the execution fails.
+   * @default 5
+   */
+  readonly toleratedFailurePercentage?: number;
+  /**
+   * Whole-execution timeout.
+   * @default Duration.hours(12)
+   */
+  readonly timeout?: Duration;
+  /**
+   * Execution log retention.
+   * @default logs.RetentionDays.THREE_MONTHS
+   */
+  readonly logRetention?: logs.RetentionDays;
+}
+
+/** Errors worth retrying the same step for; everything else fails the partition. */
+export const TRANSIENT_ERRORS: readonly string[] = [
+  ErrorNames.TransientStore,
+  ErrorNames.DeleteFailed,
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+];
+
+/** State names, used by the local runner and tests. */
+export const STATES = {
+  defaults: 'Defaults',
+  input: 'Read input',
+  recover: 'Recover',
+  plan: 'Plan',
+  anything: 'Anything to compact?',
+  nothing: 'Nothing to compact',
+  map: 'Compact partitions',
+  compact: 'Compact',
+  staged: 'Staged?',
+  skipped: 'Skipped',
+  upload: 'Upload',
+  verify: 'Verify',
+  deleteInputs: 'Delete inputs',
+  clearManifest: 'Clear manifest',
+  done: 'Partition done',
+  summary: 'Summary',
+} as const;
+
+export class CompactionWorkflow extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+
+  constructor(scope: Construct, id: string, props: CompactionWorkflowProps) {
+    super(scope, id);
+    const f = props.functions;
+
+    const invoke = (
+      name: string,
+      fn: lambda.IFunction,
+      payload: Record<string, unknown> | string,
+      resultPath: string,
+    ) =>
+      new tasks.LambdaInvoke(this, name, {
+        stateName: name,
+        lambdaFunction: fn,
+        payload:
+          typeof payload === 'string'
+            ? sfn.TaskInput.fromJsonPathAt(payload)
+            : sfn.TaskInput.fromObject(payload),
+        payloadResponseOnly: false,
+        resultSelector: { 'Payload.$': '$.Payload' },
+        resultPath,
+        // Retries are explicit below: transient errors only, by name.
+        retryOnServiceExceptions: false,
+      }).addRetry({
+        errors: [...TRANSIENT_ERRORS],
+        interval: Duration.seconds(2),
+        backoffRate: 2,
+        maxAttempts: 5,
+        maxDelay: Duration.seconds(60),
+        jitterStrategy: sfn.JitterType.FULL,
+      });
+
+    const execution = {
+      'tier.$': '$.args.tier',
+      'now.$': '$.args.now',
+      'executionId.$': '$$.Execution.Id',
+      'executionName.$': '$$.Execution.Name',
+    };
+    const job = {
+      'tier.$': '$.tier',
+      'partition.$': '$.partition',
+      'jobId.$': '$.jobId',
+      'executionId.$': '$.executionId',
+    };
+
+    // Optional input fields get defaults, so the schedule only has to pass {"tier": ...}.
+    const defaults = new sfn.Pass(this, STATES.defaults, {
+      stateName: STATES.defaults,
+      result: sfn.Result.fromObject({ now: null }),
+      resultPath: '$.defaults',
+    });
+    const readInput = new sfn.Pass(this, STATES.input, {
+      stateName: STATES.input,
+      parameters: { 'args.$': 'States.JsonMerge($.defaults, $$.Execution.Input, false)' },
+    });
+    const recover = invoke(STATES.recover, f.recover, execution, '$.recovery');
+    const plan = invoke(STATES.plan, f.plan, execution, '$.plan');
+
+    // One partition.
+    // The Map item is the job itself: { tier, partition, jobId, executionId, jobKey, ... }.
+    const compactTask = invoke(STATES.compact, f.compact, '$', '$.compact');
+    const skipped = new sfn.Pass(this, STATES.skipped, {
+      stateName: STATES.skipped,
+      parameters: {
+        'partition.$': '$.partition',
+        'jobId.$': '$.jobId',
+        'status.$': '$.compact.Payload.status',
+        'compact.$': '$.compact.Payload',
+      },
+    });
+    const done = new sfn.Pass(this, STATES.done, {
+      stateName: STATES.done,
+      parameters: {
+        'partition.$': '$.partition',
+        'jobId.$': '$.jobId',
+        'status.$': '$.clear.Payload.status',
+        'compact.$': '$.compact.Payload',
+        'clear.$': '$.clear.Payload',
+      },
+    });
+    const steps = invoke(STATES.upload, f.upload, job, '$.upload')
+      .next(invoke(STATES.verify, f.verify, job, '$.verify'))
+      .next(invoke(STATES.deleteInputs, f.deleteInputs, job, '$.deleteInputs'))
+      .next(invoke(STATES.clearManifest, f.clearManifest, job, '$.clear'))
+      .next(done);
+    const staged = new sfn.Choice(this, STATES.staged, { stateName: STATES.staged })
+      .when(
+        sfn.Condition.or(
+          sfn.Condition.stringEquals('$.compact.Payload.status', 'skipped'),
+          sfn.Condition.stringEquals('$.compact.Payload.status', 'superseded'),
+        ),
+        skipped,
+      )
+      .otherwise(steps);
+
+    const map = new sfn.DistributedMap(this, STATES.map, {
+      stateName: STATES.map,
+      itemReader: new sfn.S3JsonItemReader({
+        bucket: props.bucket,
+        key: sfn.JsonPath.stringAt('$.plan.Payload.itemsKey'),
+      }),
+      maxConcurrency: props.maxConcurrency ?? 10,
+      toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
+      resultWriterV2: new sfn.ResultWriterV2({
+        bucket: props.bucket,
+        prefix: `${props.dataPrefix}_compaction/results`,
+      }),
+      mapExecutionType: sfn.StateMachineType.STANDARD,
+      resultPath: '$.map',
+    });
+    map.itemProcessor(compactTask.next(staged));
+
+    const summary = invoke(
+      STATES.summary,
+      f.summary,
+      { 'tier.$': '$.args.tier', 'executionId.$': '$$.Execution.Id', 'map.$': '$.map' },
+      '$.summary',
+    );
+    const nothing = new sfn.Pass(this, STATES.nothing, {
+      stateName: STATES.nothing,
+      result: sfn.Result.fromObject({}),
+      resultPath: '$.map',
+    });
+    const output = new sfn.Pass(this, 'Output', {
+      stateName: 'Output',
+      parameters: {
+        'tier.$': '$.args.tier',
+        'recovery.$': '$.recovery.Payload',
+        'plan.$': '$.plan.Payload',
+        'summary.$': '$.summary.Payload',
+      },
+    });
+    summary.next(output);
+
+    const definition = defaults
+      .next(readInput)
+      .next(recover)
+      .next(plan)
+      .next(
+        new sfn.Choice(this, STATES.anything, { stateName: STATES.anything })
+          .when(sfn.Condition.numberGreaterThan('$.plan.Payload.jobs', 0), map.next(summary))
+          .otherwise(nothing.next(summary)),
+      );
+
+    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+      definitionBody: sfn.DefinitionBody.fromChainable(definition),
+      queryLanguage: sfn.QueryLanguage.JSON_PATH,
+      timeout: props.timeout ?? Duration.hours(12),
+      tracingEnabled: true,
+      logs: {
+        destination: new logs.LogGroup(this, 'Logs', {
+          retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
+          removalPolicy: RemovalPolicy.RETAIN,
+        }),
+        level: sfn.LogLevel.ALL,
+        includeExecutionData: true,
+      },
+    });
+  }
+}

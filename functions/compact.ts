@@ -1,0 +1,47 @@
+/**
+ * Compact step: claims the partition (the manifest is the lease), fetches the inputs with
+ * If-Match, validates every footer, merges and sorts with DuckDB, checks rows, stages the
+ * output. Thin: validate the input, build deps, call one core function, return a small result.
+ */
+
+import { join } from 'node:path';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { DuckDbEngine } from './adapters/duckdb-engine.ts';
+import { type JobItem, readJob } from './core/plan-store.ts';
+import { compactStep } from './core/protocol.ts';
+import { envDeps, envObservability } from './lambda/env-deps.ts';
+import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
+import {
+  createLambdaHandler,
+  type DepsFactory,
+  type HandlerDeps,
+  type HandlerTools,
+  type Observability,
+} from './lambda/handler-kit.ts';
+import { METRICS, onJobEvent } from './lambda/telemetry.ts';
+
+export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
+  const job = await readJob(deps.store, deps.config.layout, item);
+  const result = await compactStep(
+    { ...deps, engine: await deps.engine(), signal: tools.signal, onEvent: onJobEvent(tools) },
+    job,
+  );
+  if (result.status === 'skipped') tools.metrics?.addMetric(METRICS.skipped, MetricUnit.Count, 1);
+  return stepOutput(result);
+}
+
+export function createHandler(getDeps: DepsFactory, observability: Observability) {
+  return createLambdaHandler(parseJobItem, compact, getDeps, observability);
+}
+
+/** DuckDB sized by the stack (memory limit below the Lambda's, threads per vCPU), spilling to /tmp. */
+function lambdaEngine(workDir: string) {
+  const threads = Number(process.env.DUCKDB_THREADS ?? '0');
+  return DuckDbEngine.create({
+    tempDirectory: join(workDir, 'spill'),
+    ...(process.env.DUCKDB_MEMORY_LIMIT ? { memoryLimit: process.env.DUCKDB_MEMORY_LIMIT } : {}),
+    ...(threads > 0 ? { threads } : {}),
+  });
+}
+
+export const handler = createHandler(envDeps(lambdaEngine), envObservability());

@@ -1,0 +1,72 @@
+/**
+ * Dependencies of a deployed Lambda, read from the environment the stack sets. Built on the
+ * first invocation and kept for warm ones; importing this module reads nothing.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { createS3Client, S3Store } from '../adapters/s3-store.ts';
+import { StepFunctionsOwners } from '../adapters/sfn-owners.ts';
+import { type ConfigInput, parseConfig } from '../core/config.ts';
+import { type Engine, systemClock } from '../core/engine.ts';
+import { ConfigError } from '../core/errors.ts';
+import { type DepsFactory, type HandlerDeps, type Observability, once } from './handler-kit.ts';
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new ConfigError(`environment variable ${name} is not set; the stack sets it`);
+  return value;
+}
+
+/** Parses COMPACTOR_CONFIG (JSON) with DATA_PREFIX; errors name the variable. */
+export function configFromEnv(): HandlerDeps['config'] {
+  let input: ConfigInput;
+  try {
+    input = JSON.parse(process.env.COMPACTOR_CONFIG ?? '{}') as ConfigInput;
+  } catch (error) {
+    throw new ConfigError('environment variable COMPACTOR_CONFIG is not valid JSON', { cause: error });
+  }
+  return parseConfig({ ...input, dataPrefix: process.env.DATA_PREFIX ?? input.dataPrefix ?? '' });
+}
+
+/** The deps factory for deployed Lambdas; the compact Lambda passes its engine factory. */
+export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFactory {
+  return once(async () => {
+    const bucket = required('DATA_BUCKET');
+    const config = configFromEnv();
+    const workDir = process.env.WORK_DIR ?? '/tmp/compactor';
+    const region = process.env.AWS_REGION;
+    const owners = new StepFunctionsOwners({
+      client: new SFNClient(region ? { region } : {}),
+      // A Lambda a finished execution started may run until its timeout; the lease covers it.
+      zombieGraceSeconds: config.leaseSeconds,
+      clock: systemClock,
+    });
+    const getEngine = engine ? once(() => engine(workDir)) : undefined;
+    return {
+      store: new S3Store({ client: createS3Client(region ? { region } : {}), bucket }),
+      bucket,
+      config,
+      clock: systemClock,
+      engine: async () => {
+        if (!getEngine) throw new ConfigError('this Lambda has no compaction engine');
+        return getEngine();
+      },
+      workDir,
+      isOwnerAlive: owners.isAlive,
+      randomHex: () => randomBytes(8).toString('hex'),
+    };
+  });
+}
+
+export function envObservability(): Observability {
+  return {
+    logger: new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'compactor' }),
+    metrics: new Metrics({
+      namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'Compactor',
+      serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'compactor',
+    }),
+  };
+}

@@ -1,0 +1,112 @@
+/**
+ * The shapes the state machine passes to each Lambda, validated at the door so a wrong input
+ * fails with a message naming the field instead of somewhere deep in the protocol.
+ */
+
+import { TIERS, type TierName } from '../core/config.ts';
+import { ConfigError } from '../core/errors.ts';
+import type { JobItem } from '../core/plan-store.ts';
+import type { JobRef, StepResult } from '../core/protocol.ts';
+
+type Json = Record<string, unknown>;
+
+function object(event: unknown, what: string): Json {
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) {
+    throw new ConfigError(`${what}: the input must be a JSON object`);
+  }
+  return event as Json;
+}
+
+function text(value: unknown, field: string, what: string): string {
+  if (typeof value !== 'string' || value === '')
+    throw new ConfigError(`${what}: "${field}" must be a non-empty string`);
+  return value;
+}
+
+function tier(value: unknown, what: string): TierName {
+  if (!TIERS.includes(value as TierName))
+    throw new ConfigError(`${what}: "tier" must be one of ${TIERS.join(', ')}`);
+  return value as TierName;
+}
+
+export interface ExecutionEvent {
+  readonly tier: TierName;
+  readonly executionId: string;
+  readonly executionName: string;
+  /** ISO time to plan as if at (tests, replays). */
+  readonly now?: string;
+}
+
+export function parseExecutionEvent(event: unknown): ExecutionEvent {
+  const e = object(event, 'execution input');
+  const now = e.now === undefined || e.now === null ? undefined : text(e.now, 'now', 'execution input');
+  if (now !== undefined && Number.isNaN(Date.parse(now)))
+    throw new ConfigError(`execution input: "now" is not a time`);
+  return {
+    tier: tier(e.tier, 'execution input'),
+    executionId: text(e.executionId, 'executionId', 'execution input'),
+    executionName: text(e.executionName, 'executionName', 'execution input'),
+    ...(now !== undefined ? { now } : {}),
+  };
+}
+
+export function parseJobRef(event: unknown): JobRef {
+  const e = object(event, 'job');
+  return {
+    tier: tier(e.tier, 'job'),
+    partition: text(e.partition, 'partition', 'job'),
+    jobId: text(e.jobId, 'jobId', 'job'),
+    executionId: text(e.executionId, 'executionId', 'job'),
+  };
+}
+
+export function parseJobItem(event: unknown): JobItem {
+  const e = object(event, 'job item');
+  const ref = parseJobRef(e);
+  return {
+    ...ref,
+    jobKey: text(e.jobKey, 'jobKey', 'job item'),
+    inputFiles: Number(e.inputFiles ?? 0),
+    inputBytes: Number(e.inputBytes ?? 0),
+  };
+}
+
+export interface SummaryEvent {
+  readonly tier: TierName;
+  readonly executionId: string;
+  /** The Map state's ResultWriterDetails, absent when nothing was planned. */
+  readonly resultsKey?: string;
+}
+
+export function parseSummaryEvent(event: unknown): SummaryEvent {
+  const e = object(event, 'summary input');
+  const details = e.map === undefined || e.map === null ? undefined : object(e.map, 'summary input "map"');
+  const written = details?.ResultWriterDetails as Json | undefined;
+  return {
+    tier: tier(e.tier, 'summary input'),
+    executionId: text(e.executionId, 'executionId', 'summary input'),
+    ...(written ? { resultsKey: text(written.Key, 'map.ResultWriterDetails.Key', 'summary input') } : {}),
+  };
+}
+
+/** A step's result as the console shows it: small and flat. */
+export interface StepOutput {
+  readonly partition: string;
+  readonly jobId: string;
+  readonly status: StepResult['status'];
+  readonly state: StepResult['state'];
+  readonly reason?: string;
+  readonly inputs?: number;
+  readonly inputBytes?: number;
+  readonly inputRows?: number;
+  readonly outputs?: number;
+  readonly outputBytes?: number;
+  readonly outputRows?: number;
+  readonly keptInputs?: number;
+  readonly quarantinedInputs?: number;
+}
+
+export function stepOutput(result: StepResult): StepOutput {
+  const { tier: _tier, ...rest } = result;
+  return rest;
+}

@@ -1,0 +1,48 @@
+/** Job events and step results as logs and EMF metrics (the dashboard and alarms read these). */
+
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { JobEvent, StepResult } from '../core/protocol.ts';
+import type { Observability } from './handler-kit.ts';
+
+export const METRICS = {
+  compacted: 'PartitionsCompacted',
+  skipped: 'PartitionsSkipped',
+  failed: 'PartitionsFailed',
+  bytesIn: 'BytesIn',
+  bytesOut: 'BytesOut',
+  rowsIn: 'RowsIn',
+  rowsOut: 'RowsOut',
+  filesIn: 'FilesIn',
+  filesOut: 'FilesOut',
+  quarantined: 'Quarantined',
+  recoveryActions: 'RecoveryActions',
+} as const;
+
+export function onJobEvent(tools: Observability): (event: JobEvent) => void {
+  return (event) => {
+    if (event.type === 'quarantined' || event.type === 'input-quarantined') {
+      tools.logger.error('quarantined', { ...event });
+      tools.metrics?.addMetric(METRICS.quarantined, MetricUnit.Count, 1);
+      return;
+    }
+    tools.logger.info(event.type, {
+      jobId: event.job.jobId,
+      partition: event.job.partition,
+      ...('reason' in event ? { reason: event.reason } : {}),
+    });
+  };
+}
+
+/** The job's totals, counted once: when the clear step finishes it. */
+export function recordJobDone(tools: Observability, result: StepResult): void {
+  if (result.status !== 'done' || result.state !== 'cleared') return;
+  const m = tools.metrics;
+  if (!m) return;
+  m.addMetric(METRICS.compacted, MetricUnit.Count, 1);
+  m.addMetric(METRICS.filesIn, MetricUnit.Count, result.inputs ?? 0);
+  m.addMetric(METRICS.filesOut, MetricUnit.Count, result.outputs ?? 0);
+  m.addMetric(METRICS.bytesIn, MetricUnit.Bytes, result.inputBytes ?? 0);
+  m.addMetric(METRICS.bytesOut, MetricUnit.Bytes, result.outputBytes ?? 0);
+  m.addMetric(METRICS.rowsIn, MetricUnit.Count, result.inputRows ?? 0);
+  m.addMetric(METRICS.rowsOut, MetricUnit.Count, result.outputRows ?? 0);
+}

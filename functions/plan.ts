@@ -1,0 +1,65 @@
+/**
+ * Plan step: lists the tier's candidates and writes the Map items (and each job's inputs) to
+ * the state root, where the Distributed Map's ItemReader reads them. Thin: validate, build
+ * deps, call the planner, return a small result.
+ */
+
+import { assignJobs } from './core/cycle.ts';
+import type { Clock } from './core/engine.ts';
+import { writePlan } from './core/plan-store.ts';
+import { planTier } from './core/planner.ts';
+import { envDeps, envObservability } from './lambda/env-deps.ts';
+import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
+import {
+  createLambdaHandler,
+  type DepsFactory,
+  type HandlerDeps,
+  type HandlerTools,
+  type Observability,
+} from './lambda/handler-kit.ts';
+
+export interface PlanOutput {
+  readonly tier: string;
+  readonly bucket: string;
+  readonly itemsKey: string;
+  readonly jobs: number;
+  readonly skipped: number;
+  readonly inputFiles: number;
+  readonly inputBytes: number;
+  readonly objectsListed: number;
+  readonly plannedAt: string;
+}
+
+export async function planStep(
+  event: ExecutionEvent,
+  deps: HandlerDeps,
+  tools: HandlerTools,
+): Promise<PlanOutput> {
+  // `now` plans as if at that time (replays, tests); leases still use the real clock.
+  const clock: Clock = event.now ? { now: () => new Date(event.now as string) } : deps.clock;
+  const plan = await planTier(deps.store, deps.config, clock, event.tier);
+  const jobs = assignJobs(plan, {
+    clock: deps.clock,
+    randomHex: deps.randomHex,
+    executionId: event.executionId,
+  });
+  const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
+  for (const skip of plan.skipped) tools.logger.debug('skipped', { ...skip });
+  return {
+    tier: event.tier,
+    bucket: deps.bucket,
+    itemsKey,
+    jobs: items.length,
+    skipped: plan.skipped.length,
+    inputFiles: items.reduce((sum, i) => sum + i.inputFiles, 0),
+    inputBytes: items.reduce((sum, i) => sum + i.inputBytes, 0),
+    objectsListed: plan.objectsListed,
+    plannedAt: plan.now,
+  };
+}
+
+export function createHandler(getDeps: DepsFactory, observability: Observability) {
+  return createLambdaHandler(parseExecutionEvent, planStep, getDeps, observability);
+}
+
+export const handler = createHandler(envDeps(), envObservability());

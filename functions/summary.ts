@@ -1,0 +1,37 @@
+/**
+ * Summary step: totals of the Map run (from its ResultWriter files) as the execution's output
+ * and as metrics. Thin: validate, build deps, call one core function.
+ */
+
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { EMPTY_SUMMARY, type RunSummary, summarizeMapRun } from './core/run-summary.ts';
+import { envDeps, envObservability } from './lambda/env-deps.ts';
+import { parseSummaryEvent, type SummaryEvent } from './lambda/events.ts';
+import {
+  createLambdaHandler,
+  type DepsFactory,
+  type HandlerDeps,
+  type HandlerTools,
+  type Observability,
+} from './lambda/handler-kit.ts';
+import { METRICS } from './lambda/telemetry.ts';
+
+export async function summaryStep(
+  event: SummaryEvent,
+  deps: HandlerDeps,
+  tools: HandlerTools,
+): Promise<RunSummary & { readonly tier: string }> {
+  const summary = event.resultsKey
+    ? await summarizeMapRun(deps.store, deps.config.layout, event.resultsKey)
+    : EMPTY_SUMMARY;
+  tools.metrics?.addMetric(METRICS.failed, MetricUnit.Count, summary.failed);
+  for (const failure of summary.failures) tools.logger.error('partition failed', { ...failure });
+  tools.logger.info('summary', { ...summary, failures: summary.failures.length });
+  return { tier: event.tier, ...summary };
+}
+
+export function createHandler(getDeps: DepsFactory, observability: Observability) {
+  return createLambdaHandler(parseSummaryEvent, summaryStep, getDeps, observability);
+}
+
+export const handler = createHandler(envDeps(), envObservability());
