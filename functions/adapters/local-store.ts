@@ -347,10 +347,12 @@ export class LocalFolderStore implements ObjectStore {
       const intentPath = join(this.#tmpDir, uploadId, 'intent.json');
       let key = '';
       let initiated: Date;
+      let abandoned: boolean;
       try {
         const text = await readFile(intentPath, 'utf8');
         initiated = (await stat(intentPath)).mtime;
         key = parseIntentKey(text) ?? '';
+        abandoned = writerGone(text);
       } catch (error) {
         const code = errorCode(error);
         if (code === 'ENOTDIR') continue; // not an upload folder
@@ -360,8 +362,10 @@ export class LocalFolderStore implements ObjectStore {
         const folder = await statOrUndefined(join(this.#tmpDir, uploadId));
         if (folder === undefined) continue; // finished meanwhile
         initiated = folder.mtime;
+        // The intent is written right after the folder: a minute without one means its writer died.
+        abandoned = Date.now() - initiated.getTime() > 60_000;
       }
-      if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated });
+      if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
     }
     uploads.sort(
       (a, b) => a.initiated.getTime() - b.initiated.getTime() || compareUtf8(a.uploadId, b.uploadId),
@@ -449,9 +453,13 @@ export class LocalFolderStore implements ObjectStore {
     const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
     const dir = join(this.#tmpDir, uploadId);
     await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, 'intent.json'), JSON.stringify({ key, kind, pid: process.pid }), {
-      flag: 'wx',
-    });
+    await writeFile(
+      join(dir, 'intent.json'),
+      JSON.stringify({ key, kind, pid: process.pid, host: hostname() }),
+      {
+        flag: 'wx',
+      },
+    );
     return dir;
   }
 
@@ -1011,4 +1019,23 @@ function parseSidecar(path: string, text: string): Sidecar {
     };
   });
   return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
+}
+
+/** Whether the process that started an upload is gone (a different host's writer is unknown: not gone). */
+function writerGone(intentText: string): boolean {
+  let intent: { pid?: unknown; host?: unknown };
+  try {
+    intent = JSON.parse(intentText) as { pid?: unknown; host?: unknown };
+  } catch {
+    return false;
+  }
+  if (typeof intent.pid !== 'number' || (intent.host !== undefined && intent.host !== hostname()))
+    return false;
+  if (intent.pid === process.pid) return false;
+  try {
+    process.kill(intent.pid, 0);
+    return false;
+  } catch (error) {
+    return errorCode(error) === 'ESRCH';
+  }
 }

@@ -5,16 +5,18 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import { type CompactorConfig, TIERS, type TierName } from '../core/config.ts';
 import { type CycleDeps, type CycleReport, runCycle } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
+import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
-import type { ObjectStore } from '../core/object-store.ts';
+import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 import { planTier } from '../core/planner.ts';
 import type { JobEvent } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
@@ -171,7 +173,11 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
   const report = await withCycleDeps(options, ctx, io, (deps) => runCycle(deps, tier));
   emit(io, options, report, () => formatCycle(report));
-  return report.jobs.some((j) => j.outcome.status === 'failed') ? 1 : 0;
+  // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
+  const quarantined =
+    report.recovery.entries.some((e) => e.action === 'quarantined') ||
+    report.jobs.some((j) => j.outcome.steps.some((s) => (s.quarantinedInputs ?? 0) > 0));
+  return quarantined || report.jobs.some((j) => j.outcome.status === 'failed') ? 1 : 0;
 }
 
 async function withCycleDeps<T>(
@@ -185,13 +191,14 @@ async function withCycleDeps<T>(
   const executionId = newLocalExecutionId();
   const end = owners.begin(executionId);
   const started = Date.now();
+  const executionDir = join(workDir, executionId.replaceAll(':', '-'));
   try {
     return await fn({
       store: ctx.target.store,
       config: ctx.config,
       clock: ctx.clock,
       engine,
-      workDir: join(workDir, executionId.replaceAll(':', '-')),
+      workDir: executionDir,
       executionId,
       isOwnerAlive: owners.isAlive,
       concurrency:
@@ -211,6 +218,8 @@ async function withCycleDeps<T>(
   } finally {
     end();
     await engine.close();
+    // Jobs remove their own scratch; this removes the execution's folder they were made in.
+    await rm(executionDir, { recursive: true, force: true });
   }
 }
 
@@ -333,7 +342,13 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
     lease: string;
   }[] = [];
   for await (const object of store.list(manifestsRoot(ctx.config.layout))) {
-    const { body } = await store.getBytes(object.key);
+    // A job cleared since the listing is no longer live: not an error.
+    const got = await store.getBytes(object.key).catch((error: unknown) => {
+      if (error instanceof NotFoundError) return undefined;
+      throw error;
+    });
+    if (!got) continue;
+    const { body } = got;
     try {
       const m = parseManifest(ctx.config, store.location, object.key, body);
       const leaseLeft = Date.parse(m.leaseExpiresAt) - now;
@@ -412,13 +427,10 @@ interface PartitionRows {
 
 async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
-  const { store, localRoot } = ctx.target;
   const { layout } = ctx.config;
-  const view = await visibleFiles(store, ctx.config);
-  const all = await listData(store, (k) => layout.isDataKey(k), layout.dataPrefix);
   const { engine } = await buildEngine(options);
   try {
-    const rows = await footerRows(store, localRoot, engine, all);
+    const { view, all, rows } = await stableSnapshot(ctx, engine);
     const visible = new Set(view.files.map((f) => `${f.key}\0${f.etag}`));
     const byPartition = new Map<string, PartitionRows>();
     const modified = new Map(all.map((o) => [o.key, o.lastModified.getTime()]));
@@ -493,6 +505,34 @@ async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
   }
 }
 
+/**
+ * The visible view, the plain listing and their footers, taken again until nothing changed while
+ * they were read: a cycle running meanwhile deletes files between the listing and the reading,
+ * which would otherwise show as unreadable files and wrong row counts.
+ */
+async function stableSnapshot(ctx: Context, engine: Awaited<ReturnType<typeof buildEngine>>['engine']) {
+  const { store, localRoot } = ctx.target;
+  const { layout } = ctx.config;
+  const list = () => listData(store, (k) => layout.isDataKey(k), layout.dataPrefix);
+  const same = (a: readonly ObjectSummary[], b: readonly ObjectSummary[]) =>
+    a.length === b.length && a.every((o, i) => o.key === b[i]?.key && o.etag === b[i]?.etag);
+  for (let attempt = 1; ; attempt++) {
+    const view = await visibleFiles(store, ctx.config);
+    const all = await list();
+    const rows = await footerRows(store, localRoot, engine, all);
+    const viewAfter = await visibleFiles(store, ctx.config);
+    if (same(view.files, viewAfter.files) && same(all, await list())) return { view, all, rows };
+    if (attempt >= VERIFY_ATTEMPTS) {
+      throw new TransientStoreError(
+        `the lake changed while it was read, ${VERIFY_ATTEMPTS} times (a cycle is running?); try again`,
+      );
+    }
+    await sleep(250 * attempt);
+  }
+}
+
+const VERIFY_ATTEMPTS = 8;
+
 // ---- visible ----
 
 async function visibleCommand(options: Parsed, io: CliIo): Promise<number> {
@@ -519,8 +559,22 @@ export function visibleViewSql(paths: readonly string[], name = 'lake'): string 
 
 // ---- demo ----
 
+/** What a demo lake's folder holds: the demo may replace a folder holding only these. */
+const DEMO_ENTRIES = new Set(['telemetry', '_compaction', '.compactor-store']);
+
 async function demoCommand(options: Parsed, io: CliIo): Promise<number> {
   const dir = resolve(options.dir ?? '.demo/lake');
+  // The folder is wiped first: only ever an earlier demo lake, never someone's data.
+  const existing = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw error;
+  });
+  const foreign = existing.filter((name) => !DEMO_ENTRIES.has(name));
+  if (foreign.length > 0) {
+    throw new ConfigError(
+      `--dir ${dir} holds ${foreign.slice(0, 3).join(', ')}${foreign.length > 3 ? ', ...' : ''}: the demo replaces only an earlier demo lake; use a new or empty folder`,
+    );
+  }
   await rm(dir, { recursive: true, force: true });
   const store: ObjectStore = new LocalFolderStore(dir);
   const { engine } = await buildEngine(options);

@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Engine } from '../core/engine.ts';
+import { NotFoundError, PreconditionFailedError } from '../core/errors.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 
 export interface FileRows {
@@ -25,7 +26,16 @@ export async function footerRows(
     const out: FileRows[] = [];
     for (const [i, object] of objects.entries()) {
       let path = localRoot ? join(localRoot, object.key) : join(scratch ?? '', `f${i}.parquet`);
-      if (!localRoot) await store.getToFile(object.key, path, { ifMatch: object.etag });
+      if (!localRoot) {
+        try {
+          await store.getToFile(object.key, path, { ifMatch: object.etag });
+        } catch (error) {
+          // Deleted or replaced since it was listed: the caller sees the listing change.
+          if (!(error instanceof NotFoundError || error instanceof PreconditionFailedError)) throw error;
+          out.push({ key: object.key, size: object.size, rows: undefined, error: 'changed since listed' });
+          continue;
+        }
+      }
       try {
         const info = await engine.inspect(path);
         out.push({ key: object.key, size: object.size, rows: info.rows });

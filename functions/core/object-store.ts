@@ -64,6 +64,12 @@ export interface IncompleteUpload {
   readonly key: string;
   readonly uploadId: string;
   readonly initiated: Date;
+  /**
+   * True when the store knows the writer is gone (a local writer process that no longer
+   * exists). Only such uploads outside the state root may be aborted: others may belong to a
+   * live ingester.
+   */
+  readonly abandoned?: boolean;
 }
 
 export interface ObjectStore {

@@ -61,6 +61,11 @@ export interface Exclusions {
   readonly leasedManifests: ReadonlySet<string>;
   readonly liveManifests: readonly Manifest[];
   readonly quarantinedManifests: readonly Manifest[];
+  /** Keys named by quarantined manifests that did not validate (best effort). */
+  readonly quarantinedRaw: readonly {
+    readonly inputKeys: readonly string[];
+    readonly outputKeys: readonly string[];
+  }[];
 }
 
 /**
@@ -73,6 +78,7 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
   const leasedManifests = new Set<string>();
   const liveManifests: Manifest[] = [];
   const quarantinedManifests: Manifest[] = [];
+  const quarantinedRaw: { inputKeys: readonly string[]; outputKeys: readonly string[] }[] = [];
   for await (const object of store.list(manifestsRoot(config.layout))) {
     leasedManifests.add(object.key);
     const manifest = await readManifestOrUndefined(store, config, object.key);
@@ -89,12 +95,21 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
       continue;
     }
     const record = await readQuarantineRecord(store, config, object.key);
-    if (!record) continue;
-    quarantinedManifests.push(record);
-    for (const input of record.inputs) keys.add(input.key);
-    for (const output of record.outputs ?? []) keys.add(output.finalKey);
+    if (record.manifest) {
+      quarantinedManifests.push(record.manifest);
+      for (const input of record.manifest.inputs) keys.add(input.key);
+      for (const output of record.manifest.outputs ?? []) keys.add(output.finalKey);
+      continue;
+    }
+    // A quarantined manifest we cannot validate: exclude every key it seems to name, hide the
+    // outputs it names from readers, and hold its partition, so nothing it may cover is merged
+    // again until an operator resolves it.
+    for (const key of record.inputKeys) keys.add(key);
+    for (const key of record.outputKeys) keys.add(key);
+    quarantinedRaw.push({ inputKeys: record.inputKeys, outputKeys: record.outputKeys });
+    if (record.manifestKey) leasedManifests.add(record.manifestKey);
   }
-  return { keys, leasedManifests, liveManifests, quarantinedManifests };
+  return { keys, leasedManifests, liveManifests, quarantinedManifests, quarantinedRaw };
 }
 
 async function readManifestOrUndefined(
@@ -115,30 +130,64 @@ async function readManifestOrUndefined(
   }
 }
 
-/** Quarantine records wrap the manifest they quarantined, when it was readable. */
+export interface QuarantineRecord {
+  /** The quarantined manifest, when it still validates. */
+  readonly manifest?: Manifest;
+  readonly manifestKey?: string;
+  /** Best effort for a manifest that does not validate: the keys it seems to name. */
+  readonly inputKeys: readonly string[];
+  readonly outputKeys: readonly string[];
+}
+
+/** Quarantine records wrap the manifest text they quarantined and the reason. */
 export async function readQuarantineRecord(
   store: ObjectStore,
   config: CompactorConfig,
   key: string,
-): Promise<Manifest | undefined> {
+): Promise<QuarantineRecord> {
+  const none: QuarantineRecord = { inputKeys: [], outputKeys: [] };
   const { body } = await store.getBytes(key).catch((error: unknown) => {
     if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
     throw error;
   });
-  if (body === undefined) return undefined;
+  if (body === undefined) return none;
   let record: { manifestKey?: unknown; manifest?: unknown };
   try {
     record = JSON.parse(body.toString('utf8'));
   } catch {
-    return undefined;
+    return none;
   }
-  if (typeof record.manifestKey !== 'string' || typeof record.manifest !== 'string') return undefined;
+  const manifestKey = typeof record.manifestKey === 'string' ? record.manifestKey : undefined;
+  if (!manifestKey || typeof record.manifest !== 'string')
+    return { ...none, ...(manifestKey ? { manifestKey } : {}) };
   try {
-    return parseManifest(config, store.location, record.manifestKey, Buffer.from(record.manifest));
+    return {
+      ...none,
+      manifestKey,
+      manifest: parseManifest(config, store.location, manifestKey, Buffer.from(record.manifest)),
+    };
   } catch (error) {
-    if (error instanceof InvalidManifestError) return undefined;
-    throw error;
+    if (!(error instanceof InvalidManifestError)) throw error;
   }
+  const raw = rawKeys(record.manifest);
+  return { manifestKey, inputKeys: raw.inputs, outputKeys: raw.outputs };
+}
+
+function rawKeys(text: string): { inputs: string[]; outputs: string[] } {
+  let raw: { inputs?: unknown; outputs?: unknown };
+  try {
+    raw = JSON.parse(text) as { inputs?: unknown; outputs?: unknown };
+  } catch {
+    return { inputs: [], outputs: [] };
+  }
+  const pick = (list: unknown, field: string): string[] =>
+    Array.isArray(list)
+      ? list.flatMap((e) => {
+          const value = (e as Record<string, unknown> | null)?.[field];
+          return typeof value === 'string' ? [value] : [];
+        })
+      : [];
+  return { inputs: pick(raw.inputs, 'key'), outputs: pick(raw.outputs, 'finalKey') };
 }
 
 const HOUR_MS = 3_600_000;

@@ -183,6 +183,30 @@ async function writeManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Pr
   }
 }
 
+/**
+ * Recovery's takeover: the same conditional write, without the lease check (the lease being
+ * over is why recovery may take the job). The old owner's next write then fails.
+ */
+export async function takeOver(deps: StepDeps, loaded: Loaded, executionId: string): Promise<Loaded> {
+  deps.signal?.throwIfAborted();
+  const next = advance(deps, loaded.manifest, { executionId });
+  try {
+    const { etag } = await deps.store.put(loaded.key, serializeManifest(next), {
+      ifMatch: loaded.etag,
+      contentType: 'application/json',
+      ...withSignal(deps),
+    });
+    return { key: loaded.key, etag, manifest: next };
+  } catch (error) {
+    if (error instanceof PreconditionFailedError || error instanceof NotFoundError) {
+      throw new ManifestConflictError(`manifest ${loaded.key} changed while recovery took it over`, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
 /** Deletes the manifest only if it is still the version we read. */
 async function deleteManifest(deps: StepDeps, loaded: Loaded): Promise<void> {
   const [outcome] = await deps.store.deleteMany([{ key: loaded.key, etag: loaded.etag }], withSignal(deps));
@@ -344,7 +368,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
         good.push({ input, path, info: await engine.inspect(path) });
       } catch (error) {
         if (!(error instanceof InputUnreadableError)) throw error;
-        corrupt.push({ key: input.key, reason: error.reason });
+        corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
       }
     }
     for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
@@ -369,15 +393,33 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
     const outDir = join(dir, 'out');
     await mkdir(outDir);
     checkLease(deps, manifest);
-    const written = await engine.compact({
-      inputs: good.map((g) => g.path),
-      columns,
-      sortBy: [config.timeColumn, ...config.sortKeys],
-      outputDir: outDir,
-      targetFileBytes: config.targetFileBytes,
-      rowGroupSize: config.rowGroupSize,
-      ...withSignal(deps),
-    });
+    let written: Awaited<ReturnType<Engine['compact']>>;
+    try {
+      written = await engine.compact({
+        inputs: good.map((g) => g.path),
+        columns,
+        sortBy: [config.timeColumn, ...config.sortKeys],
+        outputDir: outDir,
+        targetFileBytes: config.targetFileBytes,
+        rowGroupSize: config.rowGroupSize,
+        ...withSignal(deps),
+      });
+    } catch (error) {
+      // A valid footer over damaged pages shows only now: quarantine that input and give the
+      // partition back, so the next cycle compacts the rest instead of failing forever.
+      if (!(error instanceof InputUnreadableError)) throw error;
+      const bad = good.find((g) => g.path === error.file);
+      if (!bad) throw error;
+      await quarantineInput(
+        deps,
+        { key: bad.input.key, reason: error.reason.replaceAll(bad.path, bad.input.key) },
+        manifest,
+      );
+      await release(deps, loaded);
+      const reason = `input ${bad.input.key} is unreadable past its footer: quarantined; the rest is retried next cycle`;
+      deps.onEvent?.({ type: 'skipped', job: ref, reason });
+      return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length + 1 });
+    }
     const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
     if (outputRows !== inputRows || written.length === 0) {
       await release(deps, loaded);
@@ -627,6 +669,8 @@ export async function quarantineManifest(
     readonly etag: string;
     readonly body?: Buffer;
     readonly manifest?: Manifest;
+    /** For an invalid manifest, the job id it seems to name: its staging is kept with the record. */
+    readonly jobId?: string;
   },
   reason: string,
 ): Promise<string> {
@@ -643,7 +687,7 @@ export async function quarantineManifest(
     etag: target.etag,
     reason,
     quarantinedAt: deps.clock.now().toISOString(),
-    jobId: target.manifest?.jobId,
+    jobId: target.manifest?.jobId ?? target.jobId,
     manifest: text,
     fix: 'Inspect the job; when resolved, delete this record. Nothing of this job is deleted while it exists.',
   };

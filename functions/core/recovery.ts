@@ -24,7 +24,7 @@ import {
 } from './manifest.ts';
 import { MAX_DELETE_BATCH } from './object-store.ts';
 import {
-  advance,
+  checkFinals,
   checkStaged,
   clearStep,
   deleteInputsStep,
@@ -36,8 +36,8 @@ import {
   publishStep,
   quarantineManifest,
   type StepDeps,
+  takeOver,
   verifyStep,
-  writeManifest,
 } from './protocol.ts';
 
 export interface RecoveryDeps extends StepDeps {
@@ -100,7 +100,9 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     const jobId = object.key.slice(stagingRoot(layout).length).split('/')[0] ?? '';
     stagingJobs.set(jobId, (stagingJobs.get(jobId) ?? 0) + 1);
   }
-  const uploads = await store.listIncompleteUploads(stagingRoot(layout));
+  // Our multipart uploads are staging uploads; elsewhere only uploads the store knows were
+  // abandoned (a local writer that died) are ours to abort: others may be a live ingester's.
+  const uploads = await store.listIncompleteUploads(layout.dataPrefix);
 
   const entries: RecoveryEntry[] = [];
   const keepJobs = new Set<string>();
@@ -114,17 +116,22 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     if (jobId) keepJobs.add(jobId);
   }
 
+  // A manifest that could not be read may name any job: sweep nothing this pass.
+  const sweep = !entries.some((e) => e.action === 'failed' && e.jobId === undefined);
   let orphanStagingDeleted = 0;
-  for (const jobId of stagingJobs.keys()) {
-    if (keepJobs.has(jobId) || jobId === '') continue;
-    orphanStagingDeleted += await deletePrefix(deps, stagingPrefix(layout, jobId));
-  }
   let uploadsAborted = 0;
-  for (const upload of uploads) {
-    const jobId = upload.key.slice(stagingRoot(layout).length).split('/')[0] ?? '';
-    if (keepJobs.has(jobId)) continue;
-    await store.abortIncompleteUpload(upload);
-    uploadsAborted++;
+  if (sweep) {
+    for (const jobId of stagingJobs.keys()) {
+      if (keepJobs.has(jobId) || jobId === '') continue;
+      orphanStagingDeleted += await deletePrefix(deps, stagingPrefix(layout, jobId));
+    }
+    for (const upload of uploads) {
+      const inStaging = upload.key.startsWith(stagingRoot(layout));
+      const jobId = inStaging ? (upload.key.slice(stagingRoot(layout).length).split('/')[0] ?? '') : '';
+      if (inStaging ? keepJobs.has(jobId) : !upload.abandoned) continue;
+      await store.abortIncompleteUpload(upload);
+      uploadsAborted++;
+    }
   }
 
   const report: RecoveryReport = {
@@ -147,13 +154,20 @@ async function quarantinedJobId(deps: RecoveryDeps, key: string): Promise<string
     throw error;
   });
   if (!body) return undefined;
+  let record: { jobId?: unknown; manifest?: unknown };
   try {
-    const record = JSON.parse(body.toString('utf8')) as { jobId?: unknown };
-    return typeof record.jobId === 'string' ? record.jobId : undefined;
+    record = JSON.parse(body.toString('utf8')) as { jobId?: unknown; manifest?: unknown };
   } catch {
-    // An unreadable record names no job; the record itself stays for the operator.
-    return undefined;
+    // An unreadable record: look for a job id anywhere in it.
+    return jobIdIn(body.toString('utf8'));
   }
+  if (typeof record.jobId === 'string') return record.jobId;
+  return typeof record.manifest === 'string' ? jobIdIn(record.manifest) : undefined;
+}
+
+/** Best effort on a manifest that failed validation: the job id it names, if any. */
+export function jobIdIn(text: string): string | undefined {
+  return /"jobId"\s*:\s*"([^"\\]{1,64})"/.exec(text)?.[1];
 }
 
 /** Resolves one manifest; errors are recorded so one bad partition never blocks the others. */
@@ -172,8 +186,11 @@ async function resolveOne(deps: RecoveryDeps, key: string, keepJobs: Set<string>
     manifest = parseManifest(deps.config, deps.store.location, key, body);
   } catch (error) {
     if (!(error instanceof InvalidManifestError)) throw error;
+    const jobId = jobIdIn(body.toString('utf8'));
+    // Its staging stays as evidence with the quarantine record.
+    if (jobId) keepJobs.add(jobId);
     try {
-      await quarantineManifest(deps, { key, etag, body }, error.message);
+      await quarantineManifest(deps, { key, etag, body, ...(jobId ? { jobId } : {}) }, error.message);
       return { manifestKey: key, action: 'quarantined', reason: error.message };
     } catch (quarantineError) {
       return failed(key, undefined, quarantineError);
@@ -211,7 +228,7 @@ async function resolveValid(
     return { ...base, action: 'left-alone', reason: `owner ${manifest.executionId} is still running` };
   }
   // Take over: the old owner's next conditional write fails, so it can no longer act.
-  const loaded = await writeManifest(deps, found, advance(deps, manifest, { executionId: deps.executionId }));
+  const loaded = await takeOver(deps, found, deps.executionId);
   const ref: JobRef = {
     tier: manifest.tier,
     partition: manifest.partition,
@@ -245,8 +262,15 @@ async function resolveValid(
       return rollForward(deps, ref, base, keepJobs, 'staged outputs intact: published');
     }
     case 'published':
-    case 'verified':
+    case 'verified': {
+      // A verified job is checked again: its outputs may have been removed since.
+      const problem = await checkFinals(deps, loaded.manifest);
+      if (problem) {
+        await quarantineManifest(deps, loaded, `${problem}; no input was deleted`);
+        return { ...base, action: 'quarantined', reason: problem };
+      }
       return rollForward(deps, ref, base, keepJobs, 'outputs published');
+    }
     case 'inputs-deleted':
       await clearStep(deps, ref);
       keepJobs.delete(manifest.jobId);

@@ -11,7 +11,7 @@ import type { CompactorConfig } from './config.ts';
 import { TransientStoreError } from './errors.ts';
 import { isAtOrPast, type Manifest } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
-import { readExclusions } from './planner.ts';
+import { type Exclusions, readExclusions } from './planner.ts';
 
 export interface VisibleView {
   readonly files: readonly ObjectSummary[];
@@ -45,7 +45,7 @@ export async function visibleFiles(
       fingerprint(before.liveManifests) === fingerprint(after.liveManifests) &&
       before.leasedManifests.size === after.leasedManifests.size &&
       fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests);
-    if (stable) return select(data, after.liveManifests, after.quarantinedManifests);
+    if (stable) return select(data, after.liveManifests, after.quarantinedManifests, after.quarantinedRaw);
     before = after;
   }
   throw new TransientStoreError(`the lake kept changing during ${maxAttempts} listings; try again`);
@@ -55,6 +55,7 @@ function select(
   data: readonly ObjectSummary[],
   live: readonly Manifest[],
   quarantined: readonly Manifest[],
+  quarantinedRaw: Exclusions['quarantinedRaw'],
 ): VisibleView {
   // Inputs are hidden by key and ETag: an input replaced after it was read is new data.
   const hiddenInputs = new Map<string, string>();
@@ -65,6 +66,12 @@ function select(
   }
   // A quarantined job's outputs are not trusted; its inputs were never deleted.
   for (const m of quarantined) for (const o of m.outputs ?? []) hiddenOutputs.add(o.finalKey);
+  // A quarantined manifest that does not validate: its outputs would duplicate its inputs while
+  // any of those are still there; once they are all gone, the outputs hold the rows.
+  const present = new Set(data.map((f) => f.key));
+  for (const raw of quarantinedRaw) {
+    if (raw.inputKeys.some((k) => present.has(k))) for (const key of raw.outputKeys) hiddenOutputs.add(key);
+  }
   let inputsHidden = 0;
   let outputsHidden = 0;
   const files = data.filter((f) => {

@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, rm, stat } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -106,7 +106,13 @@ describe('usage', () => {
     const result = await cli('--help');
     expect(result.code).toBe(0);
     expect(result.err).toEqual([]);
-    for (const command of ['demo', 'run', 'plan', 'recover', 'status', 'verify', 'visible']) {
+    // Every command the CLI dispatches, as its unknown-command error names them.
+    const unknown = await cli('no-such-command');
+    const listed = /Commands: ([a-z, -]+)\./.exec(unknown.err[0] ?? '')?.[1]?.split(', ') ?? [];
+    expect(listed).toEqual(
+      expect.arrayContaining(['demo', 'run', 'plan', 'recover', 'status', 'verify', 'visible']),
+    );
+    for (const command of listed) {
       expect(result.text, `--help lists ${command}`).toMatch(new RegExp(`^ {2}${command}\\b`, 'm'));
     }
     expect((await cli('-h')).code).toBe(0);
@@ -127,7 +133,10 @@ describe('usage', () => {
     expectUsageError(await cli('run', '--tier', 'weekly', '--store', dir), '--tier', 'weekly');
     expectUsageError(await cli('run', '--store', dir), '--tier');
     expectUsageError(await cli('plan', '--tier', 'hourly', '--store', dir, '--now', 'yesterday'), '--now');
-    expectUsageError(await cli('plan', '--tier', 'hourly', '--store', dir, '--min-files', 'ten'), '--min-files');
+    expectUsageError(
+      await cli('plan', '--tier', 'hourly', '--store', dir, '--min-files', 'ten'),
+      '--min-files',
+    );
     expectUsageError(await cli('plan', '--store', dir, '--min-files', '3'), '--tier');
     expectUsageError(await cli('status', '--store', dir, 'extra'), '"extra"');
     expectUsageError(await cli('status', '--store', dir, '--endpoint', 'http://127.0.0.1:1'), '--endpoint');
@@ -169,7 +178,9 @@ describe('plan', () => {
       jobs: { partition: string; inputs: unknown[] }[];
       skipped: { partition: string; reason: string }[];
     };
-    expect(plan.jobs.map((j) => [j.partition, j.inputs.length])).toEqual([[hourFolderOf(arcRawKey(due, 1)), 3]]);
+    expect(plan.jobs.map((j) => [j.partition, j.inputs.length])).toEqual([
+      [hourFolderOf(arcRawKey(due, 1)), 3],
+    ]);
     expect(plan.skipped.map((s) => s.partition).sort()).toEqual(
       [hourFolderOf(arcRawKey(few, 4)), hourFolderOf(arcRawKey(current, 5))].sort(),
     );
@@ -202,11 +213,26 @@ describe('run, status, verify, visible on a compacted lake', () => {
 
   it('run --tier hourly then --tier daily compact the lake with exact rows', async () => {
     expect(await dataKeys(dir)).toHaveLength(8);
-    const hourly = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    const ownWorkDir = join(root, 'work-run');
+    const hourly = await cli(
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--work-dir',
+      ownWorkDir,
+    );
     expect(hourly.code, hourly.err.join('\n')).toBe(0);
+    // No scratch left behind in the work folder (DuckDB's spill folder aside).
+    expect((await readdir(ownWorkDir)).filter((name) => name !== 'spill')).toEqual([]);
     // Straggler flush: the days are old, so even the one-file hour is compacted (minFiles 10).
     expect(hourly.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
-    expect(hourly.text).toMatch(/^partition\s+result\s+inputs\s+in bytes\s+outputs\s+out bytes\s+rows\s+note$/m);
+    expect(hourly.text).toMatch(
+      /^partition\s+result\s+inputs\s+in bytes\s+outputs\s+out bytes\s+rows\s+note$/m,
+    );
     expect(hourly.text).toMatch(/^db\/cpu\/2025\/01\/15\/10\/\s+compacted\s+3\s.*\s1\s.*\s120\b/m);
     expect(hourly.text).toMatch(/^recovery: 0 manifest\(s\) examined/m);
     // One progress line per partition on err.
@@ -242,12 +268,12 @@ describe('run, status, verify, visible on a compacted lake', () => {
     ]);
     keys = await dataKeys(dir);
     expect(keys).toHaveLength(2);
-    expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/15/') && k.endsWith('_daily.parquet'))).toHaveLength(
-      1,
-    );
-    expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/14/05/') && k.endsWith('_compacted.parquet'))).toHaveLength(
-      1,
-    );
+    expect(
+      keys.filter((k) => k.startsWith('db/cpu/2025/01/15/') && k.endsWith('_daily.parquet')),
+    ).toHaveLength(1);
+    expect(
+      keys.filter((k) => k.startsWith('db/cpu/2025/01/14/05/') && k.endsWith('_compacted.parquet')),
+    ).toHaveLength(1);
     await expectExactIds(dir, oldLake.total);
     expect(await stateKeys(dir)).toEqual([]);
 
@@ -298,7 +324,12 @@ describe('run, status, verify, visible on a compacted lake', () => {
     const [row] = await engine.query(
       'SELECT count(*)::BIGINT AS n, count(DISTINCT id)::BIGINT AS d, min(id) AS lo, max(id) AS hi FROM lake',
     );
-    expect(row).toEqual({ n: BigInt(oldLake.total), d: BigInt(oldLake.total), lo: 1n, hi: BigInt(oldLake.total) });
+    expect(row).toEqual({
+      n: BigInt(oldLake.total),
+      d: BigInt(oldLake.total),
+      lo: 1n,
+      hi: BigInt(oldLake.total),
+    });
   });
 
   it('visible --sql on an empty lake is an empty view that still executes', async () => {
@@ -386,6 +417,122 @@ describe('status and recover with a quarantine', () => {
     expect(json.quarantined[0]?.reason).toBe(reason);
     // Nothing was deleted.
     await expectExactIds(dir, oldLake.total);
+  });
+});
+
+describe('run reports quarantines', () => {
+  it('exits 1 when its recovery quarantines an unreadable manifest, and compacts the rest', async () => {
+    const dir = await copyOldLake('run-quarantine');
+    const key = manifestKey(ARC, 'hourly', 'db/cpu/2025/01/15/10/');
+    await new LocalFolderStore(dir).put(key, Buffer.from('not json'));
+    const result = await cli(
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--work-dir',
+      workDir,
+    );
+    expect(result.code, result.text).toBe(1);
+    expect(result.err.some((l) => l.startsWith(`QUARANTINED ${key}:`))).toBe(true);
+    expect(result.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
+    expect((await cli('status', '--store', dir)).code).toBe(1);
+    await expectExactIds(dir, oldLake.total);
+  });
+
+  it('exits 1 when it quarantines a corrupt input, which stays in place while the others are compacted', async () => {
+    const dir = await copyOldLake('run-corrupt');
+    const corrupt = 'db/cpu/2025/01/15/10/cpu_20250115_104500_9.parquet';
+    await new LocalFolderStore(dir).put(corrupt, Buffer.from('PAR1 this is not parquet PAR1'));
+    const result = await cli(
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--work-dir',
+      workDir,
+    );
+    expect(result.code, result.text).toBe(1);
+    expect(
+      result.err.some((l) => l.startsWith(`QUARANTINED input ${corrupt} (partition db/cpu/2025/01/15/10/)`)),
+    ).toBe(true);
+    expect(result.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
+    const keys = await dataKeys(dir);
+    expect(keys).toContain(corrupt);
+    const good = keys.filter((k) => k !== corrupt);
+    expect(good).toHaveLength(4);
+    expect(good.every((k) => k.endsWith('_compacted.parquet'))).toBe(true);
+    const ids = await readIds(
+      engine,
+      good.map((k) => join(dir, k)),
+    );
+    expect(idMismatch(ids, oldLake.total)).toBeUndefined();
+    const status = await cli('status', '--store', dir);
+    expect(status.code).toBe(1);
+    expect(status.text).toContain(`_compaction/quarantine/inputs/${corrupt}.json`);
+    // verify counts it as unreadable.
+    const verify = await cli('verify', '--store', dir);
+    expect(verify.code).toBe(1);
+    expect(verify.text).toContain('1 unreadable file(s)');
+  });
+});
+
+describe('read-only commands while a run is in progress', () => {
+  it('verify never reports files the run deleted as unreadable, and its visible rows stay exact', async () => {
+    const files: LakeFile[] = [];
+    for (let h = 0; h < 12; h++) {
+      const hh = String(h).padStart(2, '0');
+      for (let f = 0; f < 4; f++) {
+        files.push({
+          key: `db/mem/2025/01/16/${hh}/mem_20250116_${hh}${f}000_${h * 4 + f}.parquet`,
+          rows: 25,
+        });
+      }
+    }
+    const template = await freshDir('race-template');
+    const total = await writeLake(engine, template, files);
+    const seen: Record<string, number[]> = { status: [], verify: [], visible: [] };
+    let verifiedDuringRun = 0;
+    for (let round = 0; round < 2; round++) {
+      const dir = await freshDir(`race-${round}`);
+      await cp(template, dir, { recursive: true });
+      let done = false;
+      const run = cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--min-files', '2').finally(
+        () => {
+          done = true;
+        },
+      );
+      while (!done) {
+        const status = await cli('status', '--store', dir);
+        seen.status?.push(status.code);
+        expect(status.code, status.err.join('\n')).toBe(0);
+        const verify = await cli('verify', '--store', dir);
+        seen.verify?.push(verify.code);
+        expect(verify.text).not.toContain('unreadable');
+        expect(verify.code, `${verify.err.join('\n')}\n${verify.text}`).not.toBe(1);
+        if (verify.code === 0) {
+          if (!done) verifiedDuringRun++;
+          expect(verify.text).toContain(`total: ${total.toLocaleString('en-US')} visible rows`);
+        } else {
+          expect(verify.err.join('\n')).toContain('the lake changed while it was read');
+        }
+        const visible = await cli('visible', '--store', dir);
+        seen.visible?.push(visible.code);
+        expect(visible.code).toBe(0);
+      }
+      expect((await run).code).toBe(0);
+      await expectExactIds(dir, total);
+    }
+    console.log(
+      `during runs: ${JSON.stringify(seen)}; ${verifiedDuringRun} verify passes while a run was in flight`,
+    );
+    expect(seen.verify?.length).toBeGreaterThan(0);
   });
 });
 
@@ -518,13 +665,33 @@ describe('demo lake', () => {
       expect(result.code, result.err.join('\n')).toBe(0);
     }
     const keys = await dataKeys(dir);
-    expect(keys.map((k) => k.replace(/_[^/]*$/, ''))).toEqual(['telemetry/cpu/2025/01/14/cpu', 'telemetry/mem/2025/01/14/mem']);
+    expect(keys.map((k) => k.replace(/_[^/]*$/, ''))).toEqual([
+      'telemetry/cpu/2025/01/14/cpu',
+      'telemetry/mem/2025/01/14/mem',
+    ]);
     expect(keys.every((k) => k.endsWith('_daily.parquet'))).toBe(true);
-    expect(idMismatch(await readIds(engine, keys.map((k) => join(dir, k))), 240)).toBeUndefined();
+    expect(
+      idMismatch(
+        await readIds(
+          engine,
+          keys.map((k) => join(dir, k)),
+        ),
+        240,
+      ),
+    ).toBeUndefined();
     expect(await stateKeys(dir)).toEqual([]);
   });
 
-  // The `demo` command itself writes 1,224 files and takes ~32 s on this machine, which with the
-  // rest of this file would break the 60 s budget; generateDemoLake is tested above instead.
-  it.skip('demo command (skipped: ~32 s for 1,224 files)', () => {});
+  it('demo refuses a folder holding anything but an earlier demo lake, and leaves it alone', async () => {
+    const dir = await freshDir('demo-guard');
+    await new LocalFolderStore(dir).put('precious/data.parquet', Buffer.from('keep me'));
+    const before = await snapshot(dir);
+    const result = await cli('demo', '--dir', dir);
+    expectUsageError(result, `--dir ${dir} holds precious`);
+    expect(await snapshot(dir)).toEqual(before);
+  });
+
+  // Not run here: the `demo` command writes 1,224 files and takes ~32 s alone on this machine, and
+  // timed out at 59 s when run beside the other CLI test files; generateDemoLake is tested above.
+  it.skip('demo command (too slow for this file: ~32 s alone, > 59 s under parallel load)', () => {});
 });

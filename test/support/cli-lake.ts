@@ -72,16 +72,12 @@ export async function lakeIds(engine: DuckDbEngine, dir: string): Promise<bigint
   );
 }
 
-/** 1n..nn: the ids a lake written with writeLake from id 1 must hold exactly once each. */
-export function expectedIds(total: number): bigint[] {
-  return Array.from({ length: total }, (_, i) => BigInt(i + 1));
-}
-
 /** Finds the first id that is missing or duplicated, for a short failure message. */
 export function idMismatch(ids: readonly bigint[], total: number): string | undefined {
   if (ids.length !== total) {
     for (let i = 0; i < ids.length; i++) {
-      if (ids[i] !== BigInt(i + 1)) return `${ids.length} rows instead of ${total}; first wrong at id ${i + 1}`;
+      if (ids[i] !== BigInt(i + 1))
+        return `${ids.length} rows instead of ${total}; first wrong at id ${i + 1}`;
     }
     return `${ids.length} rows instead of ${total}`;
   }
