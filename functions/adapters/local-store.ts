@@ -362,8 +362,8 @@ export class LocalFolderStore implements ObjectStore {
         const folder = await statOrUndefined(join(this.#tmpDir, uploadId));
         if (folder === undefined) continue; // finished meanwhile
         initiated = folder.mtime;
-        // The intent is written right after the folder: a minute without one means its writer died.
-        abandoned = Date.now() - initiated.getTime() > 60_000;
+        // The upload id names the writer's pid (see #beginUpload).
+        abandoned = processGone(Number(uploadId.split('-')[1]));
       }
       if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
     }
@@ -1021,7 +1021,7 @@ function parseSidecar(path: string, text: string): Sidecar {
   return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
 }
 
-/** Whether the process that started an upload is gone (a different host's writer is unknown: not gone). */
+/** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
 function writerGone(intentText: string): boolean {
   let intent: { pid?: unknown; host?: unknown };
   try {
@@ -1031,9 +1031,13 @@ function writerGone(intentText: string): boolean {
   }
   if (typeof intent.pid !== 'number' || (intent.host !== undefined && intent.host !== hostname()))
     return false;
-  if (intent.pid === process.pid) return false;
+  return processGone(intent.pid);
+}
+
+function processGone(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
   try {
-    process.kill(intent.pid, 0);
+    process.kill(pid, 0);
     return false;
   } catch (error) {
     return errorCode(error) === 'ESRCH';

@@ -34,6 +34,7 @@ import {
 import { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
+import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
 
 export interface CliIo {
   readonly out: (line: string) => void;
@@ -77,15 +78,16 @@ Options:
   --json                      machine-readable output
   -h, --help                  this text
 
+${SFN_USAGE}
+
 Exit codes: 0 ok, 1 a partition failed or a problem was found, 2 usage or runtime error.`;
 
 const OPTIONS = {
+  // region, now, tier, state-machine, execution, wait
+  ...SFN_CLI_OPTIONS,
   store: { type: 'string' },
   endpoint: { type: 'string' },
-  region: { type: 'string' },
   layout: { type: 'string' },
-  now: { type: 'string' },
-  tier: { type: 'string' },
   'min-files': { type: 'string' },
   'min-age': { type: 'string' },
   quiet: { type: 'string' },
@@ -105,7 +107,7 @@ const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Parsed = CliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean };
+type Parsed = CliOptions & SfnCliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean };
 
 /** Runs one command; returns the exit code. Never calls process.exit (tests call it in-process). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -149,6 +151,7 @@ const COMMANDS: Record<string, Handler> = {
   status: statusCommand,
   verify: verifyCommand,
   visible: visibleCommand,
+  ...SFN_COMMANDS,
 };
 
 interface Context {

@@ -59,6 +59,8 @@ interface Folder {
 export interface Exclusions {
   readonly keys: ReadonlySet<string>;
   readonly leasedManifests: ReadonlySet<string>;
+  /** Manifest keys held by a quarantine record that did not validate. */
+  readonly quarantineHolds: ReadonlySet<string>;
   readonly liveManifests: readonly Manifest[];
   readonly quarantinedManifests: readonly Manifest[];
   /** Keys named by quarantined manifests that did not validate (best effort). */
@@ -79,6 +81,7 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
   const liveManifests: Manifest[] = [];
   const quarantinedManifests: Manifest[] = [];
   const quarantinedRaw: { inputKeys: readonly string[]; outputKeys: readonly string[] }[] = [];
+  const quarantineHolds = new Set<string>();
   for await (const object of store.list(manifestsRoot(config.layout))) {
     leasedManifests.add(object.key);
     const manifest = await readManifestOrUndefined(store, config, object.key);
@@ -107,9 +110,12 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
     for (const key of record.inputKeys) keys.add(key);
     for (const key of record.outputKeys) keys.add(key);
     quarantinedRaw.push({ inputKeys: record.inputKeys, outputKeys: record.outputKeys });
-    if (record.manifestKey) leasedManifests.add(record.manifestKey);
+    if (record.manifestKey) {
+      leasedManifests.add(record.manifestKey);
+      quarantineHolds.add(record.manifestKey);
+    }
   }
-  return { keys, leasedManifests, liveManifests, quarantinedManifests, quarantinedRaw };
+  return { keys, leasedManifests, quarantineHolds, liveManifests, quarantinedManifests, quarantinedRaw };
 }
 
 async function readManifestOrUndefined(
@@ -237,7 +243,12 @@ export async function planTier(
     const candidates = folder.candidates.filter((c) => !exclusions.keys.has(c.key));
     if (candidates.length === 0) continue;
     const skip = (reason: string) => skipped.push({ tier, partition, reason });
-    if (exclusions.leasedManifests.has(manifestKey(layout, tier, partition))) {
+    const lease = manifestKey(layout, tier, partition);
+    if (exclusions.quarantineHolds.has(lease)) {
+      skip('held by a quarantined manifest that does not validate: see compactor status');
+      continue;
+    }
+    if (exclusions.leasedManifests.has(lease)) {
       skip('a job holds this partition (live manifest)');
       continue;
     }

@@ -207,9 +207,10 @@ describe('compactor run killed with SIGKILL', () => {
       const second = await runCompactor(dir, workDir).exit;
       expect(second.code, `${label}, rerun: ${second.stderr}`).toBe(0);
       await assertCompacted(dir, label);
-      // Temp writes of non-staging keys (manifests, final outputs) a kill interrupted: reported only.
+      // Temp writes a kill interrupted (manifests, final outputs too): the rerun's recovery aborts them.
       const stray = (await new LocalFolderStore(dir).listIncompleteUploads('')).map((u) => u.key || "''");
       strayUploads += stray.length;
+      expect(stray, `${label}: no incomplete upload left after the rerun`).toEqual([]);
       results.push(
         `  #${i} ${label}: ${note}; rerun exit 0 in ${Math.round(second.ms)} ms` +
           (stray.length > 0 ? `; stray incomplete uploads: ${stray.join(', ')}` : ''),
