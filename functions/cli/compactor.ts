@@ -20,7 +20,8 @@ import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 import { planTier } from '../core/planner.ts';
 import type { JobEvent } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
-import { visibleFiles } from '../core/visible.ts';
+import { type VisibleView, visibleFiles } from '../core/visible.ts';
+import type { StepOutput } from '../lambda/events.ts';
 import {
   buildClock,
   buildConfig,
@@ -34,6 +35,8 @@ import {
 import { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
+import { type LocalRunResult, runWorkflowLocally, synthesizeWorkflow } from './local-run.ts';
+import type { LocalExecution } from './local-workflow.ts';
 import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
 
 export interface CliIo {
@@ -174,99 +177,146 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const ctx = context(options);
-  const report = await withCycleDeps(options, ctx, io, (deps) => runCycle(deps, tier));
-  emit(io, options, report, () => formatCycle(report));
-  // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
-  const quarantined =
-    report.recovery.entries.some((e) => e.action === 'quarantined') ||
-    report.jobs.some((j) => j.outcome.steps.some((s) => (s.quarantinedInputs ?? 0) > 0));
-  return quarantined || report.jobs.some((j) => j.outcome.status === 'failed') ? 1 : 0;
-}
-
-async function withCycleDeps<T>(
-  options: Parsed,
-  ctx: Context,
-  io: CliIo,
-  fn: (deps: CycleDeps) => Promise<T>,
-): Promise<T> {
+  const concurrency =
+    options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
+  // The definition `cdk deploy` would deploy, with this run's Map concurrency.
+  const workflow = await synthesizeWorkflow({ map: { maxConcurrency: concurrency } });
   const { engine, workDir } = await buildEngine(options);
-  const owners = new LocalOwners();
-  const executionId = newLocalExecutionId();
-  const end = owners.begin(executionId);
   const started = Date.now();
-  const executionDir = join(workDir, executionId.replaceAll(':', '-'));
+  let planned = 0;
+  let done = 0;
   try {
-    return await fn({
-      store: ctx.target.store,
-      config: ctx.config,
-      clock: ctx.clock,
-      engine,
-      workDir: executionDir,
-      executionId,
-      isOwnerAlive: owners.isAlive,
-      concurrency:
-        options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency)),
-      randomHex: () => randomBytes(8).toString('hex'),
-      onEvent: options.json ? undefined : (event) => logEvent(io, event),
-      onProgress: options.json
-        ? undefined
-        : ({ job, done, total, outcome }) => {
-            const tail =
-              outcome.status === 'failed' ? ` ${outcome.error.name}: ${outcome.error.message}` : '';
-            io.err(
-              `[${done}/${total}] ${job.partition} ${outcome.status}${tail} (${formatDuration(Date.now() - started)})`,
-            );
-          },
-    });
+    const { execution, output } = await runWorkflowLocally(
+      workflow,
+      { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
+      {
+        tier,
+        ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
+        onError: options.json
+          ? undefined
+          : (message, details) => {
+              if (message === 'quarantined') {
+                const where =
+                  details.type === 'input-quarantined'
+                    ? `input ${details.key} (partition ${details.partition})`
+                    : details.key;
+                io.err(`QUARANTINED ${where}: ${details.reason}`);
+              }
+            },
+        onStep: options.json
+          ? undefined
+          : (step, payload, result) => {
+              const r = result as StepOutput & { jobs?: number };
+              if (step === 'plan') planned = r.jobs ?? 0;
+              const finished =
+                step === 'clear-manifest' ||
+                (step === 'compact' && (r.status === 'skipped' || r.status === 'superseded'));
+              if (!finished) return;
+              done++;
+              const status = step === 'compact' ? r.status : 'compacted';
+              const partition = (payload as { partition?: string }).partition ?? r.partition;
+              io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
+            },
+      },
+    );
+    if (execution.status === 'FAILED' || !output) {
+      emit(io, options, execution, () => formatFailedExecution(execution));
+      return 1;
+    }
+    emit(io, options, { ...output, partitions: partitionRows(execution) }, () =>
+      formatRun(output, execution),
+    );
+    // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
+    const quarantined =
+      output.recovery.quarantined > 0 || partitionRows(execution).some((p) => (p.quarantinedInputs ?? 0) > 0);
+    return quarantined || output.summary.failed > 0 ? 1 : 0;
   } finally {
-    end();
     await engine.close();
-    // Jobs remove their own scratch; this removes the execution's folder they were made in.
-    await rm(executionDir, { recursive: true, force: true });
   }
 }
 
 function logEvent(io: CliIo, event: JobEvent): void {
   if (event.type === 'quarantined') io.err(`QUARANTINED ${event.key}: ${event.reason}`);
-  if (event.type === 'input-quarantined')
+  if (event.type === 'input-quarantined') {
     io.err(`QUARANTINED input ${event.key} (partition ${event.partition}): ${event.reason}`);
+  }
 }
 
-function formatCycle(report: CycleReport): string {
-  const lines = [formatRecovery(report.recovery), ''];
-  lines.push(
-    `${report.tier} cycle at ${report.plan.now}: ${report.plan.objectsListed} objects listed, ` +
-      `${report.plan.jobs.length} partition(s) planned, ${report.plan.skipped.length} skipped`,
-  );
-  if (report.jobs.length > 0) {
-    const rows = report.jobs.map(({ job, outcome }) => {
-      const staged = outcome.steps.find((s) => s.outputs !== undefined);
-      return [
-        job.partition,
-        outcome.status,
-        staged?.inputs ?? job.inputs.length,
-        formatBytes(staged?.inputBytes ?? job.inputs.reduce((s, i) => s + i.size, 0)),
-        staged?.outputs ?? 0,
-        formatBytes(staged?.outputBytes ?? 0),
-        formatCount(staged?.outputRows ?? 0),
-        outcome.status === 'failed'
-          ? `${outcome.error.name}: ${outcome.error.message}`
-          : (outcome.steps.at(-1)?.reason ?? ''),
-      ];
-    });
+interface PartitionRow {
+  readonly partition: string;
+  readonly result: string;
+  readonly inputs: number;
+  readonly inputBytes: number;
+  readonly outputs: number;
+  readonly outputBytes: number;
+  readonly rows: number;
+  readonly quarantinedInputs?: number;
+  readonly note: string;
+}
+
+/** One row per Map item, from the items' results (as the ResultWriter files hold them). */
+function partitionRows(execution: LocalExecution): PartitionRow[] {
+  const rows: PartitionRow[] = [];
+  for (const results of execution.mapResults.values()) {
+    for (const r of results) {
+      const item = r.Item as { partition?: string; inputFiles?: number; inputBytes?: number };
+      const out = (r.Output ?? {}) as { status?: string; compact?: StepOutput; clear?: StepOutput };
+      const compact = out.compact;
+      const compacted = out.clear?.state === 'cleared';
+      rows.push({
+        partition: item.partition ?? '?',
+        result: r.Status === 'FAILED' ? 'failed' : compacted ? 'compacted' : (compact?.status ?? 'skipped'),
+        inputs: compact?.inputs ?? item.inputFiles ?? 0,
+        inputBytes: compact?.inputBytes ?? item.inputBytes ?? 0,
+        outputs: compacted ? (compact?.outputs ?? 0) : 0,
+        outputBytes: compacted ? (compact?.outputBytes ?? 0) : 0,
+        rows: compacted ? (compact?.outputRows ?? 0) : 0,
+        ...(compact?.quarantinedInputs ? { quarantinedInputs: compact.quarantinedInputs } : {}),
+        note: r.Status === 'FAILED' ? `${r.Error}: ${r.Cause}` : (compact?.reason ?? ''),
+      });
+    }
+  }
+  return rows.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+}
+
+function formatRun(output: NonNullable<LocalRunResult['output']>, execution: LocalExecution): string {
+  const r = output.recovery;
+  const lines = [
+    `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted`,
+    '',
+    `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
+  ];
+  const rows = partitionRows(execution);
+  if (rows.length > 0) {
     lines.push(
-      table(['partition', 'result', 'inputs', 'in bytes', 'outputs', 'out bytes', 'rows', 'note'], rows),
+      table(
+        ['partition', 'result', 'inputs', 'in bytes', 'outputs', 'out bytes', 'rows', 'note'],
+        rows.map((p) => [
+          p.partition,
+          p.result,
+          p.inputs,
+          formatBytes(p.inputBytes),
+          p.outputs,
+          formatBytes(p.outputBytes),
+          formatCount(p.rows),
+          p.note,
+        ]),
+      ),
     );
   }
-  const failed = report.jobs.filter((j) => j.outcome.status === 'failed').length;
-  const compacted = report.jobs.filter((j) => j.outcome.status === 'compacted');
-  const filesIn = compacted.reduce((s, j) => s + (j.outcome.steps[0]?.inputs ?? 0), 0);
-  const filesOut = compacted.reduce((s, j) => s + (j.outcome.steps[0]?.outputs ?? 0), 0);
+  const s = output.summary;
   lines.push(
-    `summary: ${compacted.length} compacted (${filesIn} files -> ${filesOut}), ` +
-      `${report.jobs.length - compacted.length - failed} skipped, ${failed} failed`,
+    `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.failed} failed`,
   );
   return lines.join('\n');
+}
+
+function formatFailedExecution(execution: LocalExecution): string {
+  const rows = partitionRows(execution).filter((p) => p.result === 'failed');
+  return [
+    `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
+    ...rows.map((p) => `  ${p.partition}: ${p.note}`),
+  ].join('\n');
 }
 
 // ---- plan ----
@@ -519,12 +569,19 @@ async function stableSnapshot(ctx: Context, engine: Awaited<ReturnType<typeof bu
   const list = () => listData(store, (k) => layout.isDataKey(k), layout.dataPrefix);
   const same = (a: readonly ObjectSummary[], b: readonly ObjectSummary[]) =>
     a.length === b.length && a.every((o, i) => o.key === b[i]?.key && o.etag === b[i]?.etag);
+  // The view's own retries can run out while a cycle moves many jobs: that is a change too.
+  const viewOrChanged = (): Promise<VisibleView | undefined> =>
+    visibleFiles(store, ctx.config).catch((error: unknown) => {
+      if (error instanceof TransientStoreError) return undefined;
+      throw error;
+    });
   for (let attempt = 1; ; attempt++) {
-    const view = await visibleFiles(store, ctx.config);
+    const view = await viewOrChanged();
     const all = await list();
     const rows = await footerRows(store, localRoot, engine, all);
-    const viewAfter = await visibleFiles(store, ctx.config);
-    if (same(view.files, viewAfter.files) && same(all, await list())) return { view, all, rows };
+    const viewAfter = await viewOrChanged();
+    if (view && viewAfter && same(view.files, viewAfter.files) && same(all, await list()))
+      return { view, all, rows };
     if (attempt >= VERIFY_ATTEMPTS) {
       throw new TransientStoreError(
         `the lake changed while it was read, ${VERIFY_ATTEMPTS} times (a cycle is running?); try again`,

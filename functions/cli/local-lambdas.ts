@@ -4,6 +4,7 @@
  */
 
 import { Logger } from '@aws-lambda-powertools/logger';
+import type { LogItemExtraInput, LogItemMessage } from '@aws-lambda-powertools/logger/types';
 import type { Context } from 'aws-lambda';
 import { createHandler as clearManifest } from '../clear-manifest.ts';
 import { createHandler as compact } from '../compact.ts';
@@ -34,9 +35,27 @@ export function isStepName(name: string): name is StepName {
   return Object.hasOwn(STEP_HANDLERS, name);
 }
 
-/** Local runs log nothing through Powertools (the CLI prints progress) and emit no EMF. */
-export function localObservability(): Observability {
-  return { logger: new Logger({ serviceName: 'compactor', logLevel: 'SILENT' }) };
+/**
+ * Local runs print no Powertools JSON (the CLI prints progress) and emit no EMF; errors (a
+ * quarantine, a failed partition) reach the given sink so the CLI can show them.
+ */
+class LocalLogger extends Logger {
+  readonly #onError: ((message: string, details: Record<string, unknown>) => void) | undefined;
+
+  constructor(onError?: (message: string, details: Record<string, unknown>) => void) {
+    super({ serviceName: 'compactor', logLevel: 'SILENT' });
+    this.#onError = onError;
+  }
+
+  override error(input: LogItemMessage, ...extra: LogItemExtraInput): void {
+    const message = typeof input === 'string' ? input : input.message;
+    const details = Object.assign({}, ...extra.filter((e) => typeof e === 'object' && e !== null)) as Record<string, unknown>;
+    this.#onError?.(message, details);
+  }
+}
+
+export function localObservability(onError?: (message: string, details: Record<string, unknown>) => void): Observability {
+  return { logger: new LocalLogger(onError) };
 }
 
 /**
@@ -47,8 +66,9 @@ export function localInvoker(
   functionSteps: ReadonlyMap<string, StepName>,
   getDeps: DepsFactory,
   onResult?: (step: StepName, payload: unknown, result: unknown) => void,
+  onError?: (message: string, details: Record<string, unknown>) => void,
 ): LambdaInvoker {
-  const observability = localObservability();
+  const observability = localObservability(onError);
   const handlers = new Map(
     [...new Set(functionSteps.values())].map((step) => [step, STEP_HANDLERS[step](getDeps, observability)]),
   );

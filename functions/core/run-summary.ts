@@ -8,17 +8,26 @@ import { ConfigError } from './errors.ts';
 import type { Layout } from './layout.ts';
 import type { ObjectStore } from './object-store.ts';
 
-/** What one Map iteration returns (the state machine's last state in the item processor). */
-export interface PartitionOutcome {
-  readonly partition: string;
-  readonly jobId?: string;
-  readonly status: string;
+interface StepNumbers {
+  readonly status?: string;
+  readonly state?: string;
   readonly inputs?: number;
   readonly outputs?: number;
   readonly inputBytes?: number;
   readonly outputBytes?: number;
-  readonly rows?: number;
-  readonly reason?: string;
+  readonly outputRows?: number;
+}
+
+/**
+ * What one Map iteration returns (the item processor's last state): the compact step's result,
+ * and the clear step's when the job went all the way.
+ */
+export interface PartitionOutcome {
+  readonly partition: string;
+  readonly jobId?: string;
+  readonly status: string;
+  readonly compact?: StepNumbers;
+  readonly clear?: StepNumbers;
 }
 
 export interface RunSummary {
@@ -95,15 +104,18 @@ export async function summarizeMapRun(
           continue;
         }
         const outcome = JSON.parse(entry.Output ?? '{}') as PartitionOutcome;
-        if (outcome.status === 'compacted') {
+        // Compacted when this run's clear step finished the job; the numbers are what it staged.
+        const finished = outcome.clear?.state === 'cleared' && outcome.clear.status !== 'superseded';
+        if (finished) {
+          const numbers = outcome.compact ?? {};
           summary = {
             ...summary,
             compacted: summary.compacted + 1,
-            filesIn: summary.filesIn + (outcome.inputs ?? 0),
-            filesOut: summary.filesOut + (outcome.outputs ?? 0),
-            bytesIn: summary.bytesIn + (outcome.inputBytes ?? 0),
-            bytesOut: summary.bytesOut + (outcome.outputBytes ?? 0),
-            rows: summary.rows + (outcome.rows ?? 0),
+            filesIn: summary.filesIn + (numbers.inputs ?? 0),
+            filesOut: summary.filesOut + (numbers.outputs ?? 0),
+            bytesIn: summary.bytesIn + (numbers.inputBytes ?? 0),
+            bytesOut: summary.bytesOut + (numbers.outputBytes ?? 0),
+            rows: summary.rows + (numbers.outputRows ?? 0),
           };
         } else {
           summary.skipped++;

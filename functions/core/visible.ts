@@ -28,12 +28,28 @@ function fingerprint(manifests: readonly Manifest[]): string {
     .join('|');
 }
 
+/**
+ * Whether the data listed between two manifest snapshots can be read through the second one.
+ * Only changes that move the visibility switch matter: a job that reached `published` during
+ * the listing, or one that was cleared, rolled back or quarantined. A job that appeared or
+ * advanced before `published` hides nothing the second snapshot does not also hide.
+ */
+function unchangedForReaders(before: readonly Manifest[], after: readonly Manifest[]): boolean {
+  const post = (m: Manifest) => isAtOrPast(m, 'published');
+  const key = (m: Manifest) => `${m.tier}:${m.partition}:${m.jobId}`;
+  const was = new Map(before.map((m) => [key(m), m]));
+  const now = new Map(after.map((m) => [key(m), m]));
+  for (const [k, m] of was) if (!now.has(k)) return false;
+  for (const [k, m] of now) if (post(m) && !(was.get(k) && post(was.get(k) as Manifest))) return false;
+  return true;
+}
+
 export async function visibleFiles(
   store: ObjectStore,
   config: CompactorConfig,
   options: { readonly maxAttempts?: number } = {},
 ): Promise<VisibleView> {
-  const maxAttempts = options.maxAttempts ?? 10;
+  const maxAttempts = options.maxAttempts ?? 20;
   let before = await readExclusions(store, config);
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const data: ObjectSummary[] = [];
@@ -42,9 +58,9 @@ export async function visibleFiles(
     }
     const after = await readExclusions(store, config);
     const stable =
-      fingerprint(before.liveManifests) === fingerprint(after.liveManifests) &&
-      before.leasedManifests.size === after.leasedManifests.size &&
-      fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests);
+      unchangedForReaders(before.liveManifests, after.liveManifests) &&
+      fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests) &&
+      before.quarantinedRaw.length === after.quarantinedRaw.length;
     if (stable) return select(data, after.liveManifests, after.quarantinedManifests, after.quarantinedRaw);
     before = after;
   }

@@ -258,12 +258,12 @@ describe('run, status, verify, visible on a compacted lake', () => {
     expect(daily.out).toHaveLength(1);
     const report = JSON.parse(daily.text) as {
       tier: string;
-      plan: { jobs: { partition: string }[] };
-      jobs: { job: { partition: string; inputs: unknown[] }; outcome: { status: string } }[];
+      plan: { jobs: number };
+      partitions: { partition: string; inputs: number; result: string }[];
     };
     expect(report.tier).toBe('daily');
     // Day 15 has three hourly outputs; day 14 only one, which the daily tier leaves alone.
-    expect(report.jobs.map((j) => [j.job.partition, j.job.inputs.length, j.outcome.status])).toEqual([
+    expect(report.partitions.map((p) => [p.partition, p.inputs, p.result])).toEqual([
       ['db/cpu/2025/01/15/', 3, 'compacted'],
     ]);
     keys = await dataKeys(dir);

@@ -1,0 +1,71 @@
+/**
+ * Extracts a deployable state machine's definition from a synthesized template, with every
+ * CloudFormation token resolved to a local stand-in, and the step each Lambda runs (its
+ * COMPACTOR_STEP environment variable). The local runner executes exactly this definition.
+ */
+
+import type { StateMachineDefinition } from 'aws-local-stepfunctions';
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+type Resource = { Type: string; Properties?: Record<string, Json> };
+
+export const LOCAL_BUCKET = 'local-data-bucket';
+
+export interface ExtractedWorkflow {
+  readonly definition: StateMachineDefinition;
+  /** Function name as the definition calls it -> the step it runs. */
+  readonly functionSteps: ReadonlyMap<string, string>;
+  /** The name the definition uses for the data bucket. */
+  readonly bucket: string;
+}
+
+export function localFunctionArn(logicalId: string): string {
+  return `arn:aws:lambda:local:000000000000:function:${logicalId}`;
+}
+
+/** Resolves the intrinsics CDK puts in a definition string: Fn::Join, Ref and Fn::GetAtt. */
+function resolve(value: Json, resources: Record<string, Resource>): string {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    if ('Fn::Join' in value) {
+      const [separator, parts] = value['Fn::Join'] as [string, Json[]];
+      return parts.map((p) => resolve(p, resources)).join(separator);
+    }
+    if ('Ref' in value) {
+      const ref = value.Ref as string;
+      if (ref === 'AWS::Partition') return 'aws';
+      if (ref === 'AWS::Region') return 'local';
+      if (ref === 'AWS::AccountId') return '000000000000';
+      if (ref === 'AWS::URLSuffix') return 'amazonaws.com';
+      if (resources[ref]?.Type === 'AWS::S3::Bucket') return LOCAL_BUCKET;
+      throw new Error(`cannot resolve Ref ${ref} in the state machine definition`);
+    }
+    if ('Fn::GetAtt' in value) {
+      const [logicalId, attribute] = value['Fn::GetAtt'] as [string, string];
+      const resource = resources[logicalId];
+      if (resource?.Type === 'AWS::Lambda::Function' && attribute === 'Arn')
+        return localFunctionArn(logicalId);
+      if (resource?.Type === 'AWS::S3::Bucket' && attribute === 'Arn') return `arn:aws:s3:::${LOCAL_BUCKET}`;
+      throw new Error(`cannot resolve Fn::GetAtt ${logicalId}.${attribute} in the state machine definition`);
+    }
+  }
+  throw new Error(`unexpected value in the state machine definition: ${JSON.stringify(value)}`);
+}
+
+export function extractWorkflow(template: { Resources: Record<string, Resource> }): ExtractedWorkflow {
+  const resources = template.Resources;
+  const machines = Object.values(resources).filter((r) => r.Type === 'AWS::StepFunctions::StateMachine');
+  if (machines.length !== 1)
+    throw new Error(`expected one state machine in the template, found ${machines.length}`);
+  const body = machines[0]?.Properties?.DefinitionString;
+  if (body === undefined) throw new Error('the state machine has no DefinitionString');
+  const definition = JSON.parse(resolve(body, resources)) as StateMachineDefinition;
+  const functionSteps = new Map<string, string>();
+  for (const [logicalId, resource] of Object.entries(resources)) {
+    if (resource.Type !== 'AWS::Lambda::Function') continue;
+    const env = (resource.Properties?.Environment as { Variables?: Record<string, string> } | undefined)
+      ?.Variables;
+    if (env?.COMPACTOR_STEP) functionSteps.set(localFunctionArn(logicalId), env.COMPACTOR_STEP);
+  }
+  return { definition, functionSteps, bucket: LOCAL_BUCKET };
+}
