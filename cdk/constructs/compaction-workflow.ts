@@ -16,6 +16,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { ErrorNames } from '../../functions/core/errors.ts';
+import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
 export interface WorkflowFunctions {
   readonly recover: lambda.IFunction;
@@ -50,6 +51,16 @@ export interface CompactionWorkflowProps {
    */
   readonly timeout?: Duration;
   /**
+   * The compact Lambda's timeout; its task waits a minute longer.
+   * @default Duration.minutes(15)
+   */
+  readonly compactTimeout?: Duration;
+  /**
+   * The other Lambdas' timeout; their tasks wait a minute longer.
+   * @default Duration.minutes(5)
+   */
+  readonly stepTimeout?: Duration;
+  /**
    * Execution log retention.
    * @default logs.RetentionDays.THREE_MONTHS
    */
@@ -65,6 +76,8 @@ export const TRANSIENT_ERRORS: readonly string[] = [
   'Lambda.SdkClientException',
   'Lambda.TooManyRequestsException',
 ];
+
+export const RESULT_WRITER_V2_FLAG = '@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2';
 
 /** State names, used by the local runner and tests. */
 export const STATES = {
@@ -91,7 +104,13 @@ export class CompactionWorkflow extends Construct {
 
   constructor(scope: Construct, id: string, props: CompactionWorkflowProps) {
     super(scope, id);
+    // Without this flag CDK silently drops resultWriterV2 from the rendered Map state.
+    this.node.setContext(RESULT_WRITER_V2_FLAG, true);
     const f = props.functions;
+    const taskTimeout = (fn: lambda.IFunction) =>
+      fn === f.compact
+        ? (props.compactTimeout ?? Duration.minutes(15))
+        : (props.stepTimeout ?? Duration.minutes(5));
 
     const invoke = (
       name: string,
@@ -111,6 +130,8 @@ export class CompactionWorkflow extends Construct {
         resultPath,
         // Retries are explicit below: transient errors only, by name.
         retryOnServiceExceptions: false,
+        // At least the Lambda's own timeout, so the execution never moves on while it still runs.
+        taskTimeout: sfn.Timeout.duration(taskTimeout(fn).plus(Duration.minutes(1))),
       }).addRetry({
         errors: [...TRANSIENT_ERRORS],
         interval: Duration.seconds(2),
@@ -185,13 +206,15 @@ export class CompactionWorkflow extends Construct {
 
     const map = new sfn.DistributedMap(this, STATES.map, {
       stateName: STATES.map,
-      itemReader: new sfn.S3JsonItemReader({
+      // CDK's own reader and writer would grant the state machine every object of the data bucket.
+      itemReader: new StateRootJsonItemReader({
         bucket: props.bucket,
         key: sfn.JsonPath.stringAt('$.plan.Payload.itemsKey'),
+        keyPrefix: `${props.dataPrefix}_compaction/plans/`,
       }),
       maxConcurrency: props.maxConcurrency ?? 10,
       toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
-      resultWriterV2: new sfn.ResultWriterV2({
+      resultWriterV2: new StateRootResultWriter({
         bucket: props.bucket,
         prefix: `${props.dataPrefix}_compaction/results`,
       }),

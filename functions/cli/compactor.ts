@@ -4,7 +4,6 @@
  * a suspect partition); 2 bad usage or configuration, or the command could not run.
  */
 
-import { randomBytes } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,7 +11,6 @@ import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import { type CompactorConfig, TIERS, type TierName } from '../core/config.ts';
-import { type CycleDeps, type CycleReport, runCycle } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';

@@ -49,12 +49,17 @@ class LocalLogger extends Logger {
 
   override error(input: LogItemMessage, ...extra: LogItemExtraInput): void {
     const message = typeof input === 'string' ? input : input.message;
-    const details = Object.assign({}, ...extra.filter((e) => typeof e === 'object' && e !== null)) as Record<string, unknown>;
+    const details = Object.assign({}, ...extra.filter((e) => typeof e === 'object' && e !== null)) as Record<
+      string,
+      unknown
+    >;
     this.#onError?.(message, details);
   }
 }
 
-export function localObservability(onError?: (message: string, details: Record<string, unknown>) => void): Observability {
+export function localObservability(
+  onError?: (message: string, details: Record<string, unknown>) => void,
+): Observability {
   return { logger: new LocalLogger(onError) };
 }
 

@@ -39,7 +39,7 @@ function unchangedForReaders(before: readonly Manifest[], after: readonly Manife
   const key = (m: Manifest) => `${m.tier}:${m.partition}:${m.jobId}`;
   const was = new Map(before.map((m) => [key(m), m]));
   const now = new Map(after.map((m) => [key(m), m]));
-  for (const [k, m] of was) if (!now.has(k)) return false;
+  for (const k of was.keys()) if (!now.has(k)) return false;
   for (const [k, m] of now) if (post(m) && !(was.get(k) && post(was.get(k) as Manifest))) return false;
   return true;
 }

@@ -101,7 +101,8 @@ async function assertCompacted(dir: string, label: string): Promise<void> {
     `${label}: no staging left`,
   ).toEqual([]);
   // A killed execution's run records (plans, Map results) stay for a redrive and expire later.
-  const runRecords = (k: string) => k.startsWith('_compaction/plans/') || k.startsWith('_compaction/results/');
+  const runRecords = (k: string) =>
+    k.startsWith('_compaction/plans/') || k.startsWith('_compaction/results/');
   expect(
     state.filter((k) => !runRecords(k)),
     `${label}: nothing else under _compaction/ (no quarantine either)`,
@@ -195,8 +196,8 @@ describe('compactor run killed with SIGKILL', () => {
       const label =
         'delayMs' in plan ? `kill at ${plan.delayMs} ms` : `kill after ${plan.afterProgress} done`;
       let note: string;
-      if (killed) {
-        expect(first.signal, `${label}: killed by SIGKILL`).toBe('SIGKILL');
+      // A kill sent as the process was already exiting does not land: it exits 0 instead.
+      if (killed && first.signal === 'SIGKILL') {
         midRun++;
         // Did the kill interrupt work? Either state is left or some hours were already compacted.
         const state = await stateKeys(dir);
@@ -209,13 +210,19 @@ describe('compactor run killed with SIGKILL', () => {
         expect(first.code, `${label}: finished before the kill`).toBe(0);
         note = `finished before the kill (${Math.round(first.ms)} ms)`;
       }
-      const second = await runCompactor(dir, workDir).exit;
+      const rerun = runCompactor(dir, workDir);
+      const second = await rerun.exit;
       expect(second.code, `${label}, rerun: ${second.stderr}`).toBe(0);
       await assertCompacted(dir, label);
       // Temp writes a kill interrupted (manifests, final outputs too): the rerun's recovery aborts them.
-      const stray = (await new LocalFolderStore(dir).listIncompleteUploads('')).map((u) => u.key || "''");
+      const stray = (await new LocalFolderStore(dir).listIncompleteUploads('')).map(
+        (u) => `${u.key || '(no key)'} [${u.uploadId}]`,
+      );
       strayUploads += stray.length;
-      expect(stray, `${label}: no incomplete upload left after the rerun`).toEqual([]);
+      expect(
+        stray,
+        `${label}: no incomplete upload left after the rerun (killed pid ${child.pid}, rerun pid ${rerun.child.pid})`,
+      ).toEqual([]);
       results.push(
         `  #${i} ${label}: ${note}; rerun exit 0 in ${Math.round(second.ms)} ms` +
           (stray.length > 0 ? `; stray incomplete uploads: ${stray.join(', ')}` : ''),

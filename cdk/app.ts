@@ -1,0 +1,72 @@
+/**
+ * The CDK app: `npx cdk synth|deploy` runs this file on Node 22 (cdk.json). It parses the
+ * `compactor` context once, builds the stack, tags everything, and with `-c nag=true` applies
+ * the cdk-nag AwsSolutions checks. Tests and the local runner call `createApp` in-process.
+ */
+
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { App, Tags, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { CompactorStack } from './compactor-stack.ts';
+import { CONTEXT_KEY, parseStackConfig, type StackConfig } from './config.ts';
+
+export const DEFAULT_STACK_NAME = 'ParquetCompactor';
+
+const CDK_JSON = fileURLToPath(new URL('../cdk.json', import.meta.url));
+
+/** The context of cdk.json (feature flags and defaults), which the CDK CLI would pass. */
+export function cdkJsonContext(): Record<string, unknown> {
+  const json = JSON.parse(readFileSync(CDK_JSON, 'utf8')) as { context?: Record<string, unknown> };
+  return json.context ?? {};
+}
+
+export interface CreateAppOptions {
+  /** Context over cdk.json's (the CLI's own context, when run by it, still wins). */
+  readonly context?: Record<string, unknown>;
+  /** @default - the CLI's (CDK_OUTDIR) or a temporary folder */
+  readonly outdir?: string;
+}
+
+export interface CompactorApp {
+  readonly app: App;
+  readonly stack: CompactorStack;
+  readonly config: StackConfig;
+}
+
+function truthy(value: unknown): boolean {
+  return value === true || value === 'true';
+}
+
+export function createApp(options: CreateAppOptions = {}): CompactorApp {
+  const app = new App({
+    // cdk.json first, so an in-process synth uses the same feature flags as the CLI.
+    context: { ...cdkJsonContext(), ...options.context },
+    ...(options.outdir ? { outdir: options.outdir } : {}),
+  });
+  const config = parseStackConfig(app.node.tryGetContext(CONTEXT_KEY));
+  const stackName = String(app.node.tryGetContext('stackName') ?? DEFAULT_STACK_NAME);
+  const stack = new CompactorStack(app, stackName, { config });
+  Tags.of(app).add('project', 'parquet-compactor');
+  Tags.of(app).add('compactor:stack', stackName);
+  // cdk-nag 3 is a policy-validation plugin: any unacknowledged finding fails the synth with a report.
+  if (truthy(app.node.tryGetContext('nag'))) {
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+  }
+  return { app, stack, config };
+}
+
+// Run as the CDK app (not when imported by tests or the local runner).
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    createApp().app.synth();
+  } catch (error) {
+    // A configuration mistake is the operator's to fix: one line naming the key, no stack trace.
+    if (error instanceof Error && error.name === 'ConfigError') {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,160 @@
+/**
+ * The compactor: data bucket -> step Lambdas -> state machine -> schedules, plus monitoring.
+ * Environment-agnostic (no account or region lookups), so `cdk synth` needs no AWS account.
+ */
+
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import { lambdaConfigJson, type StackConfig } from './config.ts';
+import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
+import { CompactorFunctions } from './constructs/compactor-functions.ts';
+import { DataBucket } from './constructs/data-bucket.ts';
+import { Monitoring } from './constructs/monitoring.ts';
+import { CompactionSchedules } from './constructs/schedules.ts';
+import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from './nag.ts';
+
+export interface CompactorStackProps extends StackProps {
+  /** Parsed once by the app from the `compactor` context (cdk/config.ts). */
+  readonly config: StackConfig;
+}
+
+export class CompactorStack extends Stack {
+  readonly config: StackConfig;
+  readonly data: DataBucket;
+  readonly functions: CompactorFunctions;
+  readonly workflow: CompactionWorkflow;
+  readonly schedules: CompactionSchedules;
+  readonly monitoring: Monitoring;
+
+  constructor(scope: Construct, id: string, props: CompactorStackProps) {
+    super(scope, id, {
+      description: 'parquet-compactor: crash-safe compaction of small time-partitioned Parquet files',
+      ...props,
+    });
+    const config = props.config;
+    this.config = config;
+    const removalPolicy = config.removalPolicy === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
+
+    this.data = new DataBucket(this, 'Data', {
+      create: config.bucket.create,
+      ...(config.bucket.name ? { bucketName: config.bucket.name } : {}),
+      dataPrefix: config.dataPrefix,
+      removalPolicy,
+    });
+    const bucket = this.data.bucket;
+
+    this.functions = new CompactorFunctions(this, 'Steps', {
+      bucket,
+      dataPrefix: config.dataPrefix,
+      compactorConfigJson: lambdaConfigJson(config),
+      metricsNamespace: config.metricsNamespace,
+      compactSize: config.lambda.compact,
+      otherSize: config.lambda.others,
+      removalPolicy,
+    });
+    const f = this.functions;
+
+    this.workflow = new CompactionWorkflow(this, 'Workflow', {
+      functions: {
+        recover: f.recover,
+        plan: f.plan,
+        compact: f.compact,
+        upload: f.upload,
+        verify: f.verify,
+        deleteInputs: f.deleteInputs,
+        clearManifest: f.clearManifest,
+        summary: f.summary,
+      },
+      bucket,
+      dataPrefix: config.dataPrefix,
+      maxConcurrency: config.map.maxConcurrency,
+      toleratedFailurePercentage: config.map.toleratedFailurePercentage,
+      // Task timeouts follow the Lambdas' own, so the execution never moves on while one still runs.
+      compactTimeout: Duration.seconds(config.lambda.compact.timeoutSeconds),
+      stepTimeout: Duration.seconds(config.lambda.others.timeoutSeconds),
+    });
+    const stateMachine = this.workflow.stateMachine;
+    const describeExecutions = f.grantDescribeExecutions(stateMachine);
+
+    this.schedules = new CompactionSchedules(this, 'Schedules', {
+      stateMachine,
+      tiers: {
+        hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
+        daily: { expression: config.tiers.daily.schedule, enabled: config.tiers.daily.enabled },
+      },
+    });
+    // No scheduled run before recovery may ask Step Functions about manifest owners.
+    this.schedules.node.addDependency(describeExecutions);
+
+    this.monitoring = new Monitoring(this, 'Monitoring', {
+      stateMachine,
+      functions: f.byStep,
+      metricsNamespace: config.metricsNamespace,
+      scheduleDeadLetterQueue: this.schedules.deadLetterQueue,
+      ...(config.alarmEmail ? { alarmEmail: config.alarmEmail } : {}),
+    });
+
+    this.#acknowledgeWorkflowFindings();
+    this.#acknowledgeAutoDeleteFindings();
+
+    new CfnOutput(this, 'BucketName', { value: bucket.bucketName, description: 'The data bucket' });
+    new CfnOutput(this, 'DataPrefix', {
+      value: config.dataPrefix || '(bucket root)',
+      description: 'Data root',
+    });
+    new CfnOutput(this, 'StateMachineArn', {
+      value: stateMachine.stateMachineArn,
+      description: 'compactor start|watch|redrive --state-machine <this>',
+    });
+    new CfnOutput(this, 'DashboardUrl', {
+      value: this.monitoring.dashboardUrl,
+      description: 'CloudWatch dashboard',
+    });
+    if (this.monitoring.alarmTopic) {
+      new CfnOutput(this, 'AlarmTopicArn', { value: this.monitoring.alarmTopic.topicArn });
+    }
+  }
+
+  /**
+   * cdk-nag findings on the state machine's role, which CDK derives from the definition:
+   * wildcards it needs by construction, each acknowledged by pattern with its reason.
+   */
+  #acknowledgeWorkflowFindings(): void {
+    acknowledgeWildcards(
+      this.workflow,
+      /^Resource::<Steps[A-Za-z0-9]+\.Arn>:\*$/,
+      'lambda:InvokeFunction on `<step function arn>:*` covers the versions and aliases of the step functions the definition names, no other function.',
+    );
+    acknowledgeWildcards(
+      this.workflow,
+      s3ObjectPrefixFinding(`${this.config.dataPrefix}_compaction/`),
+      'The Distributed Map reads its item files and writes its results under the state root of the data bucket; their keys hold execution and Map Run ids known only at run time.',
+    );
+    acknowledgeWildcards(
+      this.workflow,
+      /^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:.*$/,
+      'The Distributed Map manages its Map Run and child executions, whose ARNs hold ids known only at run time; scoped to this state machine.',
+    );
+    acknowledge(
+      this.workflow,
+      'AwsSolutions-IAM5[Resource::*]',
+      'X-Ray tracing and CloudWatch Logs delivery actions of the state machine support no resource-level permissions.',
+    );
+  }
+
+  /** CDK's own bucket auto-delete provider, deployed only with removalPolicy destroy. */
+  #acknowledgeAutoDeleteFindings(): void {
+    const provider = this.node.tryFindChild('Custom::S3AutoDeleteObjectsCustomResourceProvider');
+    if (!provider) return;
+    acknowledge(
+      provider,
+      'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      'CDK’s S3 auto-delete provider (removalPolicy destroy only) logs with AWSLambdaBasicExecutionRole.',
+    );
+    acknowledge(
+      provider,
+      'AwsSolutions-L1',
+      'CDK’s S3 auto-delete provider (removalPolicy destroy only) chooses its own runtime.',
+    );
+  }
+}

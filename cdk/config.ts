@@ -1,0 +1,319 @@
+/**
+ * The stack's configuration: one object under the context key `compactor` (cdk.json, or
+ * `-c compactor='{"dataPrefix":"lake/"}'`, where the CLI passes a JSON string), parsed once by
+ * the app. Every field is optional; errors name the key (`compactor.tiers.hourly.minFiles`).
+ *
+ * The protocol settings are also validated by the core's own parser at synth time, so a value
+ * the Lambdas would reject fails `cdk synth` with the same message instead of every execution.
+ */
+
+import { type ConfigInput, DEFAULTS, parseConfig, TIERS, type TierName } from '../functions/core/config.ts';
+import { ConfigError } from '../functions/core/errors.ts';
+
+export const CONTEXT_KEY = 'compactor';
+
+export interface BucketSettings {
+  /** true: the stack creates (and owns) the data bucket; false: it imports `name`. */
+  readonly create: boolean;
+  /** Required when `create` is false; optional physical name when the stack creates it. */
+  readonly name: string | undefined;
+}
+
+export interface TierSettings {
+  /** EventBridge Scheduler expression (`cron(...)`, `rate(...)`), evaluated in UTC. */
+  readonly schedule: string;
+  readonly minFiles: number;
+  readonly minAgeSeconds: number;
+  /** A disabled tier gets no schedule (it can still be started by hand). */
+  readonly enabled: boolean;
+}
+
+export interface LambdaSize {
+  readonly memoryMb: number;
+  readonly ephemeralStorageMb: number;
+  readonly timeoutSeconds: number;
+}
+
+export interface StackConfig {
+  readonly bucket: BucketSettings;
+  /** Data root in the bucket: '' or ending with '/'. */
+  readonly dataPrefix: string;
+  /** Layout preset (`arc`, `hive`) or template. */
+  readonly layout: string;
+  readonly tiers: Readonly<Record<TierName, TierSettings>>;
+  readonly quietSeconds: number;
+  readonly targetFileBytes: number;
+  readonly rowGroupSize: number;
+  readonly maxJobBytes: number;
+  readonly maxJobFiles: number;
+  readonly sortKeys: readonly string[];
+  readonly timeColumn: string;
+  readonly map: { readonly maxConcurrency: number; readonly toleratedFailurePercentage: number };
+  /** `compact` sizes the DuckDB Lambda; `others` every other step. */
+  readonly lambda: { readonly compact: LambdaSize; readonly others: LambdaSize };
+  readonly alarmEmail: string | undefined;
+  readonly metricsNamespace: string;
+  readonly removalPolicy: 'retain' | 'destroy';
+}
+
+const MiB = 1024 * 1024;
+
+export const STACK_DEFAULTS: StackConfig = {
+  bucket: { create: true, name: undefined },
+  dataPrefix: '',
+  layout: DEFAULTS.layout,
+  tiers: {
+    hourly: { schedule: 'cron(10 * * * ? *)', ...DEFAULTS.hourly, enabled: true },
+    daily: { schedule: 'cron(30 3 * * ? *)', ...DEFAULTS.daily, enabled: true },
+  },
+  quietSeconds: DEFAULTS.quietSeconds,
+  targetFileBytes: 512 * MiB,
+  rowGroupSize: DEFAULTS.rowGroupSize,
+  maxJobBytes: 2048 * MiB,
+  maxJobFiles: DEFAULTS.maxJobFiles,
+  sortKeys: [],
+  timeColumn: DEFAULTS.timeColumn,
+  map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
+  lambda: {
+    compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
+    others: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 },
+  },
+  alarmEmail: undefined,
+  metricsNamespace: 'Compactor',
+  removalPolicy: 'retain',
+};
+
+/** A job's lease must outlive any step's Lambda, or recovery could take over a job still running. */
+const LEASE_MARGIN_SECONDS = 300;
+
+type Json = Record<string, unknown>;
+
+function fail(key: string, message: string): never {
+  throw new ConfigError(`context ${key} ${message}`);
+}
+
+/** Reads an object and rejects unknown keys: a typo must not silently fall back to a default. */
+function section(value: unknown, key: string, allowed: readonly string[]): Json {
+  if (value === undefined) return {};
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(key, 'must be an object');
+  const json = value as Json;
+  for (const name of Object.keys(json)) {
+    // "//" keys are comments (cdk.json has no other way to document a setting).
+    if (name.startsWith('//')) continue;
+    if (!allowed.includes(name)) fail(`${key}.${name}`, `is not a setting (known: ${allowed.join(', ')})`);
+  }
+  return json;
+}
+
+function int(json: Json, key: string, name: string, fallback: number, min: number, max: number): number {
+  const value = json[name];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    fail(`${key}.${name}`, `must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function bool(json: Json, key: string, name: string, fallback: boolean): boolean {
+  const value = json[name];
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean')
+    fail(`${key}.${name}`, `must be true or false, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function str(json: Json, key: string, name: string): string | undefined {
+  const value = json[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') fail(`${key}.${name}`, `must be a string, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+/** Scheduler accepts cron with six fields, rate with a unit, or a one-off at(). */
+const SCHEDULE = /^(cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|minutes|hour|hours|day|days)\)|at\(\S+\))$/;
+
+function tierSettings(value: unknown, tier: TierName): TierSettings {
+  const key = `${CONTEXT_KEY}.tiers.${tier}`;
+  const json = section(value, key, ['schedule', 'minFiles', 'minAgeSeconds', 'enabled']);
+  const defaults = STACK_DEFAULTS.tiers[tier];
+  const schedule = str(json, key, 'schedule') ?? defaults.schedule;
+  if (!SCHEDULE.test(schedule)) {
+    fail(`${key}.schedule`, `must be a Scheduler expression like "cron(10 * * * ? *)" or "rate(1 hour)"`);
+  }
+  return {
+    schedule,
+    minFiles: int(json, key, 'minFiles', defaults.minFiles, 1, 100_000),
+    minAgeSeconds: int(json, key, 'minAgeSeconds', defaults.minAgeSeconds, 0, 366 * 86_400),
+    enabled: bool(json, key, 'enabled', defaults.enabled),
+  };
+}
+
+function lambdaSize(value: unknown, which: 'compact' | 'others'): LambdaSize {
+  const key = `${CONTEXT_KEY}.lambda.${which}`;
+  const json = section(value, key, ['memoryMb', 'ephemeralStorageMb', 'timeoutSeconds']);
+  const defaults = STACK_DEFAULTS.lambda[which];
+  // Lambda's own limits.
+  return {
+    memoryMb: int(json, key, 'memoryMb', defaults.memoryMb, 128, 10_240),
+    ephemeralStorageMb: int(json, key, 'ephemeralStorageMb', defaults.ephemeralStorageMb, 512, 10_240),
+    timeoutSeconds: int(json, key, 'timeoutSeconds', defaults.timeoutSeconds, 1, 900),
+  };
+}
+
+/** `undefined` keeps the default; the CLI's `-c compactor=...` arrives as a JSON string. */
+function rawContext(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value);
+  } catch {
+    return fail(CONTEXT_KEY, 'must be a JSON object (it did not parse as JSON)');
+  }
+}
+
+function normalisePrefix(prefix: string): string {
+  const key = `${CONTEXT_KEY}.dataPrefix`;
+  if (prefix.startsWith('/')) fail(key, `must not start with "/", got "${prefix}"`);
+  // The prefix ends up in IAM resource ARNs, where * and ? are wildcards.
+  if (/[*?]/.test(prefix)) fail(key, `must not contain "*" or "?", got "${prefix}"`);
+  if (prefix.split('/').some((s) => s === '..' || s === '.')) fail(key, `must not hold "." or ".." segments`);
+  if (prefix === '' || prefix.endsWith('/')) return prefix;
+  return `${prefix}/`;
+}
+
+/** Parses the `compactor` context value; `undefined` gives every default. */
+export function parseStackConfig(value: unknown): StackConfig {
+  const json = section(rawContext(value), CONTEXT_KEY, [
+    'bucket',
+    'dataPrefix',
+    'layout',
+    'tiers',
+    'quietSeconds',
+    'targetFileBytes',
+    'rowGroupSize',
+    'maxJobBytes',
+    'maxJobFiles',
+    'sortKeys',
+    'timeColumn',
+    'map',
+    'lambda',
+    'alarmEmail',
+    'metricsNamespace',
+    'removalPolicy',
+  ]);
+  const k = CONTEXT_KEY;
+  const d = STACK_DEFAULTS;
+
+  const bucketJson = section(json.bucket, `${k}.bucket`, ['create', 'name']);
+  const bucket: BucketSettings = {
+    create: bool(bucketJson, `${k}.bucket`, 'create', true),
+    name: str(bucketJson, `${k}.bucket`, 'name'),
+  };
+  if (bucket.name !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket.name)) {
+    fail(`${k}.bucket.name`, `is not a valid S3 bucket name: "${bucket.name}"`);
+  }
+  if (!bucket.create && bucket.name === undefined) {
+    fail(`${k}.bucket.name`, 'is required when bucket.create is false (the bucket to import)');
+  }
+
+  const tiersJson = section(json.tiers, `${k}.tiers`, TIERS);
+  const tiers = {
+    hourly: tierSettings(tiersJson.hourly, 'hourly'),
+    daily: tierSettings(tiersJson.daily, 'daily'),
+  };
+
+  const sortKeys = json.sortKeys ?? d.sortKeys;
+  if (!Array.isArray(sortKeys) || sortKeys.some((s) => typeof s !== 'string' || s === '')) {
+    fail(`${k}.sortKeys`, `must be a list of column names, got ${JSON.stringify(sortKeys)}`);
+  }
+
+  const mapJson = section(json.map, `${k}.map`, ['maxConcurrency', 'toleratedFailurePercentage']);
+  const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'others']);
+
+  const alarmEmail = str(json, k, 'alarmEmail');
+  if (alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alarmEmail)) {
+    fail(`${k}.alarmEmail`, `is not an email address: "${alarmEmail}"`);
+  }
+  const metricsNamespace = str(json, k, 'metricsNamespace') ?? d.metricsNamespace;
+  if (!/^[A-Za-z0-9_./#:-]{1,255}$/.test(metricsNamespace) || metricsNamespace.startsWith('AWS/')) {
+    fail(`${k}.metricsNamespace`, `is not a custom CloudWatch namespace: "${metricsNamespace}"`);
+  }
+  const removalPolicy = str(json, k, 'removalPolicy') ?? d.removalPolicy;
+  if (removalPolicy !== 'retain' && removalPolicy !== 'destroy') {
+    fail(`${k}.removalPolicy`, `must be "retain" or "destroy", got "${removalPolicy}"`);
+  }
+
+  const config: StackConfig = {
+    bucket,
+    dataPrefix: normalisePrefix(str(json, k, 'dataPrefix') ?? d.dataPrefix),
+    layout: str(json, k, 'layout') ?? d.layout,
+    tiers,
+    quietSeconds: int(json, k, 'quietSeconds', d.quietSeconds, 0, 86_400),
+    targetFileBytes: int(json, k, 'targetFileBytes', d.targetFileBytes, 1, Number.MAX_SAFE_INTEGER),
+    rowGroupSize: int(json, k, 'rowGroupSize', d.rowGroupSize, 1, Number.MAX_SAFE_INTEGER),
+    maxJobBytes: int(json, k, 'maxJobBytes', d.maxJobBytes, 1, Number.MAX_SAFE_INTEGER),
+    maxJobFiles: int(json, k, 'maxJobFiles', d.maxJobFiles, 1, Number.MAX_SAFE_INTEGER),
+    sortKeys: sortKeys as string[],
+    timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
+    // Distributed Map limits.
+    map: {
+      maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
+      toleratedFailurePercentage: int(
+        mapJson,
+        `${k}.map`,
+        'toleratedFailurePercentage',
+        d.map.toleratedFailurePercentage,
+        0,
+        100,
+      ),
+    },
+    lambda: {
+      compact: lambdaSize(lambdaJson.compact, 'compact'),
+      others: lambdaSize(lambdaJson.others, 'others'),
+    },
+    alarmEmail,
+    metricsNamespace,
+    removalPolicy,
+  };
+
+  if (config.maxJobBytes > config.lambda.compact.ephemeralStorageMb * MiB) {
+    // Inputs are downloaded to /tmp before merging; a job larger than /tmp cannot finish.
+    fail(
+      `${k}.maxJobBytes`,
+      `(${config.maxJobBytes}) must fit the compact Lambda's /tmp (lambda.compact.ephemeralStorageMb ${config.lambda.compact.ephemeralStorageMb} MB)`,
+    );
+  }
+  try {
+    parseConfig(lambdaConfigInput(config));
+  } catch (error) {
+    if (error instanceof ConfigError)
+      throw new ConfigError(`context ${k}: ${error.message}`, { cause: error });
+    throw error;
+  }
+  return config;
+}
+
+/** What the Lambdas receive as COMPACTOR_CONFIG: the core's ConfigInput. */
+export function lambdaConfigInput(config: StackConfig): ConfigInput {
+  return {
+    layout: config.layout,
+    dataPrefix: config.dataPrefix,
+    tiers: {
+      hourly: { minFiles: config.tiers.hourly.minFiles, minAgeSeconds: config.tiers.hourly.minAgeSeconds },
+      daily: { minFiles: config.tiers.daily.minFiles, minAgeSeconds: config.tiers.daily.minAgeSeconds },
+    },
+    quietSeconds: config.quietSeconds,
+    timeColumn: config.timeColumn,
+    sortKeys: config.sortKeys,
+    targetFileBytes: config.targetFileBytes,
+    rowGroupSize: config.rowGroupSize,
+    maxJobBytes: config.maxJobBytes,
+    maxJobFiles: config.maxJobFiles,
+    leaseSeconds:
+      Math.max(config.lambda.compact.timeoutSeconds, config.lambda.others.timeoutSeconds) +
+      LEASE_MARGIN_SECONDS,
+  };
+}
+
+export function lambdaConfigJson(config: StackConfig): string {
+  return JSON.stringify(lambdaConfigInput(config));
+}

@@ -1,0 +1,406 @@
+/**
+ * One Lambda per step of the workflow, each bundled from `functions/<step>.ts` with local esbuild
+ * (no Docker) into an ESM bundle for Node 22 on arm64, and each with its own role holding only
+ * its step's S3 actions on its step's prefixes.
+ *
+ * The compact Lambda carries DuckDB. Its native binding is per platform, and npm installed the
+ * host's one (linux-x64 here); the asset instead gets `@duckdb/node-bindings-linux-arm64`,
+ * installed for linux/arm64 after bundling, and the build fails if any x64 binding is in it.
+ */
+
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ArnFormat, Duration, RemovalPolicy, Size, Stack } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { type BundlingOptions, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
+
+/** The steps, named after their handler files in `functions/`. */
+export const STEPS = [
+  'recover',
+  'plan',
+  'compact',
+  'upload',
+  'verify',
+  'delete-inputs',
+  'clear-manifest',
+  'summary',
+] as const;
+export type StepName = (typeof STEPS)[number];
+
+export interface FunctionSize {
+  readonly memoryMb: number;
+  readonly ephemeralStorageMb: number;
+  readonly timeoutSeconds: number;
+}
+
+export interface CompactorFunctionsProps {
+  /** The data bucket every step works in. */
+  readonly bucket: s3.IBucket;
+  /**
+   * Data root ('' or ending with '/'); grants are scoped to it and to `<dataPrefix>_compaction/`.
+   * @default ''
+   */
+  readonly dataPrefix?: string;
+  /**
+   * The core's ConfigInput as JSON (COMPACTOR_CONFIG), see `lambdaConfigJson` in cdk/config.ts.
+   * @default '{}' (the core's defaults)
+   */
+  readonly compactorConfigJson?: string;
+  /**
+   * CloudWatch namespace of the EMF metrics (Powertools).
+   * @default 'Compactor'
+   */
+  readonly metricsNamespace?: string;
+  /**
+   * Size of the compact (DuckDB) Lambda.
+   * @default 3008 MB memory, 10240 MB /tmp, 900 s
+   */
+  readonly compactSize?: FunctionSize;
+  /**
+   * Size of every other step.
+   * @default 512 MB memory, 512 MB /tmp, 300 s
+   */
+  readonly otherSize?: FunctionSize;
+  /**
+   * Retention of each function's log group.
+   * @default logs.RetentionDays.THREE_MONTHS
+   */
+  readonly logRetention?: logs.RetentionDays;
+  /**
+   * What happens to the log groups when the stack is deleted.
+   * @default RemovalPolicy.RETAIN
+   */
+  readonly removalPolicy?: RemovalPolicy;
+  /**
+   * The folder holding `<step>.ts` handler files; must be inside the project (the lock file's folder).
+   * @default '<project>/functions'
+   */
+  readonly functionsDir?: string;
+}
+
+/** The repository root: cdk/constructs/ -> ../../ */
+export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+const SERVICE_NAME = 'compactor';
+
+/** Lambda gives 1 vCPU per 1,769 MB of memory, up to 6. */
+export function vcpusFor(memoryMb: number): number {
+  return Math.min(6, Math.max(1, Math.ceil(memoryMb / 1769)));
+}
+
+/** DuckDB gets about 75% of the memory, in whole 100 MB: Node, the SDK and buffers need the rest. */
+export function duckDbMemoryLimit(memoryMb: number): string {
+  return `${Math.max(100, Math.floor((memoryMb * 0.75) / 100) * 100)}MB`;
+}
+
+/** The installed DuckDB packages' versions, so the arm64 binding matches what was tested. */
+export function installedDuckDbVersions(projectRoot = PROJECT_ROOT): { api: string; bindings: string } {
+  const require = createRequire(join(projectRoot, 'package.json'));
+  const version = (name: string, from?: string): string => {
+    const path = require.resolve(`${name}/package.json`, from ? { paths: [from] } : undefined);
+    return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
+  };
+  const apiDir = join(require.resolve('@duckdb/node-api/package.json'), '..');
+  return { api: version('@duckdb/node-api'), bindings: version('@duckdb/node-bindings', apiDir) };
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Shell commands that install DuckDB for linux/arm64 into a bundle folder, then prove the
+ * arm64 binding is there and no x64 (or musl) one is. Exported for the asset test.
+ */
+export function duckDbInstallCommands(outputDir: string, versions = installedDuckDbVersions()): string[] {
+  const out = shellQuote(outputDir);
+  // The platform binding comes as an optional dependency of node-bindings, chosen by --os/--cpu/--libc
+  // (naming it explicitly fails: npm checks explicit packages against the host). Optional means a
+  // mismatch is skipped silently, hence the `test -f` below.
+  const packages = [`@duckdb/node-api@${versions.api}`, `@duckdb/node-bindings@${versions.bindings}`];
+  return [
+    // Without its own package.json, npm would walk up and install into the project instead.
+    `echo '{"private":true}' > ${out}/package.json`,
+    [
+      'npm install',
+      `--prefix ${out}`,
+      '--no-save --no-package-lock --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline',
+      '--loglevel=error --os=linux --cpu=arm64 --libc=glibc',
+      ...packages,
+    ].join(' '),
+    `rm -f ${out}/package.json ${out}/node_modules/.package-lock.json`,
+    `rm -rf ${out}/node_modules/@duckdb/node-bindings-linux-arm64-musl`,
+    `test -f ${out}/node_modules/@duckdb/node-bindings-linux-arm64/duckdb.node`,
+    `test -z "$(ls -d ${out}/node_modules/@duckdb/*x64* 2>/dev/null)"`,
+  ];
+}
+
+/** Local esbuild, ESM for Node 22, the AWS SDK bundled (conditional writes need a recent one). */
+function bundling(extra: Partial<BundlingOptions> = {}): BundlingOptions {
+  return {
+    forceDockerBundling: false,
+    format: OutputFormat.ESM,
+    target: 'node22',
+    mainFields: ['module', 'main'],
+    minify: true,
+    sourceMap: true,
+    sourcesContent: false,
+    bundleAwsSDK: true,
+    externalModules: [],
+    // CommonJS dependencies inside an ESM bundle call require(); give them one.
+    banner:
+      "import { createRequire as __compactorCreateRequire } from 'node:module'; const require = __compactorCreateRequire(import.meta.url);",
+    ...extra,
+  };
+}
+
+export class CompactorFunctions extends Construct {
+  readonly recover: NodejsFunction;
+  readonly plan: NodejsFunction;
+  readonly compact: NodejsFunction;
+  readonly upload: NodejsFunction;
+  readonly verify: NodejsFunction;
+  readonly deleteInputs: NodejsFunction;
+  readonly clearManifest: NodejsFunction;
+  readonly summary: NodejsFunction;
+  /** Every step's function by step name. */
+  readonly byStep: Readonly<Record<StepName, NodejsFunction>>;
+  readonly logGroups: Readonly<Record<StepName, logs.LogGroup>>;
+
+  constructor(scope: Construct, id: string, props: CompactorFunctionsProps) {
+    super(scope, id);
+    const dataPrefix = props.dataPrefix ?? '';
+    const stateRoot = `${dataPrefix}_compaction/`;
+    const compactSize = props.compactSize ?? {
+      memoryMb: 3008,
+      ephemeralStorageMb: 10240,
+      timeoutSeconds: 900,
+    };
+    const otherSize = props.otherSize ?? { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 };
+    const functionsDir = props.functionsDir ?? join(PROJECT_ROOT, 'functions');
+    const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
+
+    const environment = {
+      DATA_BUCKET: props.bucket.bucketName,
+      DATA_PREFIX: dataPrefix,
+      COMPACTOR_CONFIG: props.compactorConfigJson ?? '{}',
+      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+      POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace ?? 'Compactor',
+      NODE_OPTIONS: '--enable-source-maps',
+    };
+
+    const make = (step: StepName, size: FunctionSize, extra: Partial<BundlingOptions>, env = {}) => {
+      const name = constructName(step);
+      const logGroup = new logs.LogGroup(this, `${name}Logs`, {
+        retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
+        removalPolicy,
+      });
+      const role = new iam.Role(this, `${name}Role`, {
+        assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+        description: `compactor ${step} step`,
+      });
+      // Instead of AWSLambdaBasicExecutionRole: write to this function's own log group only.
+      logGroup.grantWrite(role);
+      const fn = new NodejsFunction(this, name, {
+        entry: join(functionsDir, `${step}.ts`),
+        handler: 'handler',
+        projectRoot: PROJECT_ROOT,
+        depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+        runtime: lambda.Runtime.NODEJS_22_X,
+        architecture: lambda.Architecture.ARM_64,
+        memorySize: size.memoryMb,
+        ephemeralStorageSize: Size.mebibytes(size.ephemeralStorageMb),
+        timeout: Duration.seconds(size.timeoutSeconds),
+        description: `compactor: ${step} step`,
+        role,
+        logGroup,
+        tracing: lambda.Tracing.ACTIVE,
+        awsSdkConnectionReuse: false,
+        environment: { ...environment, COMPACTOR_STEP: step, ...env },
+        bundling: bundling(extra),
+      });
+      acknowledge(
+        fn,
+        'AwsSolutions-L1',
+        'Node.js 22 is the runtime the handlers and the DuckDB binding are built and tested for; a runtime upgrade is a deliberate change.',
+      );
+      return { fn, logGroup, role };
+    };
+
+    const duckDb = installedDuckDbVersions();
+    const built = {} as Record<StepName, ReturnType<typeof make>>;
+    for (const step of STEPS) {
+      if (step === 'compact') {
+        built[step] = make(
+          step,
+          compactSize,
+          {
+            // Installed for linux/arm64 below, not bundled: a native binding cannot be bundled.
+            externalModules: ['@duckdb/node-api', '@duckdb/node-bindings', '@duckdb/node-bindings-*'],
+            commandHooks: {
+              beforeBundling: () => [],
+              beforeInstall: () => [],
+              afterBundling: (_inputDir: string, outputDir: string) =>
+                duckDbInstallCommands(outputDir, duckDb),
+            },
+          },
+          {
+            WORK_DIR: '/tmp/compactor',
+            DUCKDB_MEMORY_LIMIT: duckDbMemoryLimit(compactSize.memoryMb),
+            DUCKDB_THREADS: String(vcpusFor(compactSize.memoryMb)),
+          },
+        );
+      } else {
+        built[step] = make(step, otherSize, {});
+      }
+    }
+
+    const fns = Object.fromEntries(STEPS.map((s) => [s, built[s].fn])) as Record<StepName, NodejsFunction>;
+    this.byStep = fns;
+    this.logGroups = Object.fromEntries(STEPS.map((s) => [s, built[s].logGroup])) as Record<
+      StepName,
+      logs.LogGroup
+    >;
+    this.recover = fns.recover;
+    this.plan = fns.plan;
+    this.compact = fns.compact;
+    this.upload = fns.upload;
+    this.verify = fns.verify;
+    this.deleteInputs = fns['delete-inputs'];
+    this.clearManifest = fns['clear-manifest'];
+    this.summary = fns.summary;
+
+    const grants = stepGrants(props.bucket, dataPrefix, stateRoot);
+    for (const step of STEPS) {
+      const { role } = built[step];
+      for (const statement of grants[step]) role.addToPrincipalPolicy(statement);
+      acknowledge(
+        role,
+        'AwsSolutions-IAM5[Resource::*]',
+        'Only X-Ray PutTraceSegments and PutTelemetryRecords use "*": they support no resource-level permissions.',
+      );
+    }
+    acknowledgeWildcards(
+      this,
+      s3ObjectPrefixFinding(dataPrefix),
+      'Object actions are scoped to key prefixes of the data bucket (`<prefix>*`): the narrowest an S3 ARN allows for keys a step learns only at run time.',
+    );
+  }
+
+  /**
+   * Lets the recover step ask whether a manifest's owner execution still runs. A separate
+   * policy, not the role's default one: the state machine already depends on the functions,
+   * and the functions depend on their default policies, so that would be a cycle.
+   */
+  grantDescribeExecutions(stateMachine: sfn.StateMachine): iam.Policy {
+    const stack = Stack.of(this);
+    const name = stateMachine.stateMachineName;
+    const arn = (resource: 'execution' | 'express', resourceName: string) =>
+      stack.formatArn({
+        service: 'states',
+        resource,
+        resourceName,
+        arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      });
+    const policy = new iam.Policy(this, 'RecoverDescribeExecutions', {
+      roles: [this.recover.role as iam.IRole],
+      statements: [
+        new iam.PolicyStatement({
+          actions: ['states:DescribeExecution'],
+          // Executions of this state machine, its Map Run children (`Machine/label:id`) and Express ones.
+          resources: [
+            arn('execution', `${name}:*`),
+            arn('execution', `${name}/*`),
+            arn('express', `${name}:*`),
+            arn('express', `${name}/*`),
+          ],
+        }),
+      ],
+    });
+    acknowledgeWildcards(
+      policy,
+      /^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:(execution|express):<[^>]+\.Name>[:/]\*$/,
+      'Execution ARNs end with the execution name, known only at run time; scoped to this state machine.',
+    );
+    return policy;
+  }
+}
+
+function constructName(step: StepName): string {
+  return step
+    .split('-')
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('');
+}
+
+/**
+ * Least privilege per step. P = data root, S = state root (P + '_compaction/'). ListBucket is
+ * granted on exactly the prefixes a step reads, because S3 answers a GET or HEAD of a missing
+ * key with 403 instead of 404 to a caller that may not list it, and the protocol must tell
+ * "absent" from "denied". Only recover and delete-inputs may delete outside S.
+ */
+export function stepGrants(
+  bucket: s3.IBucket,
+  dataPrefix: string,
+  stateRoot: string,
+): Record<StepName, iam.PolicyStatement[]> {
+  const P = dataPrefix;
+  const S = stateRoot;
+  const M = `${S}manifests/`;
+  const ST = `${S}staging/`;
+  const Q = `${S}quarantine/`;
+  const PL = `${S}plans/`;
+  const R = `${S}results/`;
+  const objects = (actions: string[], ...prefixes: string[]) =>
+    new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
+  const list = (...prefixes: string[]) =>
+    new iam.PolicyStatement({
+      actions: ['s3:ListBucket'],
+      resources: [bucket.bucketArn],
+      // An empty data root is the whole bucket: no condition (a list without Prefix has no s3:prefix).
+      ...(prefixes.includes('')
+        ? {}
+        : { conditions: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } } }),
+    });
+  const get = 's3:GetObject';
+  const put = 's3:PutObject';
+  const del = 's3:DeleteObject';
+  return {
+    // Rolls jobs forward or back: copies staging -> final, deletes inputs, staging and manifests.
+    recover: [
+      list(P),
+      objects([get, put, del], P),
+      new iam.PolicyStatement({ actions: ['s3:ListBucketMultipartUploads'], resources: [bucket.bucketArn] }),
+      objects(['s3:AbortMultipartUpload'], ST),
+    ],
+    plan: [list(P), objects([get], M, Q), objects([put], PL)],
+    compact: [
+      list(P),
+      objects([get], P),
+      objects([get, put, del], M),
+      objects([put, del, 's3:AbortMultipartUpload'], ST),
+      objects([put], Q),
+    ],
+    // The publish step: server-side copy staging -> final key, then the commit CAS.
+    upload: [
+      list(P),
+      objects([get, put, del], M),
+      objects([get], ST),
+      objects([get, put], P),
+      objects([put], Q),
+    ],
+    verify: [list(P), objects([get, put, del], M), objects([get], P), objects([put], Q)],
+    // Conditional (If-Match) deletes need GetObject as well as DeleteObject.
+    'delete-inputs': [list(M), objects([get, put], M), objects([get, del], P)],
+    'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST)],
+    summary: [list(R), objects([get], R)],
+  };
+}

@@ -1,0 +1,210 @@
+import { describe, expect, it } from 'vitest';
+import { cdkJsonContext } from '../../cdk/app.ts';
+import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../../cdk/constructs/compactor-functions.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+
+describe('stack config: defaults', () => {
+  it('gives every default when the context is absent', () => {
+    expect(parseStackConfig(undefined)).toEqual(STACK_DEFAULTS);
+    expect(STACK_DEFAULTS).toMatchObject({
+      bucket: { create: true },
+      dataPrefix: '',
+      layout: 'arc',
+      tiers: {
+        hourly: { schedule: 'cron(10 * * * ? *)', minFiles: 10, minAgeSeconds: 3600, enabled: true },
+        daily: { schedule: 'cron(30 3 * * ? *)', minFiles: 2, minAgeSeconds: 10800, enabled: true },
+      },
+      quietSeconds: 300,
+      targetFileBytes: 512 * 1024 * 1024,
+      maxJobBytes: 2 * 1024 * 1024 * 1024,
+      maxJobFiles: 5000,
+      sortKeys: [],
+      timeColumn: 'time',
+      map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
+      lambda: {
+        compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
+        others: { memoryMb: 512, timeoutSeconds: 300 },
+      },
+      metricsNamespace: 'Compactor',
+      removalPolicy: 'retain',
+    });
+  });
+
+  it('cdk.json documents exactly the defaults (no drift between cdk.json and the code)', () => {
+    expect(parseStackConfig(cdkJsonContext().compactor)).toEqual(STACK_DEFAULTS);
+  });
+
+  it('gives the Lambdas the core config, whose own parser accepts it, with a lease beyond the longest timeout', () => {
+    const input = lambdaConfigInput(STACK_DEFAULTS);
+    expect(input.leaseSeconds).toBe(900 + 300);
+    const core = parseConfig(JSON.parse(lambdaConfigJson(STACK_DEFAULTS)));
+    expect(core.tiers).toEqual({
+      hourly: { minFiles: 10, minAgeSeconds: 3600 },
+      daily: { minFiles: 2, minAgeSeconds: 10800 },
+    });
+    expect(core.layout.dataPrefix).toBe('');
+    expect(core.leaseSeconds).toBe(1200);
+  });
+});
+
+describe('stack config: overrides', () => {
+  it('applies overrides and keeps defaults for the rest', () => {
+    const config = parseStackConfig({
+      bucket: { create: false, name: 'my-lake' },
+      dataPrefix: 'lake/raw',
+      layout: 'hive',
+      tiers: { hourly: { minFiles: 4, schedule: 'rate(30 minutes)' }, daily: { enabled: false } },
+      sortKeys: ['host'],
+      map: { maxConcurrency: 50 },
+      lambda: { compact: { memoryMb: 10240, timeoutSeconds: 600 } },
+      alarmEmail: 'ops@example.com',
+      removalPolicy: 'destroy',
+    });
+    expect(config.bucket).toEqual({ create: false, name: 'my-lake' });
+    expect(config.dataPrefix).toBe('lake/raw/');
+    expect(config.tiers.hourly).toEqual({
+      schedule: 'rate(30 minutes)',
+      minFiles: 4,
+      minAgeSeconds: 3600,
+      enabled: true,
+    });
+    expect(config.tiers.daily.enabled).toBe(false);
+    expect(config.map).toEqual({ maxConcurrency: 50, toleratedFailurePercentage: 5 });
+    expect(config.lambda.compact).toEqual({
+      memoryMb: 10240,
+      ephemeralStorageMb: 10240,
+      timeoutSeconds: 600,
+    });
+    expect(config.alarmEmail).toBe('ops@example.com');
+    const input = lambdaConfigInput(config);
+    expect(input).toMatchObject({ layout: 'hive', dataPrefix: 'lake/raw/', sortKeys: ['host'] });
+    // The lease covers the longest step: compact 600 s, others 300 s.
+    expect(input.leaseSeconds).toBe(900);
+  });
+
+  it('accepts the JSON string the CDK CLI passes for -c compactor=...', () => {
+    expect(parseStackConfig('{"dataPrefix":"x","map":{"toleratedFailurePercentage":0}}')).toMatchObject({
+      dataPrefix: 'x/',
+      map: { maxConcurrency: 10, toleratedFailurePercentage: 0 },
+    });
+  });
+
+  it('ignores "//" comment keys', () => {
+    expect(parseStackConfig({ '//': 'a note', tiers: { '//': 'another' } })).toEqual(STACK_DEFAULTS);
+  });
+
+  it('sizes DuckDB from the compact memory: ~75% of it and one thread per vCPU', () => {
+    expect(duckDbMemoryLimit(3008)).toBe('2200MB');
+    expect(duckDbMemoryLimit(10240)).toBe('7600MB');
+    expect(vcpusFor(1769)).toBe(1);
+    expect(vcpusFor(3008)).toBe(2);
+    expect(vcpusFor(10240)).toBe(6);
+  });
+});
+
+describe('stack config: invalid values fail and name the key', () => {
+  const cases: [string, unknown, RegExp][] = [
+    ['not an object', 42, /context compactor must be an object/],
+    ['not JSON', '{dataPrefix:', /context compactor must be a JSON object/],
+    ['unknown key', { dataprefix: 'x' }, /compactor\.dataprefix is not a setting/],
+    ['unknown tier', { tiers: { weekly: {} } }, /compactor\.tiers\.weekly is not a setting/],
+    [
+      'unknown nested key',
+      { lambda: { compact: { memory: 1 } } },
+      /compactor\.lambda\.compact\.memory is not a setting/,
+    ],
+    ['import without name', { bucket: { create: false } }, /compactor\.bucket\.name is required/],
+    [
+      'bad bucket name',
+      { bucket: { name: 'Bad_Name' } },
+      /compactor\.bucket\.name is not a valid S3 bucket name/,
+    ],
+    [
+      'minFiles zero',
+      { tiers: { hourly: { minFiles: 0 } } },
+      /compactor\.tiers\.hourly\.minFiles must be a whole number/,
+    ],
+    [
+      'minFiles string',
+      { tiers: { daily: { minFiles: '2' } } },
+      /compactor\.tiers\.daily\.minFiles must be a whole number/,
+    ],
+    [
+      'schedule',
+      { tiers: { daily: { schedule: '0 3 * * *' } } },
+      /compactor\.tiers\.daily\.schedule must be a Scheduler expression/,
+    ],
+    [
+      'enabled',
+      { tiers: { daily: { enabled: 'no' } } },
+      /compactor\.tiers\.daily\.enabled must be true or false/,
+    ],
+    ['prefix slash', { dataPrefix: '/lake' }, /compactor\.dataPrefix must not start with "\/"/],
+    ['prefix wildcard', { dataPrefix: 'la*ke' }, /compactor\.dataPrefix must not contain/],
+    ['prefix dotdot', { dataPrefix: 'a/../b' }, /compactor\.dataPrefix must not hold/],
+    ['sortKeys', { sortKeys: 'host' }, /compactor\.sortKeys must be a list of column names/],
+    [
+      'concurrency',
+      { map: { maxConcurrency: 0 } },
+      /compactor\.map\.maxConcurrency must be a whole number from 1 to 10000/,
+    ],
+    [
+      'tolerated',
+      { map: { toleratedFailurePercentage: 101 } },
+      /compactor\.map\.toleratedFailurePercentage must be/,
+    ],
+    [
+      'memory',
+      { lambda: { compact: { memoryMb: 64 } } },
+      /compactor\.lambda\.compact\.memoryMb must be a whole number from 128 to 10240/,
+    ],
+    [
+      'timeout',
+      { lambda: { others: { timeoutSeconds: 901 } } },
+      /compactor\.lambda\.others\.timeoutSeconds must be/,
+    ],
+    [
+      'storage',
+      { lambda: { compact: { ephemeralStorageMb: 100 } } },
+      /compactor\.lambda\.compact\.ephemeralStorageMb must be/,
+    ],
+    ['email', { alarmEmail: 'ops' }, /compactor\.alarmEmail is not an email address/],
+    [
+      'namespace',
+      { metricsNamespace: 'AWS/Lambda' },
+      /compactor\.metricsNamespace is not a custom CloudWatch namespace/,
+    ],
+    ['removal', { removalPolicy: 'snapshot' }, /compactor\.removalPolicy must be "retain" or "destroy"/],
+    [
+      'job larger than /tmp',
+      { maxJobBytes: 8 * 1024 ** 3, lambda: { compact: { ephemeralStorageMb: 4096 } } },
+      /compactor\.maxJobBytes \(8589934592\) must fit the compact Lambda's \/tmp/,
+    ],
+  ];
+  it.each(cases)('%s', (_name, value, message) => {
+    expect(() => parseStackConfig(value)).toThrow(message);
+  });
+
+  it("fails synth with the core's own message for what the core rejects", () => {
+    // Layout and target size are the core's rules; the message is the core's, prefixed with the key.
+    expect(() => parseStackConfig({ layout: '{table}/{YYYY}/{MM}/{DD}/' })).toThrow(
+      /^context compactor: layout "\{table\}\/\{YYYY\}\/\{MM\}\/\{DD\}\/" must contain \{HH\} exactly once$/,
+    );
+    expect(() => parseStackConfig({ targetFileBytes: 6 * 1024 ** 3 })).toThrow(
+      /^context compactor: targetFileBytes must be a whole number between 1 and \d+, got 6442450944$/,
+    );
+    expect(() => parseStackConfig({ timeColumn: '' })).toThrow(
+      /^context compactor: timeColumn must not be empty$/,
+    );
+  });
+
+  it('throws the core ConfigError class', () => {
+    try {
+      parseStackConfig({ removalPolicy: 'x' });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as Error).name).toBe('ConfigError');
+    }
+  });
+});

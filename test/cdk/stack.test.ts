@@ -1,0 +1,412 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { type CfnResource, flatten, resourcesOfType, type Synthesized, synth } from './synth.ts';
+
+interface AslState {
+  readonly Type: string;
+  readonly TimeoutSeconds?: number;
+  readonly Parameters?: Record<string, unknown>;
+  readonly MaxConcurrency?: number;
+  readonly ToleratedFailurePercentage?: number;
+  readonly ItemProcessor?: AslStates;
+  readonly Iterator?: AslStates;
+  readonly Branches?: AslStates[];
+}
+interface AslStates {
+  readonly States: Record<string, AslState>;
+}
+
+/** Every state of a definition, nested Map and Parallel states included. */
+function allStates(asl: AslStates): AslState[] {
+  return Object.values(asl.States).flatMap((st) => [
+    st,
+    ...[st.ItemProcessor, st.Iterator, ...(st.Branches ?? [])]
+      .filter((x) => x !== undefined)
+      .flatMap(allStates),
+  ]);
+}
+
+type Env = Record<string, unknown>;
+
+function envOf(fn: CfnResource): Env {
+  return (fn.Properties.Environment as { Variables: Env }).Variables;
+}
+
+function functionsByStep(s: Synthesized): Map<string, CfnResource> {
+  // Only the step functions (CDK's own custom-resource handlers have no COMPACTOR_STEP).
+  return new Map(
+    resourcesOfType(s.json, 'AWS::Lambda::Function')
+      .filter(
+        ([, fn]) => (fn.Properties.Environment as { Variables?: Env } | undefined)?.Variables?.COMPACTOR_STEP,
+      )
+      .map(([, fn]) => [String(envOf(fn).COMPACTOR_STEP), fn]),
+  );
+}
+
+function logicalId(s: Synthesized, type: string, pathPart: string): string {
+  const found = Object.entries(s.json.Resources).filter(
+    ([id, r]) => r.Type === type && id.startsWith(pathPart),
+  );
+  expect(found, `${type} ${pathPart}*`).toHaveLength(1);
+  return (found[0] as [string, CfnResource])[0];
+}
+
+describe('stack with the default config', () => {
+  let s: Synthesized;
+  beforeAll(() => {
+    s = synth();
+  });
+
+  describe('Lambdas', () => {
+    it('has one function per step, each nodejs22.x on arm64 with X-Ray and its own log group', () => {
+      const byStep = functionsByStep(s);
+      expect([...byStep.keys()].sort()).toEqual([...STEPS].sort());
+      // Nothing else: no CDK log-retention or auto-delete handler with the default config.
+      s.template.resourceCountIs('AWS::Lambda::Function', STEPS.length);
+      for (const fn of byStep.values()) {
+        expect(fn.Properties).toMatchObject({
+          Runtime: 'nodejs22.x',
+          Architectures: ['arm64'],
+          Handler: 'index.handler',
+          TracingConfig: { Mode: 'Active' },
+          LoggingConfig: { LogGroup: { Ref: expect.stringMatching(/^Steps.*Logs/) } },
+        });
+        const logGroup = (fn.Properties.LoggingConfig as { LogGroup: { Ref: string } }).LogGroup.Ref;
+        expect(s.json.Resources[logGroup]).toMatchObject({
+          Type: 'AWS::Logs::LogGroup',
+          Properties: { RetentionInDays: 90 },
+          DeletionPolicy: 'Retain',
+        });
+      }
+    });
+
+    it('gives every function the environment the handlers read', () => {
+      const bucket = logicalId(s, 'AWS::S3::Bucket', 'DataBucket');
+      for (const fn of functionsByStep(s).values()) {
+        const env = envOf(fn);
+        expect(env).toMatchObject({
+          DATA_BUCKET: { Ref: bucket },
+          DATA_PREFIX: '',
+          POWERTOOLS_SERVICE_NAME: 'compactor',
+          POWERTOOLS_METRICS_NAMESPACE: 'Compactor',
+          NODE_OPTIONS: '--enable-source-maps',
+        });
+        const config = parseConfig(JSON.parse(env.COMPACTOR_CONFIG as string));
+        expect(config.leaseSeconds).toBe(1200);
+        expect(config.tiers.hourly.minFiles).toBe(10);
+      }
+    });
+
+    it('sizes the compact Lambda for DuckDB and the others small', () => {
+      const byStep = functionsByStep(s);
+      expect(byStep.get('compact')?.Properties).toMatchObject({
+        MemorySize: 3008,
+        Timeout: 900,
+        EphemeralStorage: { Size: 10240 },
+        Environment: {
+          Variables: { WORK_DIR: '/tmp/compactor', DUCKDB_MEMORY_LIMIT: '2200MB', DUCKDB_THREADS: '2' },
+        },
+      });
+      for (const [step, fn] of byStep) {
+        if (step === 'compact') continue;
+        expect(fn.Properties).toMatchObject({
+          MemorySize: 512,
+          Timeout: 300,
+          EphemeralStorage: { Size: 512 },
+        });
+        expect(envOf(fn).DUCKDB_MEMORY_LIMIT).toBeUndefined();
+      }
+    });
+
+    it('uses its own roles: no AWS managed policy (logs only to the function log group)', () => {
+      for (const [, role] of resourcesOfType(s.json, 'AWS::IAM::Role')) {
+        expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+      }
+    });
+  });
+
+  describe('data bucket', () => {
+    it('is private, encrypted, access-logged and retained', () => {
+      const logs = logicalId(s, 'AWS::S3::Bucket', 'DataAccessLogs');
+      s.template.hasResource('AWS::S3::Bucket', {
+        DeletionPolicy: 'Retain',
+        UpdateReplacePolicy: 'Retain',
+        Properties: Match.objectLike({
+          PublicAccessBlockConfiguration: {
+            BlockPublicAcls: true,
+            BlockPublicPolicy: true,
+            IgnorePublicAcls: true,
+            RestrictPublicBuckets: true,
+          },
+          BucketEncryption: {
+            ServerSideEncryptionConfiguration: [
+              { ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } },
+            ],
+          },
+          LoggingConfiguration: { DestinationBucketName: { Ref: logs }, LogFilePrefix: 'data-bucket/' },
+        }),
+      });
+      expect(s.json.Resources[logs]?.DeletionPolicy).toBe('Retain');
+      s.template.resourceCountIs('Custom::S3AutoDeleteObjects', 0);
+    });
+
+    it('denies every request without TLS, on the data and the log bucket', () => {
+      const policies = resourcesOfType(s.json, 'AWS::S3::BucketPolicy');
+      expect(policies).toHaveLength(2);
+      for (const [, policy] of policies) {
+        expect(policy.Properties.PolicyDocument).toMatchObject({
+          Statement: expect.arrayContaining([
+            expect.objectContaining({
+              Effect: 'Deny',
+              Action: 's3:*',
+              Principal: { AWS: '*' },
+              Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+            }),
+          ]),
+        });
+      }
+    });
+
+    it('aborts incomplete uploads and expires only Map plans and results, never manifests or staging', () => {
+      const bucket = s.json.Resources[logicalId(s, 'AWS::S3::Bucket', 'DataBucket')] as CfnResource;
+      const rules = (bucket.Properties.LifecycleConfiguration as { Rules: Record<string, unknown>[] }).Rules;
+      expect(rules).toEqual([
+        {
+          Id: 'abort-incomplete-multipart-uploads',
+          AbortIncompleteMultipartUpload: { DaysAfterInitiation: 2 },
+          Status: 'Enabled',
+        },
+        { Id: 'expire-map-plans', Prefix: '_compaction/plans/', ExpirationInDays: 15, Status: 'Enabled' },
+        { Id: 'expire-map-results', Prefix: '_compaction/results/', ExpirationInDays: 15, Status: 'Enabled' },
+      ]);
+    });
+  });
+
+  describe('schedules', () => {
+    it('starts the state machine once per tier with {"tier": ...}, in UTC, with retries and a DLQ', () => {
+      const sm = logicalId(s, 'AWS::StepFunctions::StateMachine', 'Workflow');
+      const dlq = logicalId(s, 'AWS::SQS::Queue', 'Schedules');
+      const schedules = resourcesOfType(s.json, 'AWS::Scheduler::Schedule').map(([, r]) => r.Properties);
+      expect(schedules).toHaveLength(2);
+      const byInput = new Map(
+        schedules.map((p) => [JSON.parse((p.Target as { Input: string }).Input).tier as string, p]),
+      );
+      expect([...byInput.keys()].sort()).toEqual(['daily', 'hourly']);
+      expect(byInput.get('hourly')).toMatchObject({ ScheduleExpression: 'cron(10 * * * ? *)' });
+      expect(byInput.get('daily')).toMatchObject({ ScheduleExpression: 'cron(30 3 * * ? *)' });
+      for (const p of schedules) {
+        expect(p).toMatchObject({
+          ScheduleExpressionTimezone: 'Etc/UTC',
+          State: 'ENABLED',
+          FlexibleTimeWindow: { Mode: 'OFF' },
+          Target: {
+            Arn: { Ref: sm },
+            DeadLetterConfig: { Arn: { 'Fn::GetAtt': [dlq, 'Arn'] } },
+            RetryPolicy: { MaximumRetryAttempts: 10, MaximumEventAgeInSeconds: 3600 },
+          },
+        });
+      }
+    });
+
+    it('lets the scheduler role start this state machine only, and keeps the DLQ encrypted and TLS-only', () => {
+      const sm = logicalId(s, 'AWS::StepFunctions::StateMachine', 'Workflow');
+      const role = logicalId(s, 'AWS::IAM::Role', 'SchedulesRole');
+      const statements = resourcesOfType(s.json, 'AWS::IAM::Policy')
+        .filter(([, p]) => (p.Properties.Roles as { Ref: string }[]).some((r) => r.Ref === role))
+        .flatMap(
+          ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
+        );
+      const start = statements.filter((st) => JSON.stringify(st.Action).includes('states:'));
+      expect(start).toEqual([{ Action: 'states:StartExecution', Effect: 'Allow', Resource: { Ref: sm } }]);
+      s.template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
+      s.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+          ]),
+        },
+      });
+      s.template.hasResourceProperties('AWS::IAM::Role', {
+        RoleName: Match.absent(),
+        AssumeRolePolicyDocument: {
+          Statement: [
+            Match.objectLike({
+              Principal: { Service: 'scheduler.amazonaws.com' },
+              Condition: Match.objectLike({
+                StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } },
+              }),
+            }),
+          ],
+        },
+      });
+    });
+  });
+
+  describe('monitoring', () => {
+    it('alarms on a failed execution', () => {
+      const sm = logicalId(s, 'AWS::StepFunctions::StateMachine', 'Workflow');
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/States',
+        MetricName: 'ExecutionsFailed',
+        Dimensions: [{ Name: 'StateMachineArn', Value: { Ref: sm } }],
+        Statistic: 'Sum',
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+    });
+
+    it('alarms on any quarantine, from the handlers’ EMF metric (service=compactor)', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'Compactor',
+        MetricName: 'Quarantined',
+        Dimensions: [{ Name: 'service', Value: 'compactor' }],
+        Statistic: 'Sum',
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+    });
+
+    it('alarms on Lambda errors of every step and on schedule starts that never arrived', () => {
+      const errors = s.json.Resources[
+        logicalId(s, 'AWS::CloudWatch::Alarm', 'MonitoringLambdaErrors')
+      ] as CfnResource;
+      const metrics = (errors.Properties.Metrics as { MetricStat?: { Metric: { MetricName: string } } }[])
+        .filter((m) => m.MetricStat)
+        .map((m) => m.MetricStat?.Metric.MetricName);
+      expect(metrics).toEqual(STEPS.map(() => 'Errors'));
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/SQS',
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+      });
+    });
+
+    it('has no topic and no alarm actions without alarmEmail', () => {
+      s.template.resourceCountIs('AWS::SNS::Topic', 0);
+      for (const [, alarm] of resourcesOfType(s.json, 'AWS::CloudWatch::Alarm')) {
+        expect(alarm.Properties.AlarmActions).toBeUndefined();
+      }
+    });
+
+    it('charts executions and every custom metric on the dashboard', () => {
+      const [, dashboard] = resourcesOfType(s.json, 'AWS::CloudWatch::Dashboard')[0] as [string, CfnResource];
+      const body = JSON.stringify(dashboard.Properties.DashboardBody);
+      for (const name of [
+        'ExecutionsStarted',
+        'ExecutionsSucceeded',
+        'ExecutionsFailed',
+        'PartitionsCompacted',
+        'PartitionsSkipped',
+        'PartitionsFailed',
+        'BytesIn',
+        'BytesOut',
+        'RowsIn',
+        'RowsOut',
+        'Quarantined',
+        'RecoveryActions',
+        'Errors',
+        'Duration',
+      ]) {
+        expect(body, name).toContain(`\\"${name}\\"`);
+      }
+      expect(body).toContain('\\"service\\",\\"compactor\\"');
+    });
+  });
+
+  it('outputs the bucket, the state machine ARN and the dashboard URL', () => {
+    expect(Object.keys(s.json.Outputs ?? {})).toEqual(
+      expect.arrayContaining(['BucketName', 'StateMachineArn', 'DashboardUrl']),
+    );
+  });
+
+  it('is environment-agnostic (no account or region baked in)', () => {
+    expect(s.stack.account).toMatch(/^\$\{Token/);
+    expect(s.stack.region).toMatch(/^\$\{Token/);
+  });
+});
+
+describe('stack with overrides', () => {
+  it('notifies alarmEmail through a TLS-only topic, on alarm and on OK', () => {
+    const s = synth({ compactor: { alarmEmail: 'ops@example.com' } });
+    const topic = logicalId(s, 'AWS::SNS::Topic', 'Monitoring');
+    s.template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'ops@example.com',
+      TopicArn: { Ref: topic },
+    });
+    s.template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+    const alarms = resourcesOfType(s.json, 'AWS::CloudWatch::Alarm');
+    expect(alarms.length).toBeGreaterThanOrEqual(5);
+    for (const [, alarm] of alarms) {
+      expect(alarm.Properties).toMatchObject({ AlarmActions: [{ Ref: topic }], OKActions: [{ Ref: topic }] });
+    }
+  });
+
+  it('scopes the bucket rules and the environment to dataPrefix; destroy empties and deletes the buckets', () => {
+    const s = synth({
+      compactor: {
+        dataPrefix: 'lake',
+        removalPolicy: 'destroy',
+        tiers: { daily: { enabled: false } },
+        lambda: { compact: { memoryMb: 10240 } },
+      },
+    });
+    const bucket = s.json.Resources[logicalId(s, 'AWS::S3::Bucket', 'DataBucket')] as CfnResource;
+    expect(bucket.DeletionPolicy).toBe('Delete');
+    s.template.resourceCountIs('Custom::S3AutoDeleteObjects', 2);
+    expect(JSON.stringify(bucket.Properties.LifecycleConfiguration)).toContain(
+      '"Prefix":"lake/_compaction/plans/"',
+    );
+    for (const fn of functionsByStep(s).values()) expect(envOf(fn).DATA_PREFIX).toBe('lake/');
+    expect(envOf(functionsByStep(s).get('compact') as CfnResource)).toMatchObject({
+      DUCKDB_MEMORY_LIMIT: '7600MB',
+      DUCKDB_THREADS: '6',
+    });
+    const schedules = resourcesOfType(s.json, 'AWS::Scheduler::Schedule');
+    expect(schedules.map(([, r]) => (r.Properties.Target as { Input: string }).Input)).toEqual([
+      '{"tier":"hourly"}',
+    ]);
+  });
+
+  it('imports an existing bucket by name and creates none', () => {
+    const s = synth({ compactor: { bucket: { create: false, name: 'my-existing-lake' } } });
+    s.template.resourceCountIs('AWS::S3::Bucket', 0);
+    for (const fn of functionsByStep(s).values()) expect(envOf(fn).DATA_BUCKET).toBe('my-existing-lake');
+  });
+
+  it('passes the Map settings and the Lambda timeouts to the workflow', () => {
+    const s = synth({
+      compactor: {
+        map: { maxConcurrency: 3, toleratedFailurePercentage: 20 },
+        lambda: { compact: { timeoutSeconds: 600 }, others: { timeoutSeconds: 120 } },
+      },
+    });
+    const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine')[0] as [string, CfnResource];
+    const asl = JSON.parse(flatten(sm.Properties.DefinitionString)) as AslStates;
+    const states = allStates(asl);
+    const map = states.find((st) => st.Type === 'Map');
+    expect(map).toMatchObject({ MaxConcurrency: 3, ToleratedFailurePercentage: 20 });
+    // Each task waits a minute longer than its Lambda may run.
+    const timeoutOf = (fnPrefix: string) =>
+      states.find((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${fnPrefix}`))
+        ?.TimeoutSeconds;
+    expect(timeoutOf('StepsCompact')).toBe(660);
+    expect(timeoutOf('StepsUpload')).toBe(180);
+    expect(timeoutOf('StepsRecover')).toBe(180);
+  });
+
+  it('fails synth on a bad config, naming the key', () => {
+    expect(() => synth({ compactor: { tiers: { hourly: { minFiles: -1 } } } })).toThrow(
+      /compactor\.tiers\.hourly\.minFiles/,
+    );
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * The rendered state graph of the synthesized state machine: its states and transitions, the
+ * Retry on each Lambda task (transient errors only, by name, with backoff and jitter), the
+ * Distributed Map's reader, writer and tolerance, and asl-validator over the definition.
+ */
+
+import { createRequire } from 'node:module';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { STATES, TRANSIENT_ERRORS } from '../../cdk/constructs/compaction-workflow.ts';
+import { extractWorkflow } from '../../cdk/synth-definition.ts';
+import { ErrorNames } from '../../functions/core/errors.ts';
+import { type CfnTemplate, synth } from './synth.ts';
+
+type State = Record<string, unknown> & { Type: string; Next?: string; End?: boolean };
+type Graph = { StartAt: string; States: Record<string, State> };
+
+const validate = createRequire(import.meta.url)('asl-validator') as (
+  definition: unknown,
+  options?: { checkPaths?: boolean; checkArn?: boolean },
+) => { isValid: boolean; errorsText: (separator?: string) => string };
+
+let definition: Graph;
+let itemProcessor: Graph;
+
+beforeAll(() => {
+  const s = synth();
+  definition = extractWorkflow(s.json as CfnTemplate as Parameters<typeof extractWorkflow>[0])
+    .definition as unknown as Graph;
+  itemProcessor = (definition.States[STATES.map] as unknown as { ItemProcessor: Graph }).ItemProcessor;
+});
+
+/** The path from StartAt following Next (or the given choice branch) to the end. */
+function walk(
+  graph: Graph,
+  choose: (name: string, state: State) => string | undefined = () => undefined,
+): string[] {
+  const path: string[] = [];
+  let name: string | undefined = graph.StartAt;
+  while (name !== undefined) {
+    const state = graph.States[name] as State;
+    path.push(name);
+    if (path.length > 50) throw new Error('cycle in the state graph');
+    name = state.Type === 'Choice' ? choose(name, state) : state.End ? undefined : state.Next;
+  }
+  return path;
+}
+
+function choiceTarget(state: State, index: number | 'default'): string {
+  if (index === 'default') return state.Default as string;
+  return (state.Choices as { Next: string }[])[index]?.Next as string;
+}
+
+describe('the synthesized state graph', () => {
+  it('is valid ASL (asl-validator)', () => {
+    const result = validate(definition, { checkArn: true, checkPaths: true });
+    expect(result.errorsText('\n')).toBe('');
+    expect(result.isValid).toBe(true);
+  });
+
+  it('is written in JSONPath, which the local interpreter runs', () => {
+    expect(JSON.stringify(definition)).not.toContain('"QueryLanguage":"JSONata"');
+    expect(JSON.stringify(definition)).not.toContain('{%');
+  });
+
+  it('runs Recover -> Plan -> Map -> Summary, or straight to Summary when nothing is planned', () => {
+    expect(walk(definition, (_, st) => choiceTarget(st, 0))).toEqual([
+      STATES.defaults,
+      STATES.input,
+      STATES.recover,
+      STATES.plan,
+      STATES.anything,
+      STATES.map,
+      STATES.summary,
+      'Output',
+    ]);
+    expect(walk(definition, (_, st) => choiceTarget(st, 'default'))).toEqual([
+      STATES.defaults,
+      STATES.input,
+      STATES.recover,
+      STATES.plan,
+      STATES.anything,
+      STATES.nothing,
+      STATES.summary,
+      'Output',
+    ]);
+  });
+
+  it('per partition: compact, then skip or upload -> verify -> delete inputs -> clear manifest', () => {
+    expect(walk(itemProcessor, (_, st) => choiceTarget(st, 'default'))).toEqual([
+      STATES.compact,
+      STATES.staged,
+      STATES.upload,
+      STATES.verify,
+      STATES.deleteInputs,
+      STATES.clearManifest,
+      STATES.done,
+    ]);
+    expect(walk(itemProcessor, (_, st) => choiceTarget(st, 0))).toEqual([
+      STATES.compact,
+      STATES.staged,
+      STATES.skipped,
+    ]);
+    const staged = itemProcessor.States[STATES.staged] as State;
+    expect(JSON.stringify(staged.Choices)).toContain('"StringEquals":"skipped"');
+    expect(JSON.stringify(staged.Choices)).toContain('"StringEquals":"superseded"');
+  });
+
+  it('a Distributed Map reading the plan from S3 and writing results, with concurrency and tolerance', () => {
+    const map = definition.States[STATES.map] as State & Record<string, Record<string, unknown>>;
+    expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
+    expect(map.ItemReader).toMatchObject({
+      Resource: 'arn:aws:states:::s3:getObject',
+      ReaderConfig: { InputType: 'JSON' },
+      Parameters: { 'Key.$': '$.plan.Payload.itemsKey' },
+    });
+    expect(map.ResultWriter).toMatchObject({
+      Resource: 'arn:aws:states:::s3:putObject',
+      Parameters: { Prefix: '_compaction/results' },
+    });
+    expect(map.MaxConcurrency).toBe(10);
+    expect(map.ToleratedFailurePercentage).toBe(5);
+  });
+
+  it('every Lambda task retries transient errors only, by name, with backoff and full jitter', () => {
+    const tasks = [definition, itemProcessor].flatMap((g) =>
+      Object.entries(g.States).filter(([, st]) => st.Type === 'Task'),
+    );
+    expect(tasks.map(([name]) => name).sort()).toEqual(
+      [
+        STATES.recover,
+        STATES.plan,
+        STATES.compact,
+        STATES.upload,
+        STATES.verify,
+        STATES.deleteInputs,
+        STATES.clearManifest,
+        STATES.summary,
+      ].sort(),
+    );
+    for (const [name, task] of tasks) {
+      const retry = task.Retry as { ErrorEquals: string[]; BackoffRate: number; JitterStrategy: string }[];
+      expect(retry, name).toHaveLength(1);
+      expect(retry[0]?.ErrorEquals, name).toEqual([...TRANSIENT_ERRORS]);
+      expect(retry[0]?.BackoffRate, name).toBeGreaterThan(1);
+      expect(retry[0]?.JitterStrategy, name).toBe('FULL');
+      // Never a catch-all: States.ALL or TaskFailed would retry a schema conflict forever.
+      expect(JSON.stringify(task.Retry ?? [])).not.toMatch(/States\.(ALL|TaskFailed)/);
+      expect(task.Catch, name).toBeUndefined();
+      expect(task.TimeoutSeconds, name).toBeGreaterThan(60);
+    }
+  });
+
+  it('retries the error names the code throws for transient failures, and not the ones that must fail', () => {
+    expect(TRANSIENT_ERRORS).toContain(ErrorNames.TransientStore);
+    expect(TRANSIENT_ERRORS).toContain(ErrorNames.DeleteFailed);
+    for (const permanent of [
+      ErrorNames.SchemaConflict,
+      ErrorNames.ManifestConflict,
+      ErrorNames.FinalKeyConflict,
+      ErrorNames.VerificationFailed,
+      ErrorNames.RowCountMismatch,
+      ErrorNames.LeaseExpired,
+    ]) {
+      expect(TRANSIENT_ERRORS).not.toContain(permanent);
+    }
+  });
+});
