@@ -49,7 +49,8 @@ Usage: compactor <command> [options]
 Commands:
   demo [--dir DIR]            generate an Arc-layout lake of small files, compact it hourly then
                               daily, and show that row counts are equal
-  run --tier hourly|daily     one cycle: recover, plan, compact every eligible partition
+  run --tier hourly|daily     one cycle: the synthesized state machine (recover, plan, compact every
+                              eligible partition, summary) run locally
   plan --tier hourly|daily    dry run: what a cycle would compact and why the rest is skipped
   recover                     resolve manifests left by crashed or stopped runs
   status                      live and quarantined manifests
@@ -66,7 +67,9 @@ Options:
   --min-files N               files a folder needs before it is compacted (hourly 10, daily 2)
   --min-age SECONDS           how long after its hour/day ends a folder becomes eligible (3600 / 10800)
   --quiet SECONDS             skip folders holding a file written less than this ago (300)
-  --concurrency N             partitions compacted at once (2)
+  --concurrency N             partitions compacted at once (2): the state machine's Map MaxConcurrency
+  --context JSON              run with these settings of the deployed stack over cdk.json's
+                              "compactor" context, e.g. '{"map":{"toleratedFailurePercentage":20}}'
   --target-size SIZE          split outputs at about this size (512MiB)
   --row-group-size N          output row group size in rows (122880)
   --max-job-bytes SIZE        input bytes one job may take (2GiB)
@@ -103,12 +106,14 @@ const OPTIONS = {
   threads: { type: 'string' },
   'work-dir': { type: 'string' },
   dir: { type: 'string' },
+  context: { type: 'string' },
   sql: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-type Parsed = CliOptions & SfnCliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean };
+type Parsed = CliOptions &
+  SfnCliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean; context?: string };
 
 /** Runs one command; returns the exit code. Never calls process.exit (tests call it in-process). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -177,8 +182,13 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
-  // The definition `cdk deploy` would deploy, with this run's Map concurrency.
-  const workflow = await synthesizeWorkflow({ map: { maxConcurrency: concurrency } });
+  // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
+  // with this run's Map concurrency.
+  const stackContext = parseStackContext(options.context);
+  const workflow = await synthesizeWorkflow({
+    ...stackContext,
+    map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
+  });
   const { engine, workDir } = await buildEngine(options);
   const started = Date.now();
   let planned = 0;
@@ -218,7 +228,20 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
       },
     );
     if (execution.status === 'FAILED' || !output) {
-      emit(io, options, execution, () => formatFailedExecution(execution));
+      emit(
+        io,
+        options,
+        {
+          status: execution.status,
+          execution: execution.executionName,
+          error: execution.error,
+          cause: execution.cause,
+          failedState: execution.failedState?.name,
+          states: execution.statesEntered,
+          partitions: partitionRows(execution),
+        },
+        () => formatFailedExecution(execution),
+      );
       return 1;
     }
     emit(io, options, { ...output, partitions: partitionRows(execution) }, () =>
@@ -238,6 +261,22 @@ function logEvent(io: CliIo, event: JobEvent): void {
   if (event.type === 'input-quarantined') {
     io.err(`QUARANTINED input ${event.key} (partition ${event.partition}): ${event.reason}`);
   }
+}
+
+function parseStackContext(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError(`--context is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError(
+      '--context must be a JSON object, e.g. \'{"map":{"toleratedFailurePercentage":20}}\'',
+    );
+  }
+  return value as Record<string, unknown>;
 }
 
 interface PartitionRow {

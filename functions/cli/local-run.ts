@@ -109,14 +109,18 @@ export async function synthesizeWorkflow(
 
 async function synthesizeUncached(compactorContext: Record<string, unknown>): Promise<SynthesizedWorkflow> {
   // Loaded only on a cache miss: aws-cdk-lib takes a second or two to import.
-  const { createApp } = await import('../../cdk/app.ts');
+  const { createApp, cdkJsonContext } = await import('../../cdk/app.ts');
   const { extractWorkflow } = await import('../../cdk/synth-definition.ts');
   const outdir = await mkdtemp(join(tmpdir(), 'compactor-synth-'));
   try {
     const { app } = createApp({
       outdir,
       // The definition does not depend on the Lambda bundles: skip bundling.
-      context: { 'aws:cdk:bundling-stacks': [], compactor: compactorContext },
+      context: {
+        'aws:cdk:bundling-stacks': [],
+        // Over cdk.json's own `compactor` settings, as `cdk deploy -c` would not merge but a user expects.
+        compactor: deepMerge((cdkJsonContext().compactor ?? {}) as Record<string, unknown>, compactorContext),
+      },
     });
     const assembly = app.synth();
     const stack = assembly.stacks[0];
@@ -131,6 +135,19 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
   } finally {
     await rm(outdir, { recursive: true, force: true });
   }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(over)) {
+    const current = out[key];
+    out[key] = isPlainObject(current) && isPlainObject(value) ? deepMerge(current, value) : value;
+  }
+  return out;
 }
 
 export interface LocalRunDeps {

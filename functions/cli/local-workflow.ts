@@ -242,6 +242,7 @@ export async function runLocalWorkflow(
     def.StartAt = mapName ? `${mapName}${ITEM_READER_SUFFIX}` : failed.name;
     input = failed.input;
     if (mapName) input = options.redriveOf.inputs.get(`${mapName}${ITEM_READER_SUFFIX}`) ?? input;
+    pruneUnreachable(def);
   }
 
   const handlers: Record<string, (input: Json) => Promise<Json>> = {};
@@ -345,6 +346,23 @@ export async function runLocalWorkflow(
       ...(lastFailed ? { failedState: lastFailed } : {}),
     } satisfies LocalExecution;
   }
+}
+
+/** A redrive starts mid-graph; the states before it are never entered, and ASL forbids unreachable states. */
+function pruneUnreachable(def: JsonObject): void {
+  const states = def.States as Record<string, StateDef>;
+  const reachable = new Set<string>();
+  const visit = (name: unknown) => {
+    if (typeof name !== 'string' || reachable.has(name) || !states[name]) return;
+    reachable.add(name);
+    const state = states[name];
+    visit(state.Next);
+    visit(state.Default);
+    for (const choice of (state.Choices as JsonObject[] | undefined) ?? []) visit(choice.Next);
+    for (const catcher of (state.Catch as JsonObject[] | undefined) ?? []) visit(catcher.Next);
+  };
+  visit(def.StartAt);
+  for (const name of Object.keys(states)) if (!reachable.has(name)) delete states[name];
 }
 
 function findState(states: Record<string, StateDef>, name: string): StateDef | undefined {

@@ -1,0 +1,12 @@
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+const [dir, out, extra] = process.argv.slice(2);
+const part = join(dir as string, 'db/cpu/2025/01/15/10');
+const files = readdirSync(part).map((f) => join(part, f));
+const inst = await DuckDBInstance.create(':memory:', { threads: '2' });
+const c = await inst.connect();
+const t = performance.now();
+await c.run(`COPY (SELECT * FROM read_parquet([${files.map((f) => `'${f}'`).join(',')}], union_by_name=true) ORDER BY time) TO '${out}' (FORMAT parquet, COMPRESSION zstd ${extra ?? ''})`);
+const ms = performance.now() - t;
+console.log('raw ms', ms.toFixed(0), 'bytes', statSync(out as string).size, 'rss MB', (process.resourceUsage().maxRSS / 1024).toFixed(0));

@@ -1,0 +1,258 @@
+/**
+ * The state machine CDK synthesizes, executed by a real ASL interpreter (aws-local-stepfunctions)
+ * with every Lambda bound in-process:
+ * - over fauxqs (an in-process S3 server, the real SDK and S3Store) it compacts a generated lake
+ *   hourly then daily with exact row ids;
+ * - a step failing mid-partition fails the execution (tolerance 0), and a redrive from the
+ *   failed state with the same input re-runs only the failed partition and ends exact;
+ * - `compactor run` executes the synthesized definition: changing the definition (the Map's
+ *   tolerated failure percentage, through --context) changes what the run does.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { S3Store } from '../../functions/adapters/s3-store.ts';
+import { readIds } from '../../functions/adapters/sample-data.ts';
+import { runCli } from '../../functions/cli/compactor.ts';
+import {
+  runWorkflowLocally,
+  type SynthesizedWorkflow,
+  synthesizeWorkflow,
+} from '../../functions/cli/local-run.ts';
+import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { FaultStore } from '../support/fault-store.ts';
+import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
+import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+
+const FILES: readonly LakeFile[] = [
+  { key: 'db/cpu/2025/01/14/01/cpu_20250114_010500_1.parquet', rows: 31 },
+  { key: 'db/cpu/2025/01/14/01/cpu_20250114_012000_2.parquet', rows: 32 },
+  { key: 'db/cpu/2025/01/14/02/cpu_20250114_020500_3.parquet', rows: 33 },
+  { key: 'db/cpu/2025/01/14/02/cpu_20250114_022000_4.parquet', rows: 34 },
+  { key: 'db/cpu/2025/01/14/03/cpu_20250114_030500_5.parquet', rows: 35 },
+  { key: 'db/cpu/2025/01/14/03/cpu_20250114_032000_6.parquet', rows: 36 },
+];
+
+let engine: DuckDbEngine;
+let root: string;
+let template: string;
+let total: number;
+let workflow: SynthesizedWorkflow;
+let strict: SynthesizedWorkflow;
+const config: CompactorConfig = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  root = await mkdtemp(join(tmpdir(), 'local-workflow-'));
+  template = join(root, 'template');
+  total = await writeLake(engine, template, FILES);
+  workflow = await synthesizeWorkflow({});
+  strict = await synthesizeWorkflow({ map: { toleratedFailurePercentage: 0 } });
+});
+
+afterAll(async () => {
+  await engine.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+async function ids(store: ObjectStore): Promise<bigint[]> {
+  const scratch = await mkdtemp(join(root, 'ids-'));
+  const paths: string[] = [];
+  for await (const o of store.list('')) {
+    if (!config.layout.isDataKey(o.key)) continue;
+    const path = join(scratch, `${paths.length}.parquet`);
+    await store.getToFile(o.key, path);
+    paths.push(path);
+  }
+  return readIds(engine, paths);
+}
+
+function range(n: number): bigint[] {
+  return Array.from({ length: n }, (_, i) => BigInt(i + 1));
+}
+
+async function stateKeys(store: ObjectStore, under: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const o of store.list(`_compaction/${under}`)) keys.push(o.key);
+  return keys;
+}
+
+describe('the synthesized state machine run locally over fauxqs (in-process S3 server, real SDK)', () => {
+  let s3: FauxqsS3;
+  beforeAll(async () => {
+    s3 = await startFauxqsS3('workflow-lake');
+  });
+  afterAll(async () => {
+    await s3.stop();
+  });
+
+  it('compacts a generated lake hourly then daily with exact row ids', async () => {
+    const store = new S3Store({ client: s3.client, bucket: s3.bucket });
+    const local = new LocalFolderStore(template);
+    for await (const o of local.list('')) {
+      await store.put(o.key, { file: join(template, o.key) });
+    }
+    const deps = {
+      store,
+      config,
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
+
+    const hourly = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0 });
+    expect(hourly.execution.status, hourly.execution.cause).toBe('SUCCEEDED');
+    expect(hourly.output?.summary).toMatchObject({
+      partitions: 3,
+      compacted: 3,
+      failed: 0,
+      filesIn: 6,
+      filesOut: 3,
+    });
+    expect(hourly.output?.summary.rows).toBe(total);
+    expect(hourly.execution.statesEntered).toContain('Compact partitions');
+
+    const daily = await runWorkflowLocally(workflow, deps, { tier: 'daily', retryIntervalMs: 0 });
+    expect(daily.execution.status, daily.execution.cause).toBe('SUCCEEDED');
+    expect(daily.output?.summary).toMatchObject({ partitions: 1, compacted: 1, filesIn: 3, filesOut: 1 });
+
+    expect(await ids(store)).toEqual(range(total));
+    const data: string[] = [];
+    for await (const o of store.list('')) if (config.layout.isDataKey(o.key)) data.push(o.key);
+    expect(data).toHaveLength(1);
+    expect(data[0]).toMatch(/^db\/cpu\/2025\/01\/14\/cpu_20250114_.*_daily\.parquet$/);
+    expect(await stateKeys(store, 'manifests/')).toEqual([]);
+    expect(await stateKeys(store, 'staging/')).toEqual([]);
+  });
+});
+
+describe('a step failing mid-partition, then a redrive', () => {
+  it('fails the execution, then a redrive from the failed state with the same input ends exact', async () => {
+    const dir = join(root, 'redrive');
+    await rm(dir, { recursive: true, force: true });
+    await writeLake(engine, dir, FILES);
+    const inner = new LocalFolderStore(dir);
+    // The upload step of hour 02 fails with an error the state machine does not retry.
+    let broken = true;
+    const store = new FaultStore(inner, {
+      beforeCall: async (call) => {
+        if (broken && call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/')) {
+          const error = new Error(`injected failure copying ${call.key}`);
+          error.name = 'InjectedStepFailure';
+          throw error;
+        }
+      },
+    });
+    const deps = {
+      store,
+      config,
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
+    const compacted: string[] = [];
+    const first = await runWorkflowLocally(strict, deps, {
+      tier: 'hourly',
+      retryIntervalMs: 0,
+      onStep: (step, payload) => {
+        if (step === 'compact') compacted.push((payload as { partition: string }).partition);
+      },
+    });
+    expect(first.execution.status).toBe('FAILED');
+    expect(first.execution.error).toBe('States.ExceedToleratedFailureThreshold');
+    expect(first.execution.cause).toContain('InjectedStepFailure');
+    expect(first.execution.failedState?.name).toBe('Compact partitions (ResultWriter)');
+    expect(compacted.sort()).toEqual([
+      'db/cpu/2025/01/14/01/',
+      'db/cpu/2025/01/14/02/',
+      'db/cpu/2025/01/14/03/',
+    ]);
+    // Nothing lost meanwhile: hour 02 is staged, its inputs still there.
+    expect(await ids(inner)).toEqual(range(total));
+    expect(await stateKeys(inner, 'manifests/')).toHaveLength(1);
+
+    broken = false;
+    compacted.length = 0;
+    const redrive = await runWorkflowLocally(strict, deps, {
+      tier: 'hourly',
+      retryIntervalMs: 0,
+      redriveOf: first.execution,
+      onStep: (step, payload) => {
+        if (step === 'compact') compacted.push((payload as { partition: string }).partition);
+      },
+    });
+    expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
+    // Only the failed partition ran again; recover and plan did not.
+    expect(compacted).toEqual(['db/cpu/2025/01/14/02/']);
+    expect(redrive.execution.statesEntered).not.toContain('Plan');
+    expect(redrive.output?.summary).toMatchObject({ partitions: 3, compacted: 3, failed: 0 });
+    expect(await ids(inner)).toEqual(range(total));
+    expect(await stateKeys(inner, 'manifests/')).toEqual([]);
+    expect(await stateKeys(inner, 'staging/')).toEqual([]);
+  });
+});
+
+describe('compactor run executes the synthesized definition', () => {
+  async function lakeWithBadHour(name: string): Promise<string> {
+    const dir = join(root, name);
+    await rm(dir, { recursive: true, force: true });
+    await writeLake(engine, dir, FILES);
+    // Hour 03 gains a file whose `count` is text: a schema conflict fails that partition.
+    const bad = join(root, `${name}-bad.parquet`);
+    await engine.query(
+      `COPY (SELECT 999999 AS id, TIMESTAMP '2025-01-14 03:30:00' AS time, 'x' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
+    );
+    await new LocalFolderStore(dir).put('db/cpu/2025/01/14/03/cpu_20250114_034000_bad.parquet', {
+      file: bad,
+    });
+    return dir;
+  }
+
+  const run = async (dir: string, ...extra: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(
+      ['run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--min-files', '2', '--json', ...extra],
+      { out: (l) => out.push(l), err: (l) => err.push(l) },
+    );
+    return { code, json: JSON.parse(out.join('\n')) as Record<string, unknown>, err: err.join('\n') };
+  };
+
+  it('with the deployed tolerance (5%), one failed partition in three fails the execution', async () => {
+    const dir = await lakeWithBadHour('default-tolerance');
+    const result = await run(dir);
+    expect(result.code).toBe(1);
+    expect(result.json).toMatchObject({ status: 'FAILED', failedState: 'Compact partitions (ResultWriter)' });
+    expect(String(result.json.cause)).toContain('SchemaConflictError');
+    expect(result.json.states).toContain('Compact partitions (ItemReader)');
+  });
+
+  it('the same run with the definition changed to tolerate 50% succeeds and reports the failure', async () => {
+    const dir = await lakeWithBadHour('changed-tolerance');
+    const result = await run(dir, '--context', '{"map":{"toleratedFailurePercentage":50}}');
+    expect(result.code).toBe(1); // a failed partition is still a problem found
+    expect(result.json).toMatchObject({ summary: { partitions: 3, compacted: 2, failed: 1 } });
+    const partitions = result.json.partitions as { partition: string; result: string; note: string }[];
+    expect(partitions.find((p) => p.partition === 'db/cpu/2025/01/14/03/')).toMatchObject({
+      result: 'failed',
+    });
+    expect(partitions.find((p) => p.result === 'failed')?.note).toContain('SchemaConflictError');
+  });
+
+  it('a bad --context fails with exit 2 naming the problem', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(['run', '--tier', 'hourly', '--store', template, '--context', '[1]'], {
+      out: (l) => out.push(l),
+      err: (l) => err.push(l),
+    });
+    expect(code).toBe(2);
+    expect(err.join('\n')).toContain('--context must be a JSON object');
+  });
+});
