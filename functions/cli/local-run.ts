@@ -26,7 +26,7 @@ import { isStepName, localInvoker, type StepName } from './local-lambdas.ts';
 import { type LocalExecution, runLocalWorkflow } from './local-workflow.ts';
 
 /** As the bucket's lifecycle rule expires them in AWS. */
-export const RUN_RECORD_DAYS = 14;
+export const RUN_RECORD_DAYS = 15;
 
 function resultsRoot(layout: CompactorConfig['layout']): string {
   return `${layout.stateRoot}results/`;
