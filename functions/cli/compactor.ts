@@ -13,6 +13,7 @@ import { LocalFolderStore } from '../adapters/local-store.ts';
 import { type CompactorConfig, TIERS, type TierName } from '../core/config.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
+import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 import { planTier } from '../core/planner.ts';
@@ -478,7 +479,14 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
     }
     quarantined.push({ key: object.key, reason, at });
   }
-  emit(io, options, { live, quarantined }, () =>
+  const failing = [...(await readFailures(store, ctx.config)).values()].map((f) => ({
+    partition: f.partition,
+    tier: f.tier,
+    failures: f.consecutiveFailures,
+    nextAttemptAt: f.nextAttemptAt,
+    lastError: f.lastError.split('\n')[0] ?? '',
+  }));
+  emit(io, options, { live, quarantined, failing }, () =>
     [
       `live manifests: ${live.length}`,
       ...(live.length > 0
@@ -495,6 +503,15 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
             table(
               ['record', 'since', 'reason'],
               quarantined.map((q) => [q.key, q.at, q.reason]),
+            ),
+          ]
+        : []),
+      `failing partitions: ${failing.length}${failing.length > 0 ? ` (skipped with backoff after ${ctx.config.failureBackoff.after} failures in a row)` : ''}`,
+      ...(failing.length > 0
+        ? [
+            table(
+              ['partition', 'tier', 'failures', 'next attempt', 'last error'],
+              failing.map((f) => [f.partition, f.tier, f.failures, f.nextAttemptAt, f.lastError]),
             ),
           ]
         : []),

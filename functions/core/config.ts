@@ -29,6 +29,12 @@ export interface CompactorConfig {
   readonly maxJobFiles: number;
   /** How long a claim or step may run before recovery may take the job over. */
   readonly leaseSeconds: number;
+  /** After `after` consecutive failures a partition is skipped for baseSeconds, doubling up to maxSeconds. */
+  readonly failureBackoff: {
+    readonly after: number;
+    readonly baseSeconds: number;
+    readonly maxSeconds: number;
+  };
 }
 
 export interface ConfigInput {
@@ -43,6 +49,7 @@ export interface ConfigInput {
   readonly maxJobBytes?: number;
   readonly maxJobFiles?: number;
   readonly leaseSeconds?: number;
+  readonly failureBackoff?: Partial<CompactorConfig['failureBackoff']>;
 }
 
 const MiB = 1024 * 1024;
@@ -59,6 +66,7 @@ export const DEFAULTS = {
   maxJobBytes: 2 * 1024 * MiB,
   maxJobFiles: 5000,
   leaseSeconds: 20 * 60,
+  failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
 } as const;
 
 function positive(name: string, value: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -98,5 +106,16 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
     maxJobBytes: positive('maxJobBytes', input.maxJobBytes ?? DEFAULTS.maxJobBytes),
     maxJobFiles: positive('maxJobFiles', input.maxJobFiles ?? DEFAULTS.maxJobFiles, 10_000),
     leaseSeconds: positive('leaseSeconds', input.leaseSeconds ?? DEFAULTS.leaseSeconds),
+    failureBackoff: {
+      after: positive('failureBackoff.after', input.failureBackoff?.after ?? DEFAULTS.failureBackoff.after),
+      baseSeconds: positive(
+        'failureBackoff.baseSeconds',
+        input.failureBackoff?.baseSeconds ?? DEFAULTS.failureBackoff.baseSeconds,
+      ),
+      maxSeconds: positive(
+        'failureBackoff.maxSeconds',
+        input.failureBackoff?.maxSeconds ?? DEFAULTS.failureBackoff.maxSeconds,
+      ),
+    },
   };
 }

@@ -7,6 +7,7 @@
 import type { CompactorConfig, TierName } from './config.ts';
 import type { Clock } from './engine.ts';
 import { InvalidManifestError } from './errors.ts';
+import { failureKey, readFailures } from './failures.ts';
 import {
   type InputRef,
   type Manifest,
@@ -231,8 +232,9 @@ export async function planTier(
     folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
   }
 
-  // 2. Then manifests and quarantine.
+  // 2. Then manifests and quarantine, and partitions in failure backoff.
   const exclusions = await readExclusions(store, config);
+  const failures = await readFailures(store, config);
   const tierConfig = config.tiers[tier];
   const periodMs = tier === 'hourly' ? HOUR_MS : DAY_MS;
   const dailyAgeMs = config.tiers.daily.minAgeSeconds * 1000;
@@ -250,6 +252,17 @@ export async function planTier(
     }
     if (exclusions.leasedManifests.has(lease)) {
       skip('a job holds this partition (live manifest)');
+      continue;
+    }
+    const failure = failures.get(failureKey(config, tier, partition));
+    if (
+      failure &&
+      failure.consecutiveFailures >= config.failureBackoff.after &&
+      now < Date.parse(failure.nextAttemptAt)
+    ) {
+      skip(
+        `failed ${failure.consecutiveFailures} times in a row (last: ${failure.lastError.split('\n')[0]}); next attempt after ${failure.nextAttemptAt}`,
+      );
       continue;
     }
     const periodEnd = folder.periodStart + periodMs;

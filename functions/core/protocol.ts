@@ -17,14 +17,17 @@ import type { CompactorConfig, TierName } from './config.ts';
 import { type Clock, type Engine, type InputInfo, InputUnreadableError } from './engine.ts';
 import {
   DeleteFailedError,
+  ErrorNames,
   FinalKeyConflictError,
   LeaseExpiredError,
   ManifestConflictError,
   NotFoundError,
   PreconditionFailedError,
+  RETRYABLE_ERRORS,
   RowCountMismatchError,
   VerificationFailedError,
 } from './errors.ts';
+import { failureKey, recordFailure } from './failures.ts';
 import type { DataFile } from './layout.ts';
 import {
   type InputRef,
@@ -331,7 +334,31 @@ export async function compactStep(deps: CompactDeps, job: JobSpec): Promise<Step
   }
   if (loaded.manifest.state !== 'claimed')
     return result(job, 'already-done', loaded.manifest.state, summary(loaded.manifest));
-  return stage(deps, loaded, job);
+  try {
+    return await stage(deps, loaded, job);
+  } catch (error) {
+    if (!countsAsFailure(error)) throw error;
+    // The job's own error is what the caller must see; if even the record cannot be written,
+    // the next cycle simply tries the partition again.
+    await recordFailure(deps, job.tier, job.partition, `${error.name}: ${error.message}`).catch(
+      () => undefined,
+    );
+    throw error;
+  }
+}
+
+/** Errors that mean the partition's job failed, not that the store hiccuped or someone else owns it. */
+function countsAsFailure(error: unknown): error is Error {
+  if (!(error instanceof Error)) return false;
+  const notTheJobs: readonly string[] = [
+    ...RETRYABLE_ERRORS,
+    ErrorNames.ManifestConflict,
+    ErrorNames.PreconditionFailed,
+    ErrorNames.NotFound,
+    // The step stopped itself at its lease: recovery resolves the job and counts it if it died.
+    ErrorNames.LeaseExpired,
+  ];
+  return !notTheJobs.includes(error.name);
 }
 
 async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<StepResult> {
@@ -634,7 +661,10 @@ export async function clearStep(deps: StepDeps, ref: JobRef): Promise<StepResult
   }
   const { loaded } = step;
   checkLease(deps, loaded.manifest);
-  await deletePrefix(deps, stagingPrefix(deps.config.layout, ref.jobId));
+  // The partition's failure record (if any) goes in the same DeleteObjects call as the staging.
+  await deletePrefix(deps, stagingPrefix(deps.config.layout, ref.jobId), [
+    failureKey(deps.config, ref.tier, ref.partition),
+  ]);
   await deleteManifest(deps, loaded);
   deps.onEvent?.({ type: 'cleared', job: ref });
   return result(ref, 'done', 'cleared', summary(loaded.manifest));
@@ -643,9 +673,15 @@ export async function clearStep(deps: StepDeps, ref: JobRef): Promise<StepResult
 // ---- shared pieces used by steps and recovery ----
 
 /** Deletes every object under a prefix (unconditionally: only job-owned state-root prefixes). */
-export async function deletePrefix(deps: StepDeps, prefix: string): Promise<number> {
+export async function deletePrefix(
+  deps: StepDeps,
+  prefix: string,
+  alsoDelete: readonly string[] = [],
+): Promise<number> {
   const keys: string[] = [];
   for await (const object of deps.store.list(prefix, withSignal(deps))) keys.push(object.key);
+  const listed = keys.length;
+  keys.push(...alsoDelete);
   for (let i = 0; i < keys.length; i += MAX_DELETE_BATCH) {
     const outcomes = await deps.store.deleteMany(
       keys.slice(i, i + MAX_DELETE_BATCH).map((key) => ({ key })),
@@ -654,7 +690,7 @@ export async function deletePrefix(deps: StepDeps, prefix: string): Promise<numb
     const failed = outcomes.find((o) => o.status === 'error');
     if (failed) throw new DeleteFailedError(`could not delete ${failed.key}: ${describeOutcome(failed)}`);
   }
-  return keys.length;
+  return listed;
 }
 
 /**

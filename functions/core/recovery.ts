@@ -14,6 +14,7 @@ import {
   NotFoundError,
   VerificationFailedError,
 } from './errors.ts';
+import { recordFailure } from './failures.ts';
 import {
   type Manifest,
   manifestsRoot,
@@ -318,4 +319,11 @@ async function rollBack(deps: RecoveryDeps, loaded: Loaded): Promise<void> {
   }
   await deletePrefix(deps, stagingPrefix(deps.config.layout, manifest.jobId));
   await deleteManifest(deps, loaded);
+  // A job that died (a Lambda killed by its timeout or memory) counts as a failure of its partition.
+  await recordFailure(
+    deps,
+    manifest.tier,
+    manifest.partition,
+    `job ${manifest.jobId} died in state ${manifest.state}; rolled back by recovery`,
+  );
 }
