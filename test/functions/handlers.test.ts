@@ -1,0 +1,136 @@
+/**
+ * The Lambda handlers through their middy stack, with deps for a local folder: inputs are
+ * validated at the door (errors name the field), results are small and flat, and a step about
+ * to time out stops on middy's abort signal, leaving a state recovery resolves.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Context } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { localObservability } from '../../functions/cli/local-lambdas.ts';
+import { createHandler as compactHandler } from '../../functions/compact.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import { manifestsRoot } from '../../functions/core/manifest.ts';
+import { recover } from '../../functions/core/recovery.ts';
+import { configFromEnv } from '../../functions/lambda/env-deps.ts';
+import { EARLY_TIMEOUT_MS, type HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { createHandler as planHandler } from '../../functions/plan.ts';
+import { createHandler as uploadHandler } from '../../functions/upload.ts';
+import { FaultStore } from '../support/fault-store.ts';
+import { writeLake } from '../support/lake-harness.ts';
+
+const config = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
+let engine: DuckDbEngine;
+let root: string;
+
+beforeAll(async () => {
+  engine = await DuckDbEngine.create({ threads: 1 });
+  root = await mkdtemp(join(tmpdir(), 'handlers-'));
+});
+
+afterAll(async () => {
+  await engine.close();
+  await rm(root, { recursive: true, force: true });
+});
+
+function deps(store: HandlerDeps['store']): HandlerDeps {
+  return {
+    store,
+    bucket: 'local-data-bucket',
+    config,
+    clock: systemClock,
+    engine: async () => engine,
+    workDir: join(root, 'work'),
+    isOwnerAlive: async () => false,
+    randomHex: () => Math.random().toString(16).slice(2, 10).padEnd(8, '0'),
+  };
+}
+
+function context(remainingMs?: number): Context {
+  return {
+    functionName: 'test',
+    awsRequestId: 'req-1',
+    ...(remainingMs === undefined ? {} : { getRemainingTimeInMillis: () => remainingMs }),
+  } as unknown as Context;
+}
+
+describe('handler inputs are validated at the door', () => {
+  it('names the missing or wrong field', async () => {
+    const store = new LocalFolderStore(join(root, 'empty'));
+    const plan = planHandler(async () => deps(store), localObservability());
+    await expect(plan({ tier: 'weekly', executionId: 'e', executionName: 'n' }, context())).rejects.toThrow(
+      /"tier" must be one of hourly, daily/,
+    );
+    await expect(plan({ tier: 'hourly', executionName: 'n' }, context())).rejects.toThrow(/"executionId"/);
+    const upload = uploadHandler(async () => deps(store), localObservability());
+    await expect(
+      upload({ tier: 'hourly', partition: 'db/cpu/2025/01/15/10/' }, context()),
+    ).rejects.toMatchObject({
+      name: 'ConfigError',
+      message: expect.stringContaining('"jobId"'),
+    });
+  });
+
+  it('reads its configuration from the environment, naming the variable when it is wrong', () => {
+    const saved = { ...process.env };
+    try {
+      process.env.COMPACTOR_CONFIG = '{not json';
+      expect(() => configFromEnv()).toThrow(/COMPACTOR_CONFIG is not valid JSON/);
+      process.env.COMPACTOR_CONFIG = JSON.stringify({ layout: 'hive', tiers: { hourly: { minFiles: 4 } } });
+      process.env.DATA_PREFIX = 'lake/';
+      const parsed = configFromEnv();
+      expect(parsed.layout.dataPrefix).toBe('lake/');
+      expect(parsed.tiers.hourly.minFiles).toBe(4);
+      expect(parsed.layout.template).toBe('{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/');
+    } finally {
+      process.env = saved;
+    }
+  });
+});
+
+describe('a step about to time out', () => {
+  it('stops on the abort signal, and recovery resolves what it left', async () => {
+    const dir = join(root, 'timeout');
+    const total = await writeLake(engine, dir, [
+      { key: 'db/cpu/2025/01/15/10/a.parquet', rows: 30 },
+      { key: 'db/cpu/2025/01/15/10/b.parquet', rows: 30 },
+    ]);
+    const inner = new LocalFolderStore(dir);
+    // Downloads are slow: the Lambda would run out of time in the middle of them.
+    const slow = new FaultStore(inner, {
+      gate: async (call) => {
+        if (call.op === 'getToFile') await new Promise((resolve) => setTimeout(resolve, 400));
+      },
+    });
+    const planOutput = (await planHandler(async () => deps(inner), localObservability())(
+      { tier: 'hourly', executionId: 'exec-1', executionName: 'hourly-timeout' },
+      context(),
+    )) as { itemsKey: string };
+    const items = JSON.parse((await inner.getBytes(planOutput.itemsKey)).body.toString()) as unknown[];
+    expect(items).toHaveLength(1);
+
+    const compact = compactHandler(async () => deps(slow), localObservability());
+    // 150 ms left before middy's early-timeout margin: the signal fires mid-download.
+    await expect(compact(items[0], context(EARLY_TIMEOUT_MS + 150))).rejects.toMatchObject({
+      name: 'TimeoutError',
+    });
+    // Let the abandoned download settle, as a frozen Lambda would be killed: the step stopped itself.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const manifests: string[] = [];
+    for await (const o of inner.list(manifestsRoot(config.layout))) manifests.push(o.key);
+    expect(manifests).toHaveLength(1);
+
+    const report = await recover({ ...deps(inner), executionId: 'exec-recover' });
+    expect(report.entries.map((e) => [e.state, e.action])).toEqual([['claimed', 'rolled-back']]);
+    // Nothing lost: both inputs are still there.
+    const keys: string[] = [];
+    for await (const o of inner.list('db/')) keys.push(o.key);
+    expect(keys.sort()).toEqual(['db/cpu/2025/01/15/10/a.parquet', 'db/cpu/2025/01/15/10/b.parquet']);
+    expect(total).toBe(60);
+  });
+});
