@@ -1,28 +1,13 @@
 /**
  * Upload step (publish): copies the staged outputs to their final keys; the manifest's switch to
  * `published` is the commit point.
- * Thin: validate the input, build deps, call one core function, return a small result.
+ * Thin: validate the job, call one core function, return a small result.
  */
 
-import { type JobRef, publishStep } from './core/protocol.ts';
+import { publishStep } from './core/protocol.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
-import { parseJobRef, type StepOutput, stepOutput } from './lambda/events.ts';
-import {
-  createLambdaHandler,
-  type DepsFactory,
-  type HandlerDeps,
-  type HandlerTools,
-  type Observability,
-} from './lambda/handler-kit.ts';
-import { onJobEvent } from './lambda/telemetry.ts';
+import { jobStepHandler } from './lambda/handler-kit.ts';
 
-export async function publish(job: JobRef, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
-  const result = await publishStep({ ...deps, signal: tools.signal, onEvent: onJobEvent(tools) }, job);
-  return stepOutput(result);
-}
-
-export function createHandler(getDeps: DepsFactory, observability: Observability) {
-  return createLambdaHandler(parseJobRef, publish, getDeps, observability);
-}
+export const { run, createHandler } = jobStepHandler(publishStep);
 
 export const handler = createHandler(envDeps(), envObservability());

@@ -169,21 +169,7 @@ function advance(deps: StepDeps, manifest: Manifest, patch: Partial<Manifest>): 
 
 async function writeManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Promise<Loaded> {
   checkLease(deps, loaded.manifest);
-  try {
-    const { etag } = await deps.store.put(loaded.key, serializeManifest(next), {
-      ifMatch: loaded.etag,
-      contentType: 'application/json',
-      ...withSignal(deps),
-    });
-    return { key: loaded.key, etag, manifest: next };
-  } catch (error) {
-    if (error instanceof PreconditionFailedError || error instanceof NotFoundError) {
-      throw new ManifestConflictError(`manifest ${loaded.key} changed under job ${loaded.manifest.jobId}`, {
-        cause: error,
-      });
-    }
-    throw error;
-  }
+  return casManifest(deps, loaded, next);
 }
 
 /**
@@ -192,7 +178,11 @@ async function writeManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Pr
  */
 export async function takeOver(deps: StepDeps, loaded: Loaded, executionId: string): Promise<Loaded> {
   deps.signal?.throwIfAborted();
-  const next = advance(deps, loaded.manifest, { executionId });
+  return casManifest(deps, loaded, advance(deps, loaded.manifest, { executionId }));
+}
+
+/** Replaces the manifest only if it is still the version we read. */
+async function casManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Promise<Loaded> {
   try {
     const { etag } = await deps.store.put(loaded.key, serializeManifest(next), {
       ifMatch: loaded.etag,
@@ -202,9 +192,12 @@ export async function takeOver(deps: StepDeps, loaded: Loaded, executionId: stri
     return { key: loaded.key, etag, manifest: next };
   } catch (error) {
     if (error instanceof PreconditionFailedError || error instanceof NotFoundError) {
-      throw new ManifestConflictError(`manifest ${loaded.key} changed while recovery took it over`, {
-        cause: error,
-      });
+      throw new ManifestConflictError(
+        `manifest ${loaded.key} of job ${loaded.manifest.jobId} changed meanwhile`,
+        {
+          cause: error,
+        },
+      );
     }
     throw error;
   }

@@ -14,6 +14,9 @@ import type { Context } from 'aws-lambda';
 import type { CompactorConfig } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import type { ObjectStore } from '../core/object-store.ts';
+import type { JobRef, StepDeps, StepResult } from '../core/protocol.ts';
+import { parseJobRef, type StepOutput, stepOutput } from './events.ts';
+import { onJobEvent } from './telemetry.ts';
 
 export interface HandlerDeps {
   readonly store: ObjectStore;
@@ -67,5 +70,26 @@ export function once<T>(factory: () => Promise<T>): () => Promise<T> {
       throw error;
     });
     return value;
+  };
+}
+
+/**
+ * A Lambda for one protocol step over a job: validate the job, run the step with the deps and
+ * the abort signal, return its small result. Upload, verify, delete-inputs and clear-manifest
+ * are each exactly this.
+ */
+export function jobStepHandler(
+  step: (deps: StepDeps, job: JobRef) => Promise<StepResult>,
+  after?: (tools: HandlerTools, result: StepResult) => void,
+) {
+  const run = async (job: JobRef, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> => {
+    const result = await step({ ...deps, signal: tools.signal, onEvent: onJobEvent(tools) }, job);
+    after?.(tools, result);
+    return stepOutput(result);
+  };
+  return {
+    run,
+    createHandler: (getDeps: DepsFactory, observability: Observability) =>
+      createLambdaHandler(parseJobRef, run, getDeps, observability),
   };
 }
