@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { DuckDBInstance } from '@duckdb/node-api';
-import type { CompactOutput, CompactRequest, Engine, InputInfo } from '../core/engine.ts';
+import type { CompactOutput, CompactRequest, Engine, InputInfo, RowContainment } from '../core/engine.ts';
 import { InputUnreadableError } from '../core/engine.ts';
 
 export interface DuckDbEngineOptions {
@@ -36,7 +36,7 @@ const VECTOR_SIZE = 2048;
 
 const MAX_REASON_LENGTH = 300;
 
-export class DuckDbEngine implements Engine {
+export class DuckDbEngine implements Engine, RowContainment {
   private readonly instance: DuckDBInstance;
   private closed = false;
 
@@ -187,6 +187,31 @@ export class DuckDbEngine implements Engine {
         outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
       }
       return outputs;
+    });
+  }
+
+  async countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number> {
+    if (inputs.length === 0) return 0;
+    const source = (files: readonly string[]) =>
+      `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+    return this.withConnection(undefined, async (connection) => {
+      const described = (
+        await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source(inputs)}`)
+      ).getRowObjectsJS();
+      const columns = described.map((row) => quoteIdentifier(String(row.column_name))).join(', ');
+      if (evidence.length === 0) {
+        const [row] = (
+          await connection.runAndReadAll(`SELECT count(*) AS n FROM ${source(inputs)}`)
+        ).getRowObjectsJS();
+        return Number(row?.n);
+      }
+      // EXCEPT ALL is a multiset difference: a row held twice by the inputs must be there twice.
+      const [row] = (
+        await connection.runAndReadAll(
+          `SELECT count(*) AS n FROM (SELECT ${columns} FROM ${source(inputs)} EXCEPT ALL SELECT ${columns} FROM ${source(evidence)})`,
+        )
+      ).getRowObjectsJS();
+      return Number(row?.n);
     });
   }
 

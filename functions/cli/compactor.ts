@@ -4,6 +4,7 @@
  * a suspect partition); 2 bad usage or configuration, or the command could not run.
  */
 
+import { randomBytes } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,8 +18,9 @@ import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 import { planTier } from '../core/planner.ts';
-import type { JobEvent } from '../core/protocol.ts';
+import type { JobEvent, StepResult } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
+import { findRepairs, repairPartition } from '../core/repair.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import {
@@ -57,6 +59,9 @@ Commands:
   status                      live and quarantined manifests
   verify                      row counts per partition: plain glob vs the visible view
   visible [--sql]             the files a consistent reader should read, or a DuckDB view over them
+  repair [--dry-run]          find raw files whose rows an output next to them already holds (what a
+                              non-atomic compactor leaves), report the duplicated rows, and remove
+                              them through the protocol (checked by content, never by name)
 
 Options:
   --store <folder | s3://bucket/prefix>   the lake (required except for demo)
@@ -109,12 +114,20 @@ const OPTIONS = {
   dir: { type: 'string' },
   context: { type: 'string' },
   sql: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 type Parsed = CliOptions &
-  SfnCliOptions & { dir?: string; sql?: boolean; json?: boolean; help?: boolean; context?: string };
+  SfnCliOptions & {
+    dir?: string;
+    sql?: boolean;
+    json?: boolean;
+    help?: boolean;
+    context?: string;
+    'dry-run'?: boolean;
+  };
 
 /** Runs one command; returns the exit code. Never calls process.exit (tests call it in-process). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
@@ -158,6 +171,7 @@ const COMMANDS: Record<string, Handler> = {
   status: statusCommand,
   verify: verifyCommand,
   visible: visibleCommand,
+  repair: repairCommand,
   ...SFN_COMMANDS,
 };
 
@@ -669,6 +683,59 @@ export function visibleViewSql(paths: readonly string[], name = 'lake'): string 
   // Brackets, stars and question marks are glob characters in read_parquet paths.
   const list = paths.map((p) => `'${p.replace(/[[*?]/g, '[$&]').replaceAll("'", "''")}'`).join(',\n  ');
   return `CREATE OR REPLACE VIEW ${name} AS\nSELECT * FROM read_parquet([\n  ${list}\n], union_by_name = true);`;
+}
+
+// ---- repair ----
+
+async function repairCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const { engine, workDir } = await buildEngine(options);
+  const owners = new LocalOwners();
+  const executionId = newLocalExecutionId();
+  const end = owners.begin(executionId);
+  try {
+    const deps = {
+      store: ctx.target.store,
+      config: ctx.config,
+      clock: ctx.clock,
+      engine,
+      workDir: join(workDir, executionId.replaceAll(':', '-')),
+      executionId,
+      randomHex: () => randomBytes(8).toString('hex'),
+    };
+    const candidates = await findRepairs(deps);
+    const results: { partition: string; result: StepResult }[] = [];
+    for (const candidate of options['dry-run'] ? [] : candidates.filter((c) => c.inputs.length > 0)) {
+      results.push({ partition: candidate.partition, result: await repairPartition(deps, candidate) });
+    }
+    await rm(deps.workDir, { recursive: true, force: true });
+    const duplicated = candidates.reduce((sum, c) => sum + c.duplicatedRows, 0);
+    emit(io, options, { dryRun: Boolean(options['dry-run']), candidates, results }, () =>
+      [
+        candidates.length === 0
+          ? 'no output coexists with raw files whose rows it holds'
+          : table(
+              ['partition', 'tier', 'duplicate files', 'duplicated rows', 'kept', 'why kept'],
+              candidates.map((c) => [
+                c.partition,
+                c.tier,
+                c.inputs.length,
+                formatCount(c.duplicatedRows),
+                c.kept.length,
+                c.kept[0] ? `${c.kept[0].key}: ${c.kept[0].reason}` : '',
+              ]),
+            ),
+        options['dry-run']
+          ? `dry run: ${formatCount(duplicated)} duplicated rows in ${candidates.filter((c) => c.inputs.length > 0).length} partition(s); nothing changed`
+          : `repaired ${results.filter((r) => r.result.status === 'done').length} partition(s), ${formatCount(duplicated)} duplicated rows removed; ${results.filter((r) => r.result.status !== 'done').length} skipped`,
+      ].join('\n'),
+    );
+    const refused = candidates.some((c) => c.kept.length > 0);
+    return refused || results.some((r) => r.result.status !== 'done') ? 1 : 0;
+  } finally {
+    end();
+    await engine.close();
+  }
 }
 
 // ---- demo ----

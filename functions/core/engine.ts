@@ -42,7 +42,17 @@ export interface Engine {
   inspect(file: string): Promise<InputInfo>;
   /** Merges, sorts and writes; returns outputs with their footer row counts. */
   compact(request: CompactRequest): Promise<CompactOutput[]>;
+
   close(): Promise<void>;
+}
+
+/** Row containment, for repairing a lake that a non-atomic compactor duplicated. */
+export interface RowContainment {
+  /**
+   * How many rows of `inputs` (as a multiset, over the inputs' columns) are not in `evidence`:
+   * 0 means every input row is already there, as many times as the inputs hold it.
+   */
+  countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number>;
 }
 
 /** The engine could not read a local input file as Parquet. The core turns this into a quarantine. */

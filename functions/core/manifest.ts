@@ -48,6 +48,11 @@ export interface Manifest {
   readonly keptInputs?: readonly KeptInput[];
   /** Inputs found corrupt while staging: left in place and quarantined. */
   readonly quarantinedInputs?: readonly KeptInput[];
+  /**
+   * A repair job (see repair.ts): existing outputs, at these ETags, already hold every row of the
+   * inputs, so the inputs are deleted with no new output. Such a job goes claimed -> verified.
+   */
+  readonly repairOf?: readonly InputRef[];
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly leaseExpiresAt: string;
@@ -256,7 +261,31 @@ export function parseManifest(
       };
     });
   }
-  if (stateIndex(state) >= stateIndex('staged') && outputs === undefined)
+  let repairOf: InputRef[] | undefined;
+  if (m.repairOf !== undefined) {
+    if (!Array.isArray(m.repairOf) || m.repairOf.length === 0 || m.repairOf.length > 10_000) {
+      fail(key, 'repairOf must be a non-empty list');
+    }
+    if (outputs !== undefined) fail(key, 'a repair job has no outputs');
+    if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
+    const wantLevel = tier === 'hourly' ? 1 : 2;
+    repairOf = m.repairOf.map((entry: Json, i: number) => {
+      const e = (entry ?? {}) as Record<string, Json>;
+      const evidenceKey = safeKey(key, e.key, `repairOf[${i}].key`);
+      const file = layout.parse(evidenceKey);
+      const folder =
+        tier === 'hourly' ? file?.hourFolder : file?.hourFolder === undefined ? file?.dayFolder : undefined;
+      if (!file || file.level !== wantLevel || folder !== partitionFolder) {
+        fail(key, `repair evidence "${evidenceKey}" is not a ${tier} output in ${partitionFolder}`);
+      }
+      return {
+        key: evidenceKey,
+        size: count(key, e.size, `repairOf[${i}].size`),
+        etag: str(key, e.etag, `repairOf[${i}].etag`, 256),
+      };
+    });
+  }
+  if (stateIndex(state) >= stateIndex('staged') && outputs === undefined && repairOf === undefined)
     fail(key, `state ${state} without outputs`);
 
   const reasons = (value: Json, field: string): KeptInput[] | undefined => {
@@ -283,6 +312,7 @@ export function parseManifest(
     inputs,
     ...(m.inputRows === undefined ? {} : { inputRows: count(key, m.inputRows, 'inputRows') }),
     ...(outputs === undefined ? {} : { outputs }),
+    ...(repairOf === undefined ? {} : { repairOf }),
     ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
     ...(m.quarantinedInputs === undefined
       ? {}

@@ -89,6 +89,8 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
     if (!manifest) continue;
     liveManifests.push(manifest);
     for (const input of manifest.inputs) keys.add(input.key);
+    // A repair's evidence must stay as it was checked until the repair is done.
+    for (const evidence of manifest.repairOf ?? []) keys.add(evidence.key);
   }
   const quarantine = quarantineRoot(config.layout);
   for await (const object of store.list(quarantine)) {

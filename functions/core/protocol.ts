@@ -585,6 +585,12 @@ async function checkFinals(deps: StepDeps, manifest: Manifest): Promise<string |
       return `published output ${output.finalKey} does not match the manifest (size ${head.size} vs ${output.size}, checksum ${head.checksum?.value ?? 'n/a'} vs ${output.checksum.value}, job ${head.metadata[META_JOB_ID] ?? 'none'})`;
     }
   }
+  // A repair job's inputs are stood for by existing outputs: they must be exactly the versions checked.
+  for (const evidence of manifest.repairOf ?? []) {
+    const head = await deps.store.head(evidence.key, withSignal(deps));
+    if (!head) return `output ${evidence.key}, which holds the repaired inputs' rows, is missing`;
+    if (head.etag !== evidence.etag) return `output ${evidence.key} changed since its rows were checked`;
+  }
   return undefined;
 }
 
