@@ -268,7 +268,10 @@ export class LakeChecker {
     const leftovers: string[] = [];
     for await (const object of this.#store.list(layout.stateRoot)) {
       // Failure counts are bookkeeping for backoff, not a job's state; a later success removes them.
-      if (!object.key.startsWith(quarantineRoot(layout)) && !object.key.startsWith(`${layout.stateRoot}failures/`)) {
+      if (
+        !object.key.startsWith(quarantineRoot(layout)) &&
+        !object.key.startsWith(`${layout.stateRoot}failures/`)
+      ) {
         leftovers.push(object.key);
       }
     }
