@@ -89,6 +89,9 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
     if (!manifest) continue;
     liveManifests.push(manifest);
     for (const input of manifest.inputs) keys.add(input.key);
+    // Its outputs too: a job's output is not another tier's input until the job is done
+    // (a daily job merging an hourly output mid-job would duplicate its rows).
+    for (const output of manifest.outputs ?? []) keys.add(output.finalKey);
     // A repair's evidence must stay as it was checked until the repair is done.
     for (const evidence of manifest.repairOf ?? []) keys.add(evidence.key);
   }
