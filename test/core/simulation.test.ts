@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
-import { PreconditionFailedError, VerificationFailedError } from '../../functions/core/errors.ts';
+import { PreconditionFailedError } from '../../functions/core/errors.ts';
 import { manifestKey, parseManifest, quarantineRoot } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner.ts';
