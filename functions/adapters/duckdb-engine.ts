@@ -12,6 +12,12 @@
  * - ROW_GROUP_SIZE is rounded up to a multiple of the vector size (2048 rows).
  * - read_parquet treats `*`, `?` and `[` in a path as a glob; `[x]` escapes one character.
  * - read_parquet adds hive partition columns for `key=value` folders unless hive_partitioning=false.
+ * - read_parquet's virtual column `file_index` is the position of a row's file in the list; the
+ *   parallel sort is not stable, so it is the last sort key (ties keep the inputs' order).
+ * - An ENUM column is written to Parquet as the same UTF8 strings (dictionary-encoded, with min/max
+ *   statistics), and reads back as VARCHAR; a VARCHAR value outside the ENUM fails the cast.
+ * - parquet_file_metadata / parquet_metadata / parquet_schema / parquet_kv_metadata take a list of
+ *   files and name each row's file (file_name, the path as given).
  */
 
 import { mkdir, stat } from 'node:fs/promises';
@@ -36,9 +42,33 @@ const VECTOR_SIZE = 2048;
 
 const MAX_REASON_LENGTH = 300;
 
+/** read_parquet's virtual column: the position of a row's file in the input list. */
+const FILE_INDEX = 'file_index';
+
+/** Jobs at least this large sort their low-cardinality string columns as ENUMs. */
+const ENUM_MIN_INPUT_BYTES = 64 * 1024 * 1024;
+
+/** ...and whose string columns are at least 1/5 of the columns. */
+const ENUM_MIN_COLUMN_SHARE = 5;
+
+/** A string column with at most this many distinct values is sorted as an ENUM. */
+const ENUM_MAX_VALUES = 1024;
+
+/** Footer checks answered by one batch of metadata queries at most. */
+const MAX_INSPECT_BATCH = 256;
+
+interface PendingInspect {
+  readonly file: string;
+  readonly resolve: (info: InputInfo) => void;
+  readonly reject: (error: unknown) => void;
+}
+
 export class DuckDbEngine implements Engine, RowContainment {
   private readonly instance: DuckDBInstance;
   private closed = false;
+  private readonly inspectQueue: PendingInspect[] = [];
+  private inspectScheduled = false;
+  private inspectRunning = false;
 
   private constructor(instance: DuckDBInstance) {
     this.instance = instance;
@@ -63,7 +93,183 @@ export class DuckDbEngine implements Engine, RowContainment {
     return new DuckDbEngine(await DuckDBInstance.create(':memory:', config));
   }
 
-  async inspect(file: string): Promise<InputInfo> {
+  /**
+   * Reads and checks one input's footer. Calls that arrive together (the core starts each check as
+   * soon as its input is downloaded) are answered by one batched set of metadata queries over all
+   * their files, with one DESCRIBE per distinct Parquet schema instead of one per file. A lone call
+   * takes the per-file path, and so does every file of a batch that is not plainly fine (a failed
+   * query, a failed check, an unusual path): its result or error is exactly what checking it alone gives.
+   */
+  inspect(file: string): Promise<InputInfo> {
+    return new Promise((resolve, reject) => {
+      this.inspectQueue.push({ file, resolve, reject });
+      this.scheduleInspections();
+    });
+  }
+
+  private scheduleInspections(): void {
+    if (this.inspectScheduled || this.inspectRunning) return;
+    this.inspectScheduled = true;
+    // One macrotask later: calls made meanwhile (downloads finishing) join the batch.
+    setImmediate(() => {
+      this.inspectScheduled = false;
+      void this.drainInspections();
+    });
+  }
+
+  private async drainInspections(): Promise<void> {
+    this.inspectRunning = true;
+    try {
+      while (this.inspectQueue.length > 0) {
+        await this.inspectBatch(this.inspectQueue.splice(0, MAX_INSPECT_BATCH));
+      }
+    } finally {
+      this.inspectRunning = false;
+    }
+  }
+
+  /** Settles every request of the batch; never throws. */
+  private async inspectBatch(batch: readonly PendingInspect[]): Promise<void> {
+    const files = [...new Set(batch.map((p) => p.file))];
+    let batched = new Map<string, InputInfo>();
+    if (files.length > 1 && files.every((f) => escapeGlob(f) === f)) {
+      batched = await this.inspectMany(files).catch(() => new Map<string, InputInfo>());
+    }
+    const settled = new Map<string, { info: InputInfo } | { error: unknown }>();
+    const alone = files.filter((f) => !batched.has(f));
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(4, alone.length) }, async () => {
+        while (next < alone.length) {
+          const file = alone[next++] as string;
+          settled.set(
+            file,
+            await this.inspectOne(file).then(
+              (info) => ({ info }),
+              (error: unknown) => ({ error }),
+            ),
+          );
+        }
+      }),
+    );
+    for (const request of batch) {
+      const info = batched.get(request.file);
+      if (info) {
+        request.resolve(info);
+        continue;
+      }
+      const outcome = settled.get(request.file);
+      if (outcome && 'info' in outcome) request.resolve(outcome.info);
+      else request.reject(outcome?.error ?? new Error(`inspect ${request.file}: no result`));
+    }
+  }
+
+  /**
+   * The batched path: footers, schemas and key-value metadata of all files in three queries, and
+   * DESCRIBE once per distinct (schema, key-value metadata, writer): DuckDB derives a file's column
+   * types from exactly these. Returns only the files that pass every check.
+   */
+  private async inspectMany(files: readonly string[]): Promise<Map<string, InputInfo>> {
+    const list = `[${files.map(parquetPath).join(', ')}]`;
+    return this.withConnection(undefined, async (connection) => {
+      const footers = (
+        await connection.runAndReadAll(
+          `WITH m AS MATERIALIZED (
+             SELECT file_name, row_group_id, row_group_num_rows AS n,
+                    least(coalesce(nullif(dictionary_page_offset, 0), data_page_offset), data_page_offset)
+                      + total_compressed_size AS chunk_end
+               FROM parquet_metadata(${list}))
+           SELECT f.file_name, f.num_rows, f.file_size_bytes, f.created_by, r.row_group_rows, c.chunk_end
+             FROM parquet_file_metadata(${list}) AS f
+             LEFT JOIN (SELECT file_name, sum(n) AS row_group_rows
+                          FROM (SELECT DISTINCT file_name, row_group_id, n FROM m) GROUP BY file_name) AS r
+                    ON r.file_name = f.file_name
+             LEFT JOIN (SELECT file_name, max(chunk_end) AS chunk_end FROM m GROUP BY file_name) AS c
+                    ON c.file_name = f.file_name`,
+        )
+      ).getRowObjectsJS();
+      const schemas = (
+        await connection.runAndReadAll(
+          `SELECT file_name, column_id, name, type, type_length, repetition_type, num_children, converted_type,
+                  scale, precision, field_id, logical_type
+             FROM parquet_schema(${list})`,
+        )
+      ).getRowObjectsJS();
+      const kv = (
+        await connection.runAndReadAll(
+          `SELECT file_name, hex(key) AS k, hex(value) AS v FROM parquet_kv_metadata(${list})`,
+        )
+      ).getRowObjectsJS();
+
+      const wanted = new Set(files);
+      const schemaOf = new Map<string, Record<string, JS>[]>();
+      for (const row of schemas) {
+        const name = String(row.file_name);
+        if (!wanted.has(name)) return new Map();
+        const rows = schemaOf.get(name) ?? [];
+        schemaOf.set(name, rows);
+        rows.push(row);
+      }
+      const kvOf = new Map<string, string[]>();
+      for (const row of kv) {
+        const name = String(row.file_name);
+        const pairs = kvOf.get(name) ?? [];
+        kvOf.set(name, pairs);
+        pairs.push(`${String(row.k)}=${String(row.v)}`);
+      }
+      const out = new Map<string, InputInfo>();
+      const describedBySignature = new Map<string, InputInfo['columns'] | undefined>();
+      for (const footer of footers) {
+        const file = String(footer.file_name);
+        const elements = schemaOf.get(file);
+        if (!wanted.has(file) || !elements) continue;
+        const rows = Number(footer.num_rows);
+        // The same two checks as the per-file path; a file that fails one takes that path.
+        if (footer.row_group_rows !== null && Number(footer.row_group_rows) !== rows) continue;
+        if (footer.chunk_end !== null && Number(footer.chunk_end) > Number(footer.file_size_bytes)) continue;
+        const signature = JSON.stringify([
+          String(footer.created_by),
+          [...elements]
+            .sort((a, b) => Number(a.column_id) - Number(b.column_id))
+            .map((e) => [
+              e.name,
+              e.type,
+              e.type_length,
+              e.repetition_type,
+              e.num_children,
+              e.converted_type,
+              e.scale,
+              e.precision,
+              e.field_id,
+              e.logical_type,
+            ])
+            .map((values) => values.map((v) => (v === null ? null : String(v)))),
+          [...(kvOf.get(file) ?? [])].sort(),
+        ]);
+        if (!describedBySignature.has(signature)) {
+          const described = await connection
+            .runAndReadAll(
+              `DESCRIBE SELECT * FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)`,
+            )
+            .then(
+              (reader) =>
+                reader.getRowObjectsJS().map((row) => ({
+                  name: String(row.column_name),
+                  type: String(row.column_type),
+                })),
+              () => undefined,
+            );
+          describedBySignature.set(signature, described);
+        }
+        const columns = describedBySignature.get(signature);
+        if (columns) out.set(file, { rows, columns: columns.map((c) => ({ ...c })) });
+      }
+      return out;
+    });
+  }
+
+  /** One file alone: the footer query, then DESCRIBE, then the checks. */
+  private async inspectOne(file: string): Promise<InputInfo> {
     const source = parquetPath(file);
     return this.withConnection(undefined, async (connection) => {
       let footer: Record<string, JS> | undefined;
@@ -124,13 +330,12 @@ export class DuckDbEngine implements Engine, RowContainment {
     }
 
     const names = new Set(columns.map((c) => c.name.toLowerCase()));
-    const orderBy = request.sortBy
-      .filter((key) => names.has(key.toLowerCase()))
-      .map((key) => `${quoteIdentifier(key)} ASC NULLS LAST`);
-    const select =
-      `SELECT ${columns.map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`).join(', ')}` +
-      ` FROM read_parquet([${inputs.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)` +
-      (orderBy.length > 0 ? ` ORDER BY ${orderBy.join(', ')}` : '');
+    const sortKeys = request.sortBy.filter((key) => names.has(key.toLowerCase()));
+    const orderBy = sortKeys.map((key) => `${quoteIdentifier(key)} ASC NULLS LAST`);
+    // Equal sort keys keep the inputs' order (DuckDB's parallel sort alone does not): rows that
+    // arrived together stay together, which makes the output deterministic and much smaller.
+    if (orderBy.length > 0 && !names.has(FILE_INDEX)) orderBy.push(FILE_INDEX);
+    const source = `read_parquet([${inputs.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
     const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}`;
     const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
 
@@ -139,14 +344,39 @@ export class DuckDbEngine implements Engine, RowContainment {
     await mkdir(outputDir, { recursive: true });
 
     return this.withConnection(signal, async (connection) => {
+      const classify = async (error: unknown) => this.classifyCompactError(connection, error, inputs, signal);
       const run = async (sql: string) => {
         signal?.throwIfAborted();
         try {
           await connection.run(sql);
         } catch (error) {
-          throw await this.classifyCompactError(connection, error, inputs, signal);
+          throw await classify(error);
         }
       };
+      const read = async (sql: string): Promise<Record<string, JS>[]> => {
+        signal?.throwIfAborted();
+        try {
+          return (await connection.runAndReadAll(sql)).getRowObjectsJS();
+        } catch (error) {
+          throw await classify(error);
+        }
+      };
+      // Sorting carries every column through the sort; a low-cardinality string column (tags:
+      // host, region) costs far less carried as an ENUM, which the Parquet writer stores as the
+      // same UTF8 strings. Worth the two extra scans only for large jobs.
+      const enums =
+        orderBy.length > 0 && inputBytes >= ENUM_MIN_INPUT_BYTES
+          ? await lowCardinalityColumns(read, source, columns, sortKeys)
+          : new Map<string, string>();
+      const select =
+        `SELECT ${columns
+          .map(
+            (c) =>
+              `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
+          )
+          .join(', ')}` +
+        ` FROM ${source}` +
+        (orderBy.length > 0 ? ` ORDER BY ${orderBy.join(', ')}` : '');
       const paths: string[] = [];
       // Outputs are usually no larger than the inputs (same data, sorted, ZSTD): when the inputs fit
       // the target, one direct COPY is the whole job and costs what a raw DuckDB COPY costs.
@@ -284,6 +514,58 @@ export class DuckDbEngine implements Engine, RowContainment {
     }
     return error;
   }
+}
+
+/**
+ * The VARCHAR columns (not sort keys) with few distinct values, each mapped to the ENUM type of
+ * exactly its values, sorted (so the ENUM's order is the strings' order). A HyperLogLog estimate
+ * over a 1% sample of the vectors keeps high-cardinality columns out of the exact pass; the exact
+ * pass lists every distinct value, so every row casts (a value outside the ENUM would fail the
+ * statement, never change a row).
+ */
+async function lowCardinalityColumns(
+  read: (sql: string) => Promise<Record<string, JS>[]>,
+  source: string,
+  columns: readonly { readonly name: string; readonly type: string }[],
+  sortKeys: readonly string[],
+): Promise<Map<string, string>> {
+  const keys = new Set(sortKeys.map((k) => k.toLowerCase()));
+  const strings = columns.filter((c) => c.type === 'VARCHAR' && !keys.has(c.name.toLowerCase()));
+  const enums = new Map<string, string>();
+  // Only when strings are a good part of each row: in a wide numeric table the scans cost more than they save.
+  if (strings.length === 0 || strings.length * ENUM_MIN_COLUMN_SHARE < columns.length) return enums;
+  const [estimates] = await read(
+    `SELECT ${strings.map((c, i) => `approx_count_distinct(${quoteIdentifier(c.name)}) AS e${i}`).join(', ')}
+       FROM (SELECT * FROM ${source} USING SAMPLE 1% (system, 42))`,
+  );
+  const candidates = strings.filter(
+    (_, i) => Number(estimates?.[`e${i}`] ?? Number.POSITIVE_INFINITY) <= ENUM_MAX_VALUES,
+  );
+  if (candidates.length === 0) return enums;
+  const [lists] = await read(
+    `SELECT ${candidates
+      .map((c, i) => {
+        const column = quoteIdentifier(c.name);
+        return `list(DISTINCT ${column} ORDER BY ${column}) FILTER (WHERE ${column} IS NOT NULL) AS v${i}`;
+      })
+      .join(', ')} FROM ${source}`,
+  );
+  candidates.forEach((c, i) => {
+    const values = listItems(lists?.[`v${i}`]);
+    // The sample can miss values; past the bound (or with no values at all) the column stays VARCHAR.
+    if (values === undefined || values.length === 0 || values.length > ENUM_MAX_VALUES) return;
+    enums.set(c.name, `ENUM(${values.map((v) => quoteString(String(v))).join(', ')})`);
+  });
+  return enums;
+}
+
+/** The items of a LIST value as getRowObjectsJS returns it. */
+function listItems(value: JS | undefined): readonly JS[] | undefined {
+  if (Array.isArray(value)) return value;
+  if (value !== null && typeof value === 'object' && 'items' in value && Array.isArray(value.items)) {
+    return value.items as readonly JS[];
+  }
+  return undefined;
 }
 
 /** `"name"` with embedded quotes doubled: any column name is safe in SQL. */

@@ -25,6 +25,7 @@ import {
   PreconditionFailedError,
   RETRYABLE_ERRORS,
   RowCountMismatchError,
+  TransientStoreError,
   VerificationFailedError,
 } from './errors.ts';
 import { failureKey, recordFailure } from './failures.ts';
@@ -359,6 +360,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
   const manifest = loaded.manifest;
   await mkdir(deps.workDir, { recursive: true });
   const dir = await mkdtemp(join(deps.workDir, `${ref.jobId}-`));
+  const footerChecks = new Map<string, Promise<{ info: InputInfo } | { error: unknown }>>();
   try {
     // Download every input exactly as planned: an input that changed ends the job cleanly.
     const files = manifest.inputs.map((input, i) => ({ input, path: join(dir, `in-${i}.parquet`) }));
@@ -371,7 +373,17 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
         if (error instanceof PreconditionFailedError || error instanceof NotFoundError)
           changed.push(input.key);
         else throw error;
+        return;
       }
+      // Start the footer check now, overlapping the other downloads (the engine batches the
+      // checks that arrive together); its outcome is taken below, in input order.
+      footerChecks.set(
+        path,
+        engine.inspect(path).then(
+          (info) => ({ info }),
+          (error: unknown) => ({ error }),
+        ),
+      );
     });
     if (changed.length > 0) {
       await release(deps, loaded);
@@ -385,7 +397,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
     const corrupt: KeptInput[] = [];
     for (const { input, path } of files) {
       try {
-        good.push({ input, path, info: await engine.inspect(path) });
+        good.push({ input, path, info: await footerCheck(footerChecks, engine, path) });
       } catch (error) {
         if (!(error instanceof InputUnreadableError)) throw error;
         corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
@@ -488,8 +500,23 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
     deps.onEvent?.({ type: 'staged', job: ref });
     return result(ref, 'done', 'staged', summary(loaded.manifest));
   } finally {
+    // No footer check may still be reading a file when the folder goes.
+    await Promise.all(footerChecks.values());
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** The outcome of the footer check started after the download (or a check now, if none was). */
+async function footerCheck(
+  started: ReadonlyMap<string, Promise<{ info: InputInfo } | { error: unknown }>>,
+  engine: Engine,
+  path: string,
+): Promise<InputInfo> {
+  const pending = started.get(path);
+  if (!pending) return engine.inspect(path);
+  const outcome = await pending;
+  if ('error' in outcome) throw outcome.error;
+  return outcome.info;
 }
 
 /** The partition's coordinates, for naming outputs. */
@@ -555,6 +582,15 @@ export async function publishStep(deps: StepDeps, ref: JobRef): Promise<StepResu
         // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
         const head = await deps.store.head(output.finalKey, withSignal(deps));
         if (isOurOutput(head, output, ref.jobId)) continue;
+        // Nothing there: a 409 from a concurrent conditional write that did not land. Retry.
+        if (head === undefined) {
+          throw new TransientStoreError(
+            `conditional copy to ${output.finalKey} conflicted; the key is still free`,
+            {
+              cause: error,
+            },
+          );
+        }
         const reason = `final key ${output.finalKey} already holds an object that is not this job's output`;
         await quarantineManifest(deps, loaded, reason);
         throw new FinalKeyConflictError(`${reason}; the job was quarantined and nothing was deleted`);
@@ -712,6 +748,12 @@ export async function quarantineManifest(
   const text =
     target.body?.toString('utf8') ??
     (target.manifest ? serializeManifest(target.manifest).toString('utf8') : '');
+  // Only the manifest version we judged may be quarantined: a stale step (a zombie whose job
+  // another attempt finished) must not raise a false alarm.
+  const current = await deps.store.head(target.key);
+  if (current?.etag !== target.etag) {
+    throw new ManifestConflictError(`manifest ${target.key} changed before it could be quarantined`);
+  }
   const recordKey = quarantinedManifestKey(
     deps.config.layout,
     target.key,

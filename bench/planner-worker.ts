@@ -1,0 +1,125 @@
+/**
+ * Child process of the planner-scale case: a synthetic store that lists N objects in Arc layout
+ * (generated on the fly, in key order, never held in memory by the store) and holds no
+ * manifests; planTier plans the hourly tier over it. Prints one JSON line.
+ */
+
+import { readFile } from 'node:fs/promises';
+import { parseConfig } from '../functions/core/config.ts';
+import { NotFoundError } from '../functions/core/errors.ts';
+import type { ObjectStore, ObjectSummary } from '../functions/core/object-store.ts';
+import { planTier } from '../functions/core/planner.ts';
+import { peakRssBytes } from './peak-rss.ts';
+import type { PlannerScaleRun, PlannerScaleTask } from './planner-scale.ts';
+
+const HOUR_MS = 3_600_000;
+const MEASUREMENTS = 50;
+const FIRST_HOUR = Date.UTC(2025, 0, 1);
+
+/** Lists `partitions` hour folders (spread over MEASUREMENTS measurements) of `files` objects each. */
+class SyntheticListingStore implements ObjectStore {
+  readonly location = 'synthetic://bench';
+  readonly #partitions: number;
+  readonly #files: number;
+
+  constructor(partitions: number, files: number) {
+    this.#partitions = partitions;
+    this.#files = files;
+  }
+
+  async *list(prefix: string): AsyncIterable<ObjectSummary> {
+    // Only the data listing holds objects; manifests and quarantine are empty.
+    if (prefix.startsWith('_compaction/')) return;
+    const hoursPerMeasurement = Math.ceil(this.#partitions / MEASUREMENTS);
+    const modified = new Date(FIRST_HOUR);
+    let emitted = 0;
+    for (let m = 0; m < MEASUREMENTS; m++) {
+      const name = `m${String(m).padStart(2, '0')}`;
+      for (let h = 0; h < hoursPerMeasurement && emitted < this.#partitions; h++, emitted++) {
+        const hour = new Date(FIRST_HOUR + h * HOUR_MS);
+        const iso = hour.toISOString();
+        const ymd = `${iso.slice(0, 4)}${iso.slice(5, 7)}${iso.slice(8, 10)}`;
+        const hh = iso.slice(11, 13);
+        const folder = `db/${name}/${iso.slice(0, 4)}/${iso.slice(5, 7)}/${iso.slice(8, 10)}/${hh}/`;
+        for (let f = 0; f < this.#files; f++) {
+          const key = `${folder}${name}_${ymd}_${hh}${String(f).padStart(4, '0')}_${String(f).padStart(9, '0')}.parquet`;
+          yield {
+            key,
+            size: 100_000 + f,
+            etag: `"${(emitted * this.#files + f).toString(16)}"`,
+            lastModified: modified,
+          };
+        }
+      }
+    }
+  }
+
+  async head(): Promise<undefined> {
+    return undefined;
+  }
+
+  async getBytes(key: string): Promise<never> {
+    throw new NotFoundError(key);
+  }
+
+  async getToFile(key: string): Promise<never> {
+    throw new NotFoundError(key);
+  }
+
+  async put(): Promise<never> {
+    throw new Error('the synthetic store is read-only');
+  }
+
+  async copy(): Promise<never> {
+    throw new Error('the synthetic store is read-only');
+  }
+
+  async deleteMany(): Promise<never> {
+    throw new Error('the synthetic store is read-only');
+  }
+
+  async listIncompleteUploads(): Promise<[]> {
+    return [];
+  }
+
+  async abortIncompleteUpload(): Promise<void> {}
+}
+
+async function main(): Promise<void> {
+  const taskFile = process.argv[2];
+  if (!taskFile) throw new Error('usage: node bench/planner-worker.ts <task.json>');
+  const task = JSON.parse(await readFile(taskFile, 'utf8')) as PlannerScaleTask;
+  const store = new SyntheticListingStore(task.partitions, task.filesPerPartition);
+  const config = parseConfig({ quietSeconds: 0 });
+  const clock = { now: () => new Date(Date.UTC(2026, 0, 1)) };
+  const baselineRssBytes = process.memoryUsage().rss;
+  const start = performance.now();
+  const plan = await planTier(store, config, clock, 'hourly');
+  const wallMs = performance.now() - start;
+  const plannedInputs = plan.jobs.reduce((total, job) => total + job.inputs.length, 0);
+  const result: PlannerScaleRun & { liveHeapBytes?: number } = {
+    ...task,
+    objects: plan.objectsListed,
+    jobs: plan.jobs.length,
+    plannedInputs,
+    wallMs,
+    maxRssBytes: peakRssBytes(),
+    baselineRssBytes,
+    heapUsedAfterBytes: process.memoryUsage().heapUsed,
+  };
+  // After the peak is read: what the plan itself keeps alive (run with --expose-gc).
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc) {
+    gc();
+    Object.assign(result, { liveHeapBytes: process.memoryUsage().heapUsed });
+  }
+  if (plan.jobs.length === 0) throw new Error('no plan');
+  if (plan.jobs.length !== task.partitions || plannedInputs !== task.partitions * task.filesPerPartition) {
+    throw new Error(
+      `planned ${plan.jobs.length} jobs / ${plannedInputs} inputs, expected every partition whole`,
+    );
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+await main();

@@ -1,0 +1,414 @@
+/** Renders the bench results: console tables, bench/results.md and a hand-written SVG chart. */
+
+import type { Comparison, ToolSummary } from './compare.ts';
+import type { BenchResults } from './run.ts';
+import type { Tool } from './worker.ts';
+
+const MIB = 2 ** 20;
+
+const TOOL_LABEL: Record<Tool, string> = {
+  product: 'product (compact step)',
+  duckdb: 'raw DuckDB COPY',
+  'polars-scan': 'polars scan+collect',
+  'polars-sink': 'polars scan+sink',
+  'polars-read': 'polars read+concat',
+  floor: 'I/O floor',
+};
+
+const TOOL_COLOR: Record<Tool, string> = {
+  product: '#1f77b4',
+  duckdb: '#7f7f7f',
+  'polars-scan': '#ff7f0e',
+  'polars-sink': '#ff7f0e',
+  'polars-read': '#ff7f0e',
+  floor: '#2ca02c',
+};
+
+function label(c: Comparison, tool: Tool): string {
+  return tool === c.polarsBest
+    ? `polars best (${TOOL_LABEL[tool].replace('polars ', '')})`
+    : TOOL_LABEL[tool];
+}
+
+const f1 = (n: number) => n.toFixed(1);
+const f2 = (n: number) => n.toFixed(2);
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const usd = (n: number) => (n >= 0.01 ? `$${n.toFixed(3)}` : `$${n.toFixed(5)}`);
+
+function table(headers: readonly string[], rows: readonly (readonly string[])[], align?: string): string {
+  const sep = align ?? headers.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ');
+  return [`| ${headers.join(' | ')} |`, `| ${sep} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+function comparisonRows(c: Comparison): string[][] {
+  return c.tools.map((t: ToolSummary) => [
+    label(c, t.tool),
+    f2(t.wallMs / 1000),
+    f1(t.mbPerS),
+    int(t.rowsPerS),
+    f2(t.cpuMs / 1000),
+    int(t.maxRssBytes / MIB),
+    f1(t.outputBytes / MIB),
+    `${f2(t.ratioVsDuckDb)}x`,
+  ]);
+}
+
+const COMPARISON_HEADERS = [
+  'tool',
+  'wall s',
+  'MB/s',
+  'rows/s',
+  'CPU s',
+  'peak RSS MiB',
+  'output MiB',
+  'vs raw DuckDB',
+];
+
+interface Target {
+  readonly name: string;
+  readonly value: string;
+  readonly met: boolean;
+}
+
+export function targets(r: BenchResults): Target[] {
+  const out: Target[] = [];
+  for (const c of r.comparisons) {
+    const product = c.tools.find((t) => t.tool === 'product');
+    const duck = c.tools.find((t) => t.tool === 'duckdb');
+    const polars = c.tools.find((t) => t.tool === c.polarsBest);
+    if (!product || !duck || !polars) continue;
+    if (c.dataset.id === 'i' || c.dataset.id === 'ii') {
+      out.push({
+        name: `${c.dataset.id}: product <= 1.10x raw DuckDB`,
+        value: `${f2(product.ratioVsDuckDb)}x`,
+        met: product.ratioVsDuckDb <= 1.1,
+      });
+    }
+    out.push({
+      name: `${c.dataset.id}: product faster than polars' best mode`,
+      value: `${f2(product.wallMs / 1000)} s vs ${f2(polars.wallMs / 1000)} s (${f2(product.wallMs / polars.wallMs)}x)`,
+      met: product.wallMs < polars.wallMs,
+    });
+    out.push({
+      name: `${c.dataset.id}: output bytes <= raw DuckDB's`,
+      value: `${f1(product.outputBytes / MIB)} MiB vs ${f1(duck.outputBytes / MIB)} MiB`,
+      met: product.outputBytes <= duck.outputBytes,
+    });
+  }
+  if (r.planner) {
+    const p = r.planner;
+    out.push({
+      name: `planner: ${int(p.objects / 1e6)}M objects <= 512 MiB peak RSS`,
+      value:
+        `${int(p.capped.maxRssBytes / MIB)} MiB with a ${p.cappedHeapMb} MiB heap (half the plan Lambda's memory) ` +
+        `(${int(p.maxRssBytes / MIB)} MiB with V8's default heap on this ${int(r.environment.memoryBytes / 2 ** 30)} GiB machine), ${f1(p.capped.wallMs / 1000)} s`,
+      met: p.capped.maxRssBytes <= 512 * MIB,
+    });
+  }
+  if (r.cost) {
+    for (const row of r.cost.rows) {
+      out.push({
+        name: `cost <= $0.001/GiB: ${row.scenario}`,
+        value: `${usd(row.perGib.totalWithS3Wait)}/GiB`,
+        met: row.meetsTarget,
+      });
+    }
+  }
+  return out;
+}
+
+export function renderMarkdown(r: BenchResults): string {
+  const e = r.environment;
+  const lines: string[] = [];
+  lines.push('# Benchmark results', '');
+  lines.push(
+    `One run of \`npm run bench\` on ${e.startedAt.slice(0, 10)}: ${e.cores} x ${e.cpu} (${e.arch}), ` +
+      `${int(e.memoryBytes / 2 ** 30)} GiB RAM, Node ${e.node}, @duckdb/node-api ${e.duckdb}, nodejs-polars ${e.polars}. ` +
+      `Every tool gets ${r.settings.threads} threads; the product runs with the compact Lambda's settings ` +
+      `(DuckDB memory_limit ${r.settings.productMemoryLimit}, ${r.settings.threads} threads). ` +
+      `Median of ${r.settings.runs} runs after a warm-up, tools alternating run by run, each run in its own process; ` +
+      `every output verified (row count, sorted by time, ids exactly 1..N). ` +
+      `Load average ${e.loadAverageStart.map(f1).join('/')} at the start and ${e.loadAverageEnd.map(f1).join('/')} at the end ` +
+      `(the machine is shared: wall times carry that noise, CPU seconds less so). The run took ${int(e.durationS)} s.`,
+    '',
+  );
+  lines.push('![wall time relative to raw DuckDB, and peak RSS](results.svg)', '');
+  for (const c of r.comparisons) {
+    lines.push(
+      `## ${c.dataset.title}`,
+      '',
+      `${int(c.dataset.rows)} rows, ${c.dataset.columns} columns, ${f1(c.dataset.bytes / 1e6)} MB of snappy Parquet in ${int(c.dataset.files)} files. ` +
+        `MB/s and rows/s are input bytes and rows per wall second.`,
+      '',
+      table(COMPARISON_HEADERS, comparisonRows(c)),
+      '',
+      `polars modes (median of warm-up and selection run): ${c.polarsModes.map((m) => `${TOOL_LABEL[m.tool]} ${f2(m.wallMs / 1000)} s`).join(', ')}; best: ${TOOL_LABEL[c.polarsBest]}.`,
+      '',
+    );
+    const phases = c.tools.find((t) => t.tool === 'product')?.phases;
+    if (phases) {
+      lines.push(
+        `Product phases (median ms): downloads ${int(phases.downloadMs ?? 0)}, footer checks ${int(phases.inspectMs ?? 0)} ` +
+          `(overlapping the downloads), merge ${int(phases.mergeMs ?? 0)}, staging upload ${int(phases.stagingPutMs ?? 0)}, ` +
+          `manifest reads/writes ${int(phases.manifestMs ?? 0)}.`,
+        '',
+      );
+    }
+  }
+  lines.push('## Targets', '');
+  lines.push(
+    table(
+      ['target', 'measured', 'met'],
+      targets(r).map((t) => [t.name, t.value, t.met ? 'yes' : '**no**']),
+      '--- | --- | ---',
+    ),
+    '',
+  );
+  if (r.requests) {
+    lines.push('## Object-store requests per job', '');
+    lines.push(`Formula, checked by the bench: **${r.requests.formula}** (one output per job).`, '');
+    lines.push(
+      table(
+        ['tier', 'inputs', 'GET/HEAD', 'PUT/COPY', 'LIST', 'DELETE', 'total', 'formula', 'calls by kind'],
+        r.requests.jobs.map((j) => [
+          j.tier,
+          int(j.inputs),
+          int(j.byClass.get),
+          int(j.byClass.put),
+          int(j.byClass.list),
+          int(j.byClass.delete),
+          int(j.total),
+          int(j.expected),
+          Object.entries(j.calls)
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', '),
+        ]),
+      ),
+      '',
+    );
+    const plan = r.requests.jobs[0]?.planCalls;
+    if (plan) {
+      lines.push(
+        `Planning (once per cycle, not per job): ${Object.entries(plan)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')}; on S3 each list is one LIST request per 1,000 keys.`,
+        '',
+      );
+    }
+  }
+  if (r.orchestration) {
+    const o = r.orchestration;
+    lines.push('## Orchestration overhead', '');
+    lines.push(
+      `A local cycle (recover, plan, then every step of every job, as \`runCycle\` and the state machine do) over ` +
+        `${o.partitions} partitions of ${o.filesPerPartition} files x ${o.rowsPerFile} rows:`,
+      '',
+      table(
+        ['concurrency', 'cycle wall s', 'engine busy s', 'overhead s', 'store calls'],
+        o.runs.map((run) => [
+          String(run.concurrency),
+          f2(run.cycleWallMs / 1000),
+          f2(run.engineBusyMs / 1000),
+          f2((run.cycleWallMs - run.engineBusyMs) / 1000),
+          int(run.storeCalls),
+        ]),
+      ),
+      '',
+      `At concurrency 1 the protocol around the engine costs ${f1(o.overheadPerPartitionMs)} ms per partition ` +
+        `(${int(o.overheadShare * 100)}% of the cycle): manifests, conditional writes, downloads, staging, publish, verify, deletes, clear. ` +
+        `Time inside store calls at concurrency 1 (ms, summed): ${Object.entries(o.runs[0]?.storeMsByOp ?? {})
+          .sort((a, b) => b[1] - a[1])
+          .map(([op, ms]) => `${op} ${int(ms)}`)
+          .join(
+            ', ',
+          )}; the local folder store fsyncs every object and its folder on each write, as S3 makes each write durable before it answers.`,
+      '',
+    );
+  }
+  if (r.planner) {
+    const p = r.planner;
+    const live = (run: { liveHeapBytes?: number }) =>
+      run.liveHeapBytes === undefined ? 'n/a' : `${int(run.liveHeapBytes / MIB)} MiB`;
+    lines.push('## Planner scale', '');
+    lines.push(
+      `planTier (hourly) over a synthetic listing of ${int(p.objects)} objects in ${int(p.partitions)} partitions, through the ObjectStore interface, ` +
+        `in its own process; ${int(p.jobs)} jobs planned with ${int(p.plannedInputs)} inputs.`,
+      '',
+      table(
+        ['Node heap', 'wall s', 'peak RSS MiB', 'RSS before planning MiB', 'live heap after plan'],
+        [
+          [
+            `--max-old-space-size=${p.cappedHeapMb} (half the plan Lambda's 512 MB)`,
+            f1(p.capped.wallMs / 1000),
+            int(p.capped.maxRssBytes / MIB),
+            int(p.capped.baselineRssBytes / MIB),
+            live(p.capped),
+          ],
+          [
+            `V8 default for this ${int(r.environment.memoryBytes / 2 ** 30)} GiB machine`,
+            f1(p.wallMs / 1000),
+            int(p.maxRssBytes / MIB),
+            int(p.baselineRssBytes / MIB),
+            live(p),
+          ],
+        ],
+      ),
+      '',
+      'The plan itself keeps the live heap shown (every input key, size and ETag of every job: the Plan it returns); ' +
+        "the rest of the peak is garbage V8 has not collected yet, which grows with the heap V8 allows, not with the planner's needs.",
+      '',
+    );
+  }
+  if (r.memory) {
+    const m = r.memory;
+    lines.push('## Memory: a partition larger than the engine memory', '');
+    lines.push(
+      `${f1(m.inputBytes / 1e6)} MB of Parquet (${int(m.rows)} rows x ${m.columns} columns, ${m.files} files) through the product path with ` +
+        `DuckDB memory_limit ${m.memoryLimit}: completed in ${f1(m.wallMs / 1000)} s, spilled up to ${int(m.spillPeakBytes / MIB)} MiB to its temp directory, ` +
+        `peak RSS ${int(m.maxRssBytes / MIB)} MiB, output ${f1(m.outputBytes / MIB)} MiB, verified.`,
+      '',
+    );
+  }
+  if (r.cost) {
+    const c = r.cost;
+    lines.push('## Cost per GiB compacted', '');
+    lines.push(
+      table(
+        [
+          'job',
+          'Lambda compute',
+          'Lambda requests',
+          'S3 requests',
+          'Step Functions',
+          'total',
+          'with S3 wait',
+          'S3 Tables binpack',
+          'S3 Tables sort',
+          'Glue',
+        ],
+        c.rows.map((row) => [
+          `${row.scenario} (${f2(row.measuredSeconds)} s measured + ${f2(row.s3WaitSeconds)} s S3 wait)`,
+          usd(row.perGib.lambdaCompute),
+          usd(row.perGib.lambdaRequests),
+          usd(row.perGib.s3Requests),
+          usd(row.perGib.stepFunctions),
+          usd(row.perGib.total),
+          `**${usd(row.perGib.totalWithS3Wait)}**`,
+          usd(row.perGib.s3TablesBinpack),
+          usd(row.perGib.s3TablesSort),
+          usd(row.perGib.glue),
+        ]),
+      ),
+      '',
+      `Lambda: compact at ${c.lambdaMemoryMb} MB arm64 for the measured wall time (this machine is x64; Lambda is arm64 Graviton: ` +
+        `the same throughput per vCPU is assumed), the other four steps at ${c.assumptions.otherStepMemoryMb} MB for ${c.assumptions.otherStepSeconds} s each, ` +
+        `recover/plan/summary at ${c.assumptions.otherStepMemoryMb} MB for ${c.assumptions.perExecutionLambdaSeconds} s each per execution of ` +
+        `${c.assumptions.partitionsPerExecution} partitions; $${c.prices.lambdaArmGbSecond} per GB-s, $0.20 per 1M requests. ` +
+        `S3: per job N input GETs + ${c.fixedCalls.get} GET/HEAD + ${c.fixedCalls.put} PUT/COPY + ${c.fixedCalls.list} LIST (measured above), ` +
+        `each input listed ${c.assumptions.listingsPerInput} times by planning; PUT/COPY/LIST $0.005 and GET/HEAD $0.0004 per 1,000, DELETE free. ` +
+        `Step Functions: ${c.transitionsPerPartition} transitions per partition + ${c.transitionsPerExecution} per execution (${c.transitionsSource}), $0.025 per 1,000. ` +
+        `S3 wait: the local store is a folder; in Lambda the inputs come from S3, assumed ${c.assumptions.s3MegabytesPerSecond} MB/s and ` +
+        `${c.assumptions.s3GetLatencyMs} ms per GET with ${c.assumptions.s3ConcurrentGets} in flight, billed as compact Lambda time. ` +
+        `S3 Tables: $0.005/GB binpack or $0.01/GB sort plus $0.002 per 1,000 objects. Glue: ${c.assumptions.glueDpus} DPU x max(${c.assumptions.glueMinimumSeconds} s, ` +
+        `input / ${c.assumptions.glueMegabytesPerSecond} MB/s) at $0.44 per DPU-hour (a stated, not measured, throughput) plus the same input GETs. ` +
+        `Target: $${c.targetPerGib}/GiB.`,
+      '',
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function printTables(r: BenchResults): void {
+  const out: string[] = [];
+  for (const c of r.comparisons) {
+    out.push('', c.dataset.title, table(COMPARISON_HEADERS, comparisonRows(c)));
+  }
+  out.push(
+    '',
+    'targets',
+    table(
+      ['target', 'measured', 'met'],
+      targets(r).map((t) => [t.name, t.value, t.met ? 'yes' : 'NO']),
+    ),
+  );
+  process.stdout.write(`${out.join('\n')}\n`);
+}
+
+function escapeXml(text: string): string {
+  return text.replace(
+    /[<>&"]/g,
+    (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;' })[c] as string,
+  );
+}
+
+/** Two panels: wall time relative to raw DuckDB (with the 1.10x target), and peak RSS. */
+export function renderSvg(r: BenchResults): string {
+  const width = 1040;
+  const left = 200;
+  const panelW = 380;
+  const rssX = 730;
+  const rssW = 230;
+  const barH = 16;
+  const gap = 4;
+  const groupGap = 26;
+  const top = 90;
+  const maxRatio = Math.max(...r.comparisons.flatMap((c) => c.tools.map((t) => t.ratioVsDuckDb)));
+  // Long bars are cut at the axis end (marked), so the bars near 1.0x stay readable.
+  const axisMax = Math.min(2.5, Math.max(1.5, Math.ceil(maxRatio * 4) / 4));
+  const maxRss = Math.max(1, ...r.comparisons.flatMap((c) => c.tools.map((t) => t.maxRssBytes / MIB)));
+  const xRatio = (v: number) => left + (Math.min(v, axisMax) / axisMax) * panelW;
+  const xRss = (v: number) => rssX + (v / maxRss) * rssW;
+  const parts: string[] = [];
+  let y = top;
+  for (const c of r.comparisons) {
+    parts.push(
+      `<text x="10" y="${y + 2}" font-weight="bold" font-size="13">${escapeXml(c.dataset.title)}</text>`,
+    );
+    y += 10;
+    for (const t of c.tools) {
+      const color = TOOL_COLOR[t.tool];
+      const end = xRatio(t.ratioVsDuckDb);
+      const cut = t.ratioVsDuckDb > axisMax;
+      parts.push(
+        `<text x="${left - 8}" y="${y + barH - 4}" text-anchor="end" font-size="12">${escapeXml(label(c, t.tool))}</text>`,
+        `<rect x="${left}" y="${y}" width="${Math.max(1, end - left).toFixed(1)}" height="${barH}" fill="${color}"/>`,
+        cut
+          ? `<path d="M${(end - 10).toFixed(1)} ${y - 1} l6 ${barH + 2} M${(end - 5).toFixed(1)} ${y - 1} l6 ${barH + 2}" stroke="white" stroke-width="2"/>`
+          : '',
+        `<text x="${(end + 4).toFixed(1)}" y="${y + barH - 4}" font-size="11"${t.tool === 'product' ? ' font-weight="bold"' : ''}>${f2(t.ratioVsDuckDb)}x (${f2(t.wallMs / 1000)} s)</text>`,
+        `<rect x="${rssX}" y="${y}" width="${Math.max(1, xRss(t.maxRssBytes / MIB) - rssX).toFixed(1)}" height="${barH}" fill="${color}" opacity="0.75"/>`,
+        `<text x="${(xRss(t.maxRssBytes / MIB) + 4).toFixed(1)}" y="${y + barH - 4}" font-size="11">${int(t.maxRssBytes / MIB)}</text>`,
+      );
+      y += barH + gap;
+    }
+    y += groupGap;
+  }
+  const bottom = y - groupGap + 4;
+  const line = (v: number, dash: string) =>
+    `<line x1="${xRatio(v).toFixed(1)}" y1="${top - 8}" x2="${xRatio(v).toFixed(1)}" y2="${bottom}" stroke="#333" stroke-dasharray="${dash}"/>`;
+  const ticks = [0.5, 1, 1.5, 2, 2.5]
+    .filter((v) => v <= axisMax)
+    .map(
+      (v) =>
+        `<text x="${xRatio(v).toFixed(1)}" y="${top - 12}" text-anchor="middle" font-size="10" fill="#555">${v.toFixed(1)}x</text>`,
+    );
+  const height = bottom + 64;
+  const e = r.environment;
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif">
+<title>Compacting one partition: wall time relative to raw DuckDB, and peak RSS, per tool and dataset</title>
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="22" font-size="16" font-weight="bold">Compacting one partition: wall time relative to raw DuckDB (lower is better), and peak RSS</text>
+<text x="10" y="40" font-size="11" fill="#555">${escapeXml(`median of ${r.settings.runs} runs after a warm-up, ${r.settings.threads} threads per tool, ${e.cores} x ${e.cpu}, ${e.startedAt.slice(0, 10)}; every output verified`)}</text>
+<text x="${left}" y="64" font-size="12" font-weight="bold">wall time / raw DuckDB</text>
+<text x="${rssX}" y="64" font-size="12" font-weight="bold">peak RSS of the process (MiB)</text>
+${ticks.join('\n')}
+${line(1, '4 3')}
+${line(1.1, '2 2')}
+${parts.join('\n')}
+<text x="${xRatio(1).toFixed(1)}" y="${bottom + 14}" text-anchor="end" font-size="11">raw DuckDB = 1.0x</text>
+<text x="${(xRatio(1.1) + 4).toFixed(1)}" y="${bottom + 14}" font-size="11">1.10x target</text>
+<text x="10" y="${height - 26}" font-size="11" fill="#555">blue: product (the compact Lambda's code path on the local folder store); grey: raw DuckDB COPY ... ORDER BY time;</text>
+<text x="10" y="${height - 12}" font-size="11" fill="#555">orange: nodejs-polars' best mode; green: I/O floor (read every input byte, write the output's size). Bars past ${axisMax.toFixed(1)}x are cut (marked //).</text>
+</svg>
+`;
+}

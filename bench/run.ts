@@ -1,0 +1,221 @@
+/**
+ * `npm run bench`: the side-by-side benchmark, request accounting, orchestration overhead,
+ * planner scale, the memory (spill) case and the cost model, in one run on this machine.
+ * Writes bench/results.json, bench/results.md and bench/results.svg and prints the tables.
+ *
+ * Options (for development; `npm run bench` uses none):
+ *   --runs N            measured runs per tool (default 5, at least 1)
+ *   --datasets i,ii     which comparison datasets (default all)
+ *   --only a,b          sections: compare, requests, orchestration, planner, memory
+ *   --quick             smaller request/planner/memory cases; results are not written
+ */
+
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
+import { type Comparison, runComparison } from './compare.ts';
+import { type CostModel, costModel } from './cost.ts';
+import { DATASETS, type Dataset, generateDataset } from './datasets.ts';
+import { type MemoryResult, runMemory } from './memory.ts';
+import { type OrchestrationResult, runOrchestration } from './orchestration.ts';
+import { type PlannerScaleResult, runPlannerScale } from './planner-scale.ts';
+import { printTables, renderMarkdown, renderSvg } from './report.ts';
+import { type RequestAccounting, runRequestAccounting } from './requests.ts';
+import { countTransitions, type TransitionCount } from './transitions.ts';
+
+/** What the compact Lambda runs with (cdk: 3008 MB -> DuckDB 2200MB, 2 threads). */
+export const LAMBDA_MEMORY_MB = 3008;
+export const PRODUCT_MEMORY_LIMIT = '2200MB';
+export const THREADS = 2;
+
+export interface Environment {
+  readonly node: string;
+  readonly cpu: string;
+  readonly cores: number;
+  readonly memoryBytes: number;
+  readonly arch: string;
+  readonly duckdb: string;
+  readonly polars: string;
+  readonly loadAverageStart: readonly number[];
+  readonly loadAverageEnd: readonly number[];
+  readonly startedAt: string;
+  readonly durationS: number;
+}
+
+export interface BenchResults {
+  readonly environment: Environment;
+  readonly settings: { readonly runs: number; readonly threads: number; readonly productMemoryLimit: string };
+  readonly comparisons: readonly Comparison[];
+  readonly requests?: RequestAccounting;
+  readonly orchestration?: OrchestrationResult;
+  readonly planner?: PlannerScaleResult;
+  readonly memory?: MemoryResult;
+  readonly transitions?: TransitionCount;
+  readonly cost?: CostModel;
+}
+
+interface Args {
+  readonly runs: number;
+  readonly datasets: readonly string[];
+  readonly only: readonly string[];
+  readonly quick: boolean;
+}
+
+const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory'];
+
+function parseArgs(argv: readonly string[]): Args {
+  let runs = 5;
+  let datasets = DATASETS.map((d) => d.id);
+  let only = SECTIONS;
+  let quick = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${arg} needs a value`);
+      return v;
+    };
+    if (arg === '--runs') runs = Math.max(1, Number.parseInt(value(), 10));
+    else if (arg === '--datasets') datasets = value().split(',');
+    else if (arg === '--only') only = value().split(',');
+    else if (arg === '--quick') quick = true;
+    else throw new Error(`unknown option ${arg}`);
+  }
+  return { runs, datasets, only, quick };
+}
+
+async function versions(): Promise<{ duckdb: string; polars: string }> {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  const read = (name: string) => (require(`${name}/package.json`) as { version: string }).version;
+  return { duckdb: read('@duckdb/node-api'), polars: read('nodejs-polars') };
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const started = Date.now();
+  const loadAverageStart = loadavg();
+  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const tmp = await mkdtemp(join(tmpdir(), 'compactor-bench-'));
+  const engine = await DuckDbEngine.create({ threads: THREADS });
+  const results: {
+    comparisons: Comparison[];
+    requests?: RequestAccounting;
+    orchestration?: OrchestrationResult;
+    planner?: PlannerScaleResult;
+    memory?: MemoryResult;
+    transitions?: TransitionCount;
+  } = { comparisons: [] };
+  try {
+    if (args.only.includes('compare')) {
+      for (const spec of DATASETS.filter((d) => args.datasets.includes(d.id))) {
+        const t = Date.now();
+        const ds: Dataset = await generateDataset(engine, join(tmp, 'data'), spec);
+        log(
+          `dataset ${ds.title}: ${ds.rows.toLocaleString('en-US')} rows, ${(ds.bytes / 1e6).toFixed(1)} MB (generated in ${((Date.now() - t) / 1000).toFixed(0)} s)`,
+        );
+        results.comparisons.push(
+          await runComparison(engine, ds, {
+            runs: args.runs,
+            threads: THREADS,
+            memoryLimit: PRODUCT_MEMORY_LIMIT,
+            tmp,
+            log,
+          }),
+        );
+        await rm(ds.storeRoot, { recursive: true, force: true });
+      }
+    }
+    if (args.only.includes('requests')) {
+      log('request accounting');
+      results.requests = await runRequestAccounting(engine, join(tmp, 'requests'), {
+        sizes: args.quick ? [10, 100] : [10, 100, 1000, 5000],
+        log,
+      });
+    }
+    if (args.only.includes('orchestration')) {
+      log('orchestration overhead');
+      results.orchestration = await runOrchestration(engine, join(tmp, 'orchestration'), {
+        partitions: args.quick ? 10 : 100,
+        log,
+      });
+    }
+    if (args.only.includes('planner')) {
+      log('planner scale');
+      results.planner = await runPlannerScale(join(tmp, 'planner'), {
+        partitions: args.quick ? 5_000 : 50_000,
+        filesPerPartition: 20,
+      });
+      const p = results.planner;
+      log(
+        `  ${p.objects.toLocaleString('en-US')} objects: ${(p.capped.wallMs / 1000).toFixed(1)} s, peak RSS ${(p.capped.maxRssBytes / 2 ** 20).toFixed(0)} MiB ` +
+          `with a ${p.cappedHeapMb} MiB heap; ${(p.maxRssBytes / 2 ** 20).toFixed(0)} MiB with V8's default heap`,
+      );
+    }
+    if (args.only.includes('memory')) {
+      log('memory: spilling partition');
+      results.memory = await runMemory(engine, join(tmp, 'memory'), {
+        memoryLimit: '256MB',
+        targetBytes: args.quick ? 120e6 : 520e6,
+        threads: THREADS,
+        log,
+      });
+    }
+    results.transitions = await countTransitions().catch((error: Error) => {
+      log(
+        `state transitions: could not synthesize the state machine (${error.message}); using the stated counts`,
+      );
+      return undefined;
+    });
+  } finally {
+    await engine.close();
+    await rm(tmp, { recursive: true, force: true });
+  }
+
+  const v = await versions();
+  const cpu = cpus();
+  const environment: Environment = {
+    node: process.version,
+    cpu: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    memoryBytes: totalmem(),
+    arch: process.arch,
+    duckdb: v.duckdb,
+    polars: v.polars,
+    loadAverageStart,
+    loadAverageEnd: loadavg(),
+    startedAt: new Date(started).toISOString(),
+    durationS: (Date.now() - started) / 1000,
+  };
+  const full: BenchResults = {
+    environment,
+    settings: { runs: args.runs, threads: THREADS, productMemoryLimit: PRODUCT_MEMORY_LIMIT },
+    ...results,
+    ...(results.requests
+      ? {
+          cost: costModel({
+            comparisons: results.comparisons,
+            requests: results.requests,
+            transitions: results.transitions,
+            lambdaMemoryMb: LAMBDA_MEMORY_MB,
+          }),
+        }
+      : {}),
+  };
+  printTables(full);
+  const complete =
+    !args.quick && args.only.length === SECTIONS.length && results.comparisons.length === DATASETS.length;
+  if (complete) {
+    const dir = import.meta.dirname;
+    await writeFile(join(dir, 'results.json'), `${JSON.stringify(full, null, 2)}\n`);
+    await writeFile(join(dir, 'results.md'), renderMarkdown(full));
+    await writeFile(join(dir, 'results.svg'), renderSvg(full));
+    log('wrote bench/results.json, bench/results.md, bench/results.svg');
+  } else {
+    log('partial run (options given): results files not written');
+  }
+  log(`bench finished in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+}
+
+await main();

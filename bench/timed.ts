@@ -1,0 +1,164 @@
+/**
+ * Thin wrappers that record when each store call and engine call ran, so a product run can say
+ * where its wall time went (download, footer checks, merge, checksum + staging upload).
+ * They add a performance.now() pair per call and nothing else.
+ */
+
+import type { CompactOutput, CompactRequest, Engine, InputInfo } from '../functions/core/engine.ts';
+import type {
+  CopyOptions,
+  DeleteOutcome,
+  DeleteRequest,
+  IncompleteUpload,
+  ObjectHead,
+  ObjectStore,
+  ObjectSummary,
+  WriteOptions,
+} from '../functions/core/object-store.ts';
+
+interface Span {
+  readonly name: string;
+  readonly start: number;
+  readonly end: number;
+}
+
+class Spans {
+  readonly list: Span[] = [];
+
+  async time<T>(name: string, run: () => Promise<T>): Promise<T> {
+    const start = performance.now();
+    try {
+      return await run();
+    } finally {
+      this.list.push({ name, start, end: performance.now() });
+    }
+  }
+
+  /** First start to last end of the named calls (they may overlap), in ms. */
+  span(name: string): number {
+    const named = this.list.filter((s) => s.name === name);
+    if (named.length === 0) return 0;
+    return Math.max(...named.map((s) => s.end)) - Math.min(...named.map((s) => s.start));
+  }
+
+  /** Time during which at least one call was running (the union of the intervals), in ms. */
+  busy(): number {
+    const sorted = [...this.list].sort((a, b) => a.start - b.start);
+    let total = 0;
+    let end = Number.NEGATIVE_INFINITY;
+    for (const s of sorted) {
+      if (s.start > end) {
+        total += s.end - s.start;
+        end = s.end;
+      } else if (s.end > end) {
+        total += s.end - end;
+        end = s.end;
+      }
+    }
+    return total;
+  }
+
+  /** Sum of the named calls' durations, in ms. */
+  sum(name: string): number {
+    return this.list.filter((s) => s.name === name).reduce((total, s) => total + s.end - s.start, 0);
+  }
+}
+
+export class TimedStore implements ObjectStore {
+  readonly location: string;
+  readonly #inner: ObjectStore;
+  readonly #spans = new Spans();
+
+  constructor(inner: ObjectStore) {
+    this.#inner = inner;
+    this.location = inner.location;
+  }
+
+  phases(_start: number): Record<string, number> {
+    return {
+      downloadMs: this.#spans.span('getToFile'),
+      stagingPutMs: this.#spans.sum('put-staging'),
+      manifestMs: this.#spans.sum('manifest'),
+    };
+  }
+
+  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+    return this.#inner.list(prefix, options);
+  }
+
+  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {
+    return this.#inner.head(key, options);
+  }
+
+  getBytes(key: string, options?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
+    return this.#spans.time('manifest', () => this.#inner.getBytes(key, options));
+  }
+
+  getToFile(
+    key: string,
+    path: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ) {
+    return this.#spans.time('getToFile', () => this.#inner.getToFile(key, path, options));
+  }
+
+  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+    const name = key.includes('/staging/') ? 'put-staging' : 'manifest';
+    return this.#spans.time(name, () => this.#inner.put(key, body, options));
+  }
+
+  copy(source: string, target: string, options?: CopyOptions) {
+    return this.#inner.copy(source, target, options);
+  }
+
+  deleteMany(
+    requests: readonly DeleteRequest[],
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<DeleteOutcome[]> {
+    return this.#inner.deleteMany(requests, options);
+  }
+
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    return this.#inner.listIncompleteUploads(prefix);
+  }
+
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    return this.#inner.abortIncompleteUpload(upload);
+  }
+}
+
+export class TimedEngine implements Engine {
+  readonly #inner: Engine;
+  readonly #spans = new Spans();
+
+  constructor(inner: Engine) {
+    this.#inner = inner;
+  }
+
+  phases(start: number): Record<string, number> {
+    const compact = this.#spans.list.find((s) => s.name === 'compact');
+    return {
+      inspectMs: this.#spans.span('inspect'),
+      mergeMs: this.#spans.sum('compact'),
+      // From the engine's end to the step's end: checksum, staging upload, manifest write.
+      ...(compact ? { mergeEndsAtMs: compact.end - start } : {}),
+    };
+  }
+
+  /** Wall time during which the engine was working (any call running), in ms. */
+  busyMs(): number {
+    return this.#spans.busy();
+  }
+
+  inspect(file: string): Promise<InputInfo> {
+    return this.#spans.time('inspect', () => this.#inner.inspect(file));
+  }
+
+  compact(request: CompactRequest): Promise<CompactOutput[]> {
+    return this.#spans.time('compact', () => this.#inner.compact(request));
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close();
+  }
+}

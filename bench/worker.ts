@@ -1,0 +1,258 @@
+/**
+ * One measured run of one tool, in its own process (so tools never share a heap and each peak
+ * RSS is its own): `node bench/worker.ts <task.json>`. Prints one JSON line (WorkerResult).
+ * Setup (engine creation, module loading, listing the inputs) is not timed; the timed part is
+ * what a tool does to turn the inputs into one sorted ZSTD Parquet file.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { peakRssBytes } from './peak-rss.ts';
+
+export type Tool = 'product' | 'duckdb' | 'polars-scan' | 'polars-sink' | 'polars-read' | 'floor';
+
+export interface WorkerTask {
+  readonly tool: Tool;
+  readonly storeRoot: string;
+  readonly partition: string;
+  readonly paths: readonly string[];
+  /** Scratch folder of this run (outputs of the peers, the product's work dir). */
+  readonly runDir: string;
+  readonly threads: number;
+  /** The product's DuckDB memory limit (the compact Lambda's). */
+  readonly memoryLimit?: string;
+  /** floor: bytes to write (the product's output size). */
+  readonly floorBytes?: number;
+}
+
+export interface WorkerResult {
+  readonly tool: Tool;
+  readonly wallMs: number;
+  /** User + system CPU of the whole process during the timed part (all threads). */
+  readonly cpuMs: number;
+  /** Peak resident set of the process (VmHWM; see peak-rss.ts). */
+  readonly maxRssBytes: number;
+  readonly outputs: readonly string[];
+  readonly outputBytes: number;
+  readonly outputRows?: number;
+  /** product: wall-clock spans of the parts of the compact step. */
+  readonly phases?: Readonly<Record<string, number>>;
+  readonly status?: string;
+  /** product: bytes the engine spilled to its temp directory (peak seen while running). */
+  readonly spillPeakBytes?: number;
+}
+
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000;
+}
+
+async function sizeOf(paths: readonly string[]): Promise<number> {
+  let total = 0;
+  for (const path of paths) total += (await stat(path)).size;
+  return total;
+}
+
+async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine.ts');
+  const instance = await DuckDBInstance.create(':memory:', { threads: String(task.threads) });
+  const connection = await instance.connect();
+  const out = join(task.runDir, 'duckdb.parquet');
+  const sql =
+    `COPY (SELECT * FROM read_parquet([${task.paths.map(parquetPath).join(', ')}], union_by_name = true) ORDER BY time) ` +
+    `TO ${quoteString(out)} (FORMAT parquet, COMPRESSION zstd)`;
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await connection.run(sql);
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  connection.closeSync();
+  instance.closeSync();
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+}
+
+async function runPolars(task: WorkerTask): Promise<WorkerResult> {
+  const { default: pl } = await import('nodejs-polars');
+  const out = join(task.runDir, `${task.tool}.parquet`);
+  const glob = join(task.storeRoot, ...task.partition.split('/'), '*.parquet');
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  if (task.tool === 'polars-scan') {
+    const df = await pl.scanParquet(glob).sort('time').collect();
+    df.writeParquet(out, { compression: 'zstd' });
+  } else if (task.tool === 'polars-sink') {
+    await pl.scanParquet(glob).sort('time').sinkParquet(out, { compression: 'zstd' }).collect();
+  } else {
+    const frames = task.paths.map((path) => pl.readParquet(path));
+    const df = pl.concat(frames).sort({ by: 'time', multithreaded: true });
+    df.writeParquet(out, { compression: 'zstd' });
+  }
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+}
+
+/** The I/O floor: read every input byte, write as many bytes as the product's output. */
+async function runFloor(task: WorkerTask): Promise<WorkerResult> {
+  const out = join(task.runDir, 'floor.bin');
+  const body = Buffer.alloc(task.floorBytes ?? 0, 7);
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  let read = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (next < task.paths.length) {
+        const path = task.paths[next++] as string;
+        read += (await readFile(path)).length;
+      }
+    }),
+  );
+  const handle = await open(out, 'w');
+  try {
+    await handle.writeFile(body);
+  } finally {
+    await handle.close();
+  }
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  if (read === 0 && task.paths.length > 0) throw new Error('floor read nothing');
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [], outputBytes: body.length };
+}
+
+/** Exactly what the compact Lambda runs for one partition: compactStep (claim, then stage). */
+async function runProduct(task: WorkerTask): Promise<WorkerResult> {
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
+  const { LocalFolderStore } = await import('../functions/adapters/local-store.ts');
+  const { parseConfig } = await import('../functions/core/config.ts');
+  const { systemClock } = await import('../functions/core/engine.ts');
+  const { newJobId } = await import('../functions/core/manifest.ts');
+  const { compactStep, loadManifest } = await import('../functions/core/protocol.ts');
+  const { TimedEngine, TimedStore } = await import('./timed.ts');
+
+  const config = parseConfig({ quietSeconds: 0 });
+  const inner = new LocalFolderStore(task.storeRoot);
+  const inputs: { key: string; size: number; etag: string }[] = [];
+  for await (const object of inner.list(task.partition)) {
+    if (object.key.endsWith('.parquet'))
+      inputs.push({ key: object.key, size: object.size, etag: object.etag });
+  }
+  const workDir = join(task.runDir, 'work');
+  const spillDir = join(workDir, 'spill');
+  await mkdir(spillDir, { recursive: true });
+  // As functions/compact.ts builds it in the Lambda: spill under the work dir, the stack's limits.
+  const duck = await DuckDbEngine.create({
+    tempDirectory: spillDir,
+    threads: task.threads,
+    ...(task.memoryLimit ? { memoryLimit: task.memoryLimit } : {}),
+  });
+  const store = new TimedStore(inner);
+  const engine = new TimedEngine(duck);
+  const spill = new SpillWatcher(spillDir);
+  const job = {
+    tier: 'hourly' as const,
+    partition: task.partition,
+    jobId: newJobId(new Date(), () => randomBytes(4).toString('hex')),
+    executionId: `bench-${process.pid}`,
+    inputs,
+  };
+  const deps = { store, config, clock: systemClock, engine, workDir };
+  spill.start();
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  const result = await compactStep(deps, job);
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  await spill.stop();
+  await duck.close();
+  if (result.status !== 'done' || result.state !== 'staged') {
+    throw new Error(`compactStep ended ${result.status}/${result.state}: ${result.reason ?? ''}`);
+  }
+  const loaded = await loadManifest({ store: inner, config, clock: systemClock }, job.tier, job.partition);
+  const outputs = (loaded?.manifest.outputs ?? []).map((o) =>
+    join(task.storeRoot, ...o.stagingKey.split('/')),
+  );
+  return {
+    tool: task.tool,
+    wallMs,
+    cpuMs,
+    maxRssBytes: 0,
+    outputs,
+    outputBytes: result.outputBytes ?? 0,
+    outputRows: result.outputRows ?? 0,
+    phases: { ...store.phases(start), ...engine.phases(start) },
+    status: `${result.status}/${result.state}`,
+    spillPeakBytes: spill.peak,
+  };
+}
+
+/** Polls the engine's temp directory while it runs: proof that a large job spilled. */
+class SpillWatcher {
+  readonly #dir: string;
+  #timer: NodeJS.Timeout | undefined;
+  #busy = false;
+  peak = 0;
+
+  constructor(dir: string) {
+    this.#dir = dir;
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => void this.#sample(), 100);
+  }
+
+  async #sample(): Promise<void> {
+    if (this.#busy) return;
+    this.#busy = true;
+    try {
+      const { readdir } = await import('node:fs/promises');
+      let total = 0;
+      for (const name of await readdir(this.#dir).catch(() => [] as string[])) {
+        total += await stat(join(this.#dir, name)).then(
+          (s) => (s.isFile() ? s.size : 0),
+          () => 0,
+        );
+      }
+      this.peak = Math.max(this.peak, total);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    await this.#sample();
+  }
+}
+
+async function main(): Promise<void> {
+  const taskFile = process.argv[2];
+  if (!taskFile) throw new Error('usage: node bench/worker.ts <task.json>');
+  const task = JSON.parse(await readFile(taskFile, 'utf8')) as WorkerTask;
+  await mkdir(task.runDir, { recursive: true });
+  let result: WorkerResult;
+  switch (task.tool) {
+    case 'product':
+      result = await runProduct(task);
+      break;
+    case 'duckdb':
+      result = await runDuckDb(task);
+      break;
+    case 'polars-scan':
+    case 'polars-sink':
+    case 'polars-read':
+      result = await runPolars(task);
+      break;
+    case 'floor':
+      result = await runFloor(task);
+      break;
+    default:
+      throw new Error(`unknown tool ${String(task.tool)}`);
+  }
+  const maxRssBytes = peakRssBytes();
+  process.stdout.write(`${JSON.stringify({ ...result, maxRssBytes })}\n`);
+}
+
+await main();
