@@ -479,19 +479,27 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
       });
     }
   }
-  const quarantined: { key: string; reason: string; at: string }[] = [];
+  const quarantined: { key: string; holds: string; reason: string; at: string }[] = [];
   for await (const object of store.list(quarantineRoot(ctx.config.layout))) {
     const { body } = await store.getBytes(object.key);
     let reason = 'unreadable quarantine record';
     let at = '';
+    let holds = '';
     try {
-      const record = JSON.parse(body.toString('utf8')) as { reason?: string; quarantinedAt?: string };
+      const record = JSON.parse(body.toString('utf8')) as {
+        reason?: string;
+        quarantinedAt?: string;
+        key?: string;
+        manifestKey?: string;
+      };
       reason = record.reason ?? reason;
       at = record.quarantinedAt ?? '';
+      // The input or manifest it holds (a hash-named record's own key does not say).
+      holds = record.key ?? record.manifestKey ?? '';
     } catch {
       // Shown as unreadable; the record stays for the operator.
     }
-    quarantined.push({ key: object.key, reason, at });
+    quarantined.push({ key: object.key, holds, reason, at });
   }
   const failing = [...(await readFailures(store, ctx.config)).values()].map((f) => ({
     partition: f.partition,
@@ -515,8 +523,8 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
       ...(quarantined.length > 0
         ? [
             table(
-              ['record', 'since', 'reason'],
-              quarantined.map((q) => [q.key, q.at, q.reason]),
+              ['record', 'holds', 'since', 'reason'],
+              quarantined.map((q) => [q.key, q.holds, q.at, q.reason]),
             ),
           ]
         : []),

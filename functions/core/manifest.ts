@@ -4,9 +4,10 @@
  * manifest that names keys outside its partition, another bucket or `..` is never obeyed.
  */
 
+import { createHash } from 'node:crypto';
 import { type CompactorConfig, TIERS, type TierName } from './config.ts';
 import { InvalidManifestError } from './errors.ts';
-import { compactDate, type DataFile, type Layout } from './layout.ts';
+import { compactDate, DAILY_SUFFIX, type DataFile, HOURLY_SUFFIX, type Layout } from './layout.ts';
 import type { Checksum } from './object-store.ts';
 
 export const MANIFEST_STATES = ['claimed', 'staged', 'published', 'verified', 'inputs-deleted'] as const;
@@ -93,8 +94,30 @@ export function quarantinedManifestKey(layout: Layout, manifestKeyValue: string,
   return `${quarantineRoot(layout)}manifests/${relative}/${stamp}.json`;
 }
 
+/** S3's limit on a key. */
+export const MAX_KEY_BYTES = 1024;
+/** The local folder store keeps each object as a file (255 bytes a name, less its sidecar's `.json`). */
+export const MAX_NAME_BYTES = 250;
+
+/** Whether a key can be written to every store we support. */
+export function keyFits(key: string): boolean {
+  const name = key.slice(key.lastIndexOf('/') + 1);
+  return Buffer.byteLength(key) <= MAX_KEY_BYTES && Buffer.byteLength(name) <= MAX_NAME_BYTES;
+}
+
+/** Records of quarantined inputs whose readable record key would be too long; the record names the input. */
+export function hashedQuarantineRoot(layout: Layout): string {
+  return `${quarantineRoot(layout)}inputs-hashed/`;
+}
+
+/**
+ * The quarantine record of a corrupt input: readable (the input's key plus `.json`) when that
+ * fits, else named by a hash of the input key, so an input at the key limits can still be held.
+ */
 export function quarantinedInputKey(layout: Layout, inputKey: string): string {
-  return `${quarantineRoot(layout)}inputs/${inputKey.slice(layout.dataPrefix.length)}.json`;
+  const readable = `${quarantineRoot(layout)}inputs/${inputKey.slice(layout.dataPrefix.length)}.json`;
+  if (keyFits(readable)) return readable;
+  return `${hashedQuarantineRoot(layout)}${createHash('sha256').update(inputKey).digest('hex')}.json`;
 }
 
 /** Job ids sort by creation time and are unique: `20250115T100000Z-1a2b3c4d`. */
@@ -107,7 +130,77 @@ export function newJobId(now: Date, random: () => string): string {
 
 const JOB_ID = /^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32}$/;
 
-/** Final output key; it carries the job id, so two jobs can never write the same key. */
+/** The job id an output's file name carries, if it looks like one of ours. */
+export function jobIdOfOutput(key: string): string | undefined {
+  const name = key.slice(key.lastIndexOf('/') + 1);
+  return /(?:^|_)([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32})_\d{3}_(?:compacted|daily)\.parquet$/.exec(name)?.[1];
+}
+
+/** The tier and partition a manifest key leases. */
+export function leaseOf(layout: Layout, key: string): { tier: TierName; partition: string } | undefined {
+  const root = manifestsRoot(layout);
+  if (!key.startsWith(root) || !key.endsWith('.json')) return undefined;
+  const rest = key.slice(root.length, -'.json'.length);
+  const slash = rest.indexOf('/');
+  const tier = rest.slice(0, slash);
+  if (slash <= 0 || !(TIERS as readonly string[]).includes(tier)) return undefined;
+  return { tier: tier as TierName, partition: `${layout.dataPrefix}${rest.slice(slash + 1)}/` };
+}
+
+/** What a manifest that does not validate still seems to say. */
+export interface ManifestScan {
+  readonly jobId?: string;
+  readonly inputKeys: readonly string[];
+  readonly outputKeys: readonly string[];
+}
+
+const QUOTED_FIELD = (field: string) => new RegExp(`"${field}"\\s*:\\s*("(?:[^"\\\\]|\\\\.)*")`, 'g');
+
+/**
+ * Best effort on a manifest's text that failed validation, for hiding and excluding (never for
+ * deleting): the fields of a well-formed JSON or, of a text that no longer parses (truncated,
+ * hand-edited), every quoted value it still spells out.
+ */
+export function scanManifestText(text: string): ManifestScan {
+  const ours = (id: unknown): string | undefined =>
+    typeof id === 'string' && JOB_ID.test(id) ? id : undefined;
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    const values = (field: string): string[] =>
+      [...text.matchAll(QUOTED_FIELD(field))].flatMap((m) => {
+        try {
+          const value: unknown = JSON.parse(m[1] as string);
+          return typeof value === 'string' ? [value] : [];
+        } catch {
+          return [];
+        }
+      });
+    const jobId = ours(values('jobId')[0]);
+    return { ...(jobId ? { jobId } : {}), inputKeys: values('key'), outputKeys: values('finalKey') };
+  }
+  const m = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+  const pick = (list: unknown, field: string): string[] =>
+    Array.isArray(list)
+      ? list.flatMap((e) => {
+          const value = (e as Record<string, unknown> | null)?.[field];
+          return typeof value === 'string' ? [value] : [];
+        })
+      : [];
+  const jobId = ours(m.jobId);
+  return {
+    ...(jobId ? { jobId } : {}),
+    inputKeys: pick(m.inputs, 'key'),
+    outputKeys: pick(m.outputs, 'finalKey'),
+  };
+}
+
+/**
+ * Final output key; it carries the job id, so two jobs can never write the same key. Arc's name
+ * (`{table}_{date}_{HH}_...`) when the key fits; without the table and date when a long table
+ * name would push it past the key limits (the folder already says both).
+ */
 export function outputKey(
   layout: Layout,
   tier: TierName,
@@ -117,12 +210,44 @@ export function outputKey(
 ): string {
   const name = layout.tableName(partitionFile);
   const part = String(index).padStart(3, '0');
+  let folder: string;
+  let full: string;
   if (tier === 'hourly') {
     const hour = partitionFile.hour ?? partitionFile.day;
     const hh = String(hour.getUTCHours()).padStart(2, '0');
-    return `${partitionFile.hourFolder}${name}_${compactDate(hour)}_${hh}_${jobId}_${part}_compacted.parquet`;
+    folder = partitionFile.hourFolder ?? partitionFile.dayFolder;
+    full = `${folder}${name}_${compactDate(hour)}_${hh}_${jobId}_${part}${HOURLY_SUFFIX}`;
+  } else {
+    folder = partitionFile.dayFolder;
+    full = `${folder}${name}_${compactDate(partitionFile.day)}_${jobId}_${part}${DAILY_SUFFIX}`;
   }
-  return `${partitionFile.dayFolder}${name}_${compactDate(partitionFile.day)}_${jobId}_${part}_daily.parquet`;
+  if (keyFits(full)) return full;
+  return `${folder}${jobId}_${part}${tier === 'hourly' ? HOURLY_SUFFIX : DAILY_SUFFIX}`;
+}
+
+/** A job id as long as the ones this product makes, for checking key lengths before a job exists. */
+const SAMPLE_JOB_ID = newJobId(new Date(0), () => '0'.repeat(16));
+
+/**
+ * Why a partition's jobs could not write their keys (outputs, manifest, staging), or undefined
+ * when they can. Checked at planning, so such a partition is reported instead of failing each cycle.
+ */
+export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataFile): string | undefined {
+  const output = outputKey(layout, tier, partitionFile, SAMPLE_JOB_ID, 999);
+  const manifest = manifestKey(
+    layout,
+    tier,
+    tier === 'hourly' ? (partitionFile.hourFolder ?? '') : partitionFile.dayFolder,
+  );
+  for (const [what, key] of [
+    ['output', output],
+    ['manifest', manifest],
+  ] as const) {
+    if (!keyFits(key)) {
+      return `its ${what} key would be ${Buffer.byteLength(key)} bytes (limit ${MAX_KEY_BYTES}, ${MAX_NAME_BYTES} a name): shorten the data prefix or table path`;
+    }
+  }
+  return undefined;
 }
 
 /** The partition folder of a data file for a tier, or undefined when the file is not that tier's input. */

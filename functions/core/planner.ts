@@ -9,13 +9,18 @@ import type { Clock } from './engine.ts';
 import { InvalidManifestError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
 import {
+  hashedQuarantineRoot,
   type InputRef,
+  jobIdOfOutput,
+  keysTooLong,
   type Manifest,
+  type ManifestScan,
   manifestKey,
   manifestsRoot,
   parseManifest,
   partitionOf,
   quarantineRoot,
+  scanManifestText,
 } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 
@@ -56,37 +61,61 @@ interface Folder {
   newestModified: number;
 }
 
+/** A manifest (live, or held by a quarantine record) that does not validate, as far as it can be read. */
+export interface UnreadableManifest extends ManifestScan {
+  readonly manifestKey?: string;
+}
+
 /** Keys excluded from planning, and partitions that hold a live or unreadable manifest. */
 export interface Exclusions {
   readonly keys: ReadonlySet<string>;
+  /** Jobs of unreadable manifests: their outputs (named by job id) are excluded too. */
+  readonly jobIds: ReadonlySet<string>;
   readonly leasedManifests: ReadonlySet<string>;
   /** Manifest keys held by a quarantine record that did not validate. */
   readonly quarantineHolds: ReadonlySet<string>;
   readonly liveManifests: readonly Manifest[];
   readonly quarantinedManifests: readonly Manifest[];
-  /** Keys named by quarantined manifests that did not validate (best effort). */
-  readonly quarantinedRaw: readonly {
-    readonly inputKeys: readonly string[];
-    readonly outputKeys: readonly string[];
-  }[];
+  /** Live and quarantined manifests that did not validate (best effort). */
+  readonly unreadable: readonly UnreadableManifest[];
+}
+
+/** Whether planning must leave a data file alone. */
+export function isExcluded(exclusions: Exclusions, key: string): boolean {
+  if (exclusions.keys.has(key)) return true;
+  if (exclusions.jobIds.size === 0) return false;
+  const jobId = jobIdOfOutput(key);
+  return jobId !== undefined && exclusions.jobIds.has(jobId);
 }
 
 /**
- * Reads every live and quarantined manifest and quarantined-input record. Unreadable live
- * manifests still lease their partition (recovery quarantines them); unreadable quarantine
- * records exclude nothing they cannot name, so they are reported, not obeyed.
+ * Reads every live and quarantined manifest and quarantined-input record. Unreadable manifests
+ * still lease their partition (recovery quarantines live ones) and exclude every key and job
+ * output they seem to name; what they cannot name is reported, not obeyed.
  */
 export async function readExclusions(store: ObjectStore, config: CompactorConfig): Promise<Exclusions> {
   const keys = new Set<string>();
+  const jobIds = new Set<string>();
   const leasedManifests = new Set<string>();
   const liveManifests: Manifest[] = [];
   const quarantinedManifests: Manifest[] = [];
-  const quarantinedRaw: { inputKeys: readonly string[]; outputKeys: readonly string[] }[] = [];
+  const unreadable: UnreadableManifest[] = [];
   const quarantineHolds = new Set<string>();
+  const holdUnreadable = (entry: UnreadableManifest) => {
+    unreadable.push(entry);
+    for (const key of entry.inputKeys) keys.add(key);
+    for (const key of entry.outputKeys) keys.add(key);
+    if (entry.jobId) jobIds.add(entry.jobId);
+  };
   for await (const object of store.list(manifestsRoot(config.layout))) {
     leasedManifests.add(object.key);
-    const manifest = await readManifestOrUndefined(store, config, object.key);
-    if (!manifest) continue;
+    const read = await readManifestText(store, config, object.key);
+    if (!read) continue;
+    if ('scan' in read) {
+      holdUnreadable({ manifestKey: object.key, ...read.scan });
+      continue;
+    }
+    const { manifest } = read;
     liveManifests.push(manifest);
     for (const input of manifest.inputs) keys.add(input.key);
     // Its outputs too: a job's output is not another tier's input until the job is done
@@ -103,6 +132,11 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
       );
       continue;
     }
+    if (object.key.startsWith(hashedQuarantineRoot(config.layout))) {
+      const input = await hashedRecordInput(store, config, object.key);
+      if (input) keys.add(input);
+      continue;
+    }
     const record = await readQuarantineRecord(store, config, object.key);
     if (record.manifest) {
       quarantinedManifests.push(record.manifest);
@@ -113,32 +147,67 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
     // A quarantined manifest we cannot validate: exclude every key it seems to name, hide the
     // outputs it names from readers, and hold its partition, so nothing it may cover is merged
     // again until an operator resolves it.
-    for (const key of record.inputKeys) keys.add(key);
-    for (const key of record.outputKeys) keys.add(key);
-    quarantinedRaw.push({ inputKeys: record.inputKeys, outputKeys: record.outputKeys });
+    holdUnreadable({
+      ...(record.manifestKey ? { manifestKey: record.manifestKey } : {}),
+      ...(record.jobId ? { jobId: record.jobId } : {}),
+      inputKeys: record.inputKeys,
+      outputKeys: record.outputKeys,
+    });
     if (record.manifestKey) {
       leasedManifests.add(record.manifestKey);
       quarantineHolds.add(record.manifestKey);
     }
   }
-  return { keys, leasedManifests, quarantineHolds, liveManifests, quarantinedManifests, quarantinedRaw };
+  return {
+    keys,
+    jobIds,
+    leasedManifests,
+    quarantineHolds,
+    liveManifests,
+    quarantinedManifests,
+    unreadable,
+  };
 }
 
-async function readManifestOrUndefined(
+/** A live manifest, validated, or what its text seems to say when it does not validate. */
+async function readManifestText(
   store: ObjectStore,
   config: CompactorConfig,
   key: string,
-): Promise<Manifest | undefined> {
+): Promise<{ manifest: Manifest } | { scan: ManifestScan } | undefined> {
   const { body } = await store.getBytes(key).catch((error: unknown) => {
     if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
     throw error;
   });
   if (body === undefined) return undefined;
   try {
-    return parseManifest(config, store.location, key, body);
+    return { manifest: parseManifest(config, store.location, key, body) };
   } catch (error) {
-    if (error instanceof InvalidManifestError) return undefined;
+    if (error instanceof InvalidManifestError) return { scan: scanManifestText(body.toString('utf8')) };
     throw error;
+  }
+}
+
+/**
+ * The input a hash-named quarantine record holds. A record that names no key of this lake excludes
+ * nothing: the input fails again on its next compaction and is quarantined anew.
+ */
+async function hashedRecordInput(
+  store: ObjectStore,
+  config: CompactorConfig,
+  key: string,
+): Promise<string | undefined> {
+  const got = await store.getBytes(key).catch((error: unknown) => {
+    if (error instanceof Error && error.name === 'NotFoundError') return undefined;
+    throw error;
+  });
+  if (!got) return undefined;
+  try {
+    const record = JSON.parse(got.body.toString('utf8')) as { key?: unknown };
+    const input = record.key;
+    return typeof input === 'string' && input.startsWith(config.layout.dataPrefix) ? input : undefined;
+  } catch {
+    return undefined;
   }
 }
 
@@ -146,7 +215,8 @@ export interface QuarantineRecord {
   /** The quarantined manifest, when it still validates. */
   readonly manifest?: Manifest;
   readonly manifestKey?: string;
-  /** Best effort for a manifest that does not validate: the keys it seems to name. */
+  /** Best effort for a manifest that does not validate: the job and keys it seems to name. */
+  readonly jobId?: string;
   readonly inputKeys: readonly string[];
   readonly outputKeys: readonly string[];
 }
@@ -181,25 +251,8 @@ export async function readQuarantineRecord(
   } catch (error) {
     if (!(error instanceof InvalidManifestError)) throw error;
   }
-  const raw = rawKeys(record.manifest);
-  return { manifestKey, inputKeys: raw.inputs, outputKeys: raw.outputs };
-}
-
-function rawKeys(text: string): { inputs: string[]; outputs: string[] } {
-  let raw: { inputs?: unknown; outputs?: unknown };
-  try {
-    raw = JSON.parse(text) as { inputs?: unknown; outputs?: unknown };
-  } catch {
-    return { inputs: [], outputs: [] };
-  }
-  const pick = (list: unknown, field: string): string[] =>
-    Array.isArray(list)
-      ? list.flatMap((e) => {
-          const value = (e as Record<string, unknown> | null)?.[field];
-          return typeof value === 'string' ? [value] : [];
-        })
-      : [];
-  return { inputs: pick(raw.inputs, 'key'), outputs: pick(raw.outputs, 'finalKey') };
+  const scan = scanManifestText(record.manifest);
+  return { manifestKey, ...scan };
 }
 
 const HOUR_MS = 3_600_000;
@@ -247,7 +300,7 @@ export async function planTier(
   const skipped: SkippedPartition[] = [];
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   for (const [partition, folder] of sortedFolders) {
-    const candidates = folder.candidates.filter((c) => !exclusions.keys.has(c.key));
+    const candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
     if (candidates.length === 0) continue;
     const skip = (reason: string) => skipped.push({ tier, partition, reason });
     const lease = manifestKey(layout, tier, partition);
@@ -257,6 +310,12 @@ export async function planTier(
     }
     if (exclusions.leasedManifests.has(lease)) {
       skip('a job holds this partition (live manifest)');
+      continue;
+    }
+    const sample = layout.parse((candidates[0] as Candidate).key);
+    const tooLong = sample && keysTooLong(layout, tier, sample);
+    if (tooLong) {
+      skip(`cannot be compacted: ${tooLong}`);
       continue;
     }
     const failure = failures.get(failureKey(config, tier, partition));

@@ -11,7 +11,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
 import type { CompactorConfig, TierName } from './config.ts';
 import { type Clock, type Engine, type InputInfo, InputUnreadableError } from './engine.ts';
@@ -466,7 +466,8 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
     const outputs: OutputRef[] = [];
     for (const [index, out] of written.entries()) {
       const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
-      const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}/${basename(finalKey)}`;
+      // Named by part, not by the final name: staging keys stay short whatever the table path.
+      const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}/${String(index).padStart(3, '0')}.parquet`;
       const checksum = await crc32OfFile(out.path);
       checkLease(deps, manifest);
       await store.put(

@@ -25,7 +25,7 @@ import {
   serializeManifest,
 } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
-import { readExclusions } from './planner.ts';
+import { isExcluded, readExclusions } from './planner.ts';
 import {
   clearStep,
   deleteInputsStep,
@@ -103,8 +103,8 @@ export async function findRepairs(deps: RepairDeps): Promise<RepairCandidate[]> 
   await mkdir(deps.workDir, { recursive: true });
   for (const [id, entry] of [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const partition = id.slice(id.indexOf(':') + 1);
-    const inputs = entry.inputs.filter((o) => !exclusions.keys.has(o.key));
-    const outputs = entry.outputs.filter((o) => !exclusions.keys.has(o.key));
+    const inputs = entry.inputs.filter((o) => !isExcluded(exclusions, o.key));
+    const outputs = entry.outputs.filter((o) => !isExcluded(exclusions, o.key));
     if (inputs.length === 0 || outputs.length === 0) continue;
     if (exclusions.leasedManifests.has(manifestKey(layout, entry.tier, partition))) continue;
     const candidate = await checkContainment(deps, entry.tier, partition, inputs.map(ref), outputs.map(ref));

@@ -9,9 +9,9 @@
 
 import type { CompactorConfig } from './config.ts';
 import { TransientStoreError } from './errors.ts';
-import { isAtOrPast, type Manifest } from './manifest.ts';
+import { isAtOrPast, jobIdOfOutput, leaseOf, type Manifest, partitionOf } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
-import { type Exclusions, readExclusions } from './planner.ts';
+import { type Exclusions, readExclusions, type UnreadableManifest } from './planner.ts';
 
 export interface VisibleView {
   readonly files: readonly ObjectSummary[];
@@ -60,19 +60,26 @@ export async function visibleFiles(
     const stable =
       unchangedForReaders(before.liveManifests, after.liveManifests) &&
       fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests) &&
-      before.quarantinedRaw.length === after.quarantinedRaw.length;
-    if (stable) return select(data, after.liveManifests, after.quarantinedManifests, after.quarantinedRaw);
+      fingerprintUnreadable(before.unreadable) === fingerprintUnreadable(after.unreadable);
+    if (stable) return select(config, data, after);
     before = after;
   }
   throw new TransientStoreError(`the lake kept changing during ${maxAttempts} listings; try again`);
 }
 
+function fingerprintUnreadable(entries: Exclusions['unreadable']): string {
+  return entries
+    .map((e) => `${e.manifestKey}:${e.jobId}`)
+    .sort()
+    .join('|');
+}
+
 function select(
+  config: CompactorConfig,
   data: readonly ObjectSummary[],
-  live: readonly Manifest[],
-  quarantined: readonly Manifest[],
-  quarantinedRaw: Exclusions['quarantinedRaw'],
+  exclusions: Exclusions,
 ): VisibleView {
+  const { liveManifests: live, quarantinedManifests: quarantined } = exclusions;
   // Inputs are hidden by key and ETag: an input replaced after it was read is new data.
   const hiddenInputs = new Map<string, string>();
   const hiddenOutputs = new Set<string>();
@@ -82,12 +89,8 @@ function select(
   }
   // A quarantined job's outputs are not trusted; its inputs were never deleted.
   for (const m of quarantined) for (const o of m.outputs ?? []) hiddenOutputs.add(o.finalKey);
-  // A quarantined manifest that does not validate: its outputs would duplicate its inputs while
-  // any of those are still there; once they are all gone, the outputs hold the rows.
-  const present = new Set(data.map((f) => f.key));
-  for (const raw of quarantinedRaw) {
-    if (raw.inputKeys.some((k) => present.has(k))) for (const key of raw.outputKeys) hiddenOutputs.add(key);
-  }
+  for (const raw of exclusions.unreadable)
+    for (const key of unreadableOutputsToHide(config, data, raw)) hiddenOutputs.add(key);
   let inputsHidden = 0;
   let outputsHidden = 0;
   const files = data.filter((f) => {
@@ -108,4 +111,34 @@ function select(
     liveManifests: live.length,
     quarantinedManifests: quarantined.length,
   };
+}
+
+/**
+ * A manifest that does not validate (live until recovery quarantines it, then held): its outputs,
+ * named in it or by its job id, would duplicate its inputs while any of those are still there;
+ * once they are all gone, the outputs hold the rows. When its inputs cannot be read from it, any
+ * file of the tier's input level left in its partition counts as one.
+ */
+function unreadableOutputsToHide(
+  config: CompactorConfig,
+  data: readonly ObjectSummary[],
+  raw: UnreadableManifest,
+): string[] {
+  const { layout } = config;
+  const outputs = new Set(raw.outputKeys);
+  if (raw.jobId) for (const f of data) if (jobIdOfOutput(f.key) === raw.jobId) outputs.add(f.key);
+  if (outputs.size === 0) return [];
+  const present = new Set(data.map((f) => f.key));
+  let inputsRemain = raw.inputKeys.some((k) => present.has(k));
+  if (raw.inputKeys.length === 0) {
+    const lease = raw.manifestKey ? leaseOf(layout, raw.manifestKey) : undefined;
+    inputsRemain =
+      lease === undefined ||
+      data.some((f) => {
+        if (outputs.has(f.key) || !f.key.startsWith(lease.partition)) return false;
+        const file = layout.parse(f.key);
+        return file !== undefined && partitionOf(lease.tier, file) === lease.partition;
+      });
+  }
+  return inputsRemain ? [...outputs] : [];
 }

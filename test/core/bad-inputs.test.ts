@@ -462,13 +462,9 @@ describe('keys', () => {
 });
 
 describe('keys near the limits (found)', () => {
-  // BUG (manifest.ts quarantinedInputKey): the quarantine record of a corrupt input is
-  // `_compaction/quarantine/inputs/<its key>.json`: 5 bytes longer in its last segment and ~35
-  // bytes longer in total than the input's key. A corrupt file whose name is over 245 bytes (the
-  // local store's segment limit is 250) or whose key is over ~989 bytes (S3's 1,024) cannot be
-  // quarantined: the put throws, the job fails leaving its claim for recovery, and the partition
-  // fails on every cycle (then backs off) instead of compacting its good files.
-  it.fails('a corrupt input with a 250-byte file name is quarantined and the rest of its partition compacts', async () => {
+  // A readable record (`quarantine/inputs/<its key>.json`) would be 5 bytes longer in its last
+  // segment and ~35 in total than the input's key: past the limits, the record is named by a hash.
+  it('a corrupt input with a 250-byte file name is quarantined and the rest of its partition compacts', async () => {
     const l = await lake(rawFiles('10', 2));
     const corrupt = `db/cpu/2025/01/15/10/cpu_20250115_105900_9_${'x'.repeat(250 - 30)}.parquet`;
     expect(Buffer.byteLength(corrupt.split('/').at(-1) ?? '')).toBe(250);
@@ -476,17 +472,20 @@ describe('keys near the limits (found)', () => {
     const report = await cycle(l, 'hourly');
     expect(await etagOf(l.store, corrupt)).toBe(etag);
     expect(outcomes(report)).toEqual({ 'db/cpu/2025/01/15/10/': 'compacted' });
-    expect((await keys(l.store, `${quarantineRoot(l.config.layout)}inputs/`)).length).toBe(1);
+    const records = await keys(l.store, `${quarantineRoot(l.config.layout)}inputs-hashed/`);
+    expect(records).toHaveLength(1);
+    const record = JSON.parse((await l.store.getBytes(records[0] as string)).body.toString('utf8'));
+    expect(record).toMatchObject({ key: corrupt, etag, partition: 'db/cpu/2025/01/15/10/' });
     await expect(dataIds(l, [corrupt])).resolves.toEqual(range(1, 20));
+    // Held on the next cycles too: never merged, never deleted.
+    const again = await cycle(l, 'hourly');
+    expect(outcomes(again)).toEqual({});
+    expect(await etagOf(l.store, corrupt)).toBe(etag);
   });
 
-  // BUG (manifest.ts outputKey): output names repeat the table name
-  // (`{hour folder}{table}_{date}_{HH}_{jobId}_{part}_compacted.parquet`), so an output key is
-  // longer than its inputs' keys when the table name is longer than the file names. With a 911-byte
-  // input key and a 180-byte measurement, the output key is over 1,024 bytes (S3's limit): the
-  // staged manifest fails validation (InvalidManifestError "finalKey must be a non-empty string")
-  // and the partition can never be compacted.
-  it.fails('near 1,024 bytes with a long table name compacts with exact ids', async () => {
+  // Output names repeat the table name (`{table}_{date}_{HH}_{jobId}_{part}_compacted.parquet`), so
+  // with a long table name the output key outgrows its inputs' keys: it drops the table and date.
+  it('near 1,024 bytes with a long table name compacts with exact ids', async () => {
     const prefix = `${'p'.repeat(240)}/${'q'.repeat(240)}/${'r'.repeat(200)}/`;
     const measurement = 'm'.repeat(180);
     const files = [1, 2].map((i) => ({
@@ -497,6 +496,27 @@ describe('keys near the limits (found)', () => {
     const l = await lake(files, { ...CONFIG, dataPrefix: prefix });
     const report = await cycle(l, 'hourly');
     expect(Object.values(outcomes(report))).toEqual(['compacted']);
+    await expect(dataIds(l)).resolves.toEqual(range(1, 10));
+    const outputs = await keys(l.store, `${prefix}db/${measurement}/2025/01/15/10/`);
+    expect(outputs).toHaveLength(1);
+    expect(Buffer.byteLength(outputs[0] ?? '')).toBeLessThanOrEqual(1024);
+    expect(outputs[0]).toMatch(/\/10\/\d{8}T\d{6}Z-[0-9a-f]+_000_compacted\.parquet$/);
+  });
+
+  it('a folder whose outputs cannot fit the key limit is reported by the planner, not failed each cycle', async () => {
+    const prefix = `${'p'.repeat(240)}/${'q'.repeat(240)}/${'r'.repeat(240)}/${'s'.repeat(240)}/`;
+    const files = [1, 2].map((i) => ({ key: `${prefix}db/cpu/2025/01/15/10/c${i}.parquet`, rows: 5 }));
+    expect(Buffer.byteLength(files[0]?.key ?? '')).toBeLessThanOrEqual(1024);
+    const l = await lake(files, { ...CONFIG, dataPrefix: prefix });
+    const { plan, jobs } = await cycle(l, 'hourly');
+    expect(jobs).toEqual([]);
+    expect(plan.skipped).toEqual([
+      {
+        tier: 'hourly',
+        partition: `${prefix}db/cpu/2025/01/15/10/`,
+        reason: expect.stringMatching(/^cannot be compacted: its output key would be 10\d\d bytes \(limit 1024, 250 a name\): shorten the data prefix or table path$/),
+      },
+    ]);
     await expect(dataIds(l)).resolves.toEqual(range(1, 10));
   });
 });
@@ -540,8 +560,8 @@ describe('writers racing a cycle', () => {
     let landed: string | undefined;
     const racing = new FaultStore(l.store, {
       gate: async (call: CallRecord) => {
-        // A writer lands a file while hour 10's output is being staged.
-        if (!landed && call.op === 'put' && call.key.includes('/staging/') && call.key.includes('_10_'))
+        // A writer lands a file while hour 10's output (the first job's) is being staged.
+        if (!landed && call.op === 'put' && call.key.includes('/staging/'))
           landed = await writeRaw(l.store, late, 6, 5001);
       },
     });

@@ -337,20 +337,32 @@ describe('tampered manifests through the recover Lambda', () => {
     expect(checker.violations).toEqual([]);
   });
 
-  // BUG (visible.ts select / planner.ts readQuarantineRecord rawKeys): a manifest that no longer
-  // parses as JSON names no keys, so neither the live-manifest path nor the quarantined-raw path
-  // hides its job's published outputs: after publish, the consistent reader (the visible view,
-  // `compactor visible`, the DuckDB view) reads the outputs AND the inputs, every row of the
-  // partition twice, before and after recovery quarantines it. The job id is still readable in
-  // the text (recovery's jobIdIn finds it) and every output key carries it, so the outputs can be
-  // told apart. Expected: every row once. Actual: hour 10's 120 rows twice (300 ids).
-  it.fails('bad JSON after publish: the visible view still reads every row once', async () => {
-    const l = await lake();
-    await verifiedJob(l);
-    const own = manifestKey(l.config.layout, 'hourly', HOUR_10);
-    const text = (await l.store.getBytes(own)).body.toString('utf8');
-    await l.store.put(own, Buffer.from(text.slice(0, text.length - 9)));
-    await recoverThroughHandler(l);
-    await expect(visibleIds(l)).resolves.toEqual(ALL_IDS);
-  });
+  // A manifest that no longer parses names its job id and most keys in its text, and every output
+  // key carries the job id: the view hides the outputs while the inputs are there, before and after
+  // recovery quarantines it, and the daily tier never merges them.
+  it.each([
+    ['truncated', (text: string) => text.slice(0, text.length - 9)],
+    [
+      'garbled but for its job id',
+      (text: string) => `{"jobId": "${/"jobId": "([^"]+)"/.exec(text)?.[1]}", ???`,
+    ],
+  ])(
+    'bad JSON (%s) after publish: the view reads every row once and the daily tier leaves the outputs',
+    async (_, corrupt) => {
+      const l = await lake();
+      const job = await verifiedJob(l);
+      const own = manifestKey(l.config.layout, 'hourly', HOUR_10);
+      await l.store.put(own, Buffer.from(corrupt((await l.store.getBytes(own)).body.toString('utf8'))));
+      await expect(visibleIds(l)).resolves.toEqual(ALL_IDS);
+      const daily = async () =>
+        (await planTier(l.store, l.config, systemClock, 'daily')).jobs.flatMap((j) =>
+          j.inputs.map((i) => i.key),
+        );
+      expect((await daily()).filter((k) => k.includes(job.jobId))).toEqual([]);
+      const { output } = await recoverThroughHandler(l);
+      expect(output).toMatchObject({ quarantined: 1 });
+      await expect(visibleIds(l)).resolves.toEqual(ALL_IDS);
+      expect((await daily()).filter((k) => k.includes(job.jobId))).toEqual([]);
+    },
+  );
 });
