@@ -282,31 +282,45 @@ async function loadForStep(
 
 // ---- step 1: compact (claim + stage) ----
 
+/**
+ * A job's first manifest (state `claimed`), serialized and checked: it must be a manifest recovery
+ * would accept, so we never write what we would refuse to read.
+ */
+export function newClaim(
+  deps: Pick<StepDeps, 'store' | 'config' | 'clock'>,
+  job: JobRef,
+  inputs: readonly InputRef[],
+  extra: Pick<Manifest, 'repairOf'> = {},
+): { readonly key: string; readonly body: Buffer; readonly manifest: Manifest } {
+  const now = deps.clock.now();
+  const manifest: Manifest = {
+    version: 1,
+    jobId: job.jobId,
+    executionId: job.executionId,
+    tier: job.tier,
+    partition: job.partition,
+    location: deps.store.location,
+    state: 'claimed',
+    inputs,
+    ...extra,
+    createdAt: now.toISOString(),
+    updatedAt: now.toISOString(),
+    leaseExpiresAt: new Date(now.getTime() + deps.config.leaseSeconds * 1000).toISOString(),
+  };
+  const key = manifestKey(deps.config.layout, job.tier, job.partition);
+  const body = serializeManifest(manifest);
+  parseManifest(deps.config, deps.store.location, key, body);
+  return { key, body, manifest };
+}
+
 export async function compactStep(deps: CompactDeps, job: JobSpec): Promise<StepResult> {
-  const { store, config } = deps;
+  const { store } = deps;
   let loaded = await loadManifest(deps, job.tier, job.partition);
   if (loaded && !ownedBy(loaded, job)) {
     return result(job, 'skipped', 'none', { reason: `partition leased by job ${loaded.manifest.jobId}` });
   }
   if (!loaded) {
-    const now = deps.clock.now();
-    const claim: Manifest = {
-      version: 1,
-      jobId: job.jobId,
-      executionId: job.executionId,
-      tier: job.tier,
-      partition: job.partition,
-      location: store.location,
-      state: 'claimed',
-      inputs: job.inputs,
-      createdAt: now.toISOString(),
-      updatedAt: now.toISOString(),
-      leaseExpiresAt: new Date(now.getTime() + config.leaseSeconds * 1000).toISOString(),
-    };
-    const key = manifestKey(config.layout, job.tier, job.partition);
-    const body = serializeManifest(claim);
-    // The claim must be a manifest recovery would accept: never write what we would refuse to read.
-    parseManifest(config, store.location, key, body);
+    const { key, body, manifest: claim } = newClaim(deps, job, job.inputs);
     deps.signal?.throwIfAborted();
     try {
       const { etag } = await store.put(key, body, {

@@ -16,14 +16,7 @@ import type { TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
 import type { Level } from './layout.ts';
-import {
-  type InputRef,
-  type Manifest,
-  manifestKey,
-  newJobId,
-  parseManifest,
-  serializeManifest,
-} from './manifest.ts';
+import { type InputRef, manifestKey, newJobId } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { isExcluded, readExclusions } from './planner.ts';
 import {
@@ -31,6 +24,7 @@ import {
   deleteInputsStep,
   type JobRef,
   loadManifest,
+  newClaim,
   type StepDeps,
   type StepResult,
   writeManifest,
@@ -169,7 +163,7 @@ export async function repairPartition(
   deps: RepairDeps & { readonly executionId: string; readonly randomHex: () => string },
   candidate: RepairCandidate,
 ): Promise<StepResult> {
-  const { store, config } = deps;
+  const { store } = deps;
   const job: JobRef = {
     tier: candidate.tier,
     partition: candidate.partition,
@@ -177,24 +171,7 @@ export async function repairPartition(
     executionId: deps.executionId,
   };
   const skipped = (reason: string): StepResult => ({ ...job, status: 'skipped', state: 'none', reason });
-  const now = deps.clock.now();
-  const claim: Manifest = {
-    version: 1,
-    jobId: job.jobId,
-    executionId: job.executionId,
-    tier: job.tier,
-    partition: job.partition,
-    location: store.location,
-    state: 'claimed',
-    inputs: candidate.inputs,
-    repairOf: candidate.evidence,
-    createdAt: now.toISOString(),
-    updatedAt: now.toISOString(),
-    leaseExpiresAt: new Date(now.getTime() + config.leaseSeconds * 1000).toISOString(),
-  };
-  const key = manifestKey(config.layout, job.tier, job.partition);
-  const body = serializeManifest(claim);
-  parseManifest(config, store.location, key, body);
+  const { key, body } = newClaim(deps, job, candidate.inputs, { repairOf: candidate.evidence });
   try {
     await store.put(key, body, { ifNoneMatch: '*', contentType: 'application/json' });
   } catch (error) {

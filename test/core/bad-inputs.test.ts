@@ -514,7 +514,9 @@ describe('keys near the limits (found)', () => {
       {
         tier: 'hourly',
         partition: `${prefix}db/cpu/2025/01/15/10/`,
-        reason: expect.stringMatching(/^cannot be compacted: its output key would be 10\d\d bytes \(limit 1024, 250 a name\): shorten the data prefix or table path$/),
+        reason: expect.stringMatching(
+          /^cannot be compacted: its output key would be 10\d\d bytes \(limit 1024, 250 a name\): shorten the data prefix or table path$/,
+        ),
       },
     ]);
     await expect(dataIds(l)).resolves.toEqual(range(1, 10));
