@@ -457,6 +457,11 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
         ...withSignal(deps),
       });
     } catch (error) {
+      // The engine refused this partition's dedup (a column hiding its row order): give it back.
+      if (error instanceof DedupError) {
+        await release(deps, loaded);
+        throw error;
+      }
       // A valid footer over damaged pages shows only now: quarantine that input and give the
       // partition back, so the next cycle compacts the rest instead of failing forever.
       if (!(error instanceof InputUnreadableError)) throw error;

@@ -386,6 +386,25 @@ describe('dedup is verified, not assumed', () => {
     await expect(failed).rejects.toThrow(/no column hostname; fix dedup\["mydb\/mem\/"\]\.keys/);
     await expectNothingPublished(l, job, before);
   });
+
+  it('a "last" table whose data hides the row order (a file_row_number column) fails with DedupError, claim released', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'dedup-lake-'));
+    lakes.push(dir);
+    const l = { dir, store: new LocalFolderStore(dir), config: parseConfig(CONFIG) };
+    for (const name of ['mem_20250114_100500_1', 'mem_20250114_101500_2']) {
+      await put(
+        l,
+        `${MEM_10}${name}.parquet`,
+        `SELECT *, id AS file_row_number FROM (${series(1, 3, '2025-01-14 10:00:00', 60, 2)})`,
+      );
+    }
+    const job = await jobFor(l, MEM_10);
+    const before = await snapshot(l);
+    const failed = compactStep(deps(l), job);
+    await expect(failed).rejects.toThrow(DedupError);
+    await expect(failed).rejects.toThrow(/a column named "file_row_number"/);
+    await expectNothingPublished(l, job, before);
+  });
 });
 
 describe('dedup through whole cycles', () => {
