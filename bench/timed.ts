@@ -4,7 +4,13 @@
  * They add a performance.now() pair per call and nothing else.
  */
 
-import type { CompactOutput, CompactRequest, Engine, InputInfo } from '../functions/core/engine.ts';
+import type {
+  CompactOutput,
+  CompactRequest,
+  DistinctRequest,
+  Engine,
+  InputInfo,
+} from '../functions/core/engine.ts';
 import type {
   CopyOptions,
   DeleteOutcome,
@@ -156,6 +162,10 @@ export class TimedEngine implements Engine {
 
   compact(request: CompactRequest): Promise<CompactOutput[]> {
     return this.#spans.time('compact', () => this.#inner.compact(request));
+  }
+
+  countDistinct(request: DistinctRequest): Promise<number> {
+    return this.#spans.time('count-distinct', () => this.#inner.countDistinct(request));
   }
 
   close(): Promise<void> {

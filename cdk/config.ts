@@ -7,7 +7,14 @@
  * the Lambdas would reject fails `cdk synth` with the same message instead of every execution.
  */
 
-import { type ConfigInput, DEFAULTS, parseConfig, TIERS, type TierName } from '../functions/core/config.ts';
+import {
+  type ConfigInput,
+  DEFAULTS,
+  type DedupInput,
+  parseConfig,
+  TIERS,
+  type TierName,
+} from '../functions/core/config.ts';
 import { ConfigError } from '../functions/core/errors.ts';
 
 export const CONTEXT_KEY = 'compactor';
@@ -48,6 +55,8 @@ export interface StackConfig {
   readonly maxJobFiles: number;
   readonly sortKeys: readonly string[];
   readonly timeColumn: string;
+  /** Table path (without the data prefix) -> dedup; validated by the core's parser. */
+  readonly dedup: Readonly<Record<string, DedupInput>>;
   readonly map: { readonly maxConcurrency: number; readonly toleratedFailurePercentage: number };
   /** `compact` sizes the DuckDB Lambda; `others` every other step. */
   readonly lambda: { readonly compact: LambdaSize; readonly others: LambdaSize };
@@ -73,6 +82,7 @@ export const STACK_DEFAULTS: StackConfig = {
   maxJobFiles: DEFAULTS.maxJobFiles,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
+  dedup: {},
   map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
   lambda: {
     compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
@@ -194,6 +204,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     'maxJobFiles',
     'sortKeys',
     'timeColumn',
+    'dedup',
     'map',
     'lambda',
     'alarmEmail',
@@ -226,6 +237,16 @@ export function parseStackConfig(value: unknown): StackConfig {
     fail(`${k}.sortKeys`, `must be a list of column names, got ${JSON.stringify(sortKeys)}`);
   }
 
+  // Table paths are the keys, so only the shape is checked here; the core's parser (below)
+  // checks each table and setting, and its errors name them.
+  const dedupJson = json.dedup ?? d.dedup;
+  if (typeof dedupJson !== 'object' || dedupJson === null || Array.isArray(dedupJson)) {
+    fail(`${k}.dedup`, `must be an object of table path -> {"mode": ...}, got ${JSON.stringify(dedupJson)}`);
+  }
+  const dedup = Object.fromEntries(
+    Object.entries(dedupJson as Json).filter(([table]) => !table.startsWith('//')),
+  ) as Record<string, DedupInput>;
+
   const mapJson = section(json.map, `${k}.map`, ['maxConcurrency', 'toleratedFailurePercentage']);
   const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'others']);
 
@@ -254,6 +275,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     maxJobFiles: int(json, k, 'maxJobFiles', d.maxJobFiles, 1, Number.MAX_SAFE_INTEGER),
     sortKeys: sortKeys as string[],
     timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
+    dedup,
     // Distributed Map limits.
     map: {
       maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
@@ -304,6 +326,8 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     quietSeconds: config.quietSeconds,
     timeColumn: config.timeColumn,
     sortKeys: config.sortKeys,
+    // Only when set: the Lambdas' environment stays as it was for stacks without dedup.
+    ...(Object.keys(config.dedup).length > 0 ? { dedup: config.dedup } : {}),
     targetFileBytes: config.targetFileBytes,
     rowGroupSize: config.rowGroupSize,
     maxJobBytes: config.maxJobBytes,

@@ -14,6 +14,9 @@
  * - read_parquet adds hive partition columns for `key=value` folders unless hive_partitioning=false.
  * - read_parquet's virtual column `file_index` is the position of a row's file in the list; the
  *   parallel sort is not stable, so it is the last sort key (ties keep the inputs' order).
+ *   `file_row_number` is a row's position in its file; dedup 'last' orders by both. A data
+ *   column of the same name hides a virtual column.
+ * - DISTINCT, GROUP BY and PARTITION BY treat NULLs as equal to each other.
  * - An ENUM column is written to Parquet as the same UTF8 strings (dictionary-encoded, with min/max
  *   statistics), and reads back as VARCHAR; a VARCHAR value outside the ENUM fails the cast.
  * - parquet_file_metadata / parquet_metadata / parquet_schema / parquet_kv_metadata take a list of
@@ -25,8 +28,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { DuckDBInstance } from '@duckdb/node-api';
-import type { CompactOutput, CompactRequest, Engine, InputInfo, RowContainment } from '../core/engine.ts';
+import type {
+  Column,
+  CompactOutput,
+  CompactRequest,
+  DedupRequest,
+  DistinctRequest,
+  Engine,
+  InputInfo,
+  RowContainment,
+} from '../core/engine.ts';
 import { InputUnreadableError } from '../core/engine.ts';
+import { DedupError } from '../core/errors.ts';
 
 export interface DuckDbEngineOptions {
   /** DuckDB memory_limit, e.g. '1GB'. Leave headroom for Node itself. Default: 80% of RAM (DuckDB's). */
@@ -44,6 +57,13 @@ const MAX_REASON_LENGTH = 300;
 
 /** read_parquet's virtual column: the position of a row's file in the input list. */
 const FILE_INDEX = 'file_index';
+
+/** read_parquet's virtual column: a row's position in its file. */
+const FILE_ROW_NUMBER = 'file_row_number';
+
+/** Columns the dedup queries carry beside the data; never written. */
+const DEDUP_FILE = '__compactor_file_index';
+const DEDUP_ROW = '__compactor_file_row';
 
 /** Jobs at least this large sort their low-cardinality string columns as ENUMs. */
 const ENUM_MIN_INPUT_BYTES = 64 * 1024 * 1024;
@@ -319,9 +339,10 @@ export class DuckDbEngine implements Engine, RowContainment {
   }
 
   async compact(request: CompactRequest): Promise<CompactOutput[]> {
-    const { inputs, columns, outputDir, targetFileBytes, rowGroupSize, signal } = request;
+    const { inputs, columns, outputDir, targetFileBytes, rowGroupSize, signal, dedup } = request;
     if (inputs.length === 0) throw new RangeError('compact needs at least one input');
     if (columns.length === 0) throw new RangeError('compact needs at least one column');
+    if (dedup) dedupColumns(columns, dedup);
     if (!Number.isSafeInteger(rowGroupSize) || rowGroupSize < 1) {
       throw new RangeError(`rowGroupSize must be a positive integer, got ${rowGroupSize}`);
     }
@@ -368,15 +389,15 @@ export class DuckDbEngine implements Engine, RowContainment {
         orderBy.length > 0 && inputBytes >= ENUM_MIN_INPUT_BYTES
           ? await lowCardinalityColumns(read, source, columns, sortKeys)
           : new Map<string, string>();
-      const select =
-        `SELECT ${columns
-          .map(
-            (c) =>
-              `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
-          )
-          .join(', ')}` +
-        ` FROM ${source}` +
-        (orderBy.length > 0 ? ` ORDER BY ${orderBy.join(', ')}` : '');
+      const casts = columns
+        .map(
+          (c) =>
+            `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
+        )
+        .join(', ');
+      const plain = `SELECT ${casts} FROM ${source}`;
+      const sorted = orderBy.length > 0 ? `${plain} ORDER BY ${orderBy.join(', ')}` : plain;
+      const select = dedup ? dedupSelect(casts, columns, source, sortKeys, dedup) : sorted;
       const paths: string[] = [];
       // Outputs are usually no larger than the inputs (same data, sorted, ZSTD): when the inputs fit
       // the target, one direct COPY is the whole job and costs what a raw DuckDB COPY costs.
@@ -417,6 +438,24 @@ export class DuckDbEngine implements Engine, RowContainment {
         outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
       }
       return outputs;
+    });
+  }
+
+  async countDistinct(request: DistinctRequest): Promise<number> {
+    const { files, columns, dedup, signal } = request;
+    if (files.length === 0) return 0;
+    // Plain types, no ENUMs, no window: a query of its own, so a fault in compact's cannot hide here.
+    const compared = dedupColumns(columns, dedup);
+    const source = `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+    return this.withConnection(signal, async (connection) => {
+      const [row] = (
+        await connection.runAndReadAll(
+          `SELECT count(*) AS n FROM (SELECT DISTINCT ${compared
+            .map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type})`)
+            .join(', ')} FROM ${source})`,
+        )
+      ).getRowObjectsJS();
+      return Number(row?.n);
     });
   }
 
@@ -514,6 +553,64 @@ export class DuckDbEngine implements Engine, RowContainment {
     }
     return error;
   }
+}
+
+/**
+ * The columns dedup compares: every column ('exact') or the key columns ('last'), as the schema
+ * names them. A key the schema lacks fails: comparing without it would merge different series.
+ */
+function dedupColumns(columns: readonly Column[], dedup: DedupRequest): readonly Column[] {
+  const byName = new Map(columns.map((c) => [c.name.toLowerCase(), c]));
+  // A data column named like a virtual column hides it, and with it the inputs' order.
+  const reserved =
+    dedup.mode === 'exact' ? [DEDUP_FILE] : [FILE_INDEX, FILE_ROW_NUMBER, DEDUP_FILE, DEDUP_ROW];
+  for (const name of reserved) {
+    if (byName.has(name)) {
+      throw new DedupError(
+        `dedup "${dedup.mode}" cannot run: the inputs have a column named "${name}", which it needs for the inputs' order; rename the column${dedup.mode === 'last' ? ' or use mode "exact"' : ''}`,
+      );
+    }
+  }
+  if (dedup.mode === 'exact') return columns;
+  if (dedup.keys.length === 0) throw new RangeError('dedup "last" needs at least one key column');
+  return dedup.keys.map((key) => {
+    const column = byName.get(key.toLowerCase());
+    if (!column) {
+      throw new DedupError(
+        `dedup key column "${key}" is not in the inputs (columns: ${columns.map((c) => c.name).join(', ')})`,
+      );
+    }
+    return column;
+  });
+}
+
+/**
+ * The deduplicating SELECT, sorted as the plain one is (sort keys, then the input's position).
+ * 'exact' groups by every column, keeping the first input that holds the row for the order;
+ * 'last' keeps, per key, the row of the last input and within it the last row.
+ */
+function dedupSelect(
+  casts: string,
+  columns: readonly Column[],
+  source: string,
+  sortKeys: readonly string[],
+  dedup: DedupRequest,
+): string {
+  const list = columns.map((c) => quoteIdentifier(c.name)).join(', ');
+  const file = quoteIdentifier(DEDUP_FILE);
+  const orderBy = [...sortKeys.map((key) => `${quoteIdentifier(key)} ASC NULLS LAST`), file].join(', ');
+  if (dedup.mode === 'exact') {
+    return `SELECT ${list} FROM (SELECT ${casts}, min(${FILE_INDEX}) AS ${file} FROM ${source} GROUP BY ALL) ORDER BY ${orderBy}`;
+  }
+  const row = quoteIdentifier(DEDUP_ROW);
+  const keys = dedupColumns(columns, dedup)
+    .map((c) => quoteIdentifier(c.name))
+    .join(', ');
+  return (
+    `SELECT ${list} FROM (SELECT ${casts}, ${FILE_INDEX} AS ${file}, ${FILE_ROW_NUMBER} AS ${row} FROM ${source})` +
+    ` QUALIFY row_number() OVER (PARTITION BY ${keys} ORDER BY ${file} DESC, ${row} DESC) = 1` +
+    ` ORDER BY ${orderBy}`
+  );
 }
 
 /**

@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
-import { type CompactorConfig, TIERS, type TierName } from '../core/config.ts';
+import { type CompactorConfig, type ConfigInput, TIERS, type TierName } from '../core/config.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
@@ -36,7 +36,7 @@ import {
 import { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
-import { type LocalRunResult, runWorkflowLocally, synthesizeWorkflow } from './local-run.ts';
+import { type LocalRunResult, runWorkflowLocally, stackDedup, synthesizeWorkflow } from './local-run.ts';
 import type { LocalExecution } from './local-workflow.ts';
 import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
 
@@ -76,6 +76,7 @@ Options:
   --concurrency N             partitions compacted at once (2): the state machine's Map MaxConcurrency
   --context JSON              run with these settings of the deployed stack over cdk.json's
                               "compactor" context, e.g. '{"map":{"toleratedFailurePercentage":20}}'
+                              or '{"dedup":{"mydb/cpu/":{"mode":"exact"}}}'
   --target-size SIZE          split outputs at about this size (512MiB)
   --row-group-size N          output row group size in rows (122880)
   --max-job-bytes SIZE        input bytes one job may take (2GiB)
@@ -181,9 +182,13 @@ interface Context {
   readonly clock: Clock;
 }
 
-function context(options: Parsed): Context {
+function context(options: Parsed, overrides: ConfigInput = {}): Context {
   const target = openStore(options);
-  return { target, config: buildConfig(options, target.dataPrefix), clock: buildClock(options.now) };
+  return {
+    target,
+    config: buildConfig(options, target.dataPrefix, overrides),
+    clock: buildClock(options.now),
+  };
 }
 
 function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): void {
@@ -194,12 +199,15 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
-  const ctx = context(options);
+  const stackContext = parseStackContext(options.context);
+  // The stack's dedup (cdk.json's `compactor` context, then --context) reaches the steps, as
+  // COMPACTOR_CONFIG carries it to the Lambdas; the other protocol settings come from the options.
+  const dedup = await stackDedup(stackContext);
+  const ctx = context(options, dedup ? { dedup } : {});
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
   // with this run's Map concurrency.
-  const stackContext = parseStackContext(options.context);
   const workflow = await synthesizeWorkflow({
     ...stackContext,
     map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },

@@ -11,8 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
+import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
-import type { CompactorConfig, TierName } from '../core/config.ts';
+import type { CompactorConfig, ConfigInput, TierName } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
@@ -135,6 +136,21 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
   } finally {
     await rm(outdir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The dedup the deployed Lambdas get in COMPACTOR_CONFIG: cdk.json's `compactor` context with
+ * `compactorContext` merged over it (as the definition is synthesized), validated as `cdk synth`
+ * validates it, so a bad setting fails here with the same message.
+ */
+export async function stackDedup(
+  compactorContext: Record<string, unknown> = {},
+): Promise<ConfigInput['dedup']> {
+  const cdkJson = JSON.parse(await readFile(join(REPO, 'cdk.json'), 'utf8')) as {
+    context?: { compactor?: Record<string, unknown> };
+  };
+  const merged = deepMerge(cdkJson.context?.compactor ?? {}, compactorContext);
+  return lambdaConfigInput(parseStackConfig(merged)).dedup;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -13,6 +13,20 @@ export interface TierConfig {
   readonly minAgeSeconds: number;
 }
 
+/**
+ * Dedup of one table. 'exact': rows equal in every column (NULLs equal, as DISTINCT) are kept
+ * once. 'last': one row per (keys + the time column) is kept, the latest written (see
+ * README "Dedup").
+ */
+export type DedupSetting =
+  | { readonly mode: 'exact' }
+  | { readonly mode: 'last'; readonly keys: readonly string[] };
+
+export interface DedupInput {
+  readonly mode: DedupSetting['mode'];
+  readonly keys?: readonly string[];
+}
+
 export interface CompactorConfig {
   readonly layout: Layout;
   readonly tiers: Readonly<Record<TierName, TierConfig>>;
@@ -21,6 +35,11 @@ export interface CompactorConfig {
   readonly timeColumn: string;
   /** Extra sort keys after the time column. */
   readonly sortKeys: readonly string[];
+  /**
+   * Dedup per table, by table path without the data prefix (`mydb/cpu/`); a table not listed is
+   * not deduplicated (the default).
+   */
+  readonly dedup: ReadonlyMap<string, DedupSetting>;
   /** Outputs are split at about this size (always below 5 GB: one CopyObject). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
@@ -44,6 +63,8 @@ export interface ConfigInput {
   readonly quietSeconds?: number;
   readonly timeColumn?: string;
   readonly sortKeys?: readonly string[];
+  /** Table path (without the data prefix, e.g. `mydb/cpu/`) -> its dedup. */
+  readonly dedup?: Readonly<Record<string, DedupInput>>;
   readonly targetFileBytes?: number;
   readonly rowGroupSize?: number;
   readonly maxJobBytes?: number;
@@ -81,6 +102,75 @@ function nonNegative(name: string, value: number): number {
   return value;
 }
 
+function plainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const DEDUP_EXAMPLE = '{"mydb/cpu/": {"mode": "exact"}, "mydb/mem/": {"mode": "last", "keys": ["host"]}}';
+
+/** Validates `dedup`; every message names the setting and how to fix it. */
+function parseDedup(value: unknown, layout: Layout, timeColumn: string): Map<string, DedupSetting> {
+  const out = new Map<string, DedupSetting>();
+  if (value === undefined) return out;
+  if (!plainObject(value)) {
+    throw new ConfigError(`dedup must be an object of table path -> setting, e.g. ${DEDUP_EXAMPLE}`);
+  }
+  for (const [table, entry] of Object.entries(value)) {
+    const name = `dedup[${JSON.stringify(table)}]`;
+    if (!layout.isTablePath(table)) {
+      throw new ConfigError(
+        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
+      );
+    }
+    if (!plainObject(entry)) throw new ConfigError(`${name} must be an object, e.g. {"mode": "exact"}`);
+    for (const field of Object.keys(entry)) {
+      if (field !== 'mode' && field !== 'keys') {
+        throw new ConfigError(`${name}.${field} is not a setting (known: mode, keys)`);
+      }
+    }
+    const mode = entry.mode;
+    if (mode === 'exact') {
+      if (entry.keys !== undefined) {
+        throw new ConfigError(
+          `${name}.keys: mode "exact" compares every column; remove keys, or use mode "last" to keep one row per key`,
+        );
+      }
+      out.set(table, { mode });
+      continue;
+    }
+    if (mode !== 'last') {
+      throw new ConfigError(`${name}.mode must be "exact" or "last", got ${JSON.stringify(mode)}`);
+    }
+    const keys = entry.keys;
+    if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k === '')) {
+      throw new ConfigError(
+        `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key), got ${JSON.stringify(keys)}`,
+      );
+    }
+    const seen = new Set<string>();
+    for (const key of keys as string[]) {
+      // DuckDB resolves identifiers case-insensitively: "Host" and "host" are one column.
+      const folded = key.toLowerCase();
+      if (folded === timeColumn.toLowerCase()) {
+        throw new ConfigError(
+          `${name}.keys must not name the time column "${timeColumn}": it is always part of the key; remove it`,
+        );
+      }
+      if (seen.has(folded)) throw new ConfigError(`${name}.keys names "${key}" twice; list each column once`);
+      seen.add(folded);
+    }
+    out.set(table, { mode, keys: [...(keys as string[])] });
+  }
+  return out;
+}
+
+/** The dedup of a table as `DataFile.table` names it (with the data prefix), if any. */
+export function dedupOf(config: CompactorConfig, table: string): DedupSetting | undefined {
+  const { dataPrefix } = config.layout;
+  if (!table.startsWith(dataPrefix)) return undefined;
+  return config.dedup.get(table.slice(dataPrefix.length));
+}
+
 export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   const tier = (name: TierName): TierConfig => ({
     minFiles: positive(`tiers.${name}.minFiles`, input.tiers?.[name]?.minFiles ?? DEFAULTS[name].minFiles),
@@ -91,12 +181,14 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   });
   const timeColumn = input.timeColumn ?? DEFAULTS.timeColumn;
   if (timeColumn === '') throw new ConfigError('timeColumn must not be empty');
+  const layout = Layout.fromName(input.layout ?? DEFAULTS.layout, input.dataPrefix ?? '');
   return {
-    layout: Layout.fromName(input.layout ?? DEFAULTS.layout, input.dataPrefix ?? ''),
+    layout,
     tiers: { hourly: tier('hourly'), daily: tier('daily') },
     quietSeconds: nonNegative('quietSeconds', input.quietSeconds ?? DEFAULTS.quietSeconds),
     timeColumn,
     sortKeys: input.sortKeys ?? [],
+    dedup: parseDedup(input.dedup, layout, timeColumn),
     targetFileBytes: positive(
       'targetFileBytes',
       input.targetFileBytes ?? DEFAULTS.targetFileBytes,

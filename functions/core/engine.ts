@@ -15,6 +15,15 @@ export interface InputInfo {
   readonly columns: readonly Column[];
 }
 
+/**
+ * Rows to drop while merging. 'exact': rows equal in every column are written once (NULLs
+ * equal, as SELECT DISTINCT). 'last': one row per distinct `keys` tuple is written: the one in
+ * the last input file, and within that file the last row (inputs are given oldest first).
+ */
+export type DedupRequest =
+  | { readonly mode: 'exact' }
+  | { readonly mode: 'last'; readonly keys: readonly string[] };
+
 export interface CompactRequest {
   /** Local Parquet files, already validated with inspect(). */
   readonly inputs: readonly string[];
@@ -27,6 +36,17 @@ export interface CompactRequest {
   /** Split outputs at about this many bytes (always below 5 GB). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
+  /** Absent: every input row is written (the default). */
+  readonly dedup?: DedupRequest;
+  readonly signal?: AbortSignal;
+}
+
+export interface DistinctRequest {
+  /** Local Parquet files, read together as compact reads them. */
+  readonly files: readonly string[];
+  /** The unified schema: values compare after the same casts compact applies. */
+  readonly columns: readonly Column[];
+  readonly dedup: DedupRequest;
   readonly signal?: AbortSignal;
 }
 
@@ -42,6 +62,12 @@ export interface Engine {
   inspect(file: string): Promise<InputInfo>;
   /** Merges, sorts and writes; returns outputs with their footer row counts. */
   compact(request: CompactRequest): Promise<CompactOutput[]>;
+  /**
+   * How many rows the files hold once deduplicated ('exact': distinct rows; 'last': distinct
+   * keys), counted by its own query, apart from any write: the core checks compact's output
+   * against it.
+   */
+  countDistinct(request: DistinctRequest): Promise<number>;
 
   close(): Promise<void>;
 }

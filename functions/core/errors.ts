@@ -13,6 +13,7 @@ export const ErrorNames = {
   CorruptInput: 'CorruptInputError',
   SchemaConflict: 'SchemaConflictError',
   RowCountMismatch: 'RowCountMismatchError',
+  Dedup: 'DedupError',
   FinalKeyConflict: 'FinalKeyConflictError',
   VerificationFailed: 'VerificationFailedError',
   DeleteFailed: 'DeleteFailedError',
@@ -103,6 +104,11 @@ export class SchemaConflictError extends CompactorError {
 
 export class RowCountMismatchError extends CompactorError {
   override readonly name = ErrorNames.RowCountMismatch;
+}
+
+/** A table's dedup setting cannot be applied to a partition (a key column it does not have). */
+export class DedupError extends CompactorError {
+  override readonly name = ErrorNames.Dedup;
 }
 
 /** The final key exists and is not ours: fail closed, delete nothing. */

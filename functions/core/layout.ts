@@ -32,7 +32,7 @@ export function levelOf(fileName: string): Level {
 export interface DataFile {
   /** Full object key. */
   readonly key: string;
-  /** Table path, e.g. `mydb/cpu/` (arc) or `events/` (hive), relative to the data prefix. */
+  /** Table path, e.g. `mydb/cpu/` (arc) or `events/` (hive), starting with the data prefix. */
   readonly table: string;
   /** Day folder key prefix (ends with '/'). */
   readonly dayFolder: string;
@@ -181,6 +181,19 @@ export class Layout {
       level,
       fileName,
     };
+  }
+
+  /**
+   * True when `path` is a table of this layout as `DataFile.table` names it, without the data
+   * prefix: the segments before the date, each matching the template, ending in '/'.
+   */
+  isTablePath(path: string): boolean {
+    if (!path.endsWith('/')) return false;
+    const parts = path.slice(0, -1).split('/');
+    if (parts.length !== this.#tableDepth) return false;
+    return parts.every(
+      (part, i) => part !== '.' && part !== '..' && this.#segments[i]?.regex.test(part) === true,
+    );
   }
 
   /** Last non-empty segment before the date: the measurement (arc) or table (hive), used in output names. */

@@ -6,6 +6,7 @@
 
 import { createHash } from 'node:crypto';
 import { type CompactorConfig, TIERS, type TierName } from './config.ts';
+import type { DedupRequest } from './engine.ts';
 import { InvalidManifestError } from './errors.ts';
 import { compactDate, DAILY_SUFFIX, type DataFile, HOURLY_SUFFIX, type Layout } from './layout.ts';
 import type { Checksum } from './object-store.ts';
@@ -43,7 +44,15 @@ export interface Manifest {
   readonly location: string;
   readonly state: ManifestState;
   readonly inputs: readonly InputRef[];
+  /** Rows of the inputs, from their footers. */
   readonly inputRows?: number;
+  /**
+   * The dedup the job applied (its 'last' keys include the time column). Absent: none, and the
+   * outputs hold inputRows rows.
+   */
+  readonly dedup?: DedupRequest;
+  /** With dedup: the inputs' distinct rows or keys, counted apart from the write; the outputs hold this many. */
+  readonly distinctRows?: number;
   readonly outputs?: readonly OutputRef[];
   /** Inputs replaced after we read them: new data, kept. */
   readonly keptInputs?: readonly KeptInput[];
@@ -413,6 +422,20 @@ export function parseManifest(
   if (stateIndex(state) >= stateIndex('staged') && outputs === undefined && repairOf === undefined)
     fail(key, `state ${state} without outputs`);
 
+  let deduped: { dedup: DedupRequest; distinctRows: number } | undefined;
+  if (m.dedup !== undefined || m.distinctRows !== undefined) {
+    const dedup = parseDedupRecord(key, m.dedup);
+    const distinctRows = count(key, m.distinctRows, 'distinctRows');
+    if (typeof m.inputRows === 'number' && distinctRows > m.inputRows) {
+      fail(key, `distinctRows ${distinctRows} exceeds inputRows ${m.inputRows}`);
+    }
+    const outputRows = outputs?.reduce((sum, o) => sum + o.rows, 0);
+    if (outputRows !== undefined && outputRows !== distinctRows) {
+      fail(key, `outputs hold ${outputRows} rows, not the ${distinctRows} distinct rows recorded`);
+    }
+    deduped = { dedup, distinctRows };
+  }
+
   const reasons = (value: Json, field: string): KeptInput[] | undefined => {
     if (value === undefined) return undefined;
     if (!Array.isArray(value)) fail(key, `${field} must be a list`);
@@ -436,6 +459,7 @@ export function parseManifest(
     state,
     inputs,
     ...(m.inputRows === undefined ? {} : { inputRows: count(key, m.inputRows, 'inputRows') }),
+    ...deduped,
     ...(outputs === undefined ? {} : { outputs }),
     ...(repairOf === undefined ? {} : { repairOf }),
     ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
@@ -446,6 +470,24 @@ export function parseManifest(
     updatedAt: isoTime(key, m.updatedAt, 'updatedAt'),
     leaseExpiresAt: isoTime(key, m.leaseExpiresAt, 'leaseExpiresAt'),
   };
+}
+
+function parseDedupRecord(key: string, value: Json): DedupRequest {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    fail(key, 'dedup must be an object (distinctRows is recorded only with it)');
+  }
+  const d = value as Record<string, Json>;
+  if (d.mode === 'exact' && d.keys === undefined) return { mode: 'exact' };
+  if (
+    d.mode === 'last' &&
+    Array.isArray(d.keys) &&
+    d.keys.length > 0 &&
+    d.keys.length <= 1000 &&
+    d.keys.every((k) => typeof k === 'string' && k.length > 0 && k.length <= 1024)
+  ) {
+    return { mode: 'last', keys: d.keys as string[] };
+  }
+  return fail(key, 'dedup must be {"mode": "exact"} or {"mode": "last", "keys": [column, ...]}');
 }
 
 export function serializeManifest(manifest: Manifest): Buffer {

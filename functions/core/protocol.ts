@@ -13,9 +13,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
-import type { CompactorConfig, TierName } from './config.ts';
-import { type Clock, type Engine, type InputInfo, InputUnreadableError } from './engine.ts';
+import { type CompactorConfig, dedupOf, type TierName } from './config.ts';
 import {
+  type Clock,
+  type DedupRequest,
+  type Engine,
+  type InputInfo,
+  InputUnreadableError,
+} from './engine.ts';
+import {
+  DedupError,
   DeleteFailedError,
   ErrorNames,
   FinalKeyConflictError,
@@ -114,6 +121,8 @@ export interface StepResult {
   readonly inputs?: number;
   readonly inputBytes?: number;
   readonly inputRows?: number;
+  /** With dedup: the inputs' distinct rows (exact) or keys (last), which the outputs hold. */
+  readonly distinctRows?: number;
   readonly outputs?: number;
   readonly outputBytes?: number;
   readonly outputRows?: number;
@@ -240,6 +249,7 @@ function summary(manifest: Manifest): Partial<StepResult> {
     inputs: manifest.inputs.length,
     inputBytes: manifest.inputs.reduce((sum, i) => sum + i.size, 0),
     ...(manifest.inputRows === undefined ? {} : { inputRows: manifest.inputRows }),
+    ...(manifest.distinctRows === undefined ? {} : { distinctRows: manifest.distinctRows }),
     ...(outputs.length === 0
       ? {}
       : {
@@ -436,21 +446,36 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
       throw error;
     }
     const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
+    let dedup: DedupRequest | undefined;
+    try {
+      dedup = dedupRequest(config, partitionDataFile(deps, ref.tier, ref.partition).table, columns);
+    } catch (error) {
+      await release(deps, loaded);
+      throw error;
+    }
+    // 'last' keeps the row of the last input: give them oldest first.
+    const merged = dedup?.mode === 'last' ? oldestFirst(config, good) : good;
     const outDir = join(dir, 'out');
     await mkdir(outDir);
     checkLease(deps, manifest);
     let written: Awaited<ReturnType<Engine['compact']>>;
     try {
       written = await engine.compact({
-        inputs: good.map((g) => g.path),
+        inputs: merged.map((g) => g.path),
         columns,
         sortBy: [config.timeColumn, ...config.sortKeys],
         outputDir: outDir,
         targetFileBytes: config.targetFileBytes,
         rowGroupSize: config.rowGroupSize,
+        ...(dedup ? { dedup } : {}),
         ...withSignal(deps),
       });
     } catch (error) {
+      // The engine refused this partition's dedup (a column hiding its row order): give it back.
+      if (error instanceof DedupError) {
+        await release(deps, loaded);
+        throw error;
+      }
       // A valid footer over damaged pages shows only now: quarantine that input and give the
       // partition back, so the next cycle compacts the rest instead of failing forever.
       if (!(error instanceof InputUnreadableError)) throw error;
@@ -467,7 +492,22 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
       return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length + 1 });
     }
     const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
-    if (outputRows !== inputRows || written.length === 0) {
+    let distinctRows: number | undefined;
+    if (dedup) {
+      // Verified, not assumed: the rows a correct dedup writes are counted by separate queries
+      // over the inputs, and the outputs must hold that many rows, each distinct.
+      checkLease(deps, manifest);
+      const count = (files: readonly string[]) =>
+        engine.countDistinct({ files, columns, dedup, ...withSignal(deps) });
+      distinctRows = await count(good.map((g) => g.path));
+      const outputDistinct = await count(written.map((o) => o.path));
+      if (outputRows !== distinctRows || outputDistinct !== outputRows || written.length === 0) {
+        await release(deps, loaded);
+        throw new RowCountMismatchError(
+          `partition ${ref.partition}: with dedup ${describeDedup(dedup)} the inputs hold ${inputRows} rows, ${distinctRows} distinct, but the output holds ${outputRows} rows, ${outputDistinct} distinct; nothing was published`,
+        );
+      }
+    } else if (outputRows !== inputRows || written.length === 0) {
       await release(deps, loaded);
       throw new RowCountMismatchError(
         `partition ${ref.partition}: inputs hold ${inputRows} rows but the output holds ${outputRows}; nothing was published`,
@@ -500,6 +540,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<St
       state: 'staged',
       inputs: good.map((g) => g.input),
       inputRows,
+      ...(dedup && distinctRows !== undefined ? { dedup, distinctRows } : {}),
       outputs,
       ...(corrupt.length > 0 ? { quarantinedInputs: corrupt } : {}),
     });
@@ -532,6 +573,50 @@ async function footerCheck(
   const outcome = await pending;
   if ('error' in outcome) throw outcome.error;
   return outcome.info;
+}
+
+/**
+ * The engine's dedup for a partition of `table`, or undefined when the table has none. The time
+ * column is part of every 'last' key; a key column the inputs lack fails the partition, since
+ * comparing without it would merge different series.
+ */
+function dedupRequest(
+  config: CompactorConfig,
+  table: string,
+  columns: readonly { readonly name: string }[],
+): DedupRequest | undefined {
+  const setting = dedupOf(config, table);
+  if (setting?.mode !== 'last') return setting;
+  const keys = [...setting.keys, config.timeColumn];
+  const present = new Set(columns.map((c) => c.name.toLowerCase()));
+  const missing = keys.filter((k) => !present.has(k.toLowerCase()));
+  if (missing.length > 0) {
+    throw new DedupError(
+      `table ${table}: dedup "last" keys on ${keys.join(', ')}, but the inputs have no column ${missing.join(', ')}; fix dedup["${table.slice(config.layout.dataPrefix.length)}"].keys (or timeColumn) or the data. Nothing was published`,
+    );
+  }
+  return { mode: 'last', keys };
+}
+
+function describeDedup(dedup: DedupRequest): string {
+  return dedup.mode === 'exact' ? '"exact"' : `"last" on ${dedup.keys.join(', ')}`;
+}
+
+/**
+ * Inputs in write order, oldest first, for dedup 'last'. Raw files and outputs of one level
+ * sort by key: names carry the write time (Arc's `{measurement}_{YYYYMMDD}_{HHMMSS}_...`, and
+ * our outputs' job ids start with their creation time). A daily output is older than the hourly
+ * outputs beside it: those are late data compacted after it, or left over by a bounded daily job
+ * that took the older ones.
+ */
+function oldestFirst<T extends { readonly input: InputRef }>(
+  config: CompactorConfig,
+  items: readonly T[],
+): T[] {
+  const level = (item: T) => config.layout.parse(item.input.key)?.level ?? 0;
+  return [...items].sort(
+    (a, b) => level(b) - level(a) || (a.input.key < b.input.key ? -1 : a.input.key > b.input.key ? 1 : 0),
+  );
 }
 
 /** The partition's coordinates, for naming outputs. */

@@ -99,6 +99,7 @@ export interface StepOutput {
   readonly inputs?: number;
   readonly inputBytes?: number;
   readonly inputRows?: number;
+  readonly distinctRows?: number;
   readonly outputs?: number;
   readonly outputBytes?: number;
   readonly outputRows?: number;

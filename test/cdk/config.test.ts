@@ -94,6 +94,18 @@ describe('stack config: overrides', () => {
     expect(parseStackConfig({ '//': 'a note', tiers: { '//': 'another' } })).toEqual(STACK_DEFAULTS);
   });
 
+  it('passes dedup to the Lambdas per table, and leaves it out of their config when none is set', () => {
+    expect(lambdaConfigInput(STACK_DEFAULTS)).not.toHaveProperty('dedup');
+    const dedup = { 'mydb/cpu/': { mode: 'exact' }, 'mydb/mem/': { mode: 'last', keys: ['host'] } };
+    const config = parseStackConfig({ dedup: { '//': 'cpu writers retry', ...dedup } });
+    expect(config.dedup).toEqual(dedup);
+    const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
+    expect([...core.dedup]).toEqual([
+      ['mydb/cpu/', { mode: 'exact' }],
+      ['mydb/mem/', { mode: 'last', keys: ['host'] }],
+    ]);
+  });
+
   it('sizes DuckDB from the compact memory: ~75% of it and one thread per vCPU', () => {
     expect(duckDbMemoryLimit(3008)).toBe('2200MB');
     expect(duckDbMemoryLimit(10240)).toBe('7600MB');
@@ -176,6 +188,22 @@ describe('stack config: invalid values fail and name the key', () => {
       /compactor\.metricsNamespace is not a custom CloudWatch namespace/,
     ],
     ['removal', { removalPolicy: 'snapshot' }, /compactor\.removalPolicy must be "retain" or "destroy"/],
+    ['dedup list', { dedup: ['mydb/cpu/'] }, /compactor\.dedup must be an object of table path/],
+    [
+      'dedup table',
+      { dedup: { 'mydb/cpu': { mode: 'exact' } } },
+      /^context compactor: dedup\["mydb\/cpu"\]: "mydb\/cpu" is not a table of layout/,
+    ],
+    [
+      'dedup table of another layout',
+      { layout: 'hive', dedup: { 'mydb/cpu/': { mode: 'exact' } } },
+      /dedup\["mydb\/cpu\/"\]: "mydb\/cpu\/" is not a table of layout "\{table\}/,
+    ],
+    [
+      'dedup keys',
+      { dedup: { 'mydb/mem/': { mode: 'last' } } },
+      /^context compactor: dedup\["mydb\/mem\/"\]\.keys must list the columns/,
+    ],
     [
       'job larger than /tmp',
       { maxJobBytes: 8 * 1024 ** 3, lambda: { compact: { ephemeralStorageMb: 4096 } } },

@@ -6,7 +6,8 @@
  * - a step failing mid-partition fails the execution (tolerance 0), and a redrive from the
  *   failed state with the same input re-runs only the failed partition and ends exact;
  * - `compactor run` executes the synthesized definition: changing the definition (the Map's
- *   tolerated failure percentage, through --context) changes what the run does.
+ *   tolerated failure percentage, through --context) changes what the run does; a table's
+ *   dedup in --context reaches the steps.
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -243,6 +244,31 @@ describe('compactor run executes the synthesized definition', () => {
       result: 'failed',
     });
     expect(partitions.find((p) => p.result === 'failed')?.note).toContain('SchemaConflictError');
+  });
+
+  it('--context dedup reaches the steps, as COMPACTOR_CONFIG does in AWS: a file sent twice is compacted once', async () => {
+    const dir = join(root, 'dedup-context');
+    await rm(dir, { recursive: true, force: true });
+    const firstTwo = FILES.slice(0, 2);
+    const rows = await writeLake(engine, dir, firstTwo);
+    const store = new LocalFolderStore(dir);
+    // The writer of hour 01 retried: its first file landed again under another name.
+    const { body } = await store.getBytes(FILES[0]?.key ?? '');
+    await store.put('db/cpu/2025/01/14/01/cpu_20250114_013000_1-retry.parquet', body);
+    const result = await run(dir, '--context', '{"dedup":{"db/cpu/":{"mode":"exact"}}}');
+    expect(result.code, result.err).toBe(0);
+    expect(result.json).toMatchObject({ summary: { partitions: 1, compacted: 1, rows } });
+    expect(await ids(store)).toEqual(range(rows));
+  });
+
+  it('a bad dedup in --context fails with exit 2 naming the setting', async () => {
+    const err: string[] = [];
+    const code = await runCli(
+      ['run', '--tier', 'hourly', '--store', template, '--context', '{"dedup":{"db/cpu":{"mode":"exact"}}}'],
+      { out: () => {}, err: (l) => err.push(l) },
+    );
+    expect(code).toBe(2);
+    expect(err.join('\n')).toContain('context compactor: dedup["db/cpu"]: "db/cpu" is not a table of layout');
   });
 
   it('a bad --context fails with exit 2 naming the problem', async () => {

@@ -267,6 +267,41 @@ describe('parseManifest accepts', () => {
   });
 });
 
+describe('parseManifest with dedup', () => {
+  const last = { dedup: { mode: 'last', keys: ['host', 'time'] }, distinctRows: 300, inputRows: 420 };
+
+  it('accepts the dedup a job applied and the distinct rows its outputs hold, and round-trips them', () => {
+    for (const fields of [last, { dedup: { mode: 'exact' }, distinctRows: 300, inputRows: 301 }]) {
+      const m = parse(hourly(fields));
+      expect(m).toMatchObject(fields);
+      expect(parseManifest(config, LOCATION, keyOf(hourly()), serializeManifest(m))).toEqual(m);
+    }
+  });
+
+  it('still accepts manifests written before dedup existed, with neither field', () => {
+    const m = parse(hourly());
+    expect(m.dedup).toBeUndefined();
+    expect(m.distinctRows).toBeUndefined();
+    expect(Object.keys(m)).not.toContain('dedup');
+  });
+
+  it('rejects dedup records that do not add up', () => {
+    expect(reasonFor(hourly({ distinctRows: 300 }))).toBe(
+      'dedup must be an object (distinctRows is recorded only with it)',
+    );
+    expect(reasonFor(hourly({ dedup: { mode: 'exact' } }))).toBe('distinctRows must be a whole number >= 0');
+    expect(reasonFor(hourly({ ...last, dedup: { mode: 'last', keys: [] } }))).toMatch(/^dedup must be/);
+    expect(reasonFor(hourly({ ...last, dedup: { mode: 'exact', keys: ['host'] } }))).toMatch(
+      /^dedup must be/,
+    );
+    expect(reasonFor(hourly({ ...last, dedup: { mode: 'newest' } }))).toMatch(/^dedup must be/);
+    expect(reasonFor(hourly({ ...last, inputRows: 299 }))).toBe('distinctRows 300 exceeds inputRows 299');
+    expect(reasonFor(hourly({ ...last, distinctRows: 299, inputRows: 420 }))).toBe(
+      'outputs hold 300 rows, not the 299 distinct rows recorded',
+    );
+  });
+});
+
 describe('parseManifest rejects', () => {
   it('bad JSON', () => {
     expect(reasonFor('{"version": 1,')).toBe('not valid JSON');

@@ -11,7 +11,13 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { SqlRunner } from '../../functions/adapters/sample-data.ts';
-import type { CompactOutput, CompactRequest, Engine, InputInfo } from '../../functions/core/engine.ts';
+import type {
+  CompactOutput,
+  CompactRequest,
+  DistinctRequest,
+  Engine,
+  InputInfo,
+} from '../../functions/core/engine.ts';
 
 async function contentHash(path: string): Promise<string> {
   return createHash('sha1')
@@ -60,6 +66,7 @@ export class MemoEngine implements Engine {
       sortBy: request.sortBy,
       targetFileBytes: request.targetFileBytes,
       rowGroupSize: request.rowGroupSize,
+      dedup: request.dedup,
     });
     const known = this.#compacted.get(key);
     if (known) {
@@ -81,6 +88,10 @@ export class MemoEngine implements Engine {
     );
     this.#compacted.set(key, saved);
     return outputs;
+  }
+
+  countDistinct(request: DistinctRequest): Promise<number> {
+    return this.#inner.countDistinct(request);
   }
 
   close(): Promise<void> {

@@ -121,8 +121,10 @@ export class SimInvariants {
           this.#fail(call, `I7: ${output.finalKey} holds ${actual} rows, its manifest says ${output.rows}`);
         rows += actual;
       }
-      if (rows !== m.inputRows)
-        this.#fail(call, `I7: outputs of ${m.jobId} hold ${rows} rows, its inputs ${m.inputRows}`);
+      // With dedup the outputs hold the inputs' distinct rows, counted when the job staged.
+      const expected = m.distinctRows ?? m.inputRows;
+      if (rows !== expected)
+        this.#fail(call, `I7: outputs of ${m.jobId} hold ${rows} rows, its inputs ${expected}`);
     }
   };
 }
