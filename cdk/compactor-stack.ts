@@ -81,6 +81,7 @@ export class CompactorStack extends Stack {
       tiers: {
         hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
         daily: { expression: config.tiers.daily.schedule, enabled: config.tiers.daily.enabled },
+        monthly: { expression: config.tiers.monthly.schedule, enabled: config.tiers.monthly.enabled },
       },
     });
     // No scheduled run before recovery may ask Step Functions about manifest owners.

@@ -74,6 +74,8 @@ export const STACK_DEFAULTS: StackConfig = {
   tiers: {
     hourly: { schedule: 'cron(10 * * * ? *)', ...DEFAULTS.hourly, enabled: true },
     daily: { schedule: 'cron(30 3 * * ? *)', ...DEFAULTS.daily, enabled: true },
+    // Opt-in; runs daily, finds work once a month (a day after the month ended).
+    monthly: { schedule: 'cron(45 4 * * ? *)', ...DEFAULTS.monthly, enabled: false },
   },
   quietSeconds: DEFAULTS.quietSeconds,
   targetFileBytes: 512 * MiB,
@@ -230,6 +232,7 @@ export function parseStackConfig(value: unknown): StackConfig {
   const tiers = {
     hourly: tierSettings(tiersJson.hourly, 'hourly'),
     daily: tierSettings(tiersJson.daily, 'daily'),
+    monthly: tierSettings(tiersJson.monthly, 'monthly'),
   };
 
   const sortKeys = json.sortKeys ?? d.sortKeys;
@@ -322,6 +325,13 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     tiers: {
       hourly: { minFiles: config.tiers.hourly.minFiles, minAgeSeconds: config.tiers.hourly.minAgeSeconds },
       daily: { minFiles: config.tiers.daily.minFiles, minAgeSeconds: config.tiers.daily.minAgeSeconds },
+      // Hourly's and daily's `enabled` only pause their schedules; monthly's also turns the tier on
+      // (the daily tier then hands a month's L2 files to it).
+      monthly: {
+        enabled: config.tiers.monthly.enabled,
+        minFiles: config.tiers.monthly.minFiles,
+        minAgeSeconds: config.tiers.monthly.minAgeSeconds,
+      },
     },
     quietSeconds: config.quietSeconds,
     timeColumn: config.timeColumn,

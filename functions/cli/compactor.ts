@@ -36,7 +36,12 @@ import {
 import { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
-import { type LocalRunResult, runWorkflowLocally, stackDedup, synthesizeWorkflow } from './local-run.ts';
+import {
+  type LocalRunResult,
+  runWorkflowLocally,
+  stackStepSettings,
+  synthesizeWorkflow,
+} from './local-run.ts';
 import type { LocalExecution } from './local-workflow.ts';
 import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
 
@@ -52,9 +57,9 @@ Usage: compactor <command> [options]
 Commands:
   demo [--dir DIR]            generate an Arc-layout lake of small files, compact it hourly then
                               daily, and show that row counts are equal
-  run --tier hourly|daily     one cycle: the synthesized state machine (recover, plan, compact every
+  run --tier TIER             one cycle: the synthesized state machine (recover, plan, compact every
                               eligible partition, summary) run locally
-  plan --tier hourly|daily    dry run: what a cycle would compact and why the rest is skipped
+  plan --tier TIER            dry run: what a cycle would compact and why the rest is skipped
   recover                     resolve manifests left by crashed or stopped runs
   status                      live and quarantined manifests
   verify                      row counts per partition: plain glob vs the visible view
@@ -69,9 +74,11 @@ Options:
   --region REGION             AWS region (default $AWS_REGION or us-east-1)
   --layout arc|hive|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
   --now ISO-TIME              act as if at this time (plans against it; leases still run in real time)
-  --tier hourly|daily         the tier (run, plan; also scopes --min-files/--min-age)
-  --min-files N               files a folder needs before it is compacted (hourly 10, daily 2)
-  --min-age SECONDS           how long after its hour/day ends a folder becomes eligible (3600 / 10800)
+  --tier hourly|daily|monthly the tier (run, plan; also scopes --min-files/--min-age)
+  --monthly                   turn the opt-in monthly tier on (cdk.json: tiers.monthly.enabled);
+                              then the daily tier hands a month's daily files to it
+  --min-files N               files a folder needs before it is compacted (hourly 10, daily 2, monthly 2)
+  --min-age SECONDS           how long after its period ends a folder becomes eligible (3600 / 10800 / 86400)
   --quiet SECONDS             skip folders holding a file written less than this ago (300)
   --concurrency N             partitions compacted at once (2): the state machine's Map MaxConcurrency
   --context JSON              run with these settings of the deployed stack over cdk.json's
@@ -116,6 +123,7 @@ const OPTIONS = {
   context: { type: 'string' },
   sql: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
+  monthly: { type: 'boolean' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -200,10 +208,10 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  // The stack's dedup (cdk.json's `compactor` context, then --context) reaches the steps, as
-  // COMPACTOR_CONFIG carries it to the Lambdas; the other protocol settings come from the options.
-  const dedup = await stackDedup(stackContext);
-  const ctx = context(options, dedup ? { dedup } : {});
+  // The stack's dedup and monthly tier (cdk.json's `compactor` context, then --context) reach the
+  // steps, as COMPACTOR_CONFIG carries them to the Lambdas; the other protocol settings come from
+  // the options.
+  const ctx = context(options, await stackStepSettings(stackContext));
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
@@ -573,7 +581,8 @@ async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
     const modified = new Map(all.map((o) => [o.key, o.lastModified.getTime()]));
     for (const [i, file] of rows.entries()) {
       const parsed = layout.parse(file.key);
-      const partition = parsed?.dayFolder ?? '(outside the layout)';
+      // Monthly outputs count under their month folder.
+      const partition = parsed?.dayFolder ?? parsed?.monthFolder ?? '(outside the layout)';
       const entry = byPartition.get(partition) ?? {
         partition,
         files: 0,
@@ -600,7 +609,11 @@ async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
     for (const object of all) {
       const parsed = layout.parse(object.key);
       if (!parsed?.hourFolder || !visible.has(`${object.key}\0${object.etag}`)) continue;
-      const h = hours.get(parsed.hourFolder) ?? { outputs: [], inputs: [], day: parsed.dayFolder };
+      const h = hours.get(parsed.hourFolder) ?? {
+        outputs: [],
+        inputs: [],
+        day: parsed.dayFolder ?? parsed.hourFolder,
+      };
       (parsed.level === 0 ? h.inputs : h.outputs).push(modified.get(object.key) ?? 0);
       hours.set(parsed.hourFolder, h);
     }

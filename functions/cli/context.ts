@@ -17,6 +17,7 @@ export interface CliOptions {
   readonly layout?: string;
   readonly now?: string;
   readonly tier?: string;
+  readonly monthly?: boolean;
   readonly 'min-files'?: string;
   readonly 'min-age'?: string;
   readonly quiet?: string;
@@ -100,13 +101,15 @@ export function buildConfig(
   if (Object.keys(tierOverride).length > 0 && tier === undefined) {
     throw new ConfigError('--min-files and --min-age apply to one tier: add --tier');
   }
+  let tiers = overrides.tiers;
+  if (options.monthly) tiers = { ...tiers, monthly: { ...tiers?.monthly, enabled: true } };
+  if (tier !== undefined && Object.keys(tierOverride).length > 0)
+    tiers = { ...tiers, [tier]: { ...tiers?.[tier], ...tierOverride } };
   return parseConfig({
     ...overrides,
     dataPrefix,
     ...(options.layout !== undefined ? { layout: options.layout } : {}),
-    ...(tier !== undefined && Object.keys(tierOverride).length > 0
-      ? { tiers: { ...overrides.tiers, [tier]: { ...overrides.tiers?.[tier], ...tierOverride } } }
-      : {}),
+    ...(tiers ? { tiers } : {}),
     ...(options.quiet !== undefined ? { quietSeconds: parseWhole('quiet', options.quiet) } : {}),
     ...(options['target-size'] !== undefined
       ? { targetFileBytes: parseSize('target-size', options['target-size']) }

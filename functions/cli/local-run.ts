@@ -139,18 +139,22 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
 }
 
 /**
- * The dedup the deployed Lambdas get in COMPACTOR_CONFIG: cdk.json's `compactor` context with
- * `compactorContext` merged over it (as the definition is synthesized), validated as `cdk synth`
- * validates it, so a bad setting fails here with the same message.
+ * The dedup and monthly tier the deployed Lambdas get in COMPACTOR_CONFIG: cdk.json's `compactor`
+ * context with `compactorContext` merged over it (as the definition is synthesized), validated as
+ * `cdk synth` validates it, so a bad setting fails here with the same message.
  */
-export async function stackDedup(
+export async function stackStepSettings(
   compactorContext: Record<string, unknown> = {},
-): Promise<ConfigInput['dedup']> {
+): Promise<Pick<ConfigInput, 'dedup' | 'tiers'>> {
   const cdkJson = JSON.parse(await readFile(join(REPO, 'cdk.json'), 'utf8')) as {
     context?: { compactor?: Record<string, unknown> };
   };
   const merged = deepMerge(cdkJson.context?.compactor ?? {}, compactorContext);
-  return lambdaConfigInput(parseStackConfig(merged)).dedup;
+  const input = lambdaConfigInput(parseStackConfig(merged));
+  return {
+    ...(input.dedup ? { dedup: input.dedup } : {}),
+    ...(input.tiers?.monthly?.enabled ? { tiers: { monthly: { enabled: true } } } : {}),
+  };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

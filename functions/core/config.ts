@@ -3,10 +3,12 @@
 import { ConfigError } from './errors.ts';
 import { Layout } from './layout.ts';
 
-export type TierName = 'hourly' | 'daily';
-export const TIERS: readonly TierName[] = ['hourly', 'daily'];
+export type TierName = 'hourly' | 'daily' | 'monthly';
+export const TIERS: readonly TierName[] = ['hourly', 'daily', 'monthly'];
 
 export interface TierConfig {
+  /** Whether the tier runs. Hourly and daily always do; monthly is opt-in (see tiers.ts). */
+  readonly enabled: boolean;
   /** Compact a folder once it holds at least this many candidate files. */
   readonly minFiles: number;
   /** A folder is eligible once its period ended at least this long ago. */
@@ -80,6 +82,8 @@ export const DEFAULTS = {
   layout: 'arc',
   hourly: { minFiles: 10, minAgeSeconds: 3600 },
   daily: { minFiles: 2, minAgeSeconds: 3 * 3600 },
+  // A day after the month ended: the daily tier has long merged its last day by then.
+  monthly: { minFiles: 2, minAgeSeconds: 86_400 },
   quietSeconds: 300,
   timeColumn: 'time',
   targetFileBytes: 512 * MiB,
@@ -173,6 +177,7 @@ export function dedupOf(config: CompactorConfig, table: string): DedupSetting | 
 
 export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   const tier = (name: TierName): TierConfig => ({
+    enabled: input.tiers?.[name]?.enabled ?? name !== 'monthly',
     minFiles: positive(`tiers.${name}.minFiles`, input.tiers?.[name]?.minFiles ?? DEFAULTS[name].minFiles),
     minAgeSeconds: nonNegative(
       `tiers.${name}.minAgeSeconds`,
@@ -181,10 +186,28 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   });
   const timeColumn = input.timeColumn ?? DEFAULTS.timeColumn;
   if (timeColumn === '') throw new ConfigError('timeColumn must not be empty');
+  for (const name of ['hourly', 'daily'] as const) {
+    if (input.tiers?.[name]?.enabled === false) {
+      throw new ConfigError(
+        `tiers.${name}.enabled: the ${name} tier always runs (each tier merges the previous one's outputs); raise its minFiles or minAgeSeconds to make it rarer`,
+      );
+    }
+  }
+  const monthlyEnabled = input.tiers?.monthly?.enabled;
+  if (monthlyEnabled !== undefined && typeof monthlyEnabled !== 'boolean') {
+    throw new ConfigError(
+      `tiers.monthly.enabled must be true or false, got ${JSON.stringify(monthlyEnabled)}`,
+    );
+  }
   const layout = Layout.fromName(input.layout ?? DEFAULTS.layout, input.dataPrefix ?? '');
+  if (monthlyEnabled && !layout.hasMonthFolder) {
+    throw new ConfigError(
+      `tiers.monthly.enabled: layout "${layout.template}" has no month folder for monthly outputs (its day segment also names the month); use a layout with {YYYY}/{MM}/ folders before {DD}, or leave the monthly tier off`,
+    );
+  }
   return {
     layout,
-    tiers: { hourly: tier('hourly'), daily: tier('daily') },
+    tiers: { hourly: tier('hourly'), daily: tier('daily'), monthly: tier('monthly') },
     quietSeconds: nonNegative('quietSeconds', input.quietSeconds ?? DEFAULTS.quietSeconds),
     timeColumn,
     sortKeys: input.sortKeys ?? [],

@@ -16,14 +16,16 @@ export const LAYOUT_PRESETS = {
 
 export type LayoutPreset = keyof typeof LAYOUT_PRESETS;
 
-/** L0 = raw input, L1 = hourly output, L2 = daily (or coarser) output. */
-export type Level = 0 | 1 | 2;
+/** L0 = raw input, L1 = hourly output, L2 = daily output, L3 = monthly output. */
+export type Level = 0 | 1 | 2 | 3;
 
 /** Arc's suffixes, which we also use, so an existing Arc bucket can be handed over. */
 export const HOURLY_SUFFIX = '_compacted.parquet';
 export const DAILY_SUFFIX = '_daily.parquet';
+export const MONTHLY_SUFFIX = '_monthly.parquet';
 
 export function levelOf(fileName: string): Level {
+  if (fileName.endsWith(MONTHLY_SUFFIX)) return 3;
   if (fileName.endsWith(DAILY_SUFFIX)) return 2;
   if (fileName.endsWith(HOURLY_SUFFIX)) return 1;
   return 0;
@@ -34,12 +36,19 @@ export interface DataFile {
   readonly key: string;
   /** Table path, e.g. `mydb/cpu/` (arc) or `events/` (hive), starting with the data prefix. */
   readonly table: string;
-  /** Day folder key prefix (ends with '/'). */
-  readonly dayFolder: string;
+  /**
+   * Month folder key prefix (ends with '/'), where monthly outputs go; undefined when the layout
+   * has none (the day segment also names the month, as hive's `dt=YYYY-MM-DD`).
+   */
+  readonly monthFolder: string | undefined;
+  /** Start of the month (UTC). */
+  readonly month: Date;
+  /** Day folder key prefix (ends with '/'); undefined for files in the month folder. */
+  readonly dayFolder: string | undefined;
   /** Hour folder key prefix (ends with '/'); undefined for files directly in the day folder. */
   readonly hourFolder: string | undefined;
-  /** Start of the day (UTC). */
-  readonly day: Date;
+  /** Start of the day (UTC); undefined for files in the month folder. */
+  readonly day: Date | undefined;
   /** Start of the hour (UTC); undefined for files in the day folder. */
   readonly hour: Date | undefined;
   readonly level: Level;
@@ -92,6 +101,8 @@ export class Layout {
   readonly stateRoot: string;
   readonly #segments: readonly SegmentMatcher[];
   readonly #tableDepth: number;
+  /** Whether the segments before the day segment name one month: then monthly outputs have a folder. */
+  readonly hasMonthFolder: boolean;
 
   constructor(template: string, dataPrefix = '') {
     if (dataPrefix !== '' && !dataPrefix.endsWith('/')) dataPrefix += '/';
@@ -121,6 +132,10 @@ export class Layout {
     if (this.#segments.slice(0, this.#tableDepth).some((s) => s.tokens.some((t) => DATE_TOKENS.has(t)))) {
       throw new ConfigError(`layout "${template}": table segments cannot hold date tokens`);
     }
+    const daySegment = this.#segments[this.#segments.length - 2];
+    this.hasMonthFolder =
+      daySegment?.tokens.includes('DD') === true &&
+      !daySegment.tokens.some((t) => t === 'YYYY' || t === 'MM');
   }
 
   static fromName(nameOrTemplate: string, dataPrefix = ''): Layout {
@@ -142,8 +157,9 @@ export class Layout {
     const fileName = parts.pop();
     if (fileName === undefined || fileName === '.parquet' || fileName.startsWith('.')) return undefined;
     const n = this.#segments.length;
-    // In the hour folder (n segments) or directly in the day folder (n - 1 segments).
-    if (parts.length !== n && parts.length !== n - 1) return undefined;
+    // In the hour folder (n segments), directly in the day folder (n - 1) or in the month folder (n - 2).
+    const inMonth = this.hasMonthFolder && parts.length === n - 2;
+    if (parts.length !== n && parts.length !== n - 1 && !inMonth) return undefined;
     const values: Record<string, string> = {};
     for (let i = 0; i < parts.length; i++) {
       const matcher = this.#segments[i];
@@ -157,23 +173,42 @@ export class Layout {
     }
     const year = Number(values.YYYY);
     const month = Number(values.MM);
-    const dayOfMonth = Number(values.DD);
+    const dayOfMonth = inMonth ? 1 : Number(values.DD);
     const day = new Date(Date.UTC(year, month - 1, dayOfMonth));
     if (day.getUTCFullYear() !== year || day.getUTCMonth() !== month - 1 || day.getUTCDate() !== dayOfMonth) {
       return undefined;
     }
+    const prefix = this.dataPrefix;
+    const table = `${prefix}${parts.slice(0, this.#tableDepth).join('/')}/`;
+    const monthFolder = this.hasMonthFolder ? `${prefix}${parts.slice(0, n - 2).join('/')}/` : undefined;
+    const level = levelOf(fileName);
+    if (inMonth) {
+      // Monthly outputs live in the month folder and only there; anything else there is not ours.
+      if (level !== 3) return undefined;
+      return {
+        key,
+        table,
+        monthFolder,
+        month: day,
+        dayFolder: undefined,
+        hourFolder: undefined,
+        day: undefined,
+        hour: undefined,
+        level,
+        fileName,
+      };
+    }
     const inHour = parts.length === n;
     const hourValue = Number(values.HH);
     if (inHour && !(hourValue >= 0 && hourValue <= 23)) return undefined;
-    const prefix = this.dataPrefix;
-    const table = `${prefix}${parts.slice(0, this.#tableDepth).join('/')}/`;
     const dayFolder = `${prefix}${parts.slice(0, n - 1).join('/')}/`;
-    const level = levelOf(fileName);
     // Daily outputs live in the day folder and only there; anything else there is not ours to touch.
     if (!inHour && level !== 2) return undefined;
     return {
       key,
       table,
+      monthFolder,
+      month: new Date(Date.UTC(year, month - 1, 1)),
       dayFolder,
       hourFolder: inHour ? `${dayFolder}${parts[n - 1]}/` : undefined,
       day,

@@ -7,9 +7,10 @@
 import { createHash } from 'node:crypto';
 import { type CompactorConfig, TIERS, type TierName } from './config.ts';
 import type { DedupRequest } from './engine.ts';
-import { InvalidManifestError } from './errors.ts';
-import { compactDate, DAILY_SUFFIX, type DataFile, HOURLY_SUFFIX, type Layout } from './layout.ts';
+import { InvalidManifestError, ManifestConflictError } from './errors.ts';
+import { compactDate, type DataFile, type Layout } from './layout.ts';
 import type { Checksum } from './object-store.ts';
+import { outputFolderOf, partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export const MANIFEST_STATES = ['claimed', 'staged', 'published', 'verified', 'inputs-deleted'] as const;
 export type ManifestState = (typeof MANIFEST_STATES)[number];
@@ -219,19 +220,22 @@ export function outputKey(
 ): string {
   const name = layout.tableName(partitionFile);
   const part = String(index).padStart(3, '0');
-  let folder: string;
-  let full: string;
-  if (tier === 'hourly') {
-    const hour = partitionFile.hour ?? partitionFile.day;
-    const hh = String(hour.getUTCHours()).padStart(2, '0');
-    folder = partitionFile.hourFolder ?? partitionFile.dayFolder;
-    full = `${folder}${name}_${compactDate(hour)}_${hh}_${jobId}_${part}${HOURLY_SUFFIX}`;
-  } else {
-    folder = partitionFile.dayFolder;
-    full = `${folder}${name}_${compactDate(partitionFile.day)}_${jobId}_${part}${DAILY_SUFFIX}`;
+  const { suffix } = TIER_SPECS[tier];
+  const folder = tierFolder(tier, partitionFile);
+  const period = tierPeriod(tier, partitionFile);
+  if (folder === undefined || period === undefined) {
+    throw new ManifestConflictError(`${partitionFile.key} has no ${tier} folder in this layout`);
   }
+  const start = new Date(period.start);
+  const stamp =
+    tier === 'hourly'
+      ? `${compactDate(start)}_${String(start.getUTCHours()).padStart(2, '0')}`
+      : tier === 'daily'
+        ? compactDate(start)
+        : compactDate(start).slice(0, 6);
+  const full = `${folder}${name}_${stamp}_${jobId}_${part}${suffix}`;
   if (keyFits(full)) return full;
-  return `${folder}${jobId}_${part}${tier === 'hourly' ? HOURLY_SUFFIX : DAILY_SUFFIX}`;
+  return `${folder}${jobId}_${part}${suffix}`;
 }
 
 /** A job id as long as the ones this product makes, for checking key lengths before a job exists. */
@@ -243,11 +247,7 @@ const SAMPLE_JOB_ID = newJobId(new Date(0), () => '0'.repeat(16));
  */
 export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataFile): string | undefined {
   const output = outputKey(layout, tier, partitionFile, SAMPLE_JOB_ID, 999);
-  const manifest = manifestKey(
-    layout,
-    tier,
-    tier === 'hourly' ? (partitionFile.hourFolder ?? '') : partitionFile.dayFolder,
-  );
+  const manifest = manifestKey(layout, tier, tierFolder(tier, partitionFile) ?? '');
   for (const [what, key] of [
     ['output', output],
     ['manifest', manifest],
@@ -257,12 +257,6 @@ export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataF
     }
   }
   return undefined;
-}
-
-/** The partition folder of a data file for a tier, or undefined when the file is not that tier's input. */
-export function partitionOf(tier: TierName, file: DataFile): string | undefined {
-  if (tier === 'hourly') return file.level === 0 ? file.hourFolder : undefined;
-  return file.level === 1 || file.level === 2 ? file.dayFolder : undefined;
 }
 
 // ---- validation ----
@@ -332,12 +326,9 @@ export function parseManifest(
   const partitionFolder = `${safeKey(key, m.partition.slice(0, -1), 'partition')}/`;
   if (manifestKey(layout, tier, partitionFolder) !== key)
     fail(key, 'partition does not match the manifest key');
-  // A day folder holds only daily outputs, so probe it with a daily-output name.
-  const probe = layout.parse(`${partitionFolder}probe${tier === 'hourly' ? '' : '_daily'}.parquet`);
-  const validPartition =
-    tier === 'hourly'
-      ? probe?.hourFolder === partitionFolder
-      : probe?.dayFolder === partitionFolder && probe.hourFolder === undefined;
+  // A day (month) folder holds only daily (monthly) outputs, so probe it with an output name.
+  const probe = layout.parse(`${partitionFolder}probe${TIER_SPECS[tier].suffix}`);
+  const validPartition = probe !== undefined && outputFolderOf(tier, probe) === partitionFolder;
   if (!validPartition) fail(key, `partition "${partitionFolder}" is not a ${tier} folder of this layout`);
   if (m.location !== location) fail(key, `belongs to ${String(m.location)}, not ${location}`);
   const state = m.state as ManifestState;
@@ -369,14 +360,13 @@ export function parseManifest(
       fail(key, 'outputs must be a non-empty list');
     }
     const staging = stagingPrefix(layout, jobId);
-    const wantLevel = tier === 'hourly' ? 1 : 2;
+    const wantLevel = TIER_SPECS[tier].output;
     outputs = m.outputs.map((entry: Json, i: number) => {
       if (typeof entry !== 'object' || entry === null) fail(key, `outputs[${i}] is not an object`);
       const e = entry as Record<string, Json>;
       const finalKey = safeKey(key, e.finalKey, `outputs[${i}].finalKey`);
       const file = layout.parse(finalKey);
-      const folder =
-        tier === 'hourly' ? file?.hourFolder : file?.hourFolder === undefined ? file?.dayFolder : undefined;
+      const folder = file && outputFolderOf(tier, file);
       if (!file || file.level !== wantLevel || folder !== partitionFolder || !file.fileName.includes(jobId)) {
         fail(key, `output "${finalKey}" is not an output of this job in ${partitionFolder}`);
       }
@@ -402,13 +392,12 @@ export function parseManifest(
     }
     if (outputs !== undefined) fail(key, 'a repair job has no outputs');
     if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
-    const wantLevel = tier === 'hourly' ? 1 : 2;
+    const wantLevel = TIER_SPECS[tier].output;
     repairOf = m.repairOf.map((entry: Json, i: number) => {
       const e = (entry ?? {}) as Record<string, Json>;
       const evidenceKey = safeKey(key, e.key, `repairOf[${i}].key`);
       const file = layout.parse(evidenceKey);
-      const folder =
-        tier === 'hourly' ? file?.hourFolder : file?.hourFolder === undefined ? file?.dayFolder : undefined;
+      const folder = file && outputFolderOf(tier, file);
       if (!file || file.level !== wantLevel || folder !== partitionFolder) {
         fail(key, `repair evidence "${evidenceKey}" is not a ${tier} output in ${partitionFolder}`);
       }

@@ -6,8 +6,9 @@
 
 import type { CompactorConfig, TierName } from './config.ts';
 import type { Clock } from './engine.ts';
-import { InvalidManifestError } from './errors.ts';
+import { ConfigError, InvalidManifestError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
+import type { DataFile } from './layout.ts';
 import {
   hashedQuarantineRoot,
   type InputRef,
@@ -18,11 +19,11 @@ import {
   manifestKey,
   manifestsRoot,
   parseManifest,
-  partitionOf,
   quarantineRoot,
   scanManifestText,
 } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
+import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export interface PlannedJob {
   readonly tier: TierName;
@@ -55,8 +56,9 @@ interface Candidate {
 }
 
 interface Folder {
-  /** Period start (ms) of the hour (hourly) or day (daily). */
+  /** Period (ms) of the hour, day or month. */
   readonly periodStart: number;
+  readonly periodEnd: number;
   readonly candidates: Candidate[];
   newestModified: number;
 }
@@ -255,9 +257,6 @@ export async function readQuarantineRecord(
   return { manifestKey, ...scan };
 }
 
-const HOUR_MS = 3_600_000;
-const DAY_MS = 24 * HOUR_MS;
-
 export async function planTier(
   store: ObjectStore,
   config: CompactorConfig,
@@ -265,9 +264,26 @@ export async function planTier(
   tier: TierName,
 ): Promise<Plan> {
   const { layout } = config;
+  if (!config.tiers[tier].enabled) {
+    throw new ConfigError(
+      `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
+    );
+  }
   const now = clock.now().getTime();
   const folders = new Map<string, Folder>();
-  const smallDaily = config.targetFileBytes / 2;
+  const small = config.targetFileBytes / 2;
+  const monthly = config.tiers.monthly;
+  // An L2 file belongs to the monthly tier once its month is old enough for it, else to the daily
+  // tier: the two never share an input (and a live manifest of either excludes it from the other).
+  const monthlyTakes = (file: DataFile): boolean => {
+    const month = tierPeriod('monthly', file);
+    return (
+      monthly.enabled &&
+      file.monthFolder !== undefined &&
+      month !== undefined &&
+      now >= month.end + monthly.minAgeSeconds * 1000
+    );
+  };
   let objectsListed = 0;
 
   // 1. Data first.
@@ -276,17 +292,19 @@ export async function planTier(
     const file = layout.parse(object.key);
     if (!file) continue;
     // Quiet check covers every data file of the period, whichever tier it belongs to.
-    const folderKey = tier === 'hourly' ? file.hourFolder : file.dayFolder;
-    if (folderKey === undefined) continue;
+    const folderKey = tierFolder(tier, file);
+    const period = tierPeriod(tier, file);
+    if (folderKey === undefined || period === undefined) continue;
     let folder = folders.get(folderKey);
     if (!folder) {
-      const periodStart = tier === 'hourly' ? (file.hour ?? file.day).getTime() : file.day.getTime();
-      folder = { periodStart, candidates: [], newestModified: 0 };
+      folder = { periodStart: period.start, periodEnd: period.end, candidates: [], newestModified: 0 };
       folders.set(folderKey, folder);
     }
     folder.newestModified = Math.max(folder.newestModified, object.lastModified.getTime());
     if (partitionOf(tier, file) !== folderKey) continue;
-    if (tier === 'daily' && file.level === 2 && object.size >= smallDaily) continue;
+    // A tier's own outputs are merged again only while small; big ones are final.
+    if (file.level === TIER_SPECS[tier].output && object.size >= small) continue;
+    if (file.level === 2 && (tier === 'daily') === monthlyTakes(file)) continue;
     folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
   }
 
@@ -294,8 +312,6 @@ export async function planTier(
   const exclusions = await readExclusions(store, config);
   const failures = await readFailures(store, config);
   const tierConfig = config.tiers[tier];
-  const periodMs = tier === 'hourly' ? HOUR_MS : DAY_MS;
-  const dailyAgeMs = config.tiers.daily.minAgeSeconds * 1000;
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -329,8 +345,7 @@ export async function planTier(
       );
       continue;
     }
-    const periodEnd = folder.periodStart + periodMs;
-    if (now < periodEnd + tierConfig.minAgeSeconds * 1000) {
+    if (now < folder.periodEnd + tierConfig.minAgeSeconds * 1000) {
       skip(`period not older than minAge (${tierConfig.minAgeSeconds}s)`);
       continue;
     }
@@ -338,13 +353,17 @@ export async function planTier(
       skip(`a file was written less than ${config.quietSeconds}s ago`);
       continue;
     }
-    const dayEnd = Math.floor(folder.periodStart / DAY_MS) * DAY_MS + DAY_MS;
-    const straggler = tier === 'hourly' && now >= dayEnd + dailyAgeMs;
+    // Stragglers are flushed once the next tier may run on the period, so it can take everything.
+    const straggler = stragglerFlush(config, tier, folder.periodStart, now);
     if (candidates.length < tierConfig.minFiles && !straggler) {
       skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
       continue;
     }
-    if (tier === 'daily' && candidates.length < 2) continue;
+    // One file of the tier's own level alone has nothing to merge with.
+    const lone =
+      candidates.length === 1 &&
+      layout.parse((candidates[0] as Candidate).key)?.level === TIER_SPECS[tier].output;
+    if (tier !== 'hourly' && lone) continue;
     candidates.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const inputs: Candidate[] = [];
     let bytes = 0;
@@ -354,8 +373,8 @@ export async function planTier(
       inputs.push(c);
       bytes += c.size;
     }
-    if (tier === 'daily' && inputs.length < 2) {
-      skip('the next daily input alone exceeds the job bound');
+    if (tier !== 'hourly' && inputs.length < 2 && candidates.length > 1) {
+      skip(`the next ${tier} input alone exceeds the job bound`);
       continue;
     }
     jobs.push({
@@ -366,9 +385,27 @@ export async function planTier(
       candidates: candidates.length,
       reason:
         candidates.length < tierConfig.minFiles
-          ? 'straggler flush: the day is old enough for the daily tier'
+          ? `straggler flush: the ${tier === 'hourly' ? 'day is old enough for the daily' : 'month is old enough for the monthly'} tier`
           : `${candidates.length} candidate file(s)`,
     });
   }
   return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed };
+}
+
+/**
+ * Whether a tier compacts a folder below minFiles because the next tier may already run on the
+ * enclosing period: the hour's day is old enough for the daily tier, or the day's month for the
+ * (enabled) monthly tier. Without it, a lone file would never reach the next tier's level.
+ */
+function stragglerFlush(config: CompactorConfig, tier: TierName, periodStart: number, now: number): boolean {
+  const start = new Date(periodStart);
+  if (tier === 'hourly') {
+    const dayEnd = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate() + 1);
+    return now >= dayEnd + config.tiers.daily.minAgeSeconds * 1000;
+  }
+  if (tier === 'daily' && config.tiers.monthly.enabled && config.layout.hasMonthFolder) {
+    const monthEnd = Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, 1);
+    return now >= monthEnd + config.tiers.monthly.minAgeSeconds * 1000;
+  }
+  return false;
 }

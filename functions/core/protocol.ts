@@ -54,6 +54,7 @@ import {
 } from './manifest.ts';
 import { MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
 import { unifySchemas } from './schema.ts';
+import { outputFolderOf, TIER_SPECS } from './tiers.ts';
 
 /** User metadata every staged and final output carries. */
 export const META_JOB_ID = 'compactor-job-id';
@@ -621,8 +622,9 @@ function oldestFirst<T extends { readonly input: InputRef }>(
 
 /** The partition's coordinates, for naming outputs. */
 function partitionDataFile(deps: StepDeps, tier: TierName, partition: string): DataFile {
-  const probe = deps.config.layout.parse(`${partition}probe${tier === 'hourly' ? '' : '_daily'}.parquet`);
-  if (!probe) throw new ManifestConflictError(`${partition} is not a ${tier} partition of this layout`);
+  const probe = deps.config.layout.parse(`${partition}probe${TIER_SPECS[tier].suffix}`);
+  if (!probe || outputFolderOf(tier, probe) !== partition)
+    throw new ManifestConflictError(`${partition} is not a ${tier} partition of this layout`);
   return probe;
 }
 

@@ -12,10 +12,9 @@
 
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { TierName } from './config.ts';
+import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
-import type { Level } from './layout.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { isExcluded, readExclusions } from './planner.ts';
@@ -29,6 +28,7 @@ import {
   type StepResult,
   writeManifest,
 } from './protocol.ts';
+import { outputFolderOf, TIER_SPECS, tierFolder } from './tiers.ts';
 
 export interface RepairDeps extends StepDeps {
   readonly engine: RowContainment;
@@ -48,12 +48,6 @@ export interface RepairCandidate {
 }
 
 const ref = (o: ObjectSummary): InputRef => ({ key: o.key, size: o.size, etag: o.etag });
-
-/** Which files are inputs and which are outputs, per tier: raw under hourly outputs, hourly under daily. */
-const LEVELS: Record<TierName, { readonly input: Level; readonly output: Level }> = {
-  hourly: { input: 0, output: 1 },
-  daily: { input: 1, output: 2 },
-};
 
 async function download(
   store: ObjectStore,
@@ -81,13 +75,14 @@ export async function findRepairs(deps: RepairDeps): Promise<RepairCandidate[]> 
   for await (const object of store.list(layout.dataPrefix)) {
     const file = layout.parse(object.key);
     if (!file) continue;
-    for (const tier of ['hourly', 'daily'] as const) {
-      const folder = tier === 'hourly' ? file.hourFolder : file.dayFolder;
+    // Raw files under hourly outputs, hourly under daily, daily under monthly.
+    for (const tier of TIERS) {
+      const folder = tierFolder(tier, file);
       if (!folder) continue;
-      const isOutputFolder = tier === 'hourly' || file.hourFolder === undefined;
       const entry = folders.get(`${tier}:${folder}`) ?? { tier, inputs: [], outputs: [] };
-      if (file.level === LEVELS[tier].input) entry.inputs.push(object);
-      else if (file.level === LEVELS[tier].output && isOutputFolder) entry.outputs.push(object);
+      if (file.level === TIER_SPECS[tier].input) entry.inputs.push(object);
+      else if (file.level === TIER_SPECS[tier].output && outputFolderOf(tier, file) === folder)
+        entry.outputs.push(object);
       else continue;
       folders.set(`${tier}:${folder}`, entry);
     }

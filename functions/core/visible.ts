@@ -9,9 +9,10 @@
 
 import type { CompactorConfig } from './config.ts';
 import { TransientStoreError } from './errors.ts';
-import { isAtOrPast, jobIdOfOutput, leaseOf, type Manifest, partitionOf } from './manifest.ts';
+import { isAtOrPast, jobIdOfOutput, leaseOf, type Manifest } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './planner.ts';
+import { partitionOf } from './tiers.ts';
 
 export interface VisibleView {
   readonly files: readonly ObjectSummary[];

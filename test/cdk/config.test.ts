@@ -40,8 +40,9 @@ describe('stack config: defaults', () => {
     expect(input.leaseSeconds).toBe(900 + 300);
     const core = parseConfig(JSON.parse(lambdaConfigJson(STACK_DEFAULTS)));
     expect(core.tiers).toEqual({
-      hourly: { minFiles: 10, minAgeSeconds: 3600 },
-      daily: { minFiles: 2, minAgeSeconds: 10800 },
+      hourly: { enabled: true, minFiles: 10, minAgeSeconds: 3600 },
+      daily: { enabled: true, minFiles: 2, minAgeSeconds: 10800 },
+      monthly: { enabled: false, minFiles: 2, minAgeSeconds: 86400 },
     });
     expect(core.layout.dataPrefix).toBe('');
     expect(core.leaseSeconds).toBe(1200);

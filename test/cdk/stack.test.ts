@@ -377,6 +377,20 @@ describe('stack with overrides', () => {
     ]);
   });
 
+  it("schedules the opt-in monthly tier and turns it on in the Lambdas' config", () => {
+    const s = synth({ compactor: { tiers: { monthly: { enabled: true } } } });
+    const schedules = resourcesOfType(s.json, 'AWS::Scheduler::Schedule').map(([, r]) => r.Properties);
+    const monthly = schedules.find((p) => (p.Target as { Input: string }).Input === '{"tier":"monthly"}');
+    expect(monthly).toMatchObject({ ScheduleExpression: 'cron(45 4 * * ? *)', State: 'ENABLED' });
+    for (const fn of functionsByStep(s).values()) {
+      expect(JSON.parse(envOf(fn).COMPACTOR_CONFIG as string).tiers.monthly).toEqual({
+        enabled: true,
+        minFiles: 2,
+        minAgeSeconds: 86_400,
+      });
+    }
+  });
+
   it('imports an existing bucket by name and creates none', () => {
     const s = synth({ compactor: { bucket: { create: false, name: 'my-existing-lake' } } });
     s.template.resourceCountIs('AWS::S3::Bucket', 0);

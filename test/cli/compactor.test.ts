@@ -342,6 +342,31 @@ describe('run, status, verify, visible on a compacted lake', () => {
   });
 });
 
+describe('the opt-in monthly tier', () => {
+  it('plan --tier monthly without --monthly exits 2 naming the setting', async () => {
+    const dir = await copyOldLake('monthly-off');
+    const result = await cli('plan', '--tier', 'monthly', '--store', dir);
+    expect(result.code).toBe(2);
+    expect(result.err.join('\n')).toMatch(/the monthly tier is off: set tiers\.monthly\.enabled/);
+  });
+
+  it('run hourly, daily and monthly with --monthly leave one monthly file with exact rows', async () => {
+    const dir = await copyOldLake('monthly');
+    const run = (tier: string) =>
+      cli('run', '--tier', tier, '--monthly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    for (const tier of ['hourly', 'daily', 'monthly']) {
+      const result = await run(tier);
+      expect(result.code, `${tier}: ${result.err.join('\n')}`).toBe(0);
+    }
+    // Day 14's lone hourly output was flushed by the daily tier, so January reached one level.
+    expect(await dataKeys(dir)).toEqual([
+      expect.stringMatching(/^db\/cpu\/2025\/01\/cpu_202501_\d{8}T\d{6}Z-[0-9a-f]+_000_monthly\.parquet$/),
+    ]);
+    await expectExactIds(dir, oldLake.total);
+    expect(await stateKeys(dir)).toEqual([]);
+  });
+});
+
 describe('verify on the seed bug', () => {
   it('flags an hour whose _compacted.parquet sits next to the older raw files it was made from', async () => {
     const dir = await freshDir('seed-bug');

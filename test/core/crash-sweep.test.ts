@@ -15,6 +15,7 @@ import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
+import { TIER_SPECS } from '../../functions/core/tiers.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
 import {
   copyLake,
@@ -22,6 +23,7 @@ import {
   HOURLY_UNTOUCHED,
   hourlyTemplate,
   LakeChecker,
+  monthlyTemplate,
   recoverUntilQuiet,
   sweepDeps,
   type TemplateLake,
@@ -36,6 +38,7 @@ beforeAll(async () => {
   workDir = await mkdtemp(join(tmpdir(), 'sweep-work-'));
   templates.hourly = await hourlyTemplate(engine);
   templates.daily = await dailyTemplate(engine);
+  templates.monthly = await monthlyTemplate(engine);
 });
 
 afterAll(async () => {
@@ -91,7 +94,7 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
     expect(second.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
     expect(checker.violations).toEqual([]);
     await checker.assertQuiescent({
-      levels: new Set([tier === 'hourly' ? 1 : 2]),
+      levels: new Set([TIER_SPECS[tier].output]),
       untouched: tier === 'hourly' ? HOURLY_UNTOUCHED : [],
     });
     expect(checker.auditedDeletes, 'the delete audit must have seen the input deletes').toBeGreaterThan(0);
@@ -101,7 +104,7 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
   }
 }
 
-describe.each(['hourly', 'daily'] as const)('crash-point sweep, %s tier', (tier) => {
+describe.each(['hourly', 'daily', 'monthly'] as const)('crash-point sweep, %s tier', (tier) => {
   it('covers every call of a clean cycle with all three fault kinds', async () => {
     const clean = await scenario(tier);
     expect(clean.calls).toBeGreaterThan(10);

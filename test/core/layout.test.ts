@@ -14,6 +14,7 @@ const hive = Layout.fromName('hive');
 
 const HOUR = new Date(Date.UTC(2025, 0, 15, 10));
 const DAY = new Date(Date.UTC(2025, 0, 15));
+const MONTH = new Date(Date.UTC(2025, 0, 1));
 
 function thrown(fn: () => unknown): unknown {
   try {
@@ -38,6 +39,8 @@ describe('presets and templates', () => {
     expect(arc.parse('mydb/cpu/2025/01/15/10/cpu_20250115_100000_123456789.parquet')).toEqual({
       key: 'mydb/cpu/2025/01/15/10/cpu_20250115_100000_123456789.parquet',
       table: 'mydb/cpu/',
+      monthFolder: 'mydb/cpu/2025/01/',
+      month: MONTH,
       dayFolder: 'mydb/cpu/2025/01/15/',
       hourFolder: 'mydb/cpu/2025/01/15/10/',
       day: DAY,
@@ -51,6 +54,8 @@ describe('presets and templates', () => {
     expect(hive.parse('events/dt=2025-01-15/hour=10/part-00000.parquet')).toEqual({
       key: 'events/dt=2025-01-15/hour=10/part-00000.parquet',
       table: 'events/',
+      monthFolder: undefined,
+      month: MONTH,
       dayFolder: 'events/dt=2025-01-15/',
       hourFolder: 'events/dt=2025-01-15/hour=10/',
       day: DAY,

@@ -9,12 +9,12 @@ import {
   newJobId,
   outputKey,
   parseManifest,
-  partitionOf,
   quarantinedInputKey,
   quarantinedManifestKey,
   serializeManifest,
   stagingPrefix,
 } from '../../functions/core/manifest.ts';
+import { partitionOf } from '../../functions/core/tiers.ts';
 
 const LOCATION = 's3://data-lake-bucket';
 const config = parseConfig({});

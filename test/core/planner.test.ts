@@ -330,7 +330,7 @@ describe('tiers are disjoint (I8)', () => {
     // Between them they plan every raw file, and every L1/L2 file of a day old enough for the daily tier.
     const expected = [...new Set(keys)].filter((k) => {
       const file = parsed(cfg, k);
-      return file.level === 0 || file.day.getTime() < LATER_DAY - DAY;
+      return file.level === 0 || (file.day?.getTime() ?? 0) < LATER_DAY - DAY;
     });
     expect([...hourlyKeys, ...dailyKeys].sort()).toEqual(expected.sort());
   });

@@ -118,6 +118,29 @@ export async function dailyTemplate(engine: DuckDbEngine): Promise<TemplateLake>
   return { dir, totalRows, config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 512 * 1024 * 1024 }) };
 }
 
+/**
+ * The monthly sweep's lake: daily outputs of three days of January 2025 (one in an hour folder,
+ * as Arc may leave it) and a small monthly file in the month folder.
+ */
+export async function monthlyTemplate(engine: DuckDbEngine): Promise<TemplateLake> {
+  const dir = await mkdtemp(join(tmpdir(), 'tpl-monthly-'));
+  const totalRows = await writeLake(engine, dir, [
+    { key: 'db/cpu/2025/01/03/cpu_20250103_daily.parquet', rows: 40 },
+    { key: 'db/cpu/2025/01/17/cpu_20250117_daily.parquet', rows: 40 },
+    { key: 'db/cpu/2025/01/31/23/cpu_20250131_23_daily.parquet', rows: 20 },
+    { key: 'db/cpu/2025/01/cpu_202501_monthly.parquet', rows: 30 },
+  ]);
+  return {
+    dir,
+    totalRows,
+    config: parseConfig({
+      ...SWEEP_CONFIG,
+      tiers: { ...SWEEP_CONFIG.tiers, monthly: { enabled: true, minFiles: 2, minAgeSeconds: 86_400 } },
+      targetFileBytes: 512 * 1024 * 1024,
+    }),
+  };
+}
+
 export async function copyLake(template: TemplateLake): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'lake-'));
   await cp(template.dir, dir, { recursive: true });

@@ -22,7 +22,11 @@ export class SimInvariants {
   readonly #config: CompactorConfig;
   readonly #protected: ReadonlySet<string>;
   readonly #rowsOf: (key: string) => Promise<number>;
-  readonly #inputs: Record<TierName, Map<string, string>> = { hourly: new Map(), daily: new Map() };
+  readonly #inputs: Record<TierName, Map<string, string>> = {
+    hourly: new Map(),
+    daily: new Map(),
+    monthly: new Map(),
+  };
   readonly #publishedBy = new Map<string, string>();
   readonly #checkedFinals = new Set<string>();
   readonly #parsed = new Map<string, Manifest>();
