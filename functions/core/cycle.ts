@@ -4,9 +4,11 @@
  * state machine does; a failing partition is reported and never stops the others.
  */
 
-import type { TierName } from './config.ts';
+import type { CompactorConfig, JobKind } from './config.ts';
+import type { Clock } from './engine.ts';
 import { RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
+import type { ObjectStore } from './object-store.ts';
 import { type Plan, type PlannedJob, planTier } from './planner.ts';
 import {
   type CompactDeps,
@@ -19,6 +21,7 @@ import {
   verifyStep,
 } from './protocol.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
+import { expireStep, planRetention } from './retention.ts';
 
 /** How a step is retried on a transient error, as the state machine's Retry does. */
 export interface RetryPolicy {
@@ -55,7 +58,7 @@ export type JobOutcome =
   | { readonly status: 'failed'; readonly steps: readonly StepResult[]; readonly error: Error };
 
 export interface CycleReport {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly recovery: RecoveryReport;
   readonly plan: Plan;
   readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
@@ -81,7 +84,10 @@ export async function runJob(
     }
   };
   try {
-    const compacted = await attempt(() => compactStep(deps, job));
+    // A retention job's first step claims, checks and commits; the later steps are the same.
+    const compacted = await attempt(() =>
+      job.tier === 'retention' ? expireStep(deps, job) : compactStep(deps, job),
+    );
     steps.push(compacted);
     if (compacted.status === 'skipped' || compacted.status === 'superseded') {
       return { status: compacted.status, steps };
@@ -113,9 +119,25 @@ export function assignJobs(
   }));
 }
 
-export async function runCycle(deps: CycleDeps, tier: TierName): Promise<CycleReport> {
+/** The plan of one kind of job: a compaction tier's candidates, or the expired files. */
+export function planJobs(
+  store: ObjectStore,
+  config: CompactorConfig,
+  clock: Clock,
+  kind: JobKind,
+): Promise<Plan> {
+  switch (kind) {
+    case 'hourly':
+    case 'daily':
+      return planTier(store, config, clock, kind);
+    case 'retention':
+      return planRetention(store, config, clock);
+  }
+}
+
+export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
   const recovery = await recover(deps);
-  const plan = await planTier(deps.store, deps.config, deps.clock, tier);
+  const plan = await planJobs(deps.store, deps.config, deps.clock, tier);
   const specs = assignJobs(plan, deps);
   const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
   let next = 0;

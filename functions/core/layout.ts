@@ -123,6 +123,11 @@ export class Layout {
     }
   }
 
+  /** Segments of the table path (`{db}/{measurement}`: 2). */
+  get tableDepth(): number {
+    return this.#tableDepth;
+  }
+
   static fromName(nameOrTemplate: string, dataPrefix = ''): Layout {
     const preset = LAYOUT_PRESETS[nameOrTemplate as LayoutPreset];
     return new Layout(preset ?? nameOrTemplate, dataPrefix);
@@ -188,6 +193,15 @@ export class Layout {
     const segments = file.table.slice(this.dataPrefix.length).split('/').filter(Boolean);
     return segments[segments.length - 1] ?? 'data';
   }
+}
+
+/**
+ * The end of a file's period: its hour for a file in an hour folder, its day for a daily output
+ * in the day folder. The layout guarantees the rows of a folder lie in its period, so no row of
+ * the file is newer than this (what retention relies on; it never reads a file to decide).
+ */
+export function periodEnd(file: Pick<DataFile, 'day' | 'hour'>): Date {
+  return file.hour ? new Date(file.hour.getTime() + 3_600_000) : new Date(file.day.getTime() + 86_400_000);
 }
 
 /** `YYYYMMDD` of a UTC date. */

@@ -4,9 +4,9 @@
  * manifest that names keys outside its partition, another bucket or `..` is never obeyed.
  */
 
-import { type CompactorConfig, TIERS, type TierName } from './config.ts';
+import { type CompactorConfig, JOB_KINDS, type JobKind, type TierName } from './config.ts';
 import { InvalidManifestError } from './errors.ts';
-import { compactDate, type DataFile, type Layout } from './layout.ts';
+import { compactDate, type DataFile, type Layout, periodEnd } from './layout.ts';
 import type { Checksum } from './object-store.ts';
 
 export const MANIFEST_STATES = ['claimed', 'staged', 'published', 'verified', 'inputs-deleted'] as const;
@@ -31,12 +31,22 @@ export interface KeptInput {
   readonly reason: string;
 }
 
+/** What a retention job checked: every input's period ends at or before `cutoff`. */
+export interface Expiry {
+  /** The rule applied: its table path, or `*`. */
+  readonly rule: string;
+  readonly days: number;
+  readonly bufferHours: number;
+  /** ISO time: the job's creation time less the rule's days and the buffer. */
+  readonly cutoff: string;
+}
+
 export interface Manifest {
   readonly version: 1;
   readonly jobId: string;
   readonly executionId: string;
-  readonly tier: TierName;
-  /** The partition folder key prefix (hour folder for hourly, day folder for daily). */
+  readonly tier: JobKind;
+  /** The partition folder key prefix (hour folder for hourly, day folder for daily and retention). */
   readonly partition: string;
   /** The store (bucket) every key belongs to. */
   readonly location: string;
@@ -53,6 +63,11 @@ export interface Manifest {
    * inputs, so the inputs are deleted with no new output. Such a job goes claimed -> verified.
    */
   readonly repairOf?: readonly InputRef[];
+  /**
+   * A retention job (see retention.ts): the inputs are expired and deleted with no output. Such
+   * a job goes claimed -> verified (the commit point) -> inputs-deleted.
+   */
+  readonly expiry?: Expiry;
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly leaseExpiresAt: string;
@@ -72,7 +87,7 @@ export function manifestsRoot(layout: Layout): string {
   return `${layout.stateRoot}manifests/`;
 }
 
-export function manifestKey(layout: Layout, tier: TierName, partition: string): string {
+export function manifestKey(layout: Layout, tier: JobKind, partition: string): string {
   return `${manifestsRoot(layout)}${tier}/${partition.slice(layout.dataPrefix.length, -1)}.json`;
 }
 
@@ -125,10 +140,17 @@ export function outputKey(
   return `${partitionFile.dayFolder}${name}_${compactDate(partitionFile.day)}_${jobId}_${part}_daily.parquet`;
 }
 
-/** The partition folder of a data file for a tier, or undefined when the file is not that tier's input. */
-export function partitionOf(tier: TierName, file: DataFile): string | undefined {
-  if (tier === 'hourly') return file.level === 0 ? file.hourFolder : undefined;
-  return file.level === 1 || file.level === 2 ? file.dayFolder : undefined;
+/** The partition folder of a data file for a job kind, or undefined when the file is not that kind's input. */
+export function partitionOf(tier: JobKind, file: DataFile): string | undefined {
+  switch (tier) {
+    case 'hourly':
+      return file.level === 0 ? file.hourFolder : undefined;
+    case 'daily':
+      return file.level === 1 || file.level === 2 ? file.dayFolder : undefined;
+    case 'retention':
+      // Every level expires: raw, hourly and daily files of the day.
+      return file.dayFolder;
+  }
 }
 
 // ---- validation ----
@@ -191,8 +213,8 @@ export function parseManifest(
   const jobId = str(key, m.jobId, 'jobId', 64);
   if (!JOB_ID.test(jobId)) fail(key, `jobId "${jobId}" is malformed`);
   const executionId = str(key, m.executionId, 'executionId');
-  const tier = m.tier as TierName;
-  if (!TIERS.includes(tier)) fail(key, `unknown tier ${String(m.tier)}`);
+  const tier = m.tier as JobKind;
+  if (!JOB_KINDS.includes(tier)) fail(key, `unknown tier ${String(m.tier)}`);
   if (typeof m.partition !== 'string' || !m.partition.endsWith('/'))
     fail(key, 'partition must be a folder ending in "/"');
   const partitionFolder = `${safeKey(key, m.partition.slice(0, -1), 'partition')}/`;
@@ -285,7 +307,14 @@ export function parseManifest(
       };
     });
   }
-  if (stateIndex(state) >= stateIndex('staged') && outputs === undefined && repairOf === undefined)
+  const expiry = tier === 'retention' ? parseExpiry(key, m, state, inputs, layout) : undefined;
+  if (tier !== 'retention' && m.expiry !== undefined) fail(key, 'only a retention job has an expiry');
+  if (
+    stateIndex(state) >= stateIndex('staged') &&
+    outputs === undefined &&
+    repairOf === undefined &&
+    expiry === undefined
+  )
     fail(key, `state ${state} without outputs`);
 
   const reasons = (value: Json, field: string): KeptInput[] | undefined => {
@@ -313,6 +342,7 @@ export function parseManifest(
     ...(m.inputRows === undefined ? {} : { inputRows: count(key, m.inputRows, 'inputRows') }),
     ...(outputs === undefined ? {} : { outputs }),
     ...(repairOf === undefined ? {} : { repairOf }),
+    ...(expiry === undefined ? {} : { expiry }),
     ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
     ...(m.quarantinedInputs === undefined
       ? {}
@@ -321,6 +351,40 @@ export function parseManifest(
     updatedAt: isoTime(key, m.updatedAt, 'updatedAt'),
     leaseExpiresAt: isoTime(key, m.leaseExpiresAt, 'leaseExpiresAt'),
   };
+}
+
+/**
+ * A retention job's expiry: no outputs, no evidence, never staged or published, and every input
+ * expired by a cutoff that its rule gives at the job's creation time. A manifest claiming more
+ * (a later cutoff, an input newer than it) is never obeyed.
+ */
+function parseExpiry(
+  key: string,
+  m: Record<string, Json>,
+  state: ManifestState,
+  inputs: readonly InputRef[],
+  layout: Layout,
+): Expiry {
+  if (m.outputs !== undefined || m.repairOf !== undefined) fail(key, 'a retention job has no outputs');
+  if (state === 'staged' || state === 'published') fail(key, `a retention job is never ${state}`);
+  if (typeof m.expiry !== 'object' || m.expiry === null) fail(key, 'a retention job needs its expiry');
+  const e = m.expiry as Record<string, Json>;
+  const rule = str(key, e.rule, 'expiry.rule', 1024);
+  const days = count(key, e.days, 'expiry.days');
+  const bufferHours = count(key, e.bufferHours, 'expiry.bufferHours');
+  const cutoff = isoTime(key, e.cutoff, 'expiry.cutoff');
+  const createdAt = isoTime(key, m.createdAt, 'createdAt');
+  if (days < 1) fail(key, 'expiry.days must be at least 1');
+  if (Date.parse(cutoff) + days * 86_400_000 + bufferHours * 3_600_000 > Date.parse(createdAt)) {
+    fail(key, `expiry.cutoff ${cutoff} is later than its rule allows at ${createdAt}`);
+  }
+  for (const input of inputs) {
+    const file = layout.parse(input.key);
+    if (!file || periodEnd(file).getTime() > Date.parse(cutoff)) {
+      fail(key, `input "${input.key}" is not expired at ${cutoff}`);
+    }
+  }
+  return { rule, days, bufferHours, cutoff };
 }
 
 export function serializeManifest(manifest: Manifest): Buffer {

@@ -13,9 +13,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
-import type { CompactorConfig, TierName } from './config.ts';
+import type { CompactorConfig, JobKind, TierName } from './config.ts';
 import { type Clock, type Engine, type InputInfo, InputUnreadableError } from './engine.ts';
 import {
+  ConfigError,
   DeleteFailedError,
   ErrorNames,
   FinalKeyConflictError,
@@ -83,7 +84,7 @@ export interface CompactDeps extends StepDeps {
 
 /** Identifies a job and who runs it. Steps act only when the manifest names both. */
 export interface JobRef {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly jobId: string;
   readonly executionId: string;
@@ -91,6 +92,15 @@ export interface JobRef {
 
 export interface JobSpec extends JobRef {
   readonly inputs: readonly InputRef[];
+}
+
+/** A job that merges its inputs into outputs (retention jobs run expireStep instead). */
+export interface CompactionJob extends JobSpec {
+  readonly tier: TierName;
+}
+
+export function isCompactionJob(job: JobSpec): job is CompactionJob {
+  return job.tier !== 'retention';
 }
 
 export type StepStatus =
@@ -105,7 +115,7 @@ export type StepStatus =
 
 export interface StepResult {
   readonly jobId: string;
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly status: StepStatus;
   /** The manifest state after the step ('cleared' once the manifest is gone). */
@@ -131,7 +141,7 @@ interface Loaded {
 
 export async function loadManifest(
   deps: StepDeps,
-  tier: TierName,
+  tier: JobKind,
   partition: string,
 ): Promise<Loaded | undefined> {
   const key = manifestKey(deps.config.layout, tier, partition);
@@ -282,8 +292,14 @@ async function loadForStep(
 
 // ---- step 1: compact (claim + stage) ----
 
-export async function compactStep(deps: CompactDeps, job: JobSpec): Promise<StepResult> {
+export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<StepResult> {
   const { store, config } = deps;
+  if (!isCompactionJob(spec)) {
+    throw new ConfigError(
+      `job ${spec.jobId} is a ${spec.tier} job: it is run by expireStep, not compactStep`,
+    );
+  }
+  const job = spec;
   let loaded = await loadManifest(deps, job.tier, job.partition);
   if (loaded && !ownedBy(loaded, job)) {
     return result(job, 'skipped', 'none', { reason: `partition leased by job ${loaded.manifest.jobId}` });
@@ -355,7 +371,7 @@ function countsAsFailure(error: unknown): error is Error {
   return !notTheJobs.includes(error.name);
 }
 
-async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<StepResult> {
+async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Promise<StepResult> {
   const { store, config, engine } = deps;
   const manifest = loaded.manifest;
   await mkdir(deps.workDir, { recursive: true });
@@ -798,7 +814,7 @@ export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, writeMa
  * Runs fn over items with bounded concurrency. After the first failure no new item starts, and
  * every started call settles before the error is rethrown: nothing of a failed step runs on.
  */
-async function forEachLimit<T>(
+export async function forEachLimit<T>(
   items: readonly T[],
   limit: number,
   fn: (item: T) => Promise<void>,
