@@ -668,7 +668,8 @@ export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<Ste
   const step = await loadForStep(deps, ref, 'verified');
   if ('done' in step) return step.done;
   let { loaded } = step;
-  const kept: KeptInput[] = [];
+  // Inputs a retention job already set aside at its commit stay on record.
+  const kept: KeptInput[] = [...(loaded.manifest.keptInputs ?? [])];
   const failures: string[] = [];
   const inputs = loaded.manifest.inputs;
   for (let i = 0; i < inputs.length; i += MAX_DELETE_BATCH) {
