@@ -6,7 +6,7 @@
 
 import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
-import { RETRYABLE_ERRORS } from './errors.ts';
+import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { type Plan, type PlannedJob, planTier } from './planner.ts';
@@ -17,6 +17,7 @@ import {
   deleteInputsStep,
   type JobSpec,
   publishStep,
+  type StepDeps,
   type StepResult,
   verifyStep,
 } from './protocol.ts';
@@ -64,9 +65,12 @@ export interface CycleReport {
   readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
 }
 
+/** What runJob needs: a compaction job also needs the engine and a work folder, a retention job neither. */
+export type JobDeps = StepDeps & Partial<Pick<CompactDeps, 'engine' | 'workDir'>>;
+
 /** Runs one job through every step, stopping when a step says there is nothing more to do. */
 export async function runJob(
-  deps: CompactDeps,
+  deps: JobDeps,
   job: JobSpec,
   retry: RetryPolicy = DEFAULT_RETRY,
 ): Promise<JobOutcome> {
@@ -85,9 +89,14 @@ export async function runJob(
   };
   try {
     // A retention job's first step claims, checks and commits; the later steps are the same.
-    const compacted = await attempt(() =>
-      job.tier === 'retention' ? expireStep(deps, job) : compactStep(deps, job),
-    );
+    const compacted = await attempt(() => {
+      if (job.tier === 'retention') return expireStep(deps, job);
+      const { engine, workDir } = deps;
+      if (!engine || workDir === undefined) {
+        throw new ConfigError(`a ${job.tier} job needs the engine and a work folder`);
+      }
+      return compactStep({ ...deps, engine, workDir }, job);
+    });
     steps.push(compacted);
     if (compacted.status === 'skipped' || compacted.status === 'superseded') {
       return { status: compacted.status, steps };
