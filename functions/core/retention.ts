@@ -181,7 +181,7 @@ function leaseHolder(
   return undefined;
 }
 
-/** Leases held by other jobs' manifests in the whole lake, for the re-check after our claim. */
+/** Files other jobs' live or quarantined manifests name, and this day's quarantined inputs: the re-check after our claim. */
 async function heldByOthers(
   deps: StepDeps,
   own: Loaded,
