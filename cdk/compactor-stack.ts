@@ -82,6 +82,11 @@ export class CompactorStack extends Stack {
         hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
         daily: { expression: config.tiers.daily.schedule, enabled: config.tiers.daily.enabled },
         monthly: { expression: config.tiers.monthly.schedule, enabled: config.tiers.monthly.enabled },
+        // No rule, no retention run: an execution that could only plan nothing is not scheduled.
+        retention: {
+          expression: config.retention.schedule,
+          enabled: config.retention.enabled && Object.keys(config.retention.rules).length > 0,
+        },
       },
     });
     // No scheduled run before recovery may ask Step Functions about manifest owners.

@@ -35,6 +35,15 @@ export interface TierSettings {
   readonly enabled: boolean;
 }
 
+/** Retention: off until a rule is set; its own schedule (deployed only when there is a rule). */
+export interface RetentionSettings {
+  /** Days to keep per table path (`mydb/cpu/`), database prefix (`mydb/`) or `*`. */
+  readonly rules: Readonly<Record<string, number>>;
+  readonly bufferHours: number;
+  readonly schedule: string;
+  readonly enabled: boolean;
+}
+
 export interface LambdaSize {
   readonly memoryMb: number;
   readonly ephemeralStorageMb: number;
@@ -48,6 +57,7 @@ export interface StackConfig {
   /** Layout preset (`arc`, `hive`) or template. */
   readonly layout: string;
   readonly tiers: Readonly<Record<TierName, TierSettings>>;
+  readonly retention: RetentionSettings;
   readonly quietSeconds: number;
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
@@ -76,6 +86,12 @@ export const STACK_DEFAULTS: StackConfig = {
     daily: { schedule: 'cron(30 3 * * ? *)', ...DEFAULTS.daily, enabled: true },
     // Opt-in; runs daily, finds work once a month (a day after the month ended).
     monthly: { schedule: 'cron(45 4 * * ? *)', ...DEFAULTS.monthly, enabled: false },
+  },
+  retention: {
+    rules: {},
+    bufferHours: DEFAULTS.retentionBufferHours,
+    schedule: 'cron(0 5 * * ? *)',
+    enabled: true,
   },
   quietSeconds: DEFAULTS.quietSeconds,
   targetFileBytes: 512 * MiB,
@@ -160,6 +176,28 @@ function tierSettings(value: unknown, tier: TierName): TierSettings {
   };
 }
 
+function retentionSettings(value: unknown): RetentionSettings {
+  const key = `${CONTEXT_KEY}.retention`;
+  const json = section(value, key, ['rules', 'bufferHours', 'schedule', 'enabled']);
+  const defaults = STACK_DEFAULTS.retention;
+  const schedule = str(json, key, 'schedule') ?? defaults.schedule;
+  if (!SCHEDULE.test(schedule)) {
+    fail(`${key}.schedule`, `must be a Scheduler expression like "cron(0 5 * * ? *)" or "rate(1 day)"`);
+  }
+  const raw = json.rules ?? defaults.rules;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    fail(`${key}.rules`, 'must be an object of table path to days, e.g. {"mydb/cpu/": 30, "*": 365}');
+  }
+  // Days and table paths are checked by the core's parser (parseStackConfig runs it), with the layout.
+  const rules = Object.fromEntries(Object.entries(raw as Json).filter(([name]) => !name.startsWith('//')));
+  return {
+    rules: rules as Record<string, number>,
+    bufferHours: int(json, key, 'bufferHours', defaults.bufferHours, 0, 24 * 36_500),
+    schedule,
+    enabled: bool(json, key, 'enabled', defaults.enabled),
+  };
+}
+
 function lambdaSize(value: unknown, which: 'compact' | 'others'): LambdaSize {
   const key = `${CONTEXT_KEY}.lambda.${which}`;
   const json = section(value, key, ['memoryMb', 'ephemeralStorageMb', 'timeoutSeconds']);
@@ -199,6 +237,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     'dataPrefix',
     'layout',
     'tiers',
+    'retention',
     'quietSeconds',
     'targetFileBytes',
     'rowGroupSize',
@@ -271,6 +310,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     dataPrefix: normalisePrefix(str(json, k, 'dataPrefix') ?? d.dataPrefix),
     layout: str(json, k, 'layout') ?? d.layout,
     tiers,
+    retention: retentionSettings(json.retention),
     quietSeconds: int(json, k, 'quietSeconds', d.quietSeconds, 0, 86_400),
     targetFileBytes: int(json, k, 'targetFileBytes', d.targetFileBytes, 1, Number.MAX_SAFE_INTEGER),
     rowGroupSize: int(json, k, 'rowGroupSize', d.rowGroupSize, 1, Number.MAX_SAFE_INTEGER),
@@ -333,6 +373,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
         minAgeSeconds: config.tiers.monthly.minAgeSeconds,
       },
     },
+    retention: { rules: config.retention.rules, bufferHours: config.retention.bufferHours },
     quietSeconds: config.quietSeconds,
     timeColumn: config.timeColumn,
     sortKeys: config.sortKeys,

@@ -1,14 +1,15 @@
 /**
  * Compact step: claims the partition (the manifest is the lease), fetches the inputs with
  * If-Match, validates every footer, merges and sorts with DuckDB, checks rows, stages the
- * output. Thin: validate the input, build deps, call one core function, return a small result.
+ * output. For a retention item: claims the day, re-checks the expired files, commits. Thin: validate the input, build deps, call one core function, return a small result.
  */
 
 import { join } from 'node:path';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DuckDbEngine } from './adapters/duckdb-engine.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
-import { compactStep } from './core/protocol.ts';
+import { compactStep, isCompactionJob } from './core/protocol.ts';
+import { expireStep } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
 import {
@@ -22,10 +23,12 @@ import { METRICS, onJobEvent } from './lambda/telemetry.ts';
 
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
   const job = await readJob(deps.store, deps.config.layout, item);
-  const result = await compactStep(
-    { ...deps, engine: await deps.engine(), signal: tools.signal, onEvent: onJobEvent(tools) },
-    job,
-  );
+  const stepDeps = { ...deps, signal: tools.signal, onEvent: onJobEvent(tools) };
+  // A retention item claims, re-checks and commits its expired files (no engine); upload and
+  // verify then find it verified, and delete-inputs and clear-manifest finish it.
+  const result = isCompactionJob(job)
+    ? await compactStep({ ...stepDeps, engine: await deps.engine() }, job)
+    : await expireStep(stepDeps, job);
   if (result.status === 'skipped') tools.metrics?.addMetric(METRICS.skipped, MetricUnit.Count, 1);
   return stepOutput(result);
 }

@@ -1,13 +1,12 @@
 /**
- * Plan step: lists the tier's candidates and writes the Map items (and each job's inputs) to
+ * Plan step: lists the tier's candidates (or, for `retention`, the expired files) and writes the Map items (and each job's inputs) to
  * the state root, where the Distributed Map's ItemReader reads them. Thin: validate, build
  * deps, call the planner, return a small result.
  */
 
-import { assignJobs } from './core/cycle.ts';
+import { assignJobs, planJobs } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
-import { planTier } from './core/planner.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
 import {
@@ -37,7 +36,8 @@ export async function planStep(
 ): Promise<PlanOutput> {
   // `now` plans as if at that time (replays, tests); leases still use the real clock.
   const clock: Clock = event.now ? { now: () => new Date(event.now as string) } : deps.clock;
-  const plan = await planTier(deps.store, deps.config, clock, event.tier);
+  // `retention` plans the expired files; the tiers plan their candidates.
+  const plan = await planJobs(deps.store, deps.config, clock, event.tier);
   const jobs = assignJobs(plan, {
     clock: deps.clock,
     randomHex: deps.randomHex,

@@ -1,6 +1,6 @@
 /**
- * EventBridge Scheduler schedules, one per enabled tier, each starting the state machine with
- * `{"tier": "<tier>"}`. Overlapping runs are safe (the manifest is the lease), so a late or
+ * EventBridge Scheduler schedules, one per enabled tier (and one for retention when it has a
+ * rule), each starting the state machine with `{"tier": "<tier>"}`. Overlapping runs are safe (the manifest is the lease), so a late or
  * retried start does no harm; starts that still fail land in a dead-letter queue.
  */
 
@@ -11,7 +11,7 @@ import { StepFunctionsStartExecution } from 'aws-cdk-lib/aws-scheduler-targets';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import type { TierName } from '../../functions/core/config.ts';
+import type { JobKind } from '../../functions/core/config.ts';
 import { acknowledge } from '../nag.ts';
 
 export interface TierSchedule {
@@ -23,7 +23,8 @@ export interface TierSchedule {
 
 export interface CompactionSchedulesProps {
   readonly stateMachine: sfn.IStateMachine;
-  readonly tiers: Readonly<Record<TierName, TierSchedule>>;
+  /** Per job kind: `retention` runs the same state machine, planning expired files instead. */
+  readonly tiers: Readonly<Partial<Record<JobKind, TierSchedule>>>;
   /**
    * Delivery retries of a failed StartExecution (throttling, service errors).
    * @default 10
@@ -37,7 +38,7 @@ export interface CompactionSchedulesProps {
 }
 
 export class CompactionSchedules extends Construct {
-  readonly schedules: Readonly<Partial<Record<TierName, scheduler.Schedule>>>;
+  readonly schedules: Readonly<Partial<Record<JobKind, scheduler.Schedule>>>;
   /** Starts that could not be delivered; the monitoring alarms on it. */
   readonly deadLetterQueue: sqs.Queue;
   readonly group: scheduler.ScheduleGroup;
@@ -77,10 +78,10 @@ export class CompactionSchedules extends Construct {
       description: 'EventBridge Scheduler: start compaction executions',
     });
 
-    const schedules: Partial<Record<TierName, scheduler.Schedule>> = {};
-    for (const tier of Object.keys(props.tiers) as TierName[]) {
+    const schedules: Partial<Record<JobKind, scheduler.Schedule>> = {};
+    for (const tier of Object.keys(props.tiers) as JobKind[]) {
       const settings = props.tiers[tier];
-      if (!settings.enabled) continue;
+      if (!settings?.enabled) continue;
       const target = new StepFunctionsStartExecution(props.stateMachine, {
         role: this.role,
         input: scheduler.ScheduleTargetInput.fromObject({ tier }),

@@ -1,5 +1,5 @@
 /**
- * The `compactor` command line: demo, run, plan, recover, status, verify, visible.
+ * The `compactor` command line: demo, run, plan, recover, status, verify, visible, repair, retention.
  * Exit codes: 0 ok; 1 the command ran and found a problem (a failed partition, a quarantine,
  * a suspect partition); 2 bad usage or configuration, or the command could not run.
  */
@@ -12,15 +12,16 @@ import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import { type CompactorConfig, type ConfigInput, TIERS, type TierName } from '../core/config.ts';
+import { assignJobs, planJobs, runJob } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
-import { planTier } from '../core/planner.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
 import { findRepairs, repairPartition } from '../core/repair.ts';
+import { planRetention, type RetentionPlan } from '../core/retention.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import {
@@ -58,8 +59,9 @@ Commands:
   demo [--dir DIR]            generate an Arc-layout lake of small files, compact it hourly then
                               daily, and show that row counts are equal
   run --tier TIER             one cycle: the synthesized state machine (recover, plan, compact every
-                              eligible partition, summary) run locally
-  plan --tier TIER            dry run: what a cycle would compact and why the rest is skipped
+                              eligible partition or expire every expired day, summary) run locally;
+                              TIER is hourly, daily, monthly (with --monthly) or retention
+  plan --tier TIER            dry run: what a cycle would compact (or expire) and why the rest is skipped
   recover                     resolve manifests left by crashed or stopped runs
   status                      live and quarantined manifests
   verify                      row counts per partition: plain glob vs the visible view
@@ -67,6 +69,9 @@ Commands:
   repair [--dry-run]          find raw files whose rows an output next to them already holds (what a
                               non-atomic compactor leaves), report the duplicated rows, and remove
                               them through the protocol (checked by content, never by name)
+  retention [--dry-run]       delete whole files older than their table's retention (--retention),
+                              through the protocol; --dry-run prints per day the files, bytes and
+                              cutoff and changes nothing
 
 Options:
   --store <folder | s3://bucket/prefix>   the lake (required except for demo)
@@ -74,7 +79,8 @@ Options:
   --region REGION             AWS region (default $AWS_REGION or us-east-1)
   --layout arc|hive|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
   --now ISO-TIME              act as if at this time (plans against it; leases still run in real time)
-  --tier hourly|daily|monthly the tier (run, plan; also scopes --min-files/--min-age)
+  --tier TIER                 hourly, daily, monthly or retention (run, plan; a compaction tier also
+                              scopes --min-files/--min-age)
   --monthly                   turn the opt-in monthly tier on (cdk.json: tiers.monthly.enabled);
                               then the daily tier hands a month's daily files to it
   --min-files N               files a folder needs before it is compacted (hourly 10, daily 2, monthly 2)
@@ -90,6 +96,9 @@ Options:
   --max-job-files N           input files one job may take (5000)
   --sort-keys a,b             sort keys after the time column
   --time-column NAME          time column (time)
+  --retention RULES           days to keep per table path, most specific wins; * for every other
+                              table, e.g. 'mydb/cpu/=30,mydb/=90,*=365' (default: none, retention off)
+  --retention-buffer HOURS    a file goes only once its hour/day ended this long after its days (24)
   --memory-limit SIZE         DuckDB memory limit (e.g. 1GB; spills beyond it)
   --threads N                 DuckDB threads
   --work-dir DIR              local scratch folder (default: system temp)
@@ -119,6 +128,8 @@ const OPTIONS = {
   'memory-limit': { type: 'string' },
   threads: { type: 'string' },
   'work-dir': { type: 'string' },
+  retention: { type: 'string' },
+  'retention-buffer': { type: 'string' },
   dir: { type: 'string' },
   context: { type: 'string' },
   sql: { type: 'boolean' },
@@ -181,6 +192,7 @@ const COMMANDS: Record<string, Handler> = {
   verify: verifyCommand,
   visible: visibleCommand,
   repair: repairCommand,
+  retention: retentionCommand,
   ...SFN_COMMANDS,
 };
 
@@ -252,7 +264,7 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
                 (step === 'compact' && (r.status === 'skipped' || r.status === 'superseded'));
               if (!finished) return;
               done++;
-              const status = step === 'compact' ? r.status : 'compacted';
+              const status = step === 'compact' ? r.status : tier === 'retention' ? 'expired' : 'compacted';
               const partition = (payload as { partition?: string }).partition ?? r.partition;
               io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
             },
@@ -374,7 +386,9 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
   }
   const s = output.summary;
   lines.push(
-    `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.failed} failed`,
+    output.tier === 'retention'
+      ? `summary: ${s.compacted} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${s.skipped} skipped, ${s.failed} failed`
+      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.failed} failed`,
   );
   return lines.join('\n');
 }
@@ -392,12 +406,12 @@ function formatFailedExecution(execution: LocalExecution): string {
 async function planCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const ctx = context(options);
-  const plan = await planTier(ctx.target.store, ctx.config, ctx.clock, tier);
+  const plan = await planJobs(ctx.target.store, ctx.config, ctx.clock, tier);
   emit(io, options, plan, () => {
     const rows = [
       ...plan.jobs.map((j) => [
         j.partition,
-        'compact',
+        tier === 'retention' ? 'expire' : 'compact',
         j.inputs.length,
         j.candidates,
         formatBytes(j.inputBytes),
@@ -409,7 +423,9 @@ async function planCommand(options: Parsed, io: CliIo): Promise<number> {
       `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,
       rows.length > 0
         ? table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows)
-        : 'nothing to do',
+        : tier === 'retention' && ctx.config.retention.rules.length === 0
+          ? 'nothing to do: no retention rule (--retention)'
+          : 'nothing to do',
     ].join('\n');
   });
   return 0;
@@ -764,6 +780,120 @@ async function repairCommand(options: Parsed, io: CliIo): Promise<number> {
   } finally {
     end();
     await engine.close();
+  }
+}
+
+// ---- retention ----
+
+interface RetentionRow {
+  readonly partition: string;
+  readonly rule: string;
+  readonly cutoff: string;
+  readonly files: readonly string[];
+  readonly bytes: number;
+  /** Applied runs only: what the job did. */
+  readonly result?: string;
+  readonly removed?: number;
+  readonly kept?: number;
+  readonly note?: string;
+}
+
+async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
+  const ctx = context(options);
+  const { rules, bufferHours } = ctx.config.retention;
+  if (rules.length === 0) {
+    throw new ConfigError(
+      'no retention rule: pass --retention TABLE=DAYS[,...], e.g. --retention "mydb/cpu/=30,mydb/=90,*=365"',
+    );
+  }
+  const dryRun = Boolean(options['dry-run']);
+  const owners = new LocalOwners();
+  const executionId = newLocalExecutionId();
+  const end = owners.begin(executionId);
+  try {
+    const deps = {
+      store: ctx.target.store,
+      config: ctx.config,
+      clock: ctx.clock,
+      executionId,
+      isOwnerAlive: owners.isAlive,
+      onEvent: (event: JobEvent) => logEvent(io, event),
+    };
+    // An applied run first resolves what an earlier one left, as every cycle does.
+    const recovery = dryRun ? undefined : await recover(deps);
+    const plan: RetentionPlan = await planRetention(ctx.target.store, ctx.config, ctx.clock);
+    const rows: RetentionRow[] = [];
+    let failed = 0;
+    const specs = assignJobs(plan, { ...deps, randomHex: () => randomBytes(8).toString('hex') });
+    for (const [i, job] of plan.jobs.entries()) {
+      const row: RetentionRow = {
+        partition: job.partition,
+        rule: job.rule,
+        cutoff: job.cutoff,
+        files: job.inputs.map((input) => input.key),
+        bytes: job.inputBytes,
+      };
+      const spec = specs[i];
+      if (dryRun || !spec) {
+        rows.push(row);
+        continue;
+      }
+      const outcome = await runJob(deps, spec);
+      const committed = outcome.steps[0];
+      const deleted = outcome.steps.find((r) => r.state === 'inputs-deleted' || r.state === 'cleared');
+      // Inputs set aside at the commit are not in the committed inputs; those kept at the delete are.
+      const keptAtDelete = Math.max(0, (deleted?.keptInputs ?? 0) - (committed?.keptInputs ?? 0));
+      if (outcome.status === 'failed') failed++;
+      rows.push({
+        ...row,
+        result: outcome.status === 'compacted' ? 'expired' : outcome.status,
+        removed: outcome.status === 'compacted' ? (committed?.inputs ?? 0) - keptAtDelete : 0,
+        kept: deleted?.keptInputs ?? committed?.keptInputs ?? 0,
+        note:
+          outcome.status === 'failed'
+            ? `${outcome.error.name}: ${outcome.error.message}`
+            : (committed?.reason ?? ''),
+      });
+    }
+    const files = rows.reduce((sum, r) => sum + (dryRun ? r.files.length : (r.removed ?? 0)), 0);
+    const bytes = rows.reduce((sum, r) => sum + (dryRun || r.result === 'expired' ? r.bytes : 0), 0);
+    const report = {
+      dryRun,
+      now: plan.now,
+      rules,
+      bufferHours,
+      objectsListed: plan.objectsListed,
+      partitions: rows,
+      skipped: plan.skipped,
+      ...(recovery ? { recovery } : {}),
+    };
+    emit(io, options, report, () =>
+      [
+        `retention at ${plan.now}${dryRun ? ' (dry run)' : ''}: rules ${rules.map((r) => `${r.table}=${r.days}d`).join(', ')}, buffer ${bufferHours} h; ${plan.objectsListed} objects listed`,
+        rows.length === 0
+          ? 'no expired file'
+          : table(
+              dryRun
+                ? ['partition', 'rule', 'cutoff', 'files', 'bytes']
+                : ['partition', 'rule', 'cutoff', 'files', 'bytes', 'result', 'removed', 'kept', 'note'],
+              rows.map((r) => [
+                r.partition,
+                r.rule,
+                r.cutoff,
+                r.files.length,
+                formatBytes(r.bytes),
+                ...(dryRun ? [] : [r.result ?? '', r.removed ?? 0, r.kept ?? 0, r.note ?? '']),
+              ]),
+            ),
+        ...plan.skipped.map((s) => `skipped ${s.partition}: ${s.reason}`),
+        dryRun
+          ? `dry run: ${files} file(s), ${formatBytes(bytes)} in ${rows.length} day(s) would be removed; nothing changed`
+          : `removed ${files} file(s), ${formatBytes(bytes)} in ${rows.filter((r) => r.result === 'expired').length} day(s); ${failed} failed`,
+      ].join('\n'),
+    );
+    return failed > 0 ? 1 : 0;
+  } finally {
+    end();
   }
 }
 

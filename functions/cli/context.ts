@@ -5,7 +5,15 @@ import { join, resolve } from 'node:path';
 import { DuckDbEngine } from '../adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import { createS3Client, S3Store } from '../adapters/s3-store.ts';
-import { type CompactorConfig, type ConfigInput, parseConfig, TIERS, type TierName } from '../core/config.ts';
+import {
+  type CompactorConfig,
+  type ConfigInput,
+  JOB_KINDS,
+  type JobKind,
+  parseConfig,
+  TIERS,
+  type TierName,
+} from '../core/config.ts';
 import { type Clock, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import type { ObjectStore } from '../core/object-store.ts';
@@ -31,6 +39,8 @@ export interface CliOptions {
   readonly 'memory-limit'?: string;
   readonly threads?: string;
   readonly 'work-dir'?: string;
+  readonly retention?: string;
+  readonly 'retention-buffer'?: string;
 }
 
 export interface StoreTarget {
@@ -58,10 +68,30 @@ export function openStore(options: Pick<CliOptions, 'store' | 'endpoint' | 'regi
   return { store: new LocalFolderStore(root), dataPrefix: '', localRoot: root };
 }
 
-export function parseTier(value: string | undefined): TierName {
-  if (value === undefined) throw new ConfigError(`--tier is required: ${TIERS.join(' or ')}`);
-  if (!TIERS.includes(value as TierName)) throw new ConfigError(`--tier ${value}: use ${TIERS.join(' or ')}`);
-  return value as TierName;
+export function parseTier(value: string | undefined): JobKind {
+  if (value === undefined) throw new ConfigError(`--tier is required: ${JOB_KINDS.join(', ')}`);
+  if (!JOB_KINDS.includes(value as JobKind))
+    throw new ConfigError(`--tier ${value}: use ${JOB_KINDS.join(', ')}`);
+  return value as JobKind;
+}
+
+/** `--retention 'mydb/cpu/=30,mydb/=90,*=365'`: days to keep per table path, `*` for every other table. */
+export function parseRetentionRules(value: string): Record<string, number> {
+  const rules: Record<string, number> = {};
+  for (const part of value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
+    const at = part.lastIndexOf('=');
+    const days = Number(part.slice(at + 1));
+    if (at <= 0 || part.slice(at + 1).trim() === '' || !Number.isFinite(days)) {
+      throw new ConfigError(
+        `--retention ${value}: use TABLE=DAYS[,TABLE=DAYS...], e.g. "mydb/cpu/=30,mydb/=90,*=365"`,
+      );
+    }
+    rules[part.slice(0, at).trim()] = days;
+  }
+  return rules;
 }
 
 const SIZE = /^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$/i;
@@ -92,24 +122,34 @@ export function buildConfig(
   dataPrefix: string,
   overrides: ConfigInput = {},
 ): CompactorConfig {
-  const tier = options.tier as TierName | undefined;
+  const tier = options.tier as JobKind | undefined;
   const tierOverride: Partial<Record<string, number>> = {};
   if (options['min-files'] !== undefined)
     tierOverride.minFiles = parseWhole('min-files', options['min-files']);
   if (options['min-age'] !== undefined)
     tierOverride.minAgeSeconds = parseWhole('min-age', options['min-age']);
-  if (Object.keys(tierOverride).length > 0 && tier === undefined) {
-    throw new ConfigError('--min-files and --min-age apply to one tier: add --tier');
+  if (Object.keys(tierOverride).length > 0 && !TIERS.includes(tier as TierName)) {
+    throw new ConfigError(
+      `--min-files and --min-age apply to one tier: add --tier ${TIERS.join(', --tier ')}`,
+    );
   }
   let tiers = overrides.tiers;
   if (options.monthly) tiers = { ...tiers, monthly: { ...tiers?.monthly, enabled: true } };
-  if (tier !== undefined && Object.keys(tierOverride).length > 0)
+  if (tier !== undefined && tier !== 'retention' && Object.keys(tierOverride).length > 0)
     tiers = { ...tiers, [tier]: { ...tiers?.[tier], ...tierOverride } };
+  const retention = {
+    ...overrides.retention,
+    ...(options.retention !== undefined ? { rules: parseRetentionRules(options.retention) } : {}),
+    ...(options['retention-buffer'] !== undefined
+      ? { bufferHours: parseWhole('retention-buffer', options['retention-buffer']) }
+      : {}),
+  };
   return parseConfig({
     ...overrides,
     dataPrefix,
     ...(options.layout !== undefined ? { layout: options.layout } : {}),
     ...(tiers ? { tiers } : {}),
+    ...(Object.keys(retention).length > 0 ? { retention } : {}),
     ...(options.quiet !== undefined ? { quietSeconds: parseWhole('quiet', options.quiet) } : {}),
     ...(options['target-size'] !== undefined
       ? { targetFileBytes: parseSize('target-size', options['target-size']) }

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
-import type { CompactorConfig, ConfigInput, TierName } from '../core/config.ts';
+import type { CompactorConfig, ConfigInput, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
@@ -180,7 +180,7 @@ export interface LocalRunDeps {
 }
 
 export interface LocalRunOptions {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   /** Plan as if at this ISO time. */
   readonly now?: string;
   readonly retryIntervalMs?: number;

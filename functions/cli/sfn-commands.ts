@@ -23,7 +23,7 @@ import {
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import { isExecutionArn } from '../adapters/sfn-owners.ts';
-import { TIERS, type TierName } from '../core/config.ts';
+import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
 import { formatDuration, table } from './format.ts';
 
@@ -39,7 +39,7 @@ export const SFN_CLI_OPTIONS = {
 
 /** Lines for the CLI's usage text. */
 export const SFN_USAGE = `Deployed state machine (region: --region, else the ARN's, else $AWS_REGION):
-  start --tier hourly|daily [--wait] [--now ISO]
+  start --tier hourly|daily|retention [--wait] [--now ISO]
                               start an execution of --state-machine ARN (or $COMPACTOR_STATE_MACHINE_ARN);
                               --wait follows it and exits 0 on success, 1 on failure
   watch [--execution ARN]     follow one execution, or list the state machine's 10 most recent
@@ -116,7 +116,7 @@ export const startCommand: SfnCommand = (options, io, deps = {}) =>
     return follow(ctx, executionArn, { justStarted: true });
   });
 
-export function executionName(tier: TierName, at: Date): string {
+export function executionName(tier: JobKind, at: Date): string {
   // Names allow letters, digits, '-' and '_' (80 at most): hourly-20250115T120000-1a2b3c4d.
   const stamp = at.toISOString().replace(/[-:]/g, '').slice(0, 15);
   return `${tier}-${stamp}-${randomBytes(4).toString('hex')}`;
@@ -471,10 +471,11 @@ function isoSeconds(date: Date | undefined): string {
 
 // ---- options, region, errors ----
 
-function parseTier(value: string | undefined): TierName {
-  if (value === undefined) throw new ConfigError(`--tier is required: ${TIERS.join(' or ')}`);
-  if (!TIERS.includes(value as TierName)) throw new ConfigError(`--tier ${value}: use ${TIERS.join(' or ')}`);
-  return value as TierName;
+function parseTier(value: string | undefined): JobKind {
+  if (value === undefined) throw new ConfigError(`--tier is required: ${JOB_KINDS.join(', ')}`);
+  if (!JOB_KINDS.includes(value as JobKind))
+    throw new ConfigError(`--tier ${value}: use ${JOB_KINDS.join(', ')}`);
+  return value as JobKind;
 }
 
 function parseNow(value: string): string {

@@ -6,6 +6,27 @@ import { Layout } from './layout.ts';
 export type TierName = 'hourly' | 'daily' | 'monthly';
 export const TIERS: readonly TierName[] = ['hourly', 'daily', 'monthly'];
 
+/**
+ * What a job does: compact in a tier, or expire files past their retention (`retention`). It is
+ * a manifest's `tier` field and names its lease `manifests/{kind}/{partition}.json`, so a
+ * retention job never shares a lease with the compaction tiers of the same folder.
+ */
+export type JobKind = TierName | 'retention';
+export const JOB_KINDS: readonly JobKind[] = [...TIERS, 'retention'];
+
+export interface RetentionRule {
+  /** Table path relative to the data prefix (`mydb/cpu/`), a prefix of it (`mydb/`), or `*` (default). */
+  readonly table: string;
+  readonly days: number;
+}
+
+export interface RetentionConfig {
+  /** Most specific first (longest table path; `*` last). Empty: retention is off. */
+  readonly rules: readonly RetentionRule[];
+  /** A file goes only once its period ended this long after the rule's days: clearly past. */
+  readonly bufferHours: number;
+}
+
 export interface TierConfig {
   /** Whether the tier runs. Hourly and daily always do; monthly is opt-in (see tiers.ts). */
   readonly enabled: boolean;
@@ -56,6 +77,7 @@ export interface CompactorConfig {
     readonly baseSeconds: number;
     readonly maxSeconds: number;
   };
+  readonly retention: RetentionConfig;
 }
 
 export interface ConfigInput {
@@ -73,6 +95,11 @@ export interface ConfigInput {
   readonly maxJobFiles?: number;
   readonly leaseSeconds?: number;
   readonly failureBackoff?: Partial<CompactorConfig['failureBackoff']>;
+  readonly retention?: {
+    /** Days to keep, by table path (`mydb/cpu/`), database prefix (`mydb/`) or `*` (every other table). */
+    readonly rules?: Readonly<Record<string, number>>;
+    readonly bufferHours?: number;
+  };
 }
 
 const MiB = 1024 * 1024;
@@ -92,7 +119,11 @@ export const DEFAULTS = {
   maxJobFiles: 5000,
   leaseSeconds: 20 * 60,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
+  retentionBufferHours: 24,
 } as const;
+
+/** A century: a longer retention is a typo, not a policy. */
+const MAX_RETENTION_DAYS = 36_500;
 
 function positive(name: string, value: number, max = Number.MAX_SAFE_INTEGER): number {
   if (!Number.isFinite(value) || value <= 0 || value > max || !Number.isInteger(value)) {
@@ -232,5 +263,50 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
         input.failureBackoff?.maxSeconds ?? DEFAULTS.failureBackoff.maxSeconds,
       ),
     },
+    retention: parseRetention(input.retention, layout),
   };
+}
+
+function parseRetention(input: ConfigInput['retention'], layout: Layout): RetentionConfig {
+  const bufferHours = input?.bufferHours ?? DEFAULTS.retentionBufferHours;
+  if (!Number.isInteger(bufferHours) || bufferHours < 0 || bufferHours > 24 * MAX_RETENTION_DAYS) {
+    throw new ConfigError(
+      `retention.bufferHours must be a whole number of hours >= 0 (default ${DEFAULTS.retentionBufferHours}), got ${bufferHours}`,
+    );
+  }
+  const raw = input?.rules ?? {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new ConfigError('retention.rules must be an object of table path to days, e.g. {"mydb/cpu/": 30}');
+  }
+  const rules: RetentionRule[] = [];
+  for (const [table, days] of Object.entries(raw)) {
+    const name = `retention.rules[${JSON.stringify(table)}]`;
+    if (typeof days !== 'number' || !Number.isInteger(days) || days < 1 || days > MAX_RETENTION_DAYS) {
+      throw new ConfigError(
+        `${name} must be a whole number of days from 1 to ${MAX_RETENTION_DAYS}, got ${days}`,
+      );
+    }
+    if (table !== '*') {
+      const segments = table.slice(0, -1).split('/');
+      if (
+        !table.endsWith('/') ||
+        table.startsWith('/') ||
+        segments.some((s) => s === '' || s === '.' || s === '..')
+      ) {
+        throw new ConfigError(
+          `${name}: a rule names a table path relative to the data prefix, ending in "/" (e.g. "mydb/cpu/" or "mydb/"), or "*" for every other table`,
+        );
+      }
+      // A deeper path than the layout's table can never match a file: a rule that silently does nothing.
+      if (segments.length > layout.tableDepth) {
+        throw new ConfigError(
+          `${name}: layout "${layout.template}" names a table with ${layout.tableDepth} segment(s); use a table path (or a prefix of one) like "${Array.from({ length: layout.tableDepth }, (_, i) => `t${i + 1}`).join('/')}/"`,
+        );
+      }
+    }
+    rules.push({ table, days });
+  }
+  // Most specific first: the longest table path that is a prefix of a file's table wins.
+  rules.sort((a, b) => (a.table === '*' ? 1 : b.table === '*' ? -1 : b.table.length - a.table.length));
+  return { rules, bufferHours };
 }

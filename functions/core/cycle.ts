@@ -4,9 +4,11 @@
  * state machine does; a failing partition is reported and never stops the others.
  */
 
-import type { TierName } from './config.ts';
-import { RETRYABLE_ERRORS } from './errors.ts';
+import type { CompactorConfig, JobKind } from './config.ts';
+import type { Clock } from './engine.ts';
+import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
+import type { ObjectStore } from './object-store.ts';
 import { type Plan, type PlannedJob, planTier } from './planner.ts';
 import {
   type CompactDeps,
@@ -15,10 +17,12 @@ import {
   deleteInputsStep,
   type JobSpec,
   publishStep,
+  type StepDeps,
   type StepResult,
   verifyStep,
 } from './protocol.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
+import { expireStep, planRetention } from './retention.ts';
 
 /** How a step is retried on a transient error, as the state machine's Retry does. */
 export interface RetryPolicy {
@@ -55,15 +59,18 @@ export type JobOutcome =
   | { readonly status: 'failed'; readonly steps: readonly StepResult[]; readonly error: Error };
 
 export interface CycleReport {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly recovery: RecoveryReport;
   readonly plan: Plan;
   readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
 }
 
+/** What runJob needs: a compaction job also needs the engine and a work folder, a retention job neither. */
+export type JobDeps = StepDeps & Partial<Pick<CompactDeps, 'engine' | 'workDir'>>;
+
 /** Runs one job through every step, stopping when a step says there is nothing more to do. */
 export async function runJob(
-  deps: CompactDeps,
+  deps: JobDeps,
   job: JobSpec,
   retry: RetryPolicy = DEFAULT_RETRY,
 ): Promise<JobOutcome> {
@@ -81,7 +88,15 @@ export async function runJob(
     }
   };
   try {
-    const compacted = await attempt(() => compactStep(deps, job));
+    // A retention job's first step claims, checks and commits; the later steps are the same.
+    const compacted = await attempt(() => {
+      if (job.tier === 'retention') return expireStep(deps, job);
+      const { engine, workDir } = deps;
+      if (!engine || workDir === undefined) {
+        throw new ConfigError(`a ${job.tier} job needs the engine and a work folder`);
+      }
+      return compactStep({ ...deps, engine, workDir }, job);
+    });
     steps.push(compacted);
     if (compacted.status === 'skipped' || compacted.status === 'superseded') {
       return { status: compacted.status, steps };
@@ -113,9 +128,26 @@ export function assignJobs(
   }));
 }
 
-export async function runCycle(deps: CycleDeps, tier: TierName): Promise<CycleReport> {
+/** The plan of one kind of job: a compaction tier's candidates, or the expired files. */
+export function planJobs(
+  store: ObjectStore,
+  config: CompactorConfig,
+  clock: Clock,
+  kind: JobKind,
+): Promise<Plan> {
+  switch (kind) {
+    case 'hourly':
+    case 'daily':
+    case 'monthly':
+      return planTier(store, config, clock, kind);
+    case 'retention':
+      return planRetention(store, config, clock);
+  }
+}
+
+export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
   const recovery = await recover(deps);
-  const plan = await planTier(deps.store, deps.config, deps.clock, tier);
+  const plan = await planJobs(deps.store, deps.config, deps.clock, tier);
   const specs = assignJobs(plan, deps);
   const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
   let next = 0;

@@ -9,12 +9,12 @@
  * same DeleteObjects call as the staging objects (no extra request).
  */
 
-import type { CompactorConfig, TierName } from './config.ts';
+import type { CompactorConfig, JobKind } from './config.ts';
 import { NotFoundError } from './errors.ts';
 import type { ObjectStore } from './object-store.ts';
 
 export interface FailureRecord {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly consecutiveFailures: number;
   readonly lastError: string;
@@ -27,7 +27,7 @@ export function failuresRoot(config: CompactorConfig): string {
   return `${config.layout.stateRoot}failures/`;
 }
 
-export function failureKey(config: CompactorConfig, tier: TierName, partition: string): string {
+export function failureKey(config: CompactorConfig, tier: JobKind, partition: string): string {
   return `${failuresRoot(config)}${tier}/${partition.slice(config.layout.dataPrefix.length, -1)}.json`;
 }
 
@@ -54,7 +54,7 @@ async function read(store: ObjectStore, key: string): Promise<FailureRecord | un
 /** Counts one more consecutive failure of the partition's job. */
 export async function recordFailure(
   deps: { readonly store: ObjectStore; readonly config: CompactorConfig; readonly clock: { now(): Date } },
-  tier: TierName,
+  tier: JobKind,
   partition: string,
   error: string,
 ): Promise<FailureRecord> {

@@ -138,6 +138,11 @@ export class Layout {
       !daySegment.tokens.some((t) => t === 'YYYY' || t === 'MM');
   }
 
+  /** Segments of the table path (`{db}/{measurement}`: 2). */
+  get tableDepth(): number {
+    return this.#tableDepth;
+  }
+
   static fromName(nameOrTemplate: string, dataPrefix = ''): Layout {
     const preset = LAYOUT_PRESETS[nameOrTemplate as LayoutPreset];
     return new Layout(preset ?? nameOrTemplate, dataPrefix);
@@ -236,6 +241,18 @@ export class Layout {
     const segments = file.table.slice(this.dataPrefix.length).split('/').filter(Boolean);
     return segments[segments.length - 1] ?? 'data';
   }
+}
+
+/**
+ * The end of a file's period: its hour for a file in an hour folder, its day for a daily output
+ * in the day folder, its month for a monthly output in the month folder. The layout guarantees
+ * the rows of a folder lie in its period, so no row of the file is newer than this (what
+ * retention relies on; it never reads a file to decide).
+ */
+export function periodEnd(file: Pick<DataFile, 'day' | 'hour' | 'month'>): Date {
+  if (file.hour) return new Date(file.hour.getTime() + 3_600_000);
+  if (file.day) return new Date(file.day.getTime() + 86_400_000);
+  return new Date(Date.UTC(file.month.getUTCFullYear(), file.month.getUTCMonth() + 1, 1));
 }
 
 /** `YYYYMMDD` of a UTC date. */

@@ -5,10 +5,10 @@
  */
 
 import { createHash } from 'node:crypto';
-import { type CompactorConfig, TIERS, type TierName } from './config.ts';
+import { type CompactorConfig, JOB_KINDS, type JobKind, type TierName } from './config.ts';
 import type { DedupRequest } from './engine.ts';
 import { InvalidManifestError, ManifestConflictError } from './errors.ts';
-import { compactDate, type DataFile, type Layout } from './layout.ts';
+import { compactDate, type DataFile, type Layout, periodEnd } from './layout.ts';
 import type { Checksum } from './object-store.ts';
 import { outputFolderOf, partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
@@ -34,12 +34,22 @@ export interface KeptInput {
   readonly reason: string;
 }
 
+/** What a retention job checked: every input's period ends at or before `cutoff`. */
+export interface Expiry {
+  /** The rule applied: its table path, or `*`. */
+  readonly rule: string;
+  readonly days: number;
+  readonly bufferHours: number;
+  /** ISO time: the job's creation time less the rule's days and the buffer. */
+  readonly cutoff: string;
+}
+
 export interface Manifest {
   readonly version: 1;
   readonly jobId: string;
   readonly executionId: string;
-  readonly tier: TierName;
-  /** The partition folder key prefix (hour folder for hourly, day folder for daily). */
+  readonly tier: JobKind;
+  /** The partition folder key prefix (hour folder for hourly, day folder for daily and retention). */
   readonly partition: string;
   /** The store (bucket) every key belongs to. */
   readonly location: string;
@@ -64,6 +74,11 @@ export interface Manifest {
    * inputs, so the inputs are deleted with no new output. Such a job goes claimed -> verified.
    */
   readonly repairOf?: readonly InputRef[];
+  /**
+   * A retention job (see retention.ts): the inputs are expired and deleted with no output. Such
+   * a job goes claimed -> verified (the commit point) -> inputs-deleted.
+   */
+  readonly expiry?: Expiry;
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly leaseExpiresAt: string;
@@ -83,7 +98,7 @@ export function manifestsRoot(layout: Layout): string {
   return `${layout.stateRoot}manifests/`;
 }
 
-export function manifestKey(layout: Layout, tier: TierName, partition: string): string {
+export function manifestKey(layout: Layout, tier: JobKind, partition: string): string {
   return `${manifestsRoot(layout)}${tier}/${partition.slice(layout.dataPrefix.length, -1)}.json`;
 }
 
@@ -143,18 +158,20 @@ const JOB_ID = /^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32}$/;
 /** The job id an output's file name carries, if it looks like one of ours. */
 export function jobIdOfOutput(key: string): string | undefined {
   const name = key.slice(key.lastIndexOf('/') + 1);
-  return /(?:^|_)([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32})_\d{3}_(?:compacted|daily)\.parquet$/.exec(name)?.[1];
+  return /(?:^|_)([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32})_\d{3}_(?:compacted|daily|monthly)\.parquet$/.exec(
+    name,
+  )?.[1];
 }
 
 /** The tier and partition a manifest key leases. */
-export function leaseOf(layout: Layout, key: string): { tier: TierName; partition: string } | undefined {
+export function leaseOf(layout: Layout, key: string): { tier: JobKind; partition: string } | undefined {
   const root = manifestsRoot(layout);
   if (!key.startsWith(root) || !key.endsWith('.json')) return undefined;
   const rest = key.slice(root.length, -'.json'.length);
   const slash = rest.indexOf('/');
   const tier = rest.slice(0, slash);
-  if (slash <= 0 || !(TIERS as readonly string[]).includes(tier)) return undefined;
-  return { tier: tier as TierName, partition: `${layout.dataPrefix}${rest.slice(slash + 1)}/` };
+  if (slash <= 0 || !(JOB_KINDS as readonly string[]).includes(tier)) return undefined;
+  return { tier: tier as JobKind, partition: `${layout.dataPrefix}${rest.slice(slash + 1)}/` };
 }
 
 /** What a manifest that does not validate still seems to say. */
@@ -259,6 +276,23 @@ export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataF
   return undefined;
 }
 
+/** Whether `folder` is a folder a tier's outputs go in (an hour, day or month folder). */
+function isTierFolder(layout: Layout, tier: TierName, folder: string): boolean {
+  // A day (month) folder holds only daily (monthly) outputs, so probe it with an output name.
+  const probe = layout.parse(`${folder}probe${TIER_SPECS[tier].suffix}`);
+  return probe !== undefined && outputFolderOf(tier, probe) === folder;
+}
+
+/**
+ * The partition folder of a data file for a job kind, or undefined when the file is not that
+ * kind's input. Retention takes every level, by the folder its period is named by: the day
+ * folder, or the month folder for monthly outputs.
+ */
+export function jobPartitionOf(kind: JobKind, file: DataFile): string | undefined {
+  if (kind === 'retention') return file.dayFolder ?? file.monthFolder;
+  return partitionOf(kind, file);
+}
+
 // ---- validation ----
 
 type Json = unknown;
@@ -319,16 +353,18 @@ export function parseManifest(
   const jobId = str(key, m.jobId, 'jobId', 64);
   if (!JOB_ID.test(jobId)) fail(key, `jobId "${jobId}" is malformed`);
   const executionId = str(key, m.executionId, 'executionId');
-  const tier = m.tier as TierName;
-  if (!TIERS.includes(tier)) fail(key, `unknown tier ${String(m.tier)}`);
+  const tier = m.tier as JobKind;
+  if (!JOB_KINDS.includes(tier)) fail(key, `unknown tier ${String(m.tier)}`);
   if (typeof m.partition !== 'string' || !m.partition.endsWith('/'))
     fail(key, 'partition must be a folder ending in "/"');
   const partitionFolder = `${safeKey(key, m.partition.slice(0, -1), 'partition')}/`;
   if (manifestKey(layout, tier, partitionFolder) !== key)
     fail(key, 'partition does not match the manifest key');
-  // A day (month) folder holds only daily (monthly) outputs, so probe it with an output name.
-  const probe = layout.parse(`${partitionFolder}probe${TIER_SPECS[tier].suffix}`);
-  const validPartition = probe !== undefined && outputFolderOf(tier, probe) === partitionFolder;
+  // Retention leases a day folder, or a month folder for monthly outputs.
+  const validPartition =
+    tier === 'retention'
+      ? isTierFolder(layout, 'daily', partitionFolder) || isTierFolder(layout, 'monthly', partitionFolder)
+      : isTierFolder(layout, tier, partitionFolder);
   if (!validPartition) fail(key, `partition "${partitionFolder}" is not a ${tier} folder of this layout`);
   if (m.location !== location) fail(key, `belongs to ${String(m.location)}, not ${location}`);
   const state = m.state as ManifestState;
@@ -342,7 +378,7 @@ export function parseManifest(
     const e = entry as Record<string, Json>;
     const inputKey = safeKey(key, e.key, `inputs[${i}].key`);
     const file = layout.parse(inputKey);
-    if (!file || partitionOf(tier, file) !== partitionFolder) {
+    if (!file || jobPartitionOf(tier, file) !== partitionFolder) {
       fail(key, `input "${inputKey}" is outside partition ${partitionFolder} or not a ${tier} input`);
     }
     if (seen.has(inputKey)) fail(key, `input "${inputKey}" is listed twice`);
@@ -356,6 +392,7 @@ export function parseManifest(
 
   let outputs: OutputRef[] | undefined;
   if (m.outputs !== undefined) {
+    if (tier === 'retention') fail(key, 'a retention job has no outputs');
     if (!Array.isArray(m.outputs) || m.outputs.length === 0 || m.outputs.length > 10_000) {
       fail(key, 'outputs must be a non-empty list');
     }
@@ -391,6 +428,7 @@ export function parseManifest(
       fail(key, 'repairOf must be a non-empty list');
     }
     if (outputs !== undefined) fail(key, 'a repair job has no outputs');
+    if (tier === 'retention') fail(key, 'a retention job has no repair evidence');
     if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
     const wantLevel = TIER_SPECS[tier].output;
     repairOf = m.repairOf.map((entry: Json, i: number) => {
@@ -408,7 +446,14 @@ export function parseManifest(
       };
     });
   }
-  if (stateIndex(state) >= stateIndex('staged') && outputs === undefined && repairOf === undefined)
+  const expiry = tier === 'retention' ? parseExpiry(key, m, state, inputs, layout) : undefined;
+  if (tier !== 'retention' && m.expiry !== undefined) fail(key, 'only a retention job has an expiry');
+  if (
+    stateIndex(state) >= stateIndex('staged') &&
+    outputs === undefined &&
+    repairOf === undefined &&
+    expiry === undefined
+  )
     fail(key, `state ${state} without outputs`);
 
   let deduped: { dedup: DedupRequest; distinctRows: number } | undefined;
@@ -432,7 +477,7 @@ export function parseManifest(
       const e = (entry ?? {}) as Record<string, Json>;
       const k = safeKey(key, e.key, `${field}[${i}].key`);
       const file = layout.parse(k);
-      if (!file || partitionOf(tier, file) !== partitionFolder)
+      if (!file || jobPartitionOf(tier, file) !== partitionFolder)
         fail(key, `${field}[${i}] is outside the partition`);
       return { key: k, reason: str(key, e.reason, `${field}[${i}].reason`, 4096) };
     });
@@ -451,6 +496,7 @@ export function parseManifest(
     ...deduped,
     ...(outputs === undefined ? {} : { outputs }),
     ...(repairOf === undefined ? {} : { repairOf }),
+    ...(expiry === undefined ? {} : { expiry }),
     ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
     ...(m.quarantinedInputs === undefined
       ? {}
@@ -477,6 +523,40 @@ function parseDedupRecord(key: string, value: Json): DedupRequest {
     return { mode: 'last', keys: d.keys as string[] };
   }
   return fail(key, 'dedup must be {"mode": "exact"} or {"mode": "last", "keys": [column, ...]}');
+}
+
+/**
+ * A retention job's expiry: no outputs, no evidence, never staged or published, and every input
+ * expired by a cutoff that its rule gives at the job's creation time. A manifest claiming more
+ * (a later cutoff, an input newer than it) is never obeyed.
+ */
+function parseExpiry(
+  key: string,
+  m: Record<string, Json>,
+  state: ManifestState,
+  inputs: readonly InputRef[],
+  layout: Layout,
+): Expiry {
+  if (m.outputs !== undefined || m.repairOf !== undefined) fail(key, 'a retention job has no outputs');
+  if (state === 'staged' || state === 'published') fail(key, `a retention job is never ${state}`);
+  if (typeof m.expiry !== 'object' || m.expiry === null) fail(key, 'a retention job needs its expiry');
+  const e = m.expiry as Record<string, Json>;
+  const rule = str(key, e.rule, 'expiry.rule', 1024);
+  const days = count(key, e.days, 'expiry.days');
+  const bufferHours = count(key, e.bufferHours, 'expiry.bufferHours');
+  const cutoff = isoTime(key, e.cutoff, 'expiry.cutoff');
+  const createdAt = isoTime(key, m.createdAt, 'createdAt');
+  if (days < 1) fail(key, 'expiry.days must be at least 1');
+  if (Date.parse(cutoff) + days * 86_400_000 + bufferHours * 3_600_000 > Date.parse(createdAt)) {
+    fail(key, `expiry.cutoff ${cutoff} is later than its rule allows at ${createdAt}`);
+  }
+  for (const input of inputs) {
+    const file = layout.parse(input.key);
+    if (!file || periodEnd(file).getTime() > Date.parse(cutoff)) {
+      fail(key, `input "${input.key}" is not expired at ${cutoff}`);
+    }
+  }
+  return { rule, days, bufferHours, cutoff };
 }
 
 export function serializeManifest(manifest: Manifest): Buffer {

@@ -5,7 +5,7 @@
  * (expired by a lifecycle rule) and stay in place so a redrive sees the same jobs.
  */
 
-import type { TierName } from './config.ts';
+import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
 import type { Layout } from './layout.ts';
 import type { InputRef } from './manifest.ts';
@@ -78,7 +78,7 @@ export async function readJob(store: ObjectStore, layout: Layout, item: JobItem)
     throw new ConfigError(`job file ${item.jobKey} does not describe job ${item.jobId}`);
   }
   return {
-    tier: item.tier as TierName,
+    tier: item.tier as JobKind,
     partition: item.partition,
     jobId: item.jobId,
     executionId: item.executionId,

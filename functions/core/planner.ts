@@ -4,7 +4,7 @@
  * manifest, or quarantined itself, is never a candidate.
  */
 
-import type { CompactorConfig, TierName } from './config.ts';
+import type { CompactorConfig, JobKind, TierName } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, InvalidManifestError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
@@ -26,7 +26,7 @@ import type { ObjectStore } from './object-store.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export interface PlannedJob {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly inputs: readonly InputRef[];
   readonly inputBytes: number;
@@ -36,13 +36,13 @@ export interface PlannedJob {
 }
 
 export interface SkippedPartition {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly reason: string;
 }
 
 export interface Plan {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly now: string;
   readonly jobs: readonly PlannedJob[];
   readonly skipped: readonly SkippedPartition[];

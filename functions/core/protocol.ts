@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
-import { type CompactorConfig, dedupOf, type TierName } from './config.ts';
+import { type CompactorConfig, dedupOf, type JobKind, type TierName } from './config.ts';
 import {
   type Clock,
   type DedupRequest,
@@ -22,6 +22,7 @@ import {
   InputUnreadableError,
 } from './engine.ts';
 import {
+  ConfigError,
   DedupError,
   DeleteFailedError,
   ErrorNames,
@@ -91,7 +92,7 @@ export interface CompactDeps extends StepDeps {
 
 /** Identifies a job and who runs it. Steps act only when the manifest names both. */
 export interface JobRef {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly jobId: string;
   readonly executionId: string;
@@ -99,6 +100,15 @@ export interface JobRef {
 
 export interface JobSpec extends JobRef {
   readonly inputs: readonly InputRef[];
+}
+
+/** A job that merges its inputs into outputs (retention jobs run expireStep instead). */
+export interface CompactionJob extends JobSpec {
+  readonly tier: TierName;
+}
+
+export function isCompactionJob(job: JobSpec): job is CompactionJob {
+  return job.tier !== 'retention';
 }
 
 export type StepStatus =
@@ -113,7 +123,7 @@ export type StepStatus =
 
 export interface StepResult {
   readonly jobId: string;
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly partition: string;
   readonly status: StepStatus;
   /** The manifest state after the step ('cleared' once the manifest is gone). */
@@ -141,7 +151,7 @@ interface Loaded {
 
 export async function loadManifest(
   deps: StepDeps,
-  tier: TierName,
+  tier: JobKind,
   partition: string,
 ): Promise<Loaded | undefined> {
   const key = manifestKey(deps.config.layout, tier, partition);
@@ -324,8 +334,14 @@ export function newClaim(
   return { key, body, manifest };
 }
 
-export async function compactStep(deps: CompactDeps, job: JobSpec): Promise<StepResult> {
+export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<StepResult> {
   const { store } = deps;
+  if (!isCompactionJob(spec)) {
+    throw new ConfigError(
+      `job ${spec.jobId} is a ${spec.tier} job: it is run by expireStep, not compactStep`,
+    );
+  }
+  const job = spec;
   let loaded = await loadManifest(deps, job.tier, job.partition);
   if (loaded && !ownedBy(loaded, job)) {
     return result(job, 'skipped', 'none', { reason: `partition leased by job ${loaded.manifest.jobId}` });
@@ -380,7 +396,7 @@ function countsAsFailure(error: unknown): error is Error {
   return !notTheJobs.includes(error.name);
 }
 
-async function stage(deps: CompactDeps, loaded: Loaded, ref: JobRef): Promise<StepResult> {
+async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Promise<StepResult> {
   const { store, config, engine } = deps;
   const manifest = loaded.manifest;
   await mkdir(deps.workDir, { recursive: true });
@@ -754,7 +770,8 @@ export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<Ste
   const step = await loadForStep(deps, ref, 'verified');
   if ('done' in step) return step.done;
   let { loaded } = step;
-  const kept: KeptInput[] = [];
+  // Inputs a retention job already set aside at its commit stay on record.
+  const kept: KeptInput[] = [...(loaded.manifest.keptInputs ?? [])];
   const failures: string[] = [];
   const inputs = loaded.manifest.inputs;
   for (let i = 0; i < inputs.length; i += MAX_DELETE_BATCH) {
@@ -900,7 +917,7 @@ export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, writeMa
  * Runs fn over items with bounded concurrency. After the first failure no new item starts, and
  * every started call settles before the error is rethrown: nothing of a failed step runs on.
  */
-async function forEachLimit<T>(
+export async function forEachLimit<T>(
   items: readonly T[],
   limit: number,
   fn: (item: T) => Promise<void>,

@@ -179,7 +179,13 @@ export async function repairPartition(
   // Containment again, on exactly the versions the manifest names: anything changed, nothing is deleted.
   let recheck: RepairCandidate;
   try {
-    recheck = await checkContainment(deps, job.tier, job.partition, candidate.inputs, candidate.evidence);
+    recheck = await checkContainment(
+      deps,
+      candidate.tier,
+      job.partition,
+      candidate.inputs,
+      candidate.evidence,
+    );
   } catch (error) {
     if (!(error instanceof PreconditionFailedError || error instanceof NotFoundError)) throw error;
     await deleteClaim(store, loaded.key, loaded.etag);

@@ -9,10 +9,9 @@
 
 import type { CompactorConfig } from './config.ts';
 import { TransientStoreError } from './errors.ts';
-import { isAtOrPast, jobIdOfOutput, leaseOf, type Manifest } from './manifest.ts';
+import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './planner.ts';
-import { partitionOf } from './tiers.ts';
 
 export interface VisibleView {
   readonly files: readonly ObjectSummary[];
@@ -138,7 +137,7 @@ function unreadableOutputsToHide(
       data.some((f) => {
         if (outputs.has(f.key) || !f.key.startsWith(lease.partition)) return false;
         const file = layout.parse(f.key);
-        return file !== undefined && partitionOf(lease.tier, file) === lease.partition;
+        return file !== undefined && jobPartitionOf(lease.tier, file) === lease.partition;
       });
   }
   return inputsRemain ? [...outputs] : [];

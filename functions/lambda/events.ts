@@ -3,7 +3,7 @@
  * fails with a message naming the field instead of somewhere deep in the protocol.
  */
 
-import { TIERS, type TierName } from '../core/config.ts';
+import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
 import type { JobItem } from '../core/plan-store.ts';
 import type { JobRef, StepResult } from '../core/protocol.ts';
@@ -23,14 +23,14 @@ function text(value: unknown, field: string, what: string): string {
   return value;
 }
 
-function tier(value: unknown, what: string): TierName {
-  if (!TIERS.includes(value as TierName))
-    throw new ConfigError(`${what}: "tier" must be one of ${TIERS.join(', ')}`);
-  return value as TierName;
+function tier(value: unknown, what: string): JobKind {
+  if (!JOB_KINDS.includes(value as JobKind))
+    throw new ConfigError(`${what}: "tier" must be one of ${JOB_KINDS.join(', ')}`);
+  return value as JobKind;
 }
 
 export interface ExecutionEvent {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly executionId: string;
   readonly executionName: string;
   /** ISO time to plan as if at (tests, replays). */
@@ -72,7 +72,7 @@ export function parseJobItem(event: unknown): JobItem {
 }
 
 export interface SummaryEvent {
-  readonly tier: TierName;
+  readonly tier: JobKind;
   readonly executionId: string;
   /** The Map state's ResultWriterDetails, absent when nothing was planned. */
   readonly resultsKey?: string;

@@ -84,6 +84,27 @@ describe('stack config: overrides', () => {
     expect(input.leaseSeconds).toBe(900);
   });
 
+  it('passes retention rules and buffer to the Lambdas; the core parses them', () => {
+    expect(STACK_DEFAULTS.retention).toEqual({
+      rules: {},
+      bufferHours: 24,
+      schedule: 'cron(0 5 * * ? *)',
+      enabled: true,
+    });
+    const config = parseStackConfig({
+      retention: { rules: { '//': 'a note', 'mydb/cpu/': 30, '*': 365 }, bufferHours: 6 },
+    });
+    expect(config.retention.rules).toEqual({ 'mydb/cpu/': 30, '*': 365 });
+    const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
+    expect(core.retention).toEqual({
+      rules: [
+        { table: 'mydb/cpu/', days: 30 },
+        { table: '*', days: 365 },
+      ],
+      bufferHours: 6,
+    });
+  });
+
   it('accepts the JSON string the CDK CLI passes for -c compactor=...', () => {
     expect(parseStackConfig('{"dataPrefix":"x","map":{"toleratedFailurePercentage":0}}')).toMatchObject({
       dataPrefix: 'x/',
@@ -182,6 +203,28 @@ describe('stack config: invalid values fail and name the key', () => {
       { lambda: { compact: { ephemeralStorageMb: 100 } } },
       /compactor\.lambda\.compact\.ephemeralStorageMb must be/,
     ],
+    [
+      'retention rules',
+      { retention: { rules: ['mydb/'] } },
+      /compactor\.retention\.rules must be an object of table path to days/,
+    ],
+    [
+      'retention days',
+      { retention: { rules: { 'mydb/': 0 } } },
+      /context compactor: retention\.rules\["mydb\/"\] must be a whole number of days/,
+    ],
+    [
+      'retention path',
+      { retention: { rules: { 'mydb/cpu/2025/': 30 } } },
+      /retention\.rules\["mydb\/cpu\/2025\/"\]: layout .* names a table with 2 segment/,
+    ],
+    [
+      'retention schedule',
+      { retention: { schedule: 'daily' } },
+      /compactor\.retention\.schedule must be a Scheduler expression/,
+    ],
+    ['retention buffer', { retention: { bufferHours: -1 } }, /compactor\.retention\.bufferHours must be/],
+    ['retention key', { retention: { days: 30 } }, /compactor\.retention\.days is not a setting/],
     ['email', { alarmEmail: 'ops' }, /compactor\.alarmEmail is not an email address/],
     [
       'namespace',

@@ -391,6 +391,20 @@ describe('stack with overrides', () => {
     }
   });
 
+  it('schedules retention (its own schedule, {"tier":"retention"}) only when it has a rule and is enabled', () => {
+    const inputs = (context: Record<string, unknown>) =>
+      resourcesOfType(synth({ compactor: context }).json, 'AWS::Scheduler::Schedule')
+        .map(([, r]) => [(r.Properties.Target as { Input: string }).Input, r.Properties.ScheduleExpression])
+        .sort();
+    expect(inputs({ retention: { rules: { 'mydb/': 30 } } })).toEqual([
+      ['{"tier":"daily"}', 'cron(30 3 * * ? *)'],
+      ['{"tier":"hourly"}', 'cron(10 * * * ? *)'],
+      ['{"tier":"retention"}', 'cron(0 5 * * ? *)'],
+    ]);
+    expect(inputs({ retention: { rules: { 'mydb/': 30 }, enabled: false } })).toHaveLength(2);
+    expect(inputs({ retention: { schedule: 'rate(12 hours)' } })).toHaveLength(2);
+  });
+
   it('imports an existing bucket by name and creates none', () => {
     const s = synth({ compactor: { bucket: { create: false, name: 'my-existing-lake' } } });
     s.template.resourceCountIs('AWS::S3::Bucket', 0);

@@ -105,6 +105,17 @@ describe('the synthesized state graph', () => {
     expect(JSON.stringify(staged.Choices)).toContain('"StringEquals":"superseded"');
   });
 
+  it('a retention item, which Compact commits (done, verified), takes the same path to delete inputs and clear', () => {
+    // Staged? diverts only skipped and superseded items; every other status goes on to Upload,
+    // whose step (and Verify's) find a verified manifest already done (test/functions/handlers.test.ts).
+    const staged = itemProcessor.States[STATES.staged] as State;
+    const diverted = [...JSON.stringify(staged.Choices).matchAll(/"StringEquals":"([a-z-]+)"/g)].map(
+      (m) => m[1],
+    );
+    expect(diverted.sort()).toEqual(['skipped', 'superseded']);
+    expect(staged.Default).toBe(STATES.upload);
+  });
+
   it('a Distributed Map reading the plan from S3 and writing results, with concurrency and tolerance', () => {
     const map = definition.States[STATES.map] as State & Record<string, Record<string, unknown>>;
     expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });

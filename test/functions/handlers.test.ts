@@ -11,16 +11,19 @@ import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { manifestsRoot } from '../../functions/core/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
+import { createHandler as deleteInputsHandler } from '../../functions/delete-inputs.ts';
 import { configFromEnv } from '../../functions/lambda/env-deps.ts';
 import { EARLY_TIMEOUT_MS, type HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { createHandler as planHandler } from '../../functions/plan.ts';
 import { createHandler as uploadHandler } from '../../functions/upload.ts';
+import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
@@ -64,7 +67,7 @@ describe('handler inputs are validated at the door', () => {
     const store = new LocalFolderStore(join(root, 'empty'));
     const plan = planHandler(async () => deps(store), localObservability());
     await expect(plan({ tier: 'weekly', executionId: 'e', executionName: 'n' }, context())).rejects.toThrow(
-      /"tier" must be one of hourly, daily/,
+      /"tier" must be one of hourly, daily, retention/,
     );
     await expect(plan({ tier: 'hourly', executionName: 'n' }, context())).rejects.toThrow(/"executionId"/);
     const upload = uploadHandler(async () => deps(store), localObservability());
@@ -90,6 +93,57 @@ describe('handler inputs are validated at the door', () => {
     } finally {
       process.env = saved;
     }
+  });
+});
+
+describe('a retention item through the step Lambdas', () => {
+  it('compact claims, re-checks and commits it with no engine; upload and verify find it verified; delete-inputs and clear finish it', async () => {
+    const dir = join(root, 'retention');
+    await writeLake(engine, dir, [
+      { key: 'db/cpu/2025/01/15/10/a.parquet', rows: 5 },
+      { key: 'db/cpu/2025/01/15/cpu_20250115_daily.parquet', rows: 5 },
+    ]);
+    const store = new LocalFolderStore(dir);
+    const retentionDeps = async (): Promise<HandlerDeps> => ({
+      ...deps(store),
+      config: parseConfig({ retention: { rules: { 'db/': 30 } } }),
+      engine: async () => {
+        throw new Error('a retention job needs no engine');
+      },
+    });
+    const planOutput = (await planHandler(retentionDeps, localObservability())(
+      { tier: 'retention', executionId: 'exec-r', executionName: 'retention-handlers' },
+      context(),
+    )) as { itemsKey: string; jobs: number; inputFiles: number };
+    expect(planOutput).toMatchObject({ jobs: 1, inputFiles: 2 });
+    const [item] = JSON.parse((await store.getBytes(planOutput.itemsKey)).body.toString()) as Record<
+      string,
+      unknown
+    >[];
+    const job = {
+      tier: item?.tier,
+      partition: item?.partition,
+      jobId: item?.jobId,
+      executionId: item?.executionId,
+    };
+    expect(job.tier).toBe('retention');
+    const results = [
+      await compactHandler(retentionDeps, localObservability())(item, context()),
+      await uploadHandler(retentionDeps, localObservability())(job, context()),
+      await verifyHandler(retentionDeps, localObservability())(job, context()),
+      await deleteInputsHandler(retentionDeps, localObservability())(job, context()),
+      await clearHandler(retentionDeps, localObservability())(job, context()),
+    ] as { status: string; state: string }[];
+    expect(results.map((r) => `${r.status} ${r.state}`)).toEqual([
+      'done verified',
+      'already-done verified',
+      'already-done verified',
+      'done inputs-deleted',
+      'done cleared',
+    ]);
+    const left: string[] = [];
+    for await (const o of store.list('')) if (!o.key.startsWith('_compaction/plans/')) left.push(o.key);
+    expect(left).toEqual([]);
   });
 });
 
