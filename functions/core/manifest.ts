@@ -428,7 +428,7 @@ export function parseManifest(
       fail(key, 'repairOf must be a non-empty list');
     }
     if (outputs !== undefined) fail(key, 'a repair job has no outputs');
-    if (tier === 'retention') fail(key, 'a retention job has no repair evidence');
+    if (tier === 'retention') fail(key, 'a retention job has no outputs');
     if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
     const wantLevel = TIER_SPECS[tier].output;
     repairOf = m.repairOf.map((entry: Json, i: number) => {

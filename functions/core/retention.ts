@@ -181,7 +181,7 @@ function leaseHolder(
     const lease = leaseOf(config.layout, key);
     if (!lease) continue;
     if (lease.partition.startsWith(partition) || partition.startsWith(lease.partition)) {
-      return `${/^[aeiou]/.test(lease.tier) ? 'an' : 'a'} ${lease.tier} job`;
+      return `${lease.tier === 'hourly' ? 'an' : 'a'} ${lease.tier} job`;
     }
   }
   return undefined;

@@ -67,7 +67,7 @@ describe('handler inputs are validated at the door', () => {
     const store = new LocalFolderStore(join(root, 'empty'));
     const plan = planHandler(async () => deps(store), localObservability());
     await expect(plan({ tier: 'weekly', executionId: 'e', executionName: 'n' }, context())).rejects.toThrow(
-      /"tier" must be one of hourly, daily, retention/,
+      /"tier" must be one of hourly, daily, monthly, retention/,
     );
     await expect(plan({ tier: 'hourly', executionName: 'n' }, context())).rejects.toThrow(/"executionId"/);
     const upload = uploadHandler(async () => deps(store), localObservability());
