@@ -359,6 +359,8 @@ export function stepGrants(
   const Q = `${S}quarantine/`;
   const PL = `${S}plans/`;
   const R = `${S}results/`;
+  // Consecutive failures per partition (backoff): compact writes, plan reads, clear removes.
+  const F = `${S}failures/`;
   const objects = (actions: string[], ...prefixes: string[]) =>
     new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
   const list = (...prefixes: string[]) =>
@@ -381,13 +383,13 @@ export function stepGrants(
       new iam.PolicyStatement({ actions: ['s3:ListBucketMultipartUploads'], resources: [bucket.bucketArn] }),
       objects(['s3:AbortMultipartUpload'], ST),
     ],
-    plan: [list(P), objects([get], M, Q), objects([put], PL)],
+    plan: [list(P), objects([get], M, Q, F), objects([put], PL)],
     compact: [
       list(P),
       objects([get], P),
       objects([get, put, del], M),
       objects([put, del, 's3:AbortMultipartUpload'], ST),
-      objects([put], Q),
+      objects([put], Q, F),
     ],
     // The publish step: server-side copy staging -> final key, then the commit CAS.
     upload: [
@@ -400,7 +402,7 @@ export function stepGrants(
     verify: [list(P), objects([get, put, del], M), objects([get], P), objects([put], Q)],
     // Conditional (If-Match) deletes need GetObject as well as DeleteObject.
     'delete-inputs': [list(M), objects([get, put], M), objects([get, del], P)],
-    'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST)],
+    'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST, F)],
     summary: [list(R), objects([get], R)],
   };
 }

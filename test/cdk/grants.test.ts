@@ -55,6 +55,7 @@ function expectedGrants(P: string): Record<string, string[]> {
   const M = `${S}manifests/*`;
   const ST = `${S}staging/*`;
   const Q = `${S}quarantine/*`;
+  const F = `${S}failures/*`;
   // An empty data root is the whole bucket: its ListBucket carries no s3:prefix condition.
   const list = (...prefixes: string[]) =>
     prefixes.map((p) => `s3:ListBucket ${p === '*' ? '(any prefix)' : p}`);
@@ -67,7 +68,13 @@ function expectedGrants(P: string): Record<string, string[]> {
       's3:ListBucketMultipartUploads (bucket)',
       `s3:AbortMultipartUpload ${ST}`,
     ],
-    plan: [...list(`${P}*`), `s3:GetObject ${M}`, `s3:GetObject ${Q}`, `s3:PutObject ${S}plans/*`],
+    plan: [
+      ...list(`${P}*`),
+      `s3:GetObject ${M}`,
+      `s3:GetObject ${Q}`,
+      `s3:GetObject ${F}`,
+      `s3:PutObject ${S}plans/*`,
+    ],
     compact: [
       ...list(`${P}*`),
       `s3:GetObject ${P}*`,
@@ -78,6 +85,7 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:DeleteObject ${ST}`,
       `s3:AbortMultipartUpload ${ST}`,
       `s3:PutObject ${Q}`,
+      `s3:PutObject ${F}`,
     ],
     upload: [
       ...list(`${P}*`),
@@ -104,7 +112,13 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:GetObject ${P}*`,
       `s3:DeleteObject ${P}*`,
     ],
-    'clear-manifest': [...list(M, ST), `s3:GetObject ${M}`, `s3:DeleteObject ${M}`, `s3:DeleteObject ${ST}`],
+    'clear-manifest': [
+      ...list(M, ST),
+      `s3:GetObject ${M}`,
+      `s3:DeleteObject ${M}`,
+      `s3:DeleteObject ${ST}`,
+      `s3:DeleteObject ${F}`,
+    ],
     summary: [...list(`${S}results/*`), `s3:GetObject ${S}results/*`],
   };
 }
