@@ -12,7 +12,6 @@ import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import type { StepName } from '../../functions/cli/local-lambdas.ts';
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
