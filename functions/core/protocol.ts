@@ -369,6 +369,17 @@ export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<Ste
   }
   if (loaded.manifest.state !== 'claimed')
     return result(job, 'already-done', loaded.manifest.state, summary(loaded.manifest));
+  // A retention job of this period re-checks after its claim that no live manifest holds its
+  // files; we check after ours that no retention job holds the period. Each writes before it
+  // reads, so one of the two always sees the other, and a merge never reads a file that expiry
+  // then deletes (its output would bring expired rows back).
+  const expiring = await retentionLeaseOver(deps, job);
+  if (expiring) {
+    await release(deps, loaded);
+    const reason = `retention job holds this period (${expiring}); compacted on a later run`;
+    deps.onEvent?.({ type: 'skipped', job, reason });
+    return result(job, 'skipped', 'none', { reason });
+  }
   try {
     return await stage(deps, loaded, job);
   } catch (error) {
@@ -380,6 +391,20 @@ export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<Ste
     );
     throw error;
   }
+}
+
+/**
+ * The retention lease over a compaction job's period, if any: the day folder's (hourly and daily
+ * jobs) or those of the month and its days (monthly). No request when no retention rule is set.
+ */
+async function retentionLeaseOver(deps: StepDeps, job: JobRef): Promise<string | undefined> {
+  if (deps.config.retention.rules.length === 0 || job.tier === 'retention') return undefined;
+  const file = partitionDataFile(deps, job.tier, job.partition);
+  const scope = file.dayFolder ?? file.monthFolder;
+  if (scope === undefined) return undefined;
+  const prefix = manifestKey(deps.config.layout, 'retention', scope).slice(0, -'.json'.length);
+  for await (const object of deps.store.list(prefix, withSignal(deps))) return object.key;
+  return undefined;
 }
 
 /** Errors that mean the partition's job failed, not that the store hiccuped or someone else owns it. */
