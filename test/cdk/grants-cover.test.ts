@@ -5,12 +5,10 @@
  * step's role. A grant too narrow is an AccessDenied in AWS that no local run would show.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import type { StepName } from '../../functions/cli/local-lambdas.ts';
@@ -31,6 +29,7 @@ import { createHandler as planHandler } from '../../functions/plan.ts';
 import { createHandler as recoverHandler } from '../../functions/recover.ts';
 import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { writeLake } from '../support/lake-harness.ts';
 import { objectKeyPattern, type Statement, statementsByRole, stepRoles, synth } from './synth.ts';
 
@@ -151,14 +150,9 @@ function context(): Context {
 let engine: DuckDbEngine;
 let root: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'grants-cover-'));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
+useEngineAndDir('grants-cover-', (e, dir) => {
+  engine = e;
+  root = dir;
 });
 
 describe('every call a step makes is allowed by its synthesized role', () => {

@@ -4,15 +4,14 @@
  * every row id exactly once, while a plain glob over the same folder sees duplicates in between.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import {
   copyLake,
@@ -25,14 +24,9 @@ import {
 let engine: DuckDbEngine;
 let workDir: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'reader-view-'));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(workDir, { recursive: true, force: true });
+useEngineAndDir('reader-view-', (e, dir) => {
+  engine = e;
+  workDir = dir;
 });
 
 async function readThroughView(dir: string): Promise<{ rows: number; distinct: number }> {

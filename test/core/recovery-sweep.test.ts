@@ -5,16 +5,15 @@
  * changes and a new cycle. Invariants are checked after every call, as in the job sweep.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { manifestsRoot } from '../../functions/core/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
 import {
   copyLake,
@@ -29,14 +28,9 @@ import {
 let engine: DuckDbEngine;
 let workDir: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'recovery-sweep-'));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(workDir, { recursive: true, force: true });
+useEngineAndDir('recovery-sweep-', (e, dir) => {
+  engine = e;
+  workDir = dir;
 });
 
 const WRITES = new Set(['put', 'copy', 'deleteMany']);

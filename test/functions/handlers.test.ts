@@ -4,12 +4,10 @@
  * to time out stops on middy's abort signal, leaving a state recovery resolves.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
@@ -24,6 +22,7 @@ import { EARLY_TIMEOUT_MS, type HandlerDeps } from '../../functions/lambda/handl
 import { createHandler as planHandler } from '../../functions/plan.ts';
 import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
@@ -31,14 +30,9 @@ const config = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0
 let engine: DuckDbEngine;
 let root: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'handlers-'));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
+useEngineAndDir('handlers-', (e, dir) => {
+  engine = e;
+  root = dir;
 });
 
 function deps(store: HandlerDeps['store']): HandlerDeps {
