@@ -719,7 +719,4 @@ describe('demo lake', () => {
     expect(await snapshot(dir)).toEqual(before);
   });
 
-  // Not run here: the `demo` command writes 1,224 files and takes ~32 s alone on this machine, and
-  // timed out at 59 s when run beside the other CLI test files; generateDemoLake is tested above.
-  it.skip('demo command (too slow for this file: ~32 s alone, > 59 s under parallel load)', () => {});
 });
