@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
-import { type CompactorConfig, type ConfigInput, TIERS, type TierName } from '../core/config.ts';
+import type { CompactorConfig, ConfigInput, TierName } from '../core/config.ts';
 import { assignJobs, planJobs, runJob } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';

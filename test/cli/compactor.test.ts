@@ -718,5 +718,4 @@ describe('demo lake', () => {
     expectUsageError(result, `--dir ${dir} holds precious`);
     expect(await snapshot(dir)).toEqual(before);
   });
-
 });
