@@ -76,6 +76,8 @@ export interface Exclusions {
   readonly leasedManifests: ReadonlySet<string>;
   /** Manifest keys held by a quarantine record that did not validate. */
   readonly quarantineHolds: ReadonlySet<string>;
+  /** Data keys of quarantined inputs (readable and hash-named records). */
+  readonly quarantinedInputs: ReadonlySet<string>;
   readonly liveManifests: readonly Manifest[];
   readonly quarantinedManifests: readonly Manifest[];
   /** Live and quarantined manifests that did not validate (best effort). */
@@ -103,6 +105,7 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
   const quarantinedManifests: Manifest[] = [];
   const unreadable: UnreadableManifest[] = [];
   const quarantineHolds = new Set<string>();
+  const quarantinedInputs = new Set<string>();
   const holdUnreadable = (entry: UnreadableManifest) => {
     unreadable.push(entry);
     for (const key of entry.inputKeys) keys.add(key);
@@ -129,14 +132,18 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
   const quarantine = quarantineRoot(config.layout);
   for await (const object of store.list(quarantine)) {
     if (object.key.startsWith(`${quarantine}inputs/`)) {
-      keys.add(
-        config.layout.dataPrefix + object.key.slice(`${quarantine}inputs/`.length).replace(/\.json$/, ''),
-      );
+      const input =
+        config.layout.dataPrefix + object.key.slice(`${quarantine}inputs/`.length).replace(/\.json$/, '');
+      keys.add(input);
+      quarantinedInputs.add(input);
       continue;
     }
     if (object.key.startsWith(hashedQuarantineRoot(config.layout))) {
       const input = await hashedRecordInput(store, config, object.key);
-      if (input) keys.add(input);
+      if (input) {
+        keys.add(input);
+        quarantinedInputs.add(input);
+      }
       continue;
     }
     const record = await readQuarantineRecord(store, config, object.key);
@@ -165,6 +172,7 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
     jobIds,
     leasedManifests,
     quarantineHolds,
+    quarantinedInputs,
     liveManifests,
     quarantinedManifests,
     unreadable,

@@ -311,7 +311,7 @@ export function newClaim(
   deps: Pick<StepDeps, 'store' | 'config' | 'clock'>,
   job: JobRef,
   inputs: readonly InputRef[],
-  extra: Pick<Manifest, 'repairOf'> = {},
+  extra: Pick<Manifest, 'repairOf' | 'expiry'> = {},
 ): { readonly key: string; readonly body: Buffer; readonly manifest: Manifest } {
   const now = deps.clock.now();
   const manifest: Manifest = {

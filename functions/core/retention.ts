@@ -25,10 +25,6 @@ import {
   type KeptInput,
   leaseOf,
   type Manifest,
-  manifestKey,
-  parseManifest,
-  quarantinedInputKey,
-  serializeManifest,
 } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { isExcluded, type Plan, type PlannedJob, readExclusions, type SkippedPartition } from './planner.ts';
@@ -39,6 +35,7 @@ import {
   type JobSpec,
   type Loaded,
   loadManifest,
+  newClaim,
   type StepDeps,
   type StepResult,
   writeManifest,
@@ -191,7 +188,7 @@ function leaseHolder(
 async function heldByOthers(
   deps: StepDeps,
   own: Loaded,
-): Promise<{ readonly held: Map<string, string>; readonly quarantined: Set<string> }> {
+): Promise<{ readonly held: Map<string, string>; readonly quarantined: ReadonlySet<string> }> {
   const { store, config } = deps;
   const exclusions = await readExclusions(store, config);
   const held = new Map<string, string>();
@@ -219,12 +216,9 @@ async function heldByOthers(
         held.set(input.key, `job ${jobId}, whose manifest does not validate`);
     }
   }
-  // Quarantined inputs of this day (a job that held one may have quarantined it and let go
-  // since): one listing under the records' own key scheme.
-  const quarantined = new Set<string>();
-  const dayRecords = quarantinedInputKey(config.layout, own.manifest.partition).slice(0, -'.json'.length);
-  for await (const object of store.list(dayRecords, signalOf(deps))) quarantined.add(object.key);
-  return { held, quarantined };
+  // Quarantined inputs (a job that held one may have quarantined it and let go since), whatever
+  // their record's name (a hash for keys near the limits).
+  return { held, quarantined: exclusions.quarantinedInputs };
 }
 
 function signalOf(deps: StepDeps): { signal?: AbortSignal } {
@@ -258,7 +252,7 @@ function numbers(manifest: Manifest): Partial<StepResult> {
  * and checks again, or finds it committed and reports that.
  */
 export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResult> {
-  const { store, config } = deps;
+  const { store } = deps;
   if (job.tier !== 'retention') {
     throw new ConfigError(`job ${job.jobId} is a ${job.tier} job: it is run by compactStep, not expireStep`);
   }
@@ -268,12 +262,9 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
     return result(job, 'skipped', 'none', { reason: `day leased by job ${loaded.manifest.jobId}` });
   }
   if (!loaded) {
-    const claim = claimFor(deps, job);
-    if ('reason' in claim) return result(job, 'skipped', 'none', { reason: claim.reason });
-    const key = manifestKey(config.layout, 'retention', job.partition);
-    const body = serializeManifest(claim.manifest);
-    // Never write what recovery would refuse to read.
-    parseManifest(config, store.location, key, body);
+    const expiring = expiringInputs(deps, job);
+    if ('reason' in expiring) return result(job, 'skipped', 'none', { reason: expiring.reason });
+    const { key, body, manifest } = newClaim(deps, job, expiring.inputs, { expiry: expiring.expiry });
     deps.signal?.throwIfAborted();
     try {
       const { etag } = await store.put(key, body, {
@@ -281,7 +272,7 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
         contentType: 'application/json',
         ...signalOf(deps),
       });
-      loaded = { key, etag, manifest: claim.manifest };
+      loaded = { key, etag, manifest };
       deps.onEvent?.({ type: 'claimed', job });
     } catch (error) {
       if (!(error instanceof PreconditionFailedError)) throw error;
@@ -314,8 +305,7 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
     else if (head.etag !== input.etag)
       kept.push({ key: input.key, reason: 'replaced since planning: kept as new data' });
     else if (holder) kept.push({ key: input.key, reason: `held by ${holder}` });
-    else if (quarantined.has(quarantinedInputKey(config.layout, input.key)))
-      kept.push({ key: input.key, reason: 'quarantined' });
+    else if (quarantined.has(input.key)) kept.push({ key: input.key, reason: 'quarantined' });
     else keep.push(input);
   }
   if (keep.length === 0) {
@@ -338,9 +328,12 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
   return result(job, 'done', 'verified', numbers(loaded.manifest));
 }
 
-/** The claim for a planned job, with this step's rule and cutoff; the inputs not expired now are left out. */
-function claimFor(deps: StepDeps, job: JobSpec): { manifest: Manifest } | { reason: string } {
-  const { config, store } = deps;
+/** A planned job's inputs still expired under this step's rule and cutoff, and that expiry. */
+function expiringInputs(
+  deps: StepDeps,
+  job: JobSpec,
+): { inputs: readonly InputRef[]; expiry: Expiry } | { reason: string } {
+  const { config } = deps;
   const probe =
     config.layout.parse(`${job.partition}probe_daily.parquet`) ??
     config.layout.parse(`${job.partition}probe_monthly.parquet`);
@@ -367,20 +360,5 @@ function claimFor(deps: StepDeps, job: JobSpec): { manifest: Manifest } | { reas
     bufferHours: config.retention.bufferHours,
     cutoff: cutoff.toISOString(),
   };
-  return {
-    manifest: {
-      version: 1,
-      jobId: job.jobId,
-      executionId: job.executionId,
-      tier: 'retention',
-      partition: job.partition,
-      location: store.location,
-      state: 'claimed',
-      inputs,
-      expiry,
-      createdAt: now.toISOString(),
-      updatedAt: now.toISOString(),
-      leaseExpiresAt: new Date(now.getTime() + config.leaseSeconds * 1000).toISOString(),
-    },
-  };
+  return { inputs, expiry };
 }

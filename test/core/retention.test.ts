@@ -17,6 +17,7 @@ import { assignJobs, planJobs, runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { ConfigError, InvalidManifestError } from '../../functions/core/errors.ts';
 import {
+  hashedQuarantineRoot,
   type Manifest,
   manifestKey,
   parseManifest,
@@ -301,6 +302,25 @@ describe('retention plan and run', () => {
     expect(keys).toContain(early);
     expect(keys).toContain(late);
     expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/28/'))).toEqual([early, late]);
+  });
+
+  it('keeps an input quarantined after planning, whatever its quarantine record is named', async () => {
+    const { store } = await fresh('quarantined-later');
+    const plan = await planRetention(store, config, clock);
+    const d = deps(store, 'exec-q-later');
+    const [day28] = assignJobs(plan, d);
+    if (!day28) throw new Error('planned nothing');
+    const held = 'db/cpu/2025/01/28/05/cpu_20250128_050500_3.parquet';
+    // A record named by a hash, as a corrupt input with a key near the limits gets.
+    await store.put(
+      `${hashedQuarantineRoot(config.layout)}${'0'.repeat(64)}.json`,
+      Buffer.from(JSON.stringify({ key: held, reason: 'corrupt footer' })),
+    );
+    const committed = await expireStep(d, day28);
+    expect(committed).toMatchObject({ state: 'verified', keptInputs: 1 });
+    await deleteInputsStep(d, day28);
+    await clearStep(d, day28);
+    expect(await dataKeys(store)).toContain(held);
   });
 
   it('re-checks expiry with its own clock and rules: a plan made as if later deletes nothing not expired now', async () => {
