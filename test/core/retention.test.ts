@@ -20,6 +20,7 @@ import {
   hashedQuarantineRoot,
   type Manifest,
   manifestKey,
+  manifestsRoot,
   parseManifest,
   quarantinedInputKey,
   serializeManifest,
@@ -302,6 +303,23 @@ describe('retention plan and run', () => {
     expect(keys).toContain(early);
     expect(keys).toContain(late);
     expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/28/'))).toEqual([early, late]);
+  });
+
+  it('expires a monthly output by its month, leased per month folder', async () => {
+    const dir = join(root, `monthly-${Math.random().toString(36).slice(2)}`);
+    // December ends before the cutoff (2025-01-29T12:00Z); January ends after it.
+    const december = 'db/cpu/2024/12/cpu_202412_20250102T000000Z-0a0a0a0a_000_monthly.parquet';
+    const january = 'db/cpu/2025/01/cpu_202501_20250202T000000Z-0b0b0b0b_000_monthly.parquet';
+    await makeLake(dir, [
+      { key: december, rows: 10, expired: true },
+      { key: january, rows: 10, expired: false },
+    ]);
+    const store = new LocalFolderStore(dir);
+    const report = await runCycle(deps(store, 'exec-monthly'), 'retention');
+    expect(report.plan.jobs.map((j) => j.partition)).toEqual(['db/cpu/2024/12/']);
+    expect(report.jobs.map((j) => j.outcome.status)).toEqual(['compacted']);
+    expect(await dataKeys(store)).toEqual([january]);
+    expect(await keysUnder(store, manifestsRoot(config.layout))).toEqual([]);
   });
 
   it('keeps an input quarantined after planning, whatever its quarantine record is named', async () => {
