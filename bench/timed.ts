@@ -11,16 +11,7 @@ import type {
   Engine,
   InputInfo,
 } from '../functions/core/engine.ts';
-import type {
-  CopyOptions,
-  DeleteOutcome,
-  DeleteRequest,
-  IncompleteUpload,
-  ObjectHead,
-  ObjectStore,
-  ObjectSummary,
-  WriteOptions,
-} from '../functions/core/object-store.ts';
+import { ForwardingStore, type WriteOptions } from '../functions/core/object-store.ts';
 
 interface Span {
   readonly name: string;
@@ -70,15 +61,8 @@ class Spans {
   }
 }
 
-export class TimedStore implements ObjectStore {
-  readonly location: string;
-  readonly #inner: ObjectStore;
+export class TimedStore extends ForwardingStore {
   readonly #spans = new Spans();
-
-  constructor(inner: ObjectStore) {
-    this.#inner = inner;
-    this.location = inner.location;
-  }
 
   phases(_start: number): Record<string, number> {
     return {
@@ -88,48 +72,21 @@ export class TimedStore implements ObjectStore {
     };
   }
 
-  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
-    return this.#inner.list(prefix, options);
+  override getBytes(key: string, options?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
+    return this.#spans.time('manifest', () => super.getBytes(key, options));
   }
 
-  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {
-    return this.#inner.head(key, options);
-  }
-
-  getBytes(key: string, options?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
-    return this.#spans.time('manifest', () => this.#inner.getBytes(key, options));
-  }
-
-  getToFile(
+  override getToFile(
     key: string,
     path: string,
     options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
   ) {
-    return this.#spans.time('getToFile', () => this.#inner.getToFile(key, path, options));
+    return this.#spans.time('getToFile', () => super.getToFile(key, path, options));
   }
 
-  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  override put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
     const name = key.includes('/staging/') ? 'put-staging' : 'manifest';
-    return this.#spans.time(name, () => this.#inner.put(key, body, options));
-  }
-
-  copy(source: string, target: string, options?: CopyOptions) {
-    return this.#inner.copy(source, target, options);
-  }
-
-  deleteMany(
-    requests: readonly DeleteRequest[],
-    options?: { readonly signal?: AbortSignal },
-  ): Promise<DeleteOutcome[]> {
-    return this.#inner.deleteMany(requests, options);
-  }
-
-  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
-    return this.#inner.listIncompleteUploads(prefix);
-  }
-
-  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
-    return this.#inner.abortIncompleteUpload(upload);
+    return this.#spans.time(name, () => super.put(key, body, options));
   }
 }
 

@@ -110,3 +110,69 @@ export interface ObjectStore {
 
 /** The largest batch DeleteObjects accepts. */
 export const MAX_DELETE_BATCH = 1000;
+
+/**
+ * A store that passes every call to another one unchanged. Wrappers that observe or alter a few
+ * calls (timing, recording, test hooks) extend it and override only those.
+ */
+export class ForwardingStore implements ObjectStore {
+  protected readonly inner: ObjectStore;
+
+  constructor(inner: ObjectStore) {
+    this.inner = inner;
+  }
+
+  get location(): string {
+    return this.inner.location;
+  }
+
+  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+    return this.inner.list(prefix, options);
+  }
+
+  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {
+    return this.inner.head(key, options);
+  }
+
+  getBytes(
+    key: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    return this.inner.getBytes(key, options);
+  }
+
+  getToFile(
+    key: string,
+    path: string,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly etag: string; readonly size: number }> {
+    return this.inner.getToFile(key, path, options);
+  }
+
+  put(
+    key: string,
+    body: Buffer | { readonly file: string },
+    options?: WriteOptions,
+  ): Promise<{ readonly etag: string }> {
+    return this.inner.put(key, body, options);
+  }
+
+  copy(source: string, target: string, options?: CopyOptions): Promise<{ readonly etag: string }> {
+    return this.inner.copy(source, target, options);
+  }
+
+  deleteMany(
+    requests: readonly DeleteRequest[],
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<DeleteOutcome[]> {
+    return this.inner.deleteMany(requests, options);
+  }
+
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    return this.inner.listIncompleteUploads(prefix);
+  }
+
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    return this.inner.abortIncompleteUpload(upload);
+  }
+}

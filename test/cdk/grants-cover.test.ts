@@ -16,12 +16,13 @@ import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { type ConfigInput, type JobKind, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
-import type {
-  CopyOptions,
-  DeleteRequest,
-  IncompleteUpload,
-  ObjectStore,
-  WriteOptions,
+import {
+  type CopyOptions,
+  type DeleteRequest,
+  ForwardingStore,
+  type IncompleteUpload,
+  type ObjectStore,
+  type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import { createHandler as deleteInputsHandler } from '../../functions/delete-inputs.ts';
 import type { DepsFactory, HandlerDeps, Observability } from '../../functions/lambda/handler-kit.ts';
@@ -55,61 +56,60 @@ interface Access {
 }
 
 /** Records the S3 actions each call needs, tagged with the step that made it. */
-class RecordingStore implements ObjectStore {
-  readonly #inner: ObjectStore;
+class RecordingStore extends ForwardingStore {
   readonly #step: StepName;
   readonly #log: Access[];
   constructor(inner: ObjectStore, step: StepName, log: Access[]) {
-    this.#inner = inner;
+    super(inner);
     this.#step = step;
     this.#log = log;
-  }
-  get location() {
-    return this.#inner.location;
   }
   #need(action: string, target: string) {
     this.#log.push({ step: this.#step, action, target });
   }
-  list(prefix: string, options?: { readonly signal?: AbortSignal }) {
+  override list(prefix: string, options?: { readonly signal?: AbortSignal }) {
     this.#need('s3:ListBucket', prefix);
-    return this.#inner.list(prefix, options);
+    return super.list(prefix, options);
   }
-  head(key: string, options?: { readonly signal?: AbortSignal }) {
+  override head(key: string, options?: { readonly signal?: AbortSignal }) {
     this.#need('s3:GetObject', key);
-    return this.#inner.head(key, options);
+    return super.head(key, options);
   }
-  getBytes(key: string, options?: Parameters<ObjectStore['getBytes']>[1]) {
+  override getBytes(key: string, options?: Parameters<ObjectStore['getBytes']>[1]) {
     this.#need('s3:GetObject', key);
-    return this.#inner.getBytes(key, options);
+    return super.getBytes(key, options);
   }
-  getToFile(key: string, path: string, options?: Parameters<ObjectStore['getToFile']>[2]) {
+  override getToFile(key: string, path: string, options?: Parameters<ObjectStore['getToFile']>[2]) {
     this.#need('s3:GetObject', key);
-    return this.#inner.getToFile(key, path, options);
+    return super.getToFile(key, path, options);
   }
-  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  override put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
     this.#need('s3:PutObject', key);
-    return this.#inner.put(key, body, options);
+    return super.put(key, body, options);
   }
-  copy(source: string, target: string, options?: CopyOptions) {
+  override copy(source: string, target: string, options?: CopyOptions) {
     this.#need('s3:GetObject', source);
     this.#need('s3:PutObject', target);
-    return this.#inner.copy(source, target, options);
+    return super.copy(source, target, options);
   }
-  deleteMany(requests: readonly DeleteRequest[], options?: Parameters<ObjectStore['deleteMany']>[1]) {
+  override deleteMany(
+    requests: readonly DeleteRequest[],
+    options?: Parameters<ObjectStore['deleteMany']>[1],
+  ) {
     for (const r of requests) {
       this.#need('s3:DeleteObject', r.key);
       // A conditional delete is authorized as a read too.
       if (r.etag !== undefined) this.#need('s3:GetObject', r.key);
     }
-    return this.#inner.deleteMany(requests, options);
+    return super.deleteMany(requests, options);
   }
-  listIncompleteUploads(prefix: string) {
+  override listIncompleteUploads(prefix: string) {
     this.#need('s3:ListBucketMultipartUploads', prefix);
-    return this.#inner.listIncompleteUploads(prefix);
+    return super.listIncompleteUploads(prefix);
   }
-  abortIncompleteUpload(upload: IncompleteUpload) {
+  override abortIncompleteUpload(upload: IncompleteUpload) {
     this.#need('s3:AbortMultipartUpload', upload.key);
-    return this.#inner.abortIncompleteUpload(upload);
+    return super.abortIncompleteUpload(upload);
   }
 }
 

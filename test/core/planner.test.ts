@@ -24,16 +24,7 @@ import {
   serializeManifest,
   stagingPrefix,
 } from '../../functions/core/manifest.ts';
-import type {
-  CopyOptions,
-  DeleteOutcome,
-  DeleteRequest,
-  IncompleteUpload,
-  ObjectHead,
-  ObjectStore,
-  ObjectSummary,
-  WriteOptions,
-} from '../../functions/core/object-store.ts';
+import { ForwardingStore, type ObjectStore, type ObjectSummary } from '../../functions/core/object-store.ts';
 import { type Plan, planTier, readExclusions } from '../../functions/core/planner.ts';
 
 const HOUR = 3_600_000;
@@ -579,67 +570,28 @@ describe('what is never data', () => {
 });
 
 /** Delegates to a real store; runs `afterList` once a listing of `hookPrefix` has been fully consumed. */
-class HookedStore implements ObjectStore {
-  readonly location: string;
+class HookedStore extends ForwardingStore {
   readonly lists: string[] = [];
-  readonly #inner: ObjectStore;
   readonly #hookPrefix: string;
   #afterList: (() => Promise<void>) | undefined;
 
   constructor(inner: ObjectStore, hookPrefix: string, afterList: () => Promise<void>) {
-    this.#inner = inner;
-    this.location = inner.location;
+    super(inner);
     this.#hookPrefix = hookPrefix;
     this.#afterList = afterList;
   }
 
-  async *list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+  override async *list(
+    prefix: string,
+    options?: { readonly signal?: AbortSignal },
+  ): AsyncIterable<ObjectSummary> {
     this.lists.push(prefix);
-    yield* this.#inner.list(prefix, options);
+    yield* super.list(prefix, options);
     const hook = this.#afterList;
     if (prefix === this.#hookPrefix && hook) {
       this.#afterList = undefined;
       await hook();
     }
-  }
-
-  head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {
-    return this.#inner.head(key, options);
-  }
-
-  getBytes(key: string, options?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
-    return this.#inner.getBytes(key, options);
-  }
-
-  getToFile(
-    key: string,
-    path: string,
-    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
-  ) {
-    return this.#inner.getToFile(key, path, options);
-  }
-
-  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
-    return this.#inner.put(key, body, options);
-  }
-
-  copy(source: string, target: string, options?: CopyOptions) {
-    return this.#inner.copy(source, target, options);
-  }
-
-  deleteMany(
-    requests: readonly DeleteRequest[],
-    options?: { readonly signal?: AbortSignal },
-  ): Promise<DeleteOutcome[]> {
-    return this.#inner.deleteMany(requests, options);
-  }
-
-  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
-    return this.#inner.listIncompleteUploads(prefix);
-  }
-
-  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
-    return this.#inner.abortIncompleteUpload(upload);
   }
 }
 
