@@ -435,20 +435,40 @@ async function planCommand(options: Parsed, io: CliIo): Promise<number> {
 
 async function recoverCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
+  return asLocalExecution(ctx, async (deps) => {
+    const report = await recover({ ...deps, onEvent: (event) => logEvent(io, event) });
+    emit(io, options, report, () => formatRecovery(report));
+    return report.entries.some((e) => e.action === 'quarantined') ? 1 : 0;
+  });
+}
+
+/**
+ * Runs a command's protocol work as one local execution: registered as live while it runs (so the
+ * recovery of a concurrent run leaves its manifests alone), with the step deps every command shares.
+ */
+async function asLocalExecution<T>(
+  ctx: Context,
+  work: (deps: {
+    readonly store: ObjectStore;
+    readonly config: CompactorConfig;
+    readonly clock: Clock;
+    readonly executionId: string;
+    readonly isOwnerAlive: LocalOwners['isAlive'];
+    readonly randomHex: () => string;
+  }) => Promise<T>,
+): Promise<T> {
   const owners = new LocalOwners();
   const executionId = newLocalExecutionId();
   const end = owners.begin(executionId);
   try {
-    const report = await recover({
+    return await work({
       store: ctx.target.store,
       config: ctx.config,
       clock: ctx.clock,
       executionId,
       isOwnerAlive: owners.isAlive,
-      onEvent: (event) => logEvent(io, event),
+      randomHex: () => randomBytes(8).toString('hex'),
     });
-    emit(io, options, report, () => formatRecovery(report));
-    return report.entries.some((e) => e.action === 'quarantined') ? 1 : 0;
   } finally {
     end();
   }
@@ -735,52 +755,53 @@ export function visibleViewSql(paths: readonly string[], name = 'lake'): string 
 async function repairCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
   const { engine, workDir } = await buildEngine(options);
-  const owners = new LocalOwners();
-  const executionId = newLocalExecutionId();
-  const end = owners.begin(executionId);
   try {
-    const deps = {
-      store: ctx.target.store,
-      config: ctx.config,
-      clock: ctx.clock,
-      engine,
-      workDir: join(workDir, executionId.replaceAll(':', '-')),
-      executionId,
-      randomHex: () => randomBytes(8).toString('hex'),
-    };
-    const candidates = await findRepairs(deps);
-    const results: { partition: string; result: StepResult }[] = [];
-    for (const candidate of options['dry-run'] ? [] : candidates.filter((c) => c.inputs.length > 0)) {
-      results.push({ partition: candidate.partition, result: await repairPartition(deps, candidate) });
-    }
-    await rm(deps.workDir, { recursive: true, force: true });
-    const duplicated = candidates.reduce((sum, c) => sum + c.duplicatedRows, 0);
-    emit(io, options, { dryRun: Boolean(options['dry-run']), candidates, results }, () =>
-      [
-        candidates.length === 0
-          ? 'no output coexists with raw files whose rows it holds'
-          : table(
-              ['partition', 'tier', 'duplicate files', 'duplicated rows', 'kept', 'why kept'],
-              candidates.map((c) => [
-                c.partition,
-                c.tier,
-                c.inputs.length,
-                formatCount(c.duplicatedRows),
-                c.kept.length,
-                c.kept[0] ? `${c.kept[0].key}: ${c.kept[0].reason}` : '',
-              ]),
-            ),
-        options['dry-run']
-          ? `dry run: ${formatCount(duplicated)} duplicated rows in ${candidates.filter((c) => c.inputs.length > 0).length} partition(s); nothing changed`
-          : `repaired ${results.filter((r) => r.result.status === 'done').length} partition(s), ${formatCount(duplicated)} duplicated rows removed; ${results.filter((r) => r.result.status !== 'done').length} skipped`,
-      ].join('\n'),
+    return await asLocalExecution(ctx, (base) =>
+      repairWith(options, io, {
+        ...base,
+        engine,
+        workDir: join(workDir, base.executionId.replaceAll(':', '-')),
+      }),
     );
-    const refused = candidates.some((c) => c.kept.length > 0);
-    return refused || results.some((r) => r.result.status !== 'done') ? 1 : 0;
   } finally {
-    end();
     await engine.close();
   }
+}
+
+async function repairWith(
+  options: Parsed,
+  io: CliIo,
+  deps: Parameters<typeof repairPartition>[0],
+): Promise<number> {
+  const candidates = await findRepairs(deps);
+  const results: { partition: string; result: StepResult }[] = [];
+  for (const candidate of options['dry-run'] ? [] : candidates.filter((c) => c.inputs.length > 0)) {
+    results.push({ partition: candidate.partition, result: await repairPartition(deps, candidate) });
+  }
+  await rm(deps.workDir, { recursive: true, force: true });
+  const duplicated = candidates.reduce((sum, c) => sum + c.duplicatedRows, 0);
+  emit(io, options, { dryRun: Boolean(options['dry-run']), candidates, results }, () =>
+    [
+      candidates.length === 0
+        ? 'no output coexists with raw files whose rows it holds'
+        : table(
+            ['partition', 'tier', 'duplicate files', 'duplicated rows', 'kept', 'why kept'],
+            candidates.map((c) => [
+              c.partition,
+              c.tier,
+              c.inputs.length,
+              formatCount(c.duplicatedRows),
+              c.kept.length,
+              c.kept[0] ? `${c.kept[0].key}: ${c.kept[0].reason}` : '',
+            ]),
+          ),
+      options['dry-run']
+        ? `dry run: ${formatCount(duplicated)} duplicated rows in ${candidates.filter((c) => c.inputs.length > 0).length} partition(s); nothing changed`
+        : `repaired ${results.filter((r) => r.result.status === 'done').length} partition(s), ${formatCount(duplicated)} duplicated rows removed; ${results.filter((r) => r.result.status !== 'done').length} skipped`,
+    ].join('\n'),
+  );
+  const refused = candidates.some((c) => c.kept.length > 0);
+  return refused || results.some((r) => r.result.status !== 'done') ? 1 : 0;
 }
 
 // ---- retention ----
@@ -807,24 +828,14 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
     );
   }
   const dryRun = Boolean(options['dry-run']);
-  const owners = new LocalOwners();
-  const executionId = newLocalExecutionId();
-  const end = owners.begin(executionId);
-  try {
-    const deps = {
-      store: ctx.target.store,
-      config: ctx.config,
-      clock: ctx.clock,
-      executionId,
-      isOwnerAlive: owners.isAlive,
-      onEvent: (event: JobEvent) => logEvent(io, event),
-    };
+  return asLocalExecution(ctx, async (base) => {
+    const deps = { ...base, onEvent: (event: JobEvent) => logEvent(io, event) };
     // An applied run first resolves what an earlier one left, as every cycle does.
     const recovery = dryRun ? undefined : await recover(deps);
     const plan: RetentionPlan = await planRetention(ctx.target.store, ctx.config, ctx.clock);
     const rows: RetentionRow[] = [];
     let failed = 0;
-    const specs = assignJobs(plan, { ...deps, randomHex: () => randomBytes(8).toString('hex') });
+    const specs = assignJobs(plan, deps);
     for (const [i, job] of plan.jobs.entries()) {
       const row: RetentionRow = {
         partition: job.partition,
@@ -892,9 +903,7 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
       ].join('\n'),
     );
     return failed > 0 ? 1 : 0;
-  } finally {
-    end();
-  }
+  });
 }
 
 // ---- demo ----
