@@ -15,7 +15,6 @@ import type { StepName } from '../../functions/cli/local-lambdas.ts';
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { type ConfigInput, type JobKind, parseConfig } from '../../functions/core/config.ts';
-import { systemClock } from '../../functions/core/engine.ts';
 import {
   type CopyOptions,
   type DeleteRequest,
@@ -25,12 +24,13 @@ import {
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import { createHandler as deleteInputsHandler } from '../../functions/delete-inputs.ts';
-import type { DepsFactory, HandlerDeps, Observability } from '../../functions/lambda/handler-kit.ts';
+import type { DepsFactory, Observability } from '../../functions/lambda/handler-kit.ts';
 import { createHandler as planHandler } from '../../functions/plan.ts';
 import { createHandler as recoverHandler } from '../../functions/recover.ts';
 import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { localHandlerDeps } from '../support/handler-deps.ts';
 import { writeLake } from '../support/lake-harness.ts';
 import { objectKeyPattern, type Statement, statementsByRole, stepRoles, synth } from './synth.ts';
 
@@ -190,16 +190,8 @@ describe('every call a step makes is allowed by its synthesized role', () => {
     const observability: Observability = localObservability();
     const depsFor =
       (step: StepName): DepsFactory =>
-      async (): Promise<HandlerDeps> => ({
-        store: new RecordingStore(inner, step, log),
-        bucket: 'local-data-bucket',
-        config,
-        clock: systemClock,
-        engine: async () => engine,
-        workDir: join(root, 'work'),
-        isOwnerAlive: async () => false,
-        randomHex: () => Math.random().toString(16).slice(2, 10).padEnd(8, '0'),
-      });
+      async () =>
+        localHandlerDeps(new RecordingStore(inner, step, log), config, engine, root);
     const handlers = {
       recover: recoverHandler(depsFor('recover'), observability),
       plan: planHandler(depsFor('plan'), observability),

@@ -15,6 +15,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readIds } from '../../functions/adapters/sample-data.ts';
+import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { PreconditionFailedError } from '../../functions/core/errors.ts';
@@ -25,6 +26,7 @@ import {
   clearStep,
   compactStep,
   deleteInputsStep,
+  type JobSpec,
   publishStep,
   verifyStep,
 } from '../../functions/core/protocol.ts';
@@ -175,6 +177,16 @@ const randomHex = (() => {
   return () => (0xf0000000 + ++n).toString(16);
 })();
 
+/** Hour 05's hourly job, planned and given its id as the first execution would run it. */
+async function hourFiveJob(store: ObjectStore, config: CompactorConfig): Promise<JobSpec> {
+  const hourly = await planTier(store, config, systemClock, 'hourly');
+  const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
+    (j) => j.partition === HOUR_05,
+  );
+  if (!job) throw new Error('no hourly job for hour 05');
+  return job;
+}
+
 async function visibleIds(dir: string, store: ObjectStore, config: Parameters<typeof visibleFiles>[1]) {
   const view = await visibleFiles(store, config);
   return readIds(
@@ -200,11 +212,7 @@ describe('found by the simulation', () => {
   it('the daily tier never takes the output of a live hourly job', async () => {
     const { store, config } = await freshLake(ctx);
     const deps = { store, config, clock: systemClock, engine: ctx.engine, workDir: join(ctx.root, 'work-a') };
-    const hourly = await planTier(store, config, systemClock, 'hourly');
-    const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
-      (j) => j.partition === HOUR_05,
-    );
-    if (!job) throw new Error('no hourly job for hour 05');
+    const job = await hourFiveJob(store, config);
     expect(await compactStep(deps, job)).toMatchObject({ state: 'staged' });
     expect(await publishStep(deps, job)).toMatchObject({ state: 'published' });
     const key = manifestKey(config.layout, 'hourly', HOUR_05);
@@ -220,11 +228,7 @@ describe('found by the simulation', () => {
   it('an hourly job overlapping a daily cycle leaves every row once in the visible view', async () => {
     const { dir, store, config } = await freshLake(ctx);
     const deps = { store, config, clock: systemClock, engine: ctx.engine, workDir: join(ctx.root, 'work-b') };
-    const hourly = await planTier(store, config, systemClock, 'hourly');
-    const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
-      (j) => j.partition === HOUR_05,
-    );
-    if (!job) throw new Error('no hourly job for hour 05');
+    const job = await hourFiveJob(store, config);
     await compactStep(deps, job);
     await publishStep(deps, job);
     // A daily cycle runs while the hourly execution is alive (its verify step is retrying).
@@ -273,11 +277,7 @@ describe('found by the simulation', () => {
       engine: ctx.engine,
       workDir: join(ctx.root, 'work-c'),
     };
-    const hourly = await planTier(store, config, systemClock, 'hourly');
-    const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
-      (j) => j.partition === HOUR_05,
-    );
-    if (!job) throw new Error('no hourly job for hour 05');
+    const job = await hourFiveJob(store, config);
     const outcome = await runJob(deps, job, { attempts: 3, sleep: async () => {} });
     expect(conflicts).toBeGreaterThan(0);
     const records: string[] = [];
@@ -300,11 +300,7 @@ describe('found by the simulation', () => {
   it('a zombie verify of a completed job whose output the daily tier merged quarantines nothing', async () => {
     const { store, config } = await freshLake(ctx);
     const deps = { store, config, clock: systemClock, engine: ctx.engine, workDir: join(ctx.root, 'work-d') };
-    const hourly = await planTier(store, config, systemClock, 'hourly');
-    const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
-      (j) => j.partition === HOUR_05,
-    );
-    if (!job) throw new Error('no hourly job for hour 05');
+    const job = await hourFiveJob(store, config);
     await compactStep(deps, job);
     await publishStep(deps, job);
     // The zombie: the verify step, paused after it loaded the manifest (before its second call).

@@ -13,7 +13,6 @@ import { createHandler as clearHandler } from '../../functions/clear-manifest.ts
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { parseConfig } from '../../functions/core/config.ts';
-import { systemClock } from '../../functions/core/engine.ts';
 import { manifestsRoot } from '../../functions/core/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { createHandler as deleteInputsHandler } from '../../functions/delete-inputs.ts';
@@ -24,6 +23,7 @@ import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
+import { localHandlerDeps } from '../support/handler-deps.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 const config = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
@@ -36,16 +36,7 @@ useEngineAndDir('handlers-', (e, dir) => {
 });
 
 function deps(store: HandlerDeps['store']): HandlerDeps {
-  return {
-    store,
-    bucket: 'local-data-bucket',
-    config,
-    clock: systemClock,
-    engine: async () => engine,
-    workDir: join(root, 'work'),
-    isOwnerAlive: async () => false,
-    randomHex: () => Math.random().toString(16).slice(2, 10).padEnd(8, '0'),
-  };
+  return localHandlerDeps(store, config, engine, root);
 }
 
 function context(remainingMs?: number): Context {
