@@ -14,10 +14,10 @@ import { LocalFolderStore } from '../adapters/local-store.ts';
 import type { CompactorConfig, ConfigInput, TierName } from '../core/config.ts';
 import { assignJobs, planJobs, runJob } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
-import { ConfigError, NotFoundError, TransientStoreError } from '../core/errors.ts';
+import { ConfigError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
-import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
+import { getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
 import { findRepairs, repairPartition } from '../core/repair.ts';
@@ -500,10 +500,7 @@ async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
   }[] = [];
   for await (const object of store.list(manifestsRoot(ctx.config.layout))) {
     // A job cleared since the listing is no longer live: not an error.
-    const got = await store.getBytes(object.key).catch((error: unknown) => {
-      if (error instanceof NotFoundError) return undefined;
-      throw error;
-    });
+    const got = await getBytesIfExists(store, object.key);
     if (!got) continue;
     const { body } = got;
     try {

@@ -11,6 +11,8 @@
  *   so a failed list or head is never mistaken for "nothing there".
  */
 
+import { NotFoundError } from './errors.ts';
+
 export interface ObjectSummary {
   readonly key: string;
   readonly size: number;
@@ -106,6 +108,22 @@ export interface ObjectStore {
   /** Uploads started and never completed under a prefix (multipart uploads, temp files). */
   listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]>;
   abortIncompleteUpload(upload: IncompleteUpload): Promise<void>;
+}
+
+/**
+ * An object's bytes, or undefined when there is none (e.g. deleted since it was listed). Any other
+ * failure is thrown: a read error is never "nothing there".
+ */
+export async function getBytesIfExists(
+  store: ObjectStore,
+  key: string,
+): Promise<{ readonly body: Buffer; readonly etag: string } | undefined> {
+  try {
+    return await store.getBytes(key);
+  } catch (error) {
+    if (error instanceof NotFoundError) return undefined;
+    throw error;
+  }
 }
 
 /** The largest batch DeleteObjects accepts. */

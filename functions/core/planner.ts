@@ -22,7 +22,7 @@ import {
   quarantineRoot,
   scanManifestText,
 } from './manifest.ts';
-import type { ObjectStore } from './object-store.ts';
+import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export interface PlannedJob {
@@ -185,10 +185,7 @@ async function readManifestText(
   config: CompactorConfig,
   key: string,
 ): Promise<{ manifest: Manifest } | { scan: ManifestScan } | undefined> {
-  const { body } = await store.getBytes(key).catch((error: unknown) => {
-    if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
-    throw error;
-  });
+  const body = (await getBytesIfExists(store, key))?.body;
   if (body === undefined) return undefined;
   try {
     return { manifest: parseManifest(config, store.location, key, body) };
@@ -207,10 +204,7 @@ async function hashedRecordInput(
   config: CompactorConfig,
   key: string,
 ): Promise<string | undefined> {
-  const got = await store.getBytes(key).catch((error: unknown) => {
-    if (error instanceof Error && error.name === 'NotFoundError') return undefined;
-    throw error;
-  });
+  const got = await getBytesIfExists(store, key);
   if (!got) return undefined;
   try {
     const record = JSON.parse(got.body.toString('utf8')) as { key?: unknown };
@@ -238,10 +232,7 @@ export async function readQuarantineRecord(
   key: string,
 ): Promise<QuarantineRecord> {
   const none: QuarantineRecord = { inputKeys: [], outputKeys: [] };
-  const { body } = await store.getBytes(key).catch((error: unknown) => {
-    if (error instanceof Error && error.name === 'NotFoundError') return { body: undefined };
-    throw error;
-  });
+  const body = (await getBytesIfExists(store, key))?.body;
   if (body === undefined) return none;
   let record: { manifestKey?: unknown; manifest?: unknown };
   try {

@@ -23,7 +23,7 @@ import {
   stagingPrefix,
   stagingRoot,
 } from './manifest.ts';
-import { MAX_DELETE_BATCH } from './object-store.ts';
+import { getBytesIfExists, MAX_DELETE_BATCH } from './object-store.ts';
 import {
   checkFinals,
   checkStaged,
@@ -150,10 +150,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
 }
 
 async function quarantinedJobId(deps: RecoveryDeps, key: string): Promise<string | undefined> {
-  const { body } = await deps.store.getBytes(key).catch((error: unknown) => {
-    if (error instanceof NotFoundError) return { body: undefined };
-    throw error;
-  });
+  const body = (await getBytesIfExists(deps.store, key))?.body;
   if (!body) return undefined;
   let record: { jobId?: unknown; manifest?: unknown };
   try {
