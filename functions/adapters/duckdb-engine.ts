@@ -19,8 +19,8 @@
  * - DISTINCT, GROUP BY and PARTITION BY treat NULLs as equal to each other.
  * - An ENUM column is written to Parquet as the same UTF8 strings (dictionary-encoded, with min/max
  *   statistics), and reads back as VARCHAR; a VARCHAR value outside the ENUM fails the cast.
- * - parquet_file_metadata / parquet_metadata / parquet_schema / parquet_kv_metadata take a list of
- *   files and name each row's file (file_name, the path as given).
+ * - A file's column types (DESCRIBE) follow from its footer's schema elements, key-value metadata
+ *   and created_by alone: files whose footers agree on these get the same types.
  */
 
 import { mkdir, stat } from 'node:fs/promises';
@@ -40,6 +40,7 @@ import type {
 } from '../core/engine.ts';
 import { InputUnreadableError } from '../core/engine.ts';
 import { DedupError } from '../core/errors.ts';
+import { readFooter } from './parquet-footer.ts';
 
 export interface DuckDbEngineOptions {
   /** DuckDB memory_limit, e.g. '1GB'. Leave headroom for Node itself. Default: 80% of RAM (DuckDB's). */
@@ -74,21 +75,13 @@ const ENUM_MIN_COLUMN_SHARE = 5;
 /** A string column with at most this many distinct values is sorted as an ENUM. */
 const ENUM_MAX_VALUES = 1024;
 
-/** Footer checks answered by one batch of metadata queries at most. */
-const MAX_INSPECT_BATCH = 256;
-
-interface PendingInspect {
-  readonly file: string;
-  readonly resolve: (info: InputInfo) => void;
-  readonly reject: (error: unknown) => void;
-}
+/** Footer signatures whose column types are remembered (a lake has a handful). */
+const MAX_SIGNATURES = 1024;
 
 export class DuckDbEngine implements Engine, RowContainment {
   private readonly instance: DuckDBInstance;
   private closed = false;
-  private readonly inspectQueue: PendingInspect[] = [];
-  private inspectScheduled = false;
-  private inspectRunning = false;
+  private readonly describedBySignature = new Map<string, Promise<readonly Column[] | undefined>>();
 
   private constructor(instance: DuckDBInstance) {
     this.instance = instance;
@@ -114,178 +107,45 @@ export class DuckDbEngine implements Engine, RowContainment {
   }
 
   /**
-   * Reads and checks one input's footer. Calls that arrive together (the core starts each check as
-   * soon as its input is downloaded) are answered by one batched set of metadata queries over all
-   * their files, with one DESCRIBE per distinct Parquet schema instead of one per file. A lone call
-   * takes the per-file path, and so does every file of a batch that is not plainly fine (a failed
-   * query, a failed check, an unusual path): its result or error is exactly what checking it alone gives.
+   * Reads and checks one input's footer. The footer is decoded in JS (parquet-footer.ts) and DuckDB
+   * is asked for column types once per distinct footer signature (schema, key-value metadata,
+   * writer: what DuckDB derives types from), so a job of thousands of small files costs a few
+   * DESCRIBEs, not thousands of metadata queries. A file that is not plainly fine (it does not
+   * decode, fails a check, or its DESCRIBE fails) takes DuckDB's per-file check: its result or
+   * error is exactly what that check gives.
    */
-  inspect(file: string): Promise<InputInfo> {
-    return new Promise((resolve, reject) => {
-      this.inspectQueue.push({ file, resolve, reject });
-      this.scheduleInspections();
-    });
-  }
-
-  private scheduleInspections(): void {
-    if (this.inspectScheduled || this.inspectRunning) return;
-    this.inspectScheduled = true;
-    // One macrotask later: calls made meanwhile (downloads finishing) join the batch.
-    setImmediate(() => {
-      this.inspectScheduled = false;
-      void this.drainInspections();
-    });
-  }
-
-  private async drainInspections(): Promise<void> {
-    this.inspectRunning = true;
-    try {
-      while (this.inspectQueue.length > 0) {
-        await this.inspectBatch(this.inspectQueue.splice(0, MAX_INSPECT_BATCH));
-      }
-    } finally {
-      this.inspectRunning = false;
+  async inspect(file: string): Promise<InputInfo> {
+    if (this.closed) throw new Error('DuckDbEngine is closed');
+    // Any failure here, an I/O error included, is left to the per-file check to report.
+    const footer = await readFooter(file).catch(() => undefined);
+    if (footer !== undefined && footer.rowGroupRows === footer.rows && footer.chunkEnd <= footer.fileBytes) {
+      const columns = await this.columnsOf(footer.signature, file);
+      if (columns !== undefined) return { rows: footer.rows, columns: columns.map((c) => ({ ...c })) };
     }
+    return this.inspectOne(file);
   }
 
-  /** Settles every request of the batch; never throws. */
-  private async inspectBatch(batch: readonly PendingInspect[]): Promise<void> {
-    const files = [...new Set(batch.map((p) => p.file))];
-    let batched = new Map<string, InputInfo>();
-    if (files.length > 1 && files.every((f) => escapeGlob(f) === f)) {
-      batched = await this.inspectMany(files).catch(() => new Map<string, InputInfo>());
-    }
-    const settled = new Map<string, { info: InputInfo } | { error: unknown }>();
-    const alone = files.filter((f) => !batched.has(f));
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(4, alone.length) }, async () => {
-        while (next < alone.length) {
-          const file = alone[next++] as string;
-          settled.set(
-            file,
-            await this.inspectOne(file).then(
-              (info) => ({ info }),
-              (error: unknown) => ({ error }),
-            ),
-          );
-        }
-      }),
+  /** DESCRIBE of the first file seen with this footer signature; failures are not remembered. */
+  private columnsOf(signature: string, file: string): Promise<readonly Column[] | undefined> {
+    const known = this.describedBySignature.get(signature);
+    if (known !== undefined) return known;
+    if (this.describedBySignature.size >= MAX_SIGNATURES) this.describedBySignature.clear();
+    const described = this.withConnection(undefined, (connection) =>
+      connection.runAndReadAll(
+        `DESCRIBE SELECT * FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)`,
+      ),
+    ).then(
+      (reader) =>
+        reader
+          .getRowObjectsJS()
+          .map((row) => ({ name: String(row.column_name), type: String(row.column_type) })),
+      () => {
+        this.describedBySignature.delete(signature);
+        return undefined;
+      },
     );
-    for (const request of batch) {
-      const info = batched.get(request.file);
-      if (info) {
-        request.resolve(info);
-        continue;
-      }
-      const outcome = settled.get(request.file);
-      if (outcome && 'info' in outcome) request.resolve(outcome.info);
-      else request.reject(outcome?.error ?? new Error(`inspect ${request.file}: no result`));
-    }
-  }
-
-  /**
-   * The batched path: footers, schemas and key-value metadata of all files in three queries, and
-   * DESCRIBE once per distinct (schema, key-value metadata, writer): DuckDB derives a file's column
-   * types from exactly these. Returns only the files that pass every check.
-   */
-  private async inspectMany(files: readonly string[]): Promise<Map<string, InputInfo>> {
-    const list = `[${files.map(parquetPath).join(', ')}]`;
-    return this.withConnection(undefined, async (connection) => {
-      const footers = (
-        await connection.runAndReadAll(
-          `WITH m AS MATERIALIZED (
-             SELECT file_name, row_group_id, row_group_num_rows AS n,
-                    least(coalesce(nullif(dictionary_page_offset, 0), data_page_offset), data_page_offset)
-                      + total_compressed_size AS chunk_end
-               FROM parquet_metadata(${list}))
-           SELECT f.file_name, f.num_rows, f.file_size_bytes, f.created_by, r.row_group_rows, c.chunk_end
-             FROM parquet_file_metadata(${list}) AS f
-             LEFT JOIN (SELECT file_name, sum(n) AS row_group_rows
-                          FROM (SELECT DISTINCT file_name, row_group_id, n FROM m) GROUP BY file_name) AS r
-                    ON r.file_name = f.file_name
-             LEFT JOIN (SELECT file_name, max(chunk_end) AS chunk_end FROM m GROUP BY file_name) AS c
-                    ON c.file_name = f.file_name`,
-        )
-      ).getRowObjectsJS();
-      const schemas = (
-        await connection.runAndReadAll(
-          `SELECT file_name, column_id, name, type, type_length, repetition_type, num_children, converted_type,
-                  scale, precision, field_id, logical_type
-             FROM parquet_schema(${list})`,
-        )
-      ).getRowObjectsJS();
-      const kv = (
-        await connection.runAndReadAll(
-          `SELECT file_name, hex(key) AS k, hex(value) AS v FROM parquet_kv_metadata(${list})`,
-        )
-      ).getRowObjectsJS();
-
-      const wanted = new Set(files);
-      const schemaOf = new Map<string, Record<string, JS>[]>();
-      for (const row of schemas) {
-        const name = String(row.file_name);
-        if (!wanted.has(name)) return new Map();
-        const rows = schemaOf.get(name) ?? [];
-        schemaOf.set(name, rows);
-        rows.push(row);
-      }
-      const kvOf = new Map<string, string[]>();
-      for (const row of kv) {
-        const name = String(row.file_name);
-        const pairs = kvOf.get(name) ?? [];
-        kvOf.set(name, pairs);
-        pairs.push(`${String(row.k)}=${String(row.v)}`);
-      }
-      const out = new Map<string, InputInfo>();
-      const describedBySignature = new Map<string, InputInfo['columns'] | undefined>();
-      for (const footer of footers) {
-        const file = String(footer.file_name);
-        const elements = schemaOf.get(file);
-        if (!wanted.has(file) || !elements) continue;
-        const rows = Number(footer.num_rows);
-        // The same two checks as the per-file path; a file that fails one takes that path.
-        if (footer.row_group_rows !== null && Number(footer.row_group_rows) !== rows) continue;
-        if (footer.chunk_end !== null && Number(footer.chunk_end) > Number(footer.file_size_bytes)) continue;
-        const signature = JSON.stringify([
-          String(footer.created_by),
-          [...elements]
-            .sort((a, b) => Number(a.column_id) - Number(b.column_id))
-            .map((e) => [
-              e.name,
-              e.type,
-              e.type_length,
-              e.repetition_type,
-              e.num_children,
-              e.converted_type,
-              e.scale,
-              e.precision,
-              e.field_id,
-              e.logical_type,
-            ])
-            .map((values) => values.map((v) => (v === null ? null : String(v)))),
-          [...(kvOf.get(file) ?? [])].sort(),
-        ]);
-        if (!describedBySignature.has(signature)) {
-          const described = await connection
-            .runAndReadAll(
-              `DESCRIBE SELECT * FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)`,
-            )
-            .then(
-              (reader) =>
-                reader.getRowObjectsJS().map((row) => ({
-                  name: String(row.column_name),
-                  type: String(row.column_type),
-                })),
-              () => undefined,
-            );
-          describedBySignature.set(signature, described);
-        }
-        const columns = describedBySignature.get(signature);
-        if (columns) out.set(file, { rows, columns: columns.map((c) => ({ ...c })) });
-      }
-      return out;
-    });
+    this.describedBySignature.set(signature, described);
+    return described;
   }
 
   /** One file alone: the footer query, then DESCRIBE, then the checks. */

@@ -180,6 +180,28 @@ describe('DuckDbEngine.inspect', () => {
       await expectUnreadable(file);
     });
 
+    it('a footer whose row count disagrees with its row groups', async () => {
+      const file = join(dir, 'row-count.parquet');
+      const bytes = await readFile((await sampleFiles(1, 500))[0] as string);
+      // FileMetaData.num_rows follows the schema list: field header 0x16 (delta 1, i64), then
+      // 500 as a zigzag varint (0xe8 0x07); 501 (0xea 0x07) keeps the footer's length.
+      const footerStart = bytes.length - 8 - bytes.readUInt32LE(bytes.length - 8);
+      const at = bytes.indexOf(Buffer.from([0x16, 0xe8, 0x07]), footerStart);
+      expect(at).toBeGreaterThan(footerStart);
+      bytes[at + 1] = 0xea;
+      await writeFile(file, bytes);
+      await expectUnreadable(file, /footer says 501 rows but its row groups hold 500/);
+    });
+
+    it('column chunks that end past the file (bytes cut from the middle)', async () => {
+      const file = join(dir, 'cut.parquet');
+      // More than the footer and page indexes after the last chunk: its recorded end lies past the end.
+      const cut = 20_000;
+      expect(good.length - 8 - good.readUInt32LE(good.length - 8)).toBeGreaterThan(4 + cut);
+      await writeFile(file, Buffer.concat([good.subarray(0, 4), good.subarray(4 + cut)]));
+      await expectUnreadable(file, /past the file size/);
+    });
+
     it('a bad trailing magic', async () => {
       const file = join(dir, 'magic.parquet');
       const bytes = Buffer.from(good);
@@ -187,6 +209,49 @@ describe('DuckDbEngine.inspect', () => {
       await writeFile(file, bytes);
       await expectUnreadable(file, /magic/);
     });
+  });
+});
+
+describe('DuckDbEngine.inspect, many files at once', () => {
+  it('gives each file what DuckDB reads for it alone: rows, its own schema, or the error naming it', async () => {
+    const narrow = await sampleFiles(6, 300);
+    const wide = await sampleFiles(6, 200, { extraColumns: 3 });
+    const bigints = [join(dir, 'bigint-count.parquet')];
+    await engine.query(
+      `COPY (SELECT range::BIGINT AS id, TIMESTAMP '2024-01-15 10:00:00' AS time, range::BIGINT AS count FROM range(50)) TO ${parquetPath(bigints[0] as string)} (FORMAT parquet)`,
+    );
+    const bad = join(dir, 'many-bad.parquet');
+    const bytes = await readFile(narrow[0] as string);
+    await writeFile(bad, bytes.subarray(0, bytes.length - 1));
+    const files = [...narrow, bad, ...wide, ...bigints];
+    const outcomes = await Promise.all(
+      files.map((file) =>
+        engine.inspect(file).then(
+          (info) => ({ info }),
+          (error: unknown) => ({ error }),
+        ),
+      ),
+    );
+    for (const [i, file] of files.entries()) {
+      const outcome = outcomes[i];
+      if (file === bad) {
+        expect(outcome && 'error' in outcome && outcome.error).toBeInstanceOf(InputUnreadableError);
+        expect((outcome as { error: InputUnreadableError }).error.file).toBe(file);
+        continue;
+      }
+      const described = await engine.query(`DESCRIBE SELECT * FROM read_parquet(${parquetPath(file)})`);
+      const [footer] = await engine.query(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(file)})`);
+      expect(outcome).toEqual({
+        info: {
+          rows: Number(footer?.num_rows),
+          columns: described.map((row) => ({ name: String(row.column_name), type: String(row.column_type) })),
+        },
+      });
+    }
+    const types = (info: unknown) => (info as { info: { columns: { type: string }[] } }).info.columns;
+    expect(types(outcomes.at(-1)).at(-1)?.type).toBe('BIGINT');
+    expect(types(outcomes[0]).at(-1)?.type).toBe('INTEGER');
+    expect(types(outcomes[narrow.length + 1])).toHaveLength(9);
   });
 });
 

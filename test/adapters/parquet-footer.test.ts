@@ -1,0 +1,118 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { parquetPath } from '../../functions/adapters/duckdb-engine.ts';
+import { readFooter } from '../../functions/adapters/parquet-footer.ts';
+import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
+
+const START_MS = Date.UTC(2024, 0, 15, 10);
+const fixture = {} as { engine: DuckDbEngine; dir: string };
+useEngineAndDir('parquet-footer-test-', (engine, dir) => Object.assign(fixture, { engine, dir }));
+
+/** The same numbers from DuckDB's own metadata functions. */
+async function duckdbFooter(file: string) {
+  const [row] = await fixture.engine.query(
+    `SELECT f.num_rows, f.file_size_bytes,
+       (SELECT coalesce(sum(n), 0) FROM (SELECT DISTINCT row_group_id, row_group_num_rows AS n
+                                         FROM parquet_metadata(${parquetPath(file)}))) AS row_group_rows,
+       (SELECT coalesce(max(least(coalesce(nullif(dictionary_page_offset, 0), data_page_offset), data_page_offset)
+                   + total_compressed_size), 0) FROM parquet_metadata(${parquetPath(file)})) AS chunk_end
+     FROM parquet_file_metadata(${parquetPath(file)}) AS f`,
+  );
+  return {
+    rows: Number(row?.num_rows),
+    rowGroupRows: Number(row?.row_group_rows),
+    chunkEnd: Number(row?.chunk_end),
+    fileBytes: Number(row?.file_size_bytes),
+  };
+}
+
+describe('readFooter', () => {
+  it('reads the row counts and chunk end DuckDB reads, for one and many row groups and no rows', async () => {
+    const files: string[] = [];
+    for (const [name, rows, extraColumns] of [
+      ['small', 10, 0],
+      ['wide', 3_000, 40],
+      ['empty', 0, 0],
+    ] as const) {
+      const file = join(fixture.dir, `${name}.parquet`);
+      await writeSampleParquet(fixture.engine, file, {
+        rows,
+        firstId: 0,
+        startTimeMs: START_MS,
+        spanMs: 1,
+        extraColumns,
+      });
+      files.push(file);
+    }
+    // Several row groups, one with a dictionary page per string column.
+    const groups = join(fixture.dir, 'groups.parquet');
+    await fixture.engine.query(
+      `COPY (SELECT range AS id, 'h' || (range % 3) AS host FROM range(10000)) TO ${parquetPath(groups)} (FORMAT parquet, ROW_GROUP_SIZE 2048)`,
+    );
+    files.push(groups);
+    for (const file of files) {
+      const footer = await readFooter(file);
+      expect(footer).toBeDefined();
+      expect({ ...footer, signature: undefined }).toEqual({
+        ...(await duckdbFooter(file)),
+        signature: undefined,
+      });
+    }
+    expect((await readFooter(groups))?.rowGroupRows).toBe(10_000);
+  });
+
+  it('gives one signature to files of one schema and writer, and another when a type, name or key-value differs', async () => {
+    const write = async (name: string, sql: string) => {
+      const file = join(fixture.dir, `${name}.parquet`);
+      await fixture.engine.query(`COPY (${sql}) TO ${parquetPath(file)} (FORMAT parquet)`);
+      return (await readFooter(file))?.signature;
+    };
+    const a = await write('a', 'SELECT 1::INTEGER AS x, 2.5::DOUBLE AS y');
+    const b = await write('b', 'SELECT 7::INTEGER AS x, 9.5::DOUBLE AS y FROM range(100)');
+    const wider = await write('wider', 'SELECT 1::BIGINT AS x, 2.5::DOUBLE AS y');
+    const renamed = await write('renamed', 'SELECT 1::INTEGER AS z, 2.5::DOUBLE AS y');
+    const file = join(fixture.dir, 'kv.parquet');
+    await fixture.engine.query(
+      `COPY (SELECT 1::INTEGER AS x, 2.5::DOUBLE AS y) TO ${parquetPath(file)} (FORMAT parquet, KV_METADATA {origin: 'test'})`,
+    );
+    const kv = (await readFooter(file))?.signature;
+    expect(a).toBeDefined();
+    expect(b).toBe(a);
+    expect(new Set([a, wider, renamed, kv]).size).toBe(4);
+  });
+
+  it('returns undefined for what is not a Parquet footer, so the caller asks DuckDB', async () => {
+    const good = join(fixture.dir, 'good.parquet');
+    await writeSampleParquet(fixture.engine, good, {
+      rows: 500,
+      firstId: 0,
+      startTimeMs: START_MS,
+      spanMs: 1,
+    });
+    const bytes = await readFile(good);
+    const variants: Record<string, Buffer> = {
+      empty: Buffer.alloc(0),
+      text: Buffer.from('time,host\n'.repeat(50)),
+      magic: Buffer.concat([bytes.subarray(0, -1), Buffer.from([0])]),
+      length: (() => {
+        const b = Buffer.from(bytes);
+        b.writeUInt32LE(b.length * 2, b.length - 8);
+        return b;
+      })(),
+      garbage: (() => {
+        const b = Buffer.from(bytes);
+        const start = b.length - 8 - b.readUInt32LE(b.length - 8);
+        b.fill(0xff, start, b.length - 8);
+        return b;
+      })(),
+    };
+    for (const [name, content] of Object.entries(variants)) {
+      const file = join(fixture.dir, `bad-${name}.parquet`);
+      await writeFile(file, content);
+      expect(await readFooter(file), name).toBeUndefined();
+    }
+  });
+});
