@@ -211,7 +211,7 @@ export class LocalFolderStore implements ObjectStore {
       const out = await open(path, 'w');
       let copied: { bytes: number } | undefined;
       try {
-        copied = await copyHandle(opened.handle, out, signal);
+        copied = await copyHandle(opened.handle, out, signal, size);
       } finally {
         await out.close();
         if (copied === undefined) await rm(path, { force: true });
@@ -792,8 +792,15 @@ async function copyHandle(
   src: FileHandle,
   out: FileHandle,
   signal: AbortSignal | undefined,
+  expectedBytes?: number,
 ): Promise<{ bytes: number; crc: number }> {
-  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  // A small file needs a small buffer (one read, and the EOF read): thousands of 1 MiB buffers
+  // for 10 KB inputs keep the garbage collector busy.
+  const buffer = Buffer.allocUnsafe(
+    expectedBytes === undefined
+      ? COPY_CHUNK_BYTES
+      : Math.max(1, Math.min(COPY_CHUNK_BYTES, expectedBytes + 1)),
+  );
   let bytes = 0;
   let crc = 0;
   for (;;) {

@@ -429,9 +429,16 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
   const footerChecks = new Map<string, Promise<{ info: InputInfo } | { error: unknown }>>();
   try {
     // Download every input exactly as planned: an input that changed ends the job cleanly.
-    const files = manifest.inputs.map((input, i) => ({ input, path: join(dir, `in-${i}.parquet`) }));
+    // Spread over a few folders: creating a file takes its folder's lock, so thousands of small
+    // inputs in one folder are created one at a time (2,000 took twice as long on one VM disk).
+    const folders = Math.min(INPUT_FOLDERS, manifest.inputs.length);
+    for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`));
+    const files = manifest.inputs.map((input, i) => ({
+      input,
+      path: join(dir, `in-${i % folders}`, `${i}.parquet`),
+    }));
     const changed: string[] = [];
-    await forEachLimit(files, 8, async ({ input, path }) => {
+    await forEachLimit(files, downloadConcurrency(manifest.inputs), async ({ input, path }) => {
       checkLease(deps, manifest);
       try {
         await store.getToFile(input.key, path, { ifMatch: input.etag, ...withSignal(deps) });
@@ -602,6 +609,22 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     await Promise.all(footerChecks.values());
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Local folders a job's inputs are spread over. */
+const INPUT_FOLDERS = 16;
+
+/** Bytes of input a compact step aims to have in flight while downloading. */
+const DOWNLOAD_WINDOW_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Downloads in flight: 8 for large inputs (bandwidth-bound), up to 32 for small ones, whose GETs
+ * are bound by S3's first-byte latency rather than bandwidth.
+ */
+export function downloadConcurrency(inputs: readonly { readonly size: number }[]): number {
+  if (inputs.length === 0) return 1;
+  const mean = inputs.reduce((sum, input) => sum + input.size, 0) / inputs.length;
+  return Math.max(8, Math.min(32, Math.ceil(DOWNLOAD_WINDOW_BYTES / Math.max(mean, 1))));
 }
 
 /** The outcome of the footer check started after the download (or a check now, if none was). */

@@ -30,13 +30,14 @@ import {
   serializeManifest,
   stagingRoot,
 } from '../../functions/core/manifest.ts';
-import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner.ts';
 import {
   type CompactDeps,
   clearStep,
   compactStep,
   deleteInputsStep,
+  downloadConcurrency,
   type JobEvent,
   type JobSpec,
   META_JOB_ID,
@@ -562,6 +563,42 @@ describe('compact step: staging', () => {
     const outputs11 = (await keys(l.store, HOUR_11)).filter((k) => k.endsWith('_compacted.parquet'));
     expect(outputs11.length).toBeGreaterThan(0);
     await expect(idsOf(l, outputs11)).resolves.toEqual(range(121, 180));
+  });
+
+  it('downloads small inputs up to 32 at a time (S3 latency-bound), large ones 8 at a time', async () => {
+    const sized = (count: number, size: number) => Array.from({ length: count }, () => ({ size }));
+    expect(downloadConcurrency(sized(2_000, 10_000))).toBe(32);
+    expect(downloadConcurrency(sized(200, 785_000))).toBe(11);
+    expect(downloadConcurrency(sized(40, 50_000_000))).toBe(8);
+    expect(downloadConcurrency([])).toBe(1);
+
+    const l = await lake();
+    for (let i = 0; i < 40; i++) {
+      await putSample(l.store, `${HOUR_10}cpu_20250115_104000_${100 + i}.parquet`, {
+        rows: 3,
+        firstId: 1000 + i * 3,
+      });
+    }
+    let inFlight = 0;
+    let most = 0;
+    class Counting extends ForwardingStore {
+      override async getToFile(key: string, path: string, options?: { readonly ifMatch?: string }) {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        try {
+          // Long enough for every allowed download to start before one ends.
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          return await this.inner.getToFile(key, path, options);
+        } finally {
+          inFlight--;
+        }
+      }
+    }
+    const job = await jobFor(l, HOUR_10);
+    expect(job.inputs).toHaveLength(43);
+    const outcome = await runJob(deps(l, new Counting(l.store)), job, { attempts: 1, sleep: async () => {} });
+    expect(outcome.status).toBe('compacted');
+    expect(most).toBe(32);
   });
 
   it('a safe widening (INTEGER and BIGINT count) compacts to BIGINT with exact ids', async () => {
