@@ -94,7 +94,7 @@ export async function runComparison(
       const result = await runChild<WorkerResult>('worker.ts', task, join(runDir, 'task.json'), {
         POLARS_MAX_THREADS: String(options.threads),
       });
-      if (tool !== 'floor') {
+      if (tool !== 'floor' && tool !== 'fetch') {
         await verifyOutputs(engine, `${ds.id}/${tool}`, result.outputs, ds.rows, true);
       }
       const sample: Sample = { ...result, round, kind };
@@ -114,7 +114,7 @@ export async function runComparison(
   // Warm-up: page cache, DuckDB and polars binaries, the floor's output size (the product's).
   const warm = await run('product', 0, 'warm-up');
   floorBytes = warm.outputBytes;
-  for (const tool of ['duckdb', ...POLARS_MODES, 'floor'] as const) await run(tool, 0, 'warm-up');
+  for (const tool of ['duckdb', ...POLARS_MODES, 'floor', 'fetch'] as const) await run(tool, 0, 'warm-up');
   for (const tool of POLARS_MODES) await run(tool, 0, 'mode-selection');
   const polarsModes = POLARS_MODES.map((tool) => ({
     tool,
@@ -122,7 +122,7 @@ export async function runComparison(
   }));
   const polarsBest = [...polarsModes].sort((a, b) => a.wallMs - b.wallMs)[0]?.tool ?? 'polars-scan';
 
-  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor'];
+  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor', 'fetch'];
   for (let round = 1; round <= options.runs; round++) {
     // Rotate who goes first, so no tool always runs right after the same neighbour.
     const order = tools.map((_, i) => tools[(i + round - 1) % tools.length] as Tool);

@@ -4,6 +4,7 @@
  * a named constant below and is printed with the results.
  */
 
+import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { TransitionCount } from './transitions.ts';
@@ -32,11 +33,10 @@ export const ASSUMPTIONS = {
   perExecutionLambdaSeconds: 2,
   /** Times a raw object is listed by planning before it is compacted (one LIST per 1,000 keys). */
   listingsPerInput: 2,
-  /** S3 GET throughput of one compact Lambda (8 downloads in flight). */
+  /** S3 GET throughput of one compact Lambda (8 or more downloads in flight). */
   s3MegabytesPerSecond: 90,
-  /** S3 first-byte latency per GET; 8 in flight, so each adds this / 8 of wall time. */
+  /** S3 first-byte latency per GET; with k in flight (the compact step's downloadConcurrency) each adds this / k of wall time. */
   s3GetLatencyMs: 20,
-  s3ConcurrentGets: 8,
   /** Glue: minimum 2 DPUs (G.1X x 2 workers), 1-minute minimum billing per job run... */
   glueDpus: 2,
   glueMinimumSeconds: 60,
@@ -54,6 +54,8 @@ export interface CostRow {
   readonly measuredSeconds: number;
   /** Assumed extra wall time waiting on S3 transfers in Lambda (s). */
   readonly s3WaitSeconds: number;
+  /** GETs in flight for this file size (the compact step's own rule). */
+  readonly s3ConcurrentGets: number;
   readonly perGib: {
     readonly lambdaCompute: number;
     readonly lambdaRequests: number;
@@ -107,8 +109,8 @@ export function costModel(input: {
   const p = PRICES;
 
   const row = (scenario: string, bytes: number, files: number, seconds: number): CostRow => {
-    const s3WaitSeconds =
-      bytes / 1e6 / a.s3MegabytesPerSecond + (files * a.s3GetLatencyMs) / 1000 / a.s3ConcurrentGets;
+    const inFlight = downloadConcurrency(Array.from({ length: files }, () => ({ size: bytes / files })));
+    const s3WaitSeconds = bytes / 1e6 / a.s3MegabytesPerSecond + (files * a.s3GetLatencyMs) / 1000 / inFlight;
     const compactGbS = (input.lambdaMemoryMb / 1024) * seconds;
     const otherGbS = 4 * (a.otherStepMemoryMb / 1024) * a.otherStepSeconds;
     const executionGbS =
@@ -143,6 +145,7 @@ export function costModel(input: {
       files,
       measuredSeconds: seconds,
       s3WaitSeconds,
+      s3ConcurrentGets: inFlight,
       perGib,
       meetsTarget: perGib.totalWithS3Wait <= 0.001,
     };

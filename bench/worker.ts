@@ -6,11 +6,11 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readFile, stat } from 'node:fs/promises';
+import { copyFile, mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { peakRssBytes } from './peak-rss.ts';
 
-export type Tool = 'product' | 'duckdb' | 'polars-scan' | 'polars-sink' | 'polars-read' | 'floor';
+export type Tool = 'product' | 'duckdb' | 'polars-scan' | 'polars-sink' | 'polars-read' | 'floor' | 'fetch';
 
 export interface WorkerTask {
   readonly tool: Tool;
@@ -120,6 +120,30 @@ async function runFloor(task: WorkerTask): Promise<WorkerResult> {
   const cpuMs = cpuMsSince(cpu);
   if (read === 0 && task.paths.length > 0) throw new Error('floor read nothing');
   return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [], outputBytes: body.length };
+}
+
+/**
+ * The fetch floor: what any tool that must first bring the inputs to local disk pays before it
+ * merges. Each input copied (kernel copy) to a new local file, laid out and paced as the compact
+ * step downloads (16 folders, its concurrency), then the folder removed, as the step does.
+ */
+async function runFetch(task: WorkerTask): Promise<WorkerResult> {
+  const { downloadConcurrency, forEachLimit } = await import('../functions/core/protocol.ts');
+  const sizes = await Promise.all(task.paths.map(async (path) => ({ path, size: (await stat(path)).size })));
+  const dir = join(task.runDir, 'fetch');
+  const folders = Math.min(16, task.paths.length);
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
+  let next = 0;
+  await forEachLimit(sizes, downloadConcurrency(sizes), async ({ path }) => {
+    const index = next++;
+    await copyFile(path, join(dir, `in-${index % folders}`, `${index}.parquet`));
+  });
+  await rm(dir, { recursive: true, force: true });
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [], outputBytes: 0 };
 }
 
 /** Exactly what the compact Lambda runs for one partition: compactStep (claim, then stage). */
@@ -247,6 +271,9 @@ async function main(): Promise<void> {
       break;
     case 'floor':
       result = await runFloor(task);
+      break;
+    case 'fetch':
+      result = await runFetch(task);
       break;
     default:
       throw new Error(`unknown tool ${String(task.tool)}`);
