@@ -7,6 +7,7 @@
 import { assignJobs, planJobs } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
+import { isRetentionPlan } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
 import {
@@ -45,6 +46,12 @@ export async function planStep(
   });
   const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
   for (const skip of plan.skipped) tools.logger.debug('skipped', { ...skip });
+  // A mistyped table path expires nothing, silently: say so where the operator looks.
+  if (isRetentionPlan(plan)) {
+    for (const rule of plan.unmatchedRules) {
+      tools.logger.warn('retention rule matches no data file', { rule, tablesSeen: plan.tablesSeen });
+    }
+  }
   return {
     tier: event.tier,
     bucket: deps.bucket,

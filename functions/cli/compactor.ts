@@ -873,6 +873,7 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
       objectsListed: plan.objectsListed,
       partitions: rows,
       skipped: plan.skipped,
+      unmatchedRules: plan.unmatchedRules,
       ...(recovery ? { recovery } : {}),
     };
     emit(io, options, report, () =>
@@ -894,6 +895,10 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
               ]),
             ),
         ...plan.skipped.map((s) => `skipped ${s.partition}: ${s.reason}`),
+        ...plan.unmatchedRules.map(
+          (rule) =>
+            `warning: retention rule "${rule}" matches no data file, so it expires nothing; a rule names a table path under the data prefix${plan.tablesSeen.length > 0 ? ` (tables here include ${plan.tablesSeen.join(', ')})` : ' (no table found)'}`,
+        ),
         dryRun
           ? `dry run: ${files} file(s), ${formatBytes(bytes)} in ${rows.length} day(s) would be removed; nothing changed`
           : `removed ${files} file(s), ${formatBytes(bytes)} in ${rows.filter((r) => r.result === 'expired').length} day(s); ${failed} failed`,

@@ -44,6 +44,9 @@ import {
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 
+/** Table paths kept for the unmatched-rule hint. */
+const MAX_TABLES_SEEN = 5;
+
 /** The rule for a table path: the most specific rule whose path is a prefix of it, else `*`. */
 export function retentionRuleFor(config: CompactorConfig, table: string): RetentionRule | undefined {
   const relative = table.slice(config.layout.dataPrefix.length);
@@ -72,6 +75,18 @@ export interface RetentionPlan extends Plan {
   readonly jobs: readonly RetentionJob[];
   /** False when no rule is configured: retention is off and nothing was listed. */
   readonly enabled: boolean;
+  /**
+   * Rules (table paths) that no listed data file falls under, most likely a mistyped path: they
+   * can never expire anything. `*` is never reported.
+   */
+  readonly unmatchedRules: readonly string[];
+  /** A few of the table paths the listing did hold, to show beside an unmatched rule. */
+  readonly tablesSeen: readonly string[];
+}
+
+/** A plan of the retention kind (planJobs returns the general Plan). */
+export function isRetentionPlan(plan: Plan): plan is RetentionPlan {
+  return plan.tier === 'retention' && 'unmatchedRules' in plan;
 }
 
 interface DayFolder {
@@ -101,18 +116,24 @@ export async function planRetention(
       skipped: [],
       objectsListed: 0,
       enabled: false,
+      unmatchedRules: [],
+      tablesSeen: [],
     };
   }
   const days = new Map<string, DayFolder>();
   let objectsListed = 0;
+  const matched = new Set<string>();
+  const tables = new Set<string>();
 
   // 1. Data first.
   for await (const object of store.list(layout.dataPrefix)) {
     objectsListed++;
     const file = layout.parse(object.key);
     if (!file) continue;
+    if (tables.size < MAX_TABLES_SEEN) tables.add(file.table.slice(layout.dataPrefix.length));
     const rule = retentionRuleFor(config, file.table);
     if (!rule) continue;
+    matched.add(rule.table);
     const cutoff = retentionCutoff(config, rule, now);
     if (!isExpired(file, cutoff)) continue;
     const partition = jobPartitionOf('retention', file) as string;
@@ -162,7 +183,16 @@ export async function planRetention(
       reason: `${candidates.length} file(s) ended at or before ${day.cutoff.toISOString()} (rule "${day.rule.table}": ${day.rule.days} day(s) + ${config.retention.bufferHours} h buffer)`,
     });
   }
-  return { tier: 'retention', now: now.toISOString(), jobs, skipped, objectsListed, enabled: true };
+  return {
+    tier: 'retention',
+    now: now.toISOString(),
+    jobs,
+    skipped,
+    objectsListed,
+    enabled: true,
+    unmatchedRules: config.retention.rules.map((r) => r.table).filter((t) => t !== '*' && !matched.has(t)),
+    tablesSeen: [...tables].sort(),
+  };
 }
 
 /**

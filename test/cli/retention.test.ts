@@ -124,6 +124,37 @@ describe('compactor retention', () => {
     expect(await dataKeys(dir)).toEqual([...EXPIRED, ...KEPT].sort());
   });
 
+  it('warns about a rule that matches no data file (a mistyped table path), naming tables it found', async () => {
+    const dir = await lake('unmatched');
+    const run = await cli(
+      'retention',
+      '--dry-run',
+      '--store',
+      dir,
+      '--retention',
+      'db/cpu/=30,telemetry/=7',
+      '--now',
+      NOW,
+    );
+    expect(run.code).toBe(0);
+    expect(run.text).toContain(
+      'warning: retention rule "telemetry/" matches no data file, so it expires nothing; a rule names a table path under the data prefix (tables here include db/cpu/, db/mem/, other/disk/)',
+    );
+    expect(run.text).not.toContain('rule "db/cpu/" matches no');
+    const json = await cli(
+      'retention',
+      '--dry-run',
+      '--json',
+      '--store',
+      dir,
+      '--retention',
+      'telemetry/=7',
+      '--now',
+      NOW,
+    );
+    expect((JSON.parse(json.text) as { unmatchedRules: string[] }).unmatchedRules).toEqual(['telemetry/']);
+  });
+
   it('plan --tier retention lists the days it would expire and changes nothing', async () => {
     const dir = await lake('plan');
     const before = await listAll(dir);
