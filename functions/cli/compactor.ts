@@ -281,18 +281,19 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
           cause: execution.cause,
           failedState: execution.failedState?.name,
           states: execution.statesEntered,
-          partitions: partitionRows(execution),
+          partitions: partitionRows(execution, tier),
         },
-        () => formatFailedExecution(execution),
+        () => formatFailedExecution(execution, tier),
       );
       return 1;
     }
-    emit(io, options, { ...output, partitions: partitionRows(execution) }, () =>
+    emit(io, options, { ...output, partitions: partitionRows(execution, tier) }, () =>
       formatRun(output, execution),
     );
     // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
     const quarantined =
-      output.recovery.quarantined > 0 || partitionRows(execution).some((p) => (p.quarantinedInputs ?? 0) > 0);
+      output.recovery.quarantined > 0 ||
+      partitionRows(execution, tier).some((p) => (p.quarantinedInputs ?? 0) > 0);
     return quarantined || output.summary.failed > 0 ? 1 : 0;
   } finally {
     await engine.close();
@@ -335,7 +336,9 @@ interface PartitionRow {
 }
 
 /** One row per Map item, from the items' results (as the ResultWriter files hold them). */
-function partitionRows(execution: LocalExecution): PartitionRow[] {
+function partitionRows(execution: LocalExecution, tier: string): PartitionRow[] {
+  // A retention job's committed result is the expiry of its files, not a merge.
+  const done = tier === 'retention' ? 'expired' : 'compacted';
   const rows: PartitionRow[] = [];
   for (const results of execution.mapResults.values()) {
     for (const r of results) {
@@ -345,7 +348,7 @@ function partitionRows(execution: LocalExecution): PartitionRow[] {
       const compacted = out.clear?.state === 'cleared';
       rows.push({
         partition: item.partition ?? '?',
-        result: r.Status === 'FAILED' ? 'failed' : compacted ? 'compacted' : (compact?.status ?? 'skipped'),
+        result: r.Status === 'FAILED' ? 'failed' : compacted ? done : (compact?.status ?? 'skipped'),
         inputs: compact?.inputs ?? item.inputFiles ?? 0,
         inputBytes: compact?.inputBytes ?? item.inputBytes ?? 0,
         outputs: compacted ? (compact?.outputs ?? 0) : 0,
@@ -366,7 +369,7 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
     '',
     `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];
-  const rows = partitionRows(execution);
+  const rows = partitionRows(execution, output.tier);
   if (rows.length > 0) {
     lines.push(
       table(
@@ -393,8 +396,8 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
   return lines.join('\n');
 }
 
-function formatFailedExecution(execution: LocalExecution): string {
-  const rows = partitionRows(execution).filter((p) => p.result === 'failed');
+function formatFailedExecution(execution: LocalExecution, tier: string): string {
+  const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
   return [
     `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
     ...rows.map((p) => `  ${p.partition}: ${p.note}`),
