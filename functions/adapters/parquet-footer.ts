@@ -9,6 +9,7 @@
  * DuckDB's own per-file check, whose error names the file and the fault.
  */
 
+import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { deserializeTCompactProtocol } from 'hyparquet/src/thrift.js';
 
@@ -26,7 +27,10 @@ export interface FooterSummary {
   /** Where the last column chunk ends (its first page's offset plus its compressed size); 0 if none. */
   readonly chunkEnd: number;
   readonly fileBytes: number;
-  /** The schema elements, key-value metadata and created_by, exactly as stored (Thrift fields). */
+  /**
+   * SHA-256 of the schema elements, key-value metadata and created_by exactly as stored (Thrift
+   * fields): equal for files DuckDB gives equal column types, and small enough to key a cache.
+   */
   readonly signature: string;
 }
 
@@ -103,7 +107,9 @@ function summarize(tail: Buffer, metadataBytes: number, fileBytes: number): Foot
     rowGroupRows,
     chunkEnd,
     fileBytes,
-    signature: JSON.stringify([metadata.field_6, schema, metadata.field_5], plainValue),
+    signature: createHash('sha256')
+      .update(JSON.stringify([metadata.field_6, schema, metadata.field_5], plainValue))
+      .digest('hex'),
   };
 }
 
