@@ -61,6 +61,8 @@ interface Folder {
   readonly periodEnd: number;
   readonly candidates: Candidate[];
   newestModified: number;
+  /** Monthly tier: daily outputs that pass to it once the month is older than its minAge. */
+  waiting: number;
 }
 
 /** A manifest (live, or held by a quarantine record) that does not validate, as far as it can be read. */
@@ -296,14 +298,23 @@ export async function planTier(
     if (folderKey === undefined || period === undefined) continue;
     let folder = folders.get(folderKey);
     if (!folder) {
-      folder = { periodStart: period.start, periodEnd: period.end, candidates: [], newestModified: 0 };
+      folder = {
+        periodStart: period.start,
+        periodEnd: period.end,
+        candidates: [],
+        newestModified: 0,
+        waiting: 0,
+      };
       folders.set(folderKey, folder);
     }
     folder.newestModified = Math.max(folder.newestModified, object.lastModified.getTime());
     if (partitionOf(tier, file) !== folderKey) continue;
     // A tier's own outputs are merged again only while small; big ones are final.
     if (file.level === TIER_SPECS[tier].output && object.size >= small) continue;
-    if (file.level === 2 && (tier === 'daily') === monthlyTakes(file)) continue;
+    if (file.level === 2 && (tier === 'daily') === monthlyTakes(file)) {
+      if (tier === 'monthly') folder.waiting++;
+      continue;
+    }
     folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
   }
 
@@ -316,8 +327,17 @@ export async function planTier(
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   for (const [partition, folder] of sortedFolders) {
     const candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
-    if (candidates.length === 0) continue;
     const skip = (reason: string) => skipped.push({ tier, partition, reason });
+    if (candidates.length === 0) {
+      // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
+      if (folder.waiting > 0) {
+        const after = new Date(folder.periodEnd + tierConfig.minAgeSeconds * 1000).toISOString();
+        skip(
+          `${folder.waiting} daily file(s) pass to the monthly tier once the month is older than minAge (${tierConfig.minAgeSeconds}s): after ${after}`,
+        );
+      }
+      continue;
+    }
     const lease = manifestKey(layout, tier, partition);
     if (exclusions.quarantineHolds.has(lease)) {
       skip('held by a quarantined manifest that does not validate: see compactor status');

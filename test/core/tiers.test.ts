@@ -135,6 +135,23 @@ describe('monthly planning', () => {
     if (fresh.day !== folders(LATER).day) expect(dailyKeys).toEqual(freshL2.sort());
   });
 
+  it('says why a month with daily outputs has no monthly job yet: when it passes to the monthly tier', async () => {
+    const cfg = parseConfig(MONTHLY_ON);
+    const fresh = folders(THIS_MONTH + 5 * HOUR);
+    for (const key of [`${fresh.day}d_daily.parquet`, `${fresh.day}e_daily.parquet`]) await put(key);
+    const monthly = await planTier(store, cfg, later, 'monthly');
+    expect(monthly.jobs).toEqual([]);
+    const monthEnd = Date.UTC(laterDate.getUTCFullYear(), laterDate.getUTCMonth() + 1, 1);
+    const after = new Date(monthEnd + cfg.tiers.monthly.minAgeSeconds * 1000).toISOString();
+    expect(monthly.skipped).toEqual([
+      {
+        tier: 'monthly',
+        partition: fresh.month,
+        reason: `2 daily file(s) pass to the monthly tier once the month is older than minAge (${cfg.tiers.monthly.minAgeSeconds}s): after ${after}`,
+      },
+    ]);
+  });
+
   it('flushes a lone hourly output of a month old enough, so the month can reach one level', async () => {
     const off = parseConfig({ targetFileBytes: 1000 });
     const on = parseConfig(MONTHLY_ON);
