@@ -305,6 +305,7 @@ function logEvent(io: CliIo, event: JobEvent): void {
   if (event.type === 'input-quarantined') {
     io.err(`QUARANTINED input ${event.key} (partition ${event.partition}): ${event.reason}`);
   }
+  if (event.type === 'failure-not-recorded') io.err(`warning: ${event.reason}`);
 }
 
 function parseStackContext(text: string | undefined): Record<string, unknown> {

@@ -66,7 +66,11 @@ export type JobEvent =
       readonly type: 'claimed' | 'staged' | 'published' | 'verified' | 'inputs-deleted' | 'cleared';
       readonly job: JobRef;
     }
-  | { readonly type: 'rolled-back' | 'skipped'; readonly job: JobRef; readonly reason: string }
+  | {
+      readonly type: 'rolled-back' | 'skipped' | 'failure-not-recorded';
+      readonly job: JobRef;
+      readonly reason: string;
+    }
   | { readonly type: 'quarantined'; readonly key: string; readonly reason: string }
   | {
       readonly type: 'input-quarantined';
@@ -385,9 +389,17 @@ export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<Ste
   } catch (error) {
     if (!countsAsFailure(error)) throw error;
     // The job's own error is what the caller must see; if even the record cannot be written,
-    // the next cycle simply tries the partition again.
+    // the next cycle simply tries the partition again (no backoff), and the operator is told.
     await recordFailure(deps, job.tier, job.partition, `${error.name}: ${error.message}`).catch(
-      () => undefined,
+      (recordError: unknown) => {
+        const why =
+          recordError instanceof Error ? `${recordError.name}: ${recordError.message}` : String(recordError);
+        deps.onEvent?.({
+          type: 'failure-not-recorded',
+          job,
+          reason: `the failure record of ${job.tier} ${job.partition} could not be written (${why}); its backoff starts over`,
+        });
+      },
     );
     throw error;
   }

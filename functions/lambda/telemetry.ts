@@ -25,6 +25,14 @@ export function onJobEvent(tools: Observability): (event: JobEvent) => void {
       tools.metrics?.addMetric(METRICS.quarantined, MetricUnit.Count, 1);
       return;
     }
+    if (event.type === 'failure-not-recorded') {
+      tools.logger.warn(event.type, {
+        jobId: event.job.jobId,
+        partition: event.job.partition,
+        reason: event.reason,
+      });
+      return;
+    }
     tools.logger.info(event.type, {
       jobId: event.job.jobId,
       partition: event.job.partition,

@@ -14,7 +14,9 @@ import { readIds } from '../../functions/adapters/sample-data.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { backoffSeconds, failureKey, readFailures } from '../../functions/core/failures.ts';
+import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner.ts';
+import type { JobEvent } from '../../functions/core/protocol.ts';
 import { sweepDeps, writeLake } from '../support/lake-harness.ts';
 
 const BAD = 'db/cpu/2025/01/15/10/cpu_20250115_104500_bad.parquet';
@@ -103,6 +105,54 @@ describe('a partition that keeps failing', () => {
     const files: string[] = [];
     for await (const o of store.list('')) if (config.layout.isDataKey(o.key)) files.push(join(dir, o.key));
     expect(await readIds(engine, files)).toEqual(Array.from({ length: total }, (_, i) => BigInt(i + 1)));
+  });
+
+  it('a failure record that cannot be written is reported; the job still fails with its own error', async () => {
+    const lake = await mkdtemp(join(tmpdir(), 'failures-denied-'));
+    try {
+      await writeLake(engine, lake, [
+        { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 20 },
+      ]);
+      const bad = join(lake, '..', `${Date.now()}-bad2.parquet`);
+      await engine.query(
+        `COPY (SELECT 1000 AS id, TIMESTAMP '2025-01-15 10:50:00' AS time, 'h' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
+      );
+      await new LocalFolderStore(lake).put(BAD, { file: bad });
+      await rm(bad);
+      // As the compact role was before its grants covered the failures folder: writes denied.
+      class DeniedFailures extends ForwardingStore {
+        override put(...args: Parameters<ObjectStore['put']>) {
+          if (args[0].startsWith('_compaction/failures/'))
+            return Promise.reject(new Error('AccessDenied (test)'));
+          return this.inner.put(...args);
+        }
+      }
+      const events: JobEvent[] = [];
+      const report = await runCycle(
+        {
+          ...sweepDeps(
+            new DeniedFailures(new LocalFolderStore(lake)),
+            config,
+            engine,
+            join(lake, '..', 'work'),
+            'exec-d',
+            new Set(),
+          ),
+          onEvent: (event) => events.push(event),
+        },
+        'hourly',
+      );
+      const [job] = report.jobs;
+      expect(job?.outcome.status === 'failed' && job.outcome.error.name).toBe('SchemaConflictError');
+      const warned = events.filter((e) => e.type === 'failure-not-recorded');
+      expect(warned).toHaveLength(1);
+      expect(warned[0] && 'reason' in warned[0] && warned[0].reason).toMatch(
+        /^the failure record of hourly db\/cpu\/2025\/01\/15\/10\/ could not be written \(Error: AccessDenied \(test\)\); its backoff starts over$/,
+      );
+      expect((await readFailures(new LocalFolderStore(lake), config)).size).toBe(0);
+    } finally {
+      await rm(lake, { recursive: true, force: true });
+    }
   });
 
   it('backs off exponentially up to the cap', () => {
