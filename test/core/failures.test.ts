@@ -39,13 +39,18 @@ beforeAll(async () => {
     { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_3.parquet', rows: 20 },
     { key: 'db/cpu/2025/01/15/11/cpu_20250115_111500_4.parquet', rows: 20 },
   ]);
-  // A file whose `count` is text: hour 10 fails with a schema conflict every time.
-  const bad = join(dir, '..', `${Date.now()}-bad.parquet`);
+  await putBadFile(dir);
+});
+
+/** Puts BAD, a file whose `count` is text: hour 10 fails with a schema conflict every time. */
+async function putBadFile(lake: string): Promise<void> {
+  const bad = join(lake, '..', `${Date.now()}-${Math.random().toString(16).slice(2)}-bad.parquet`);
   await engine.query(
     `COPY (SELECT 1000 AS id, TIMESTAMP '2025-01-15 10:50:00' AS time, 'h' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
   );
-  await new LocalFolderStore(dir).put(BAD, { file: bad });
-});
+  await new LocalFolderStore(lake).put(BAD, { file: bad });
+  await rm(bad);
+}
 
 afterAll(async () => {
   await engine.close();
@@ -113,12 +118,7 @@ describe('a partition that keeps failing', () => {
       await writeLake(engine, lake, [
         { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 20 },
       ]);
-      const bad = join(lake, '..', `${Date.now()}-bad2.parquet`);
-      await engine.query(
-        `COPY (SELECT 1000 AS id, TIMESTAMP '2025-01-15 10:50:00' AS time, 'h' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
-      );
-      await new LocalFolderStore(lake).put(BAD, { file: bad });
-      await rm(bad);
+      await putBadFile(lake);
       // As the compact role was before its grants covered the failures folder: writes denied.
       class DeniedFailures extends ForwardingStore {
         override put(...args: Parameters<ObjectStore['put']>) {
