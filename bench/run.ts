@@ -2,12 +2,7 @@
  * `npm run bench`: the side-by-side benchmark, request accounting, orchestration overhead,
  * planner scale, the memory (spill) case and the cost model, in one run on this machine.
  * Writes bench/results.json, bench/results.md and bench/results.svg and prints the tables.
- *
- * Options (for development; `npm run bench` uses none):
- *   --runs N            measured runs per tool (default 5, at least 1)
- *   --datasets i,ii     which comparison datasets (default all)
- *   --only a,b          sections: compare, requests, orchestration, planner, memory
- *   --quick             smaller request/planner/memory cases; results are not written
+ * Options (for development; `npm run bench` uses none): see USAGE, or `npm run bench -- --help`.
  */
 
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -64,23 +59,59 @@ interface Args {
 
 const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory'];
 
-function parseArgs(argv: readonly string[]): Args {
+const USAGE = `usage: npm run bench [-- options]
+
+Runs every section and writes bench/results.json, results.md and results.svg (about 5 minutes;
+under 15 on a busy machine). With --quick, --only or --datasets the run is partial and writes
+no results files.
+
+  --runs N            measured rounds per tool (default 5; the median is reported)
+  --datasets LIST     comma-separated dataset ids: ${DATASETS.map((d) => d.id).join(',')} (default all)
+  --only LIST         comma-separated sections: ${SECTIONS.join(',')} (default all)
+  --quick             smaller request, orchestration, planner and memory cases
+  --help              this text
+`;
+
+/** Bad usage: the message and the usage text, exit 2 (as the compactor CLI does). */
+class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+function parseArgs(argv: readonly string[]): Args | 'help' {
   let runs = 5;
   let datasets = DATASETS.map((d) => d.id);
   let only = SECTIONS;
   let quick = false;
+  const list = (arg: string, text: string, known: readonly string[]) => {
+    const items = text.split(',').filter((item) => item !== '');
+    const unknown = items.filter((item) => !known.includes(item));
+    if (items.length === 0 || unknown.length > 0) {
+      throw new UsageError(`${arg} ${text}: use a comma-separated list of ${known.join(', ')}`);
+    }
+    return items;
+  };
   for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
+    const arg = argv[i] as string;
     const value = () => {
       const v = argv[++i];
-      if (v === undefined) throw new Error(`${arg} needs a value`);
+      if (v === undefined) throw new UsageError(`${arg} needs a value`);
       return v;
     };
-    if (arg === '--runs') runs = Math.max(1, Number.parseInt(value(), 10));
-    else if (arg === '--datasets') datasets = value().split(',');
-    else if (arg === '--only') only = value().split(',');
+    if (arg === '--help' || arg === '-h') return 'help';
+    if (arg === '--runs') {
+      const text = value();
+      runs = Number(text);
+      if (!Number.isSafeInteger(runs) || runs < 1)
+        throw new UsageError(`--runs ${text}: use a whole number of 1 or more`);
+    } else if (arg === '--datasets')
+      datasets = list(
+        arg,
+        value(),
+        DATASETS.map((d) => d.id),
+      );
+    else if (arg === '--only') only = list(arg, value(), SECTIONS);
     else if (arg === '--quick') quick = true;
-    else throw new Error(`unknown option ${arg}`);
+    else throw new UsageError(`unknown option ${arg}`);
   }
   return { runs, datasets, only, quick };
 }
@@ -92,8 +123,20 @@ async function versions(): Promise<{ duckdb: string; polars: string }> {
   return { duckdb: read('@duckdb/node-api'), polars: read('nodejs-polars') };
 }
 
-async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
+async function main(): Promise<number> {
+  let args: Args;
+  try {
+    const parsed = parseArgs(process.argv.slice(2));
+    if (parsed === 'help') {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    args = parsed;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`bench: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
   const started = Date.now();
   const loadAverageStart = loadavg();
   const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -216,6 +259,7 @@ async function main(): Promise<void> {
     log('partial run (options given): results files not written');
   }
   log(`bench finished in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  return 0;
 }
 
-await main();
+process.exitCode = await main();
