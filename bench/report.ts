@@ -416,7 +416,7 @@ export function renderSvg(r: BenchResults): string {
       (v) =>
         `<text x="${xRatio(v).toFixed(1)}" y="${top - 12}" text-anchor="middle" font-size="10" fill="#555">${v.toFixed(1)}x</text>`,
     );
-  const height = bottom + 64;
+  const height = bottom + 78;
   const e = r.environment;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif">
 <title>Compacting one partition: wall time relative to raw DuckDB, and peak RSS, per tool and dataset</title>
@@ -431,8 +431,9 @@ ${line(1.1, '2 2')}
 ${parts.join('\n')}
 <text x="${xRatio(1).toFixed(1)}" y="${bottom + 14}" text-anchor="end" font-size="11">raw DuckDB = 1.0x</text>
 <text x="${(xRatio(1.1) + 4).toFixed(1)}" y="${bottom + 14}" font-size="11">1.10x target</text>
-<text x="10" y="${height - 26}" font-size="11" fill="#555">blue: product (the compact Lambda's code path on the local folder store); grey: raw DuckDB COPY ... ORDER BY time;</text>
-<text x="10" y="${height - 12}" font-size="11" fill="#555">orange: nodejs-polars' best mode; green: I/O floor (read every input byte, write the output's size); light green: fetch floor (copy each input to a new local file, as the product's downloads do). Bars past ${axisMax.toFixed(1)}x are cut (marked //).</text>
+<text x="10" y="${height - 40}" font-size="11" fill="#555">blue: product (the compact Lambda's code path on the local folder store); grey: raw DuckDB COPY ... ORDER BY time; orange: nodejs-polars' best mode;</text>
+<text x="10" y="${height - 26}" font-size="11" fill="#555">green: I/O floor (read every input byte, write the output's size); light green: fetch floor (copy each input to a new local file, as the product's downloads do).</text>
+<text x="10" y="${height - 12}" font-size="11" fill="#555">Bars past ${axisMax.toFixed(1)}x are cut (marked //).</text>
 </svg>
 `;
 }
