@@ -352,7 +352,7 @@ export class LocalFolderStore implements ObjectStore {
         const text = await readFile(intentPath, 'utf8');
         initiated = (await stat(intentPath)).mtime;
         key = parseIntentKey(text) ?? '';
-        abandoned = writerGone(text);
+        abandoned = writerGone(text, uploadId);
       } catch (error) {
         const code = errorCode(error);
         if (code === 'ENOTDIR') continue; // not an upload folder
@@ -362,8 +362,7 @@ export class LocalFolderStore implements ObjectStore {
         const folder = await statOrUndefined(join(this.#tmpDir, uploadId));
         if (folder === undefined) continue; // finished meanwhile
         initiated = folder.mtime;
-        // The upload id names the writer's pid (see #beginUpload).
-        abandoned = processGone(Number(uploadId.split('-')[1]));
+        abandoned = processGone(uploadIdPid(uploadId));
       }
       if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
     }
@@ -1029,16 +1028,18 @@ function parseSidecar(path: string, text: string): Sidecar {
 }
 
 /** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
-function writerGone(intentText: string): boolean {
-  let intent: { pid?: unknown; host?: unknown };
-  try {
-    intent = JSON.parse(intentText) as { pid?: unknown; host?: unknown };
-  } catch {
-    return false;
-  }
-  if (typeof intent.pid !== 'number' || (intent.host !== undefined && intent.host !== hostname()))
-    return false;
+function writerGone(intentText: string, uploadId: string): boolean {
+  const intent = parseJson(intentText);
+  // A writer killed while writing its intent leaves it empty or cut short: the upload id names
+  // the writer's pid too (see #beginUpload).
+  if (!isRecord(intent) || typeof intent.pid !== 'number') return processGone(uploadIdPid(uploadId));
+  if (intent.host !== undefined && intent.host !== hostname()) return false;
   return processGone(intent.pid);
+}
+
+/** The writer's pid in an upload id (`<time>-<pid>-<random>`), NaN if it has none. */
+function uploadIdPid(uploadId: string): number {
+  return Number(uploadId.split('-')[1]);
 }
 
 function processGone(pid: number): boolean {

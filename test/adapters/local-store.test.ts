@@ -424,6 +424,34 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
     }
   });
 
+  it('an upload whose writer died before its intent was whole is abandoned, by the pid in its id', async () => {
+    // A writer killed with SIGKILL between creating its folder and finishing intent.json.
+    const dead = spawn(process.execPath, ['-e', '']);
+    await once(dead, 'exit');
+    const tmp = join(root, RESERVED_DIR, 'tmp');
+    const ids = {
+      none: `mx1-${dead.pid}-00000000000000a1`,
+      empty: `mx1-${dead.pid}-00000000000000a2`,
+      partial: `mx1-${dead.pid}-00000000000000a3`,
+      live: `mx1-${process.ppid}-00000000000000a4`,
+    };
+    for (const id of Object.values(ids)) await mkdir(join(tmp, id), { recursive: true });
+    await writeFile(join(tmp, ids.empty, 'intent.json'), '');
+    await writeFile(join(tmp, ids.partial, 'intent.json'), '{"key":"db/m/x.parq');
+    await writeFile(join(tmp, ids.live, 'intent.json'), '');
+    const uploads = await store.listIncompleteUploads('');
+    const abandoned = Object.fromEntries(uploads.map((u) => [u.uploadId, [u.key, u.abandoned]]));
+    expect(abandoned).toEqual({
+      [ids.none]: ['', true],
+      [ids.empty]: ['', true],
+      [ids.partial]: ['', true],
+      // Its writer (our parent) is alive: maybe still writing its intent.
+      [ids.live]: ['', false],
+    });
+    for (const upload of uploads) if (upload.abandoned) await store.abortIncompleteUpload(upload);
+    expect((await store.listIncompleteUploads('')).map((u) => u.uploadId)).toEqual([ids.live]);
+  });
+
   it('an aborted put throws the signal reason and leaves no temp file', async () => {
     const before = new AbortController();
     before.abort(new Error('stop before'));
