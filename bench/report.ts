@@ -42,10 +42,18 @@ function table(headers: readonly string[], rows: readonly (readonly string[])[],
   return [`| ${headers.join(' | ')} |`, `| ${sep} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 }
 
+/** The fastest and slowest measured run of a tool: how far one run's noise reaches. */
+function wallRange(c: Comparison, tool: Tool): string {
+  const walls = c.samples.filter((s) => s.tool === tool && s.kind === 'measured').map((s) => s.wallMs);
+  if (walls.length === 0) return '';
+  return `${f2(Math.min(...walls) / 1000)}-${f2(Math.max(...walls) / 1000)}`;
+}
+
 function comparisonRows(c: Comparison): string[][] {
   return c.tools.map((t: ToolSummary) => [
     label(c, t.tool),
     f2(t.wallMs / 1000),
+    wallRange(c, t.tool),
     f1(t.mbPerS),
     int(t.rowsPerS),
     f2(t.cpuMs / 1000),
@@ -58,6 +66,7 @@ function comparisonRows(c: Comparison): string[][] {
 const COMPARISON_HEADERS = [
   'tool',
   'wall s',
+  'runs min-max s',
   'MB/s',
   'rows/s',
   'CPU s',
