@@ -131,19 +131,11 @@ export class DuckDbEngine implements Engine, RowContainment {
     if (known !== undefined) return known;
     if (this.describedBySignature.size >= MAX_SIGNATURES) this.describedBySignature.clear();
     const described = this.withConnection(undefined, (connection) =>
-      connection.runAndReadAll(
-        `DESCRIBE SELECT * FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)`,
-      ),
-    ).then(
-      (reader) =>
-        reader
-          .getRowObjectsJS()
-          .map((row) => ({ name: String(row.column_name), type: String(row.column_type) })),
-      () => {
-        this.describedBySignature.delete(signature);
-        return undefined;
-      },
-    );
+      describe(connection, `read_parquet(${parquetPath(file)}, hive_partitioning = false)`),
+    ).catch(() => {
+      this.describedBySignature.delete(signature);
+      return undefined;
+    });
     this.describedBySignature.set(signature, described);
     return described;
   }
@@ -153,7 +145,7 @@ export class DuckDbEngine implements Engine, RowContainment {
     const source = parquetPath(file);
     return this.withConnection(undefined, async (connection) => {
       let footer: Record<string, JS> | undefined;
-      let described: Record<string, JS>[];
+      let columns: Column[];
       try {
         // Footer only: file metadata plus per-chunk metadata, no data pages are read.
         footer = (
@@ -167,11 +159,7 @@ export class DuckDbEngine implements Engine, RowContainment {
              FROM parquet_file_metadata(${source}) AS f`,
           )
         ).getRowObjectsJS()[0];
-        described = (
-          await connection.runAndReadAll(
-            `DESCRIBE SELECT * FROM read_parquet(${source}, hive_partitioning = false)`,
-          )
-        ).getRowObjectsJS();
+        columns = await describe(connection, `read_parquet(${source}, hive_partitioning = false)`);
       } catch (error) {
         throw new InputUnreadableError(file, shortReason(error), { cause: error });
       }
@@ -190,10 +178,6 @@ export class DuckDbEngine implements Engine, RowContainment {
           `column chunks end at byte ${footer.chunk_end}, past the file size ${footer.file_size_bytes}`,
         );
       }
-      const columns = described.map((row) => ({
-        name: String(row.column_name),
-        type: String(row.column_type),
-      }));
       return { rows, columns };
     });
   }
@@ -216,7 +200,7 @@ export class DuckDbEngine implements Engine, RowContainment {
     // Equal sort keys keep the inputs' order (DuckDB's parallel sort alone does not): rows that
     // arrived together stay together, which makes the output deterministic and much smaller.
     if (orderBy.length > 0 && !names.has(FILE_INDEX)) orderBy.push(FILE_INDEX);
-    const source = `read_parquet([${inputs.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+    const source = readAll(inputs);
     const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}`;
     const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
 
@@ -306,7 +290,7 @@ export class DuckDbEngine implements Engine, RowContainment {
     if (files.length === 0) return 0;
     // Plain types, no ENUMs, no window: a query of its own, so a fault in compact's cannot hide here.
     const compared = dedupColumns(columns, dedup);
-    const source = `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+    const source = readAll(files);
     return this.withConnection(signal, async (connection) => {
       const [row] = (
         await connection.runAndReadAll(
@@ -321,23 +305,20 @@ export class DuckDbEngine implements Engine, RowContainment {
 
   async countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number> {
     if (inputs.length === 0) return 0;
-    const source = (files: readonly string[]) =>
-      `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
     return this.withConnection(undefined, async (connection) => {
-      const described = (
-        await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source(inputs)}`)
-      ).getRowObjectsJS();
-      const columns = described.map((row) => quoteIdentifier(String(row.column_name))).join(', ');
+      const columns = (await describe(connection, readAll(inputs)))
+        .map((c) => quoteIdentifier(c.name))
+        .join(', ');
       if (evidence.length === 0) {
         const [row] = (
-          await connection.runAndReadAll(`SELECT count(*) AS n FROM ${source(inputs)}`)
+          await connection.runAndReadAll(`SELECT count(*) AS n FROM ${readAll(inputs)}`)
         ).getRowObjectsJS();
         return Number(row?.n);
       }
       // EXCEPT ALL is a multiset difference: a row held twice by the inputs must be there twice.
       const [row] = (
         await connection.runAndReadAll(
-          `SELECT count(*) AS n FROM (SELECT ${columns} FROM ${source(inputs)} EXCEPT ALL SELECT ${columns} FROM ${source(evidence)})`,
+          `SELECT count(*) AS n FROM (SELECT ${columns} FROM ${readAll(inputs)} EXCEPT ALL SELECT ${columns} FROM ${readAll(evidence)})`,
         )
       ).getRowObjectsJS();
       return Number(row?.n);
@@ -523,6 +504,17 @@ function listItems(value: JS | undefined): readonly JS[] | undefined {
     return value.items as readonly JS[];
   }
   return undefined;
+}
+
+/** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */
+function readAll(files: readonly string[]): string {
+  return `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+}
+
+/** The columns and DuckDB types of `SELECT * FROM source`. */
+async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {
+  const rows = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source}`)).getRowObjectsJS();
+  return rows.map((row) => ({ name: String(row.column_name), type: String(row.column_type) }));
 }
 
 /** `"name"` with embedded quotes doubled: any column name is safe in SQL. */
