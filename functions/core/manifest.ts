@@ -276,11 +276,18 @@ export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataF
   return undefined;
 }
 
-/** Whether `folder` is a folder a tier's outputs go in (an hour, day or month folder). */
-function isTierFolder(layout: Layout, tier: TierName, folder: string): boolean {
+/**
+ * A file of `tier`'s outputs in `folder`, when `folder` is a folder that tier's outputs go in (an
+ * hour, day or month folder), else undefined: the folder's coordinates (table, period).
+ */
+export function tierFolderFile(layout: Layout, tier: TierName, folder: string): DataFile | undefined {
   // A day (month) folder holds only daily (monthly) outputs, so probe it with an output name.
   const probe = layout.parse(`${folder}probe${TIER_SPECS[tier].suffix}`);
-  return probe !== undefined && outputFolderOf(tier, probe) === folder;
+  return probe !== undefined && outputFolderOf(tier, probe) === folder ? probe : undefined;
+}
+
+function isTierFolder(layout: Layout, tier: TierName, folder: string): boolean {
+  return tierFolderFile(layout, tier, folder) !== undefined;
 }
 
 /**

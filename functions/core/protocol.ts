@@ -52,10 +52,10 @@ import {
   quarantinedManifestKey,
   serializeManifest,
   stagingPrefix,
+  tierFolderFile,
 } from './manifest.ts';
 import { MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
 import { unifySchemas } from './schema.ts';
-import { outputFolderOf, TIER_SPECS } from './tiers.ts';
 
 /** User metadata every staged and final output carries. */
 export const META_JOB_ID = 'compactor-job-id';
@@ -245,7 +245,7 @@ function describeOutcome(
   return outcome.status === 'error' ? `${outcome.code}: ${outcome.message}` : outcome.status;
 }
 
-function withSignal(deps: StepDeps): { signal?: AbortSignal } {
+export function withSignal(deps: StepDeps): { signal?: AbortSignal } {
   return deps.signal ? { signal: deps.signal } : {};
 }
 
@@ -338,39 +338,52 @@ export function newClaim(
   return { key, body, manifest };
 }
 
+/**
+ * The job's manifest: ours if it is already there (a retry), else our claim written now with a
+ * conditional create, so of two jobs on one partition only one claims it. A 412 is either
+ * another owner or our own earlier write whose response was lost: the manifest tells which.
+ * Another job's lease, or `build` giving a reason not to claim, ends the step as skipped.
+ */
+export async function claimOrLoad(
+  deps: StepDeps,
+  job: JobRef,
+  noun: string,
+  build: () => ReturnType<typeof newClaim> | { readonly reason: string },
+): Promise<Loaded | StepResult> {
+  const loaded = await loadManifest(deps, job.tier, job.partition);
+  if (loaded) {
+    if (ownedBy(loaded, job)) return loaded;
+    return result(job, 'skipped', 'none', { reason: `${noun} leased by job ${loaded.manifest.jobId}` });
+  }
+  const claim = build();
+  if ('reason' in claim) return result(job, 'skipped', 'none', { reason: claim.reason });
+  deps.signal?.throwIfAborted();
+  try {
+    const { etag } = await deps.store.put(claim.key, claim.body, {
+      ifNoneMatch: '*',
+      contentType: 'application/json',
+      ...withSignal(deps),
+    });
+    deps.onEvent?.({ type: 'claimed', job });
+    return { key: claim.key, etag, manifest: claim.manifest };
+  } catch (error) {
+    if (!(error instanceof PreconditionFailedError)) throw error;
+    const found = await loadManifest(deps, job.tier, job.partition);
+    if (found && ownedBy(found, job)) return found;
+    const holder = found ? `job ${found.manifest.jobId}` : 'another job';
+    return result(job, 'skipped', 'none', { reason: `${noun} leased by ${holder}` });
+  }
+}
+
 export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<StepResult> {
-  const { store } = deps;
   if (!isCompactionJob(spec)) {
     throw new ConfigError(
       `job ${spec.jobId} is a ${spec.tier} job: it is run by expireStep, not compactStep`,
     );
   }
   const job = spec;
-  let loaded = await loadManifest(deps, job.tier, job.partition);
-  if (loaded && !ownedBy(loaded, job)) {
-    return result(job, 'skipped', 'none', { reason: `partition leased by job ${loaded.manifest.jobId}` });
-  }
-  if (!loaded) {
-    const { key, body, manifest: claim } = newClaim(deps, job, job.inputs);
-    deps.signal?.throwIfAborted();
-    try {
-      const { etag } = await store.put(key, body, {
-        ifNoneMatch: '*',
-        contentType: 'application/json',
-        ...withSignal(deps),
-      });
-      loaded = { key, etag, manifest: claim };
-      deps.onEvent?.({ type: 'claimed', job });
-    } catch (error) {
-      if (!(error instanceof PreconditionFailedError)) throw error;
-      // Either another owner, or our own earlier write whose response was lost.
-      loaded = await loadManifest(deps, job.tier, job.partition);
-      if (!loaded || !ownedBy(loaded, job)) {
-        const holder = loaded ? `job ${loaded.manifest.jobId}` : 'another job';
-        return result(job, 'skipped', 'none', { reason: `partition leased by ${holder}` });
-      }
-    }
-  }
+  const loaded = await claimOrLoad(deps, job, 'partition', () => newClaim(deps, job, job.inputs));
+  if (!('manifest' in loaded)) return loaded;
   if (loaded.manifest.state !== 'claimed')
     return result(job, 'already-done', loaded.manifest.state, summary(loaded.manifest));
   // A retention job of this period re-checks after its claim that no live manifest holds its
@@ -508,8 +521,10 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     }
     const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
     let dedup: DedupRequest | undefined;
+    let partitionFile: DataFile;
     try {
-      dedup = dedupRequest(config, partitionDataFile(deps, ref.tier, ref.partition).table, columns);
+      partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+      dedup = dedupRequest(config, partitionFile.table, columns);
     } catch (error) {
       await release(deps, loaded);
       throw error;
@@ -577,7 +592,6 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
 
     // Stage under a per-attempt folder, so a concurrent attempt of the same job never overwrites ours.
     const attempt = randomBytes(4).toString('hex');
-    const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
     const outputs: OutputRef[] = [];
     for (const [index, out] of written.entries()) {
       const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
@@ -698,10 +712,9 @@ function oldestFirst<T extends { readonly input: InputRef }>(
 
 /** The partition's coordinates, for naming outputs. */
 function partitionDataFile(deps: StepDeps, tier: TierName, partition: string): DataFile {
-  const probe = deps.config.layout.parse(`${partition}probe${TIER_SPECS[tier].suffix}`);
-  if (!probe || outputFolderOf(tier, probe) !== partition)
-    throw new ManifestConflictError(`${partition} is not a ${tier} partition of this layout`);
-  return probe;
+  const file = tierFolderFile(deps.config.layout, tier, partition);
+  if (!file) throw new ManifestConflictError(`${partition} is not a ${tier} partition of this layout`);
+  return file;
 }
 
 /** Gives up a claim we still hold (nothing staged is referenced): inputs become candidates again. */
@@ -971,7 +984,7 @@ export async function checkStaged(deps: StepDeps, manifest: Manifest): Promise<s
   return undefined;
 }
 
-export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, writeManifest };
+export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, result, summary, writeManifest };
 
 /**
  * Runs fn over items with bounded concurrency. After the first failure no new item starts, and

@@ -14,7 +14,7 @@
 
 import type { CompactorConfig, RetentionRule } from './config.ts';
 import type { Clock } from './engine.ts';
-import { ConfigError, PreconditionFailedError } from './errors.ts';
+import { ConfigError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
 import { type DataFile, periodEnd } from './layout.ts';
 import {
@@ -24,20 +24,23 @@ import {
   jobPartitionOf,
   type KeptInput,
   leaseOf,
-  type Manifest,
+  tierFolderFile,
 } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { isExcluded, type Plan, type PlannedJob, readExclusions, type SkippedPartition } from './planner.ts';
 import {
   advance,
+  claimOrLoad,
   deleteManifest,
   forEachLimit,
   type JobSpec,
   type Loaded,
-  loadManifest,
   newClaim,
+  result,
   type StepDeps,
   type StepResult,
+  summary,
+  withSignal,
   writeManifest,
 } from './protocol.ts';
 
@@ -251,27 +254,6 @@ async function heldByOthers(
   return { held, quarantined: exclusions.quarantinedInputs };
 }
 
-function signalOf(deps: StepDeps): { signal?: AbortSignal } {
-  return deps.signal ? { signal: deps.signal } : {};
-}
-
-function result(
-  job: JobSpec,
-  status: StepResult['status'],
-  state: StepResult['state'],
-  extra: Partial<StepResult> = {},
-): StepResult {
-  return { jobId: job.jobId, tier: job.tier, partition: job.partition, status, state, ...extra };
-}
-
-function numbers(manifest: Manifest): Partial<StepResult> {
-  return {
-    inputs: manifest.inputs.length,
-    inputBytes: manifest.inputs.reduce((sum, i) => sum + i.size, 0),
-    ...(manifest.keptInputs?.length ? { keptInputs: manifest.keptInputs.length } : {}),
-  };
-}
-
 /**
  * The retention job's first step (what the compact Lambda runs for a retention item): claim the
  * day, check each input again, commit. The rule and cutoff are this step's own (its config and
@@ -286,36 +268,14 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
   if (job.tier !== 'retention') {
     throw new ConfigError(`job ${job.jobId} is a ${job.tier} job: it is run by compactStep, not expireStep`);
   }
-  let loaded = await loadManifest(deps, 'retention', job.partition);
-  const own = (l: Loaded) => l.manifest.jobId === job.jobId && l.manifest.executionId === job.executionId;
-  if (loaded && !own(loaded)) {
-    return result(job, 'skipped', 'none', { reason: `day leased by job ${loaded.manifest.jobId}` });
-  }
-  if (!loaded) {
+  let loaded = await claimOrLoad(deps, job, 'day', () => {
     const expiring = expiringInputs(deps, job);
-    if ('reason' in expiring) return result(job, 'skipped', 'none', { reason: expiring.reason });
-    const { key, body, manifest } = newClaim(deps, job, expiring.inputs, { expiry: expiring.expiry });
-    deps.signal?.throwIfAborted();
-    try {
-      const { etag } = await store.put(key, body, {
-        ifNoneMatch: '*',
-        contentType: 'application/json',
-        ...signalOf(deps),
-      });
-      loaded = { key, etag, manifest };
-      deps.onEvent?.({ type: 'claimed', job });
-    } catch (error) {
-      if (!(error instanceof PreconditionFailedError)) throw error;
-      // Another owner, or our own write whose response was lost.
-      loaded = await loadManifest(deps, 'retention', job.partition);
-      if (!loaded || !own(loaded)) {
-        const holder = loaded ? `job ${loaded.manifest.jobId}` : 'another job';
-        return result(job, 'skipped', 'none', { reason: `day leased by ${holder}` });
-      }
-    }
-  }
+    if ('reason' in expiring) return expiring;
+    return newClaim(deps, job, expiring.inputs, { expiry: expiring.expiry });
+  });
+  if (!('manifest' in loaded)) return loaded;
   if (loaded.manifest.state !== 'claimed') {
-    return result(job, 'already-done', loaded.manifest.state, numbers(loaded.manifest));
+    return result(job, 'already-done', loaded.manifest.state, summary(loaded.manifest));
   }
 
   // Checked after the claim: a planner that lists manifests from now on excludes our inputs, and
@@ -323,7 +283,7 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
   const { held, quarantined } = await heldByOthers(deps, loaded);
   const heads = new Map<string, Awaited<ReturnType<ObjectStore['head']>>>();
   await forEachLimit(loaded.manifest.inputs, 8, async (input) => {
-    heads.set(input.key, await store.head(input.key, signalOf(deps)));
+    heads.set(input.key, await store.head(input.key, withSignal(deps)));
   });
   const keep: InputRef[] = [];
   const kept: KeptInput[] = [...(loaded.manifest.keptInputs ?? [])];
@@ -355,7 +315,7 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
     }),
   );
   deps.onEvent?.({ type: 'verified', job });
-  return result(job, 'done', 'verified', numbers(loaded.manifest));
+  return result(job, 'done', 'verified', summary(loaded.manifest));
 }
 
 /** A planned job's inputs still expired under this step's rule and cutoff, and that expiry. */
@@ -364,10 +324,11 @@ function expiringInputs(
   job: JobSpec,
 ): { inputs: readonly InputRef[]; expiry: Expiry } | { reason: string } {
   const { config } = deps;
+  // Retention leases a day folder, or a month folder for monthly outputs (as parseManifest checks).
   const probe =
-    config.layout.parse(`${job.partition}probe_daily.parquet`) ??
-    config.layout.parse(`${job.partition}probe_monthly.parquet`);
-  if (!probe || jobPartitionOf('retention', probe) !== job.partition) {
+    tierFolderFile(config.layout, 'daily', job.partition) ??
+    tierFolderFile(config.layout, 'monthly', job.partition);
+  if (!probe) {
     throw new ConfigError(
       `${job.partition} is not a day or month folder of layout ${config.layout.template}`,
     );
