@@ -28,11 +28,14 @@ const config = parseConfig({
 
 let engine: DuckDbEngine;
 let dir: string;
+/** The steps' local work dir, and where the bad file is written before it is put. */
+let work: string;
 let total: number;
 
 beforeAll(async () => {
   engine = await DuckDbEngine.create({ threads: 1 });
   dir = await mkdtemp(join(tmpdir(), 'failures-'));
+  work = await mkdtemp(join(tmpdir(), 'failures-work-'));
   total = await writeLake(engine, dir, [
     { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 20 },
     { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 20 },
@@ -44,7 +47,7 @@ beforeAll(async () => {
 
 /** Puts BAD, a file whose `count` is text: hour 10 fails with a schema conflict every time. */
 async function putBadFile(lake: string): Promise<void> {
-  const bad = join(lake, '..', `${Date.now()}-${Math.random().toString(16).slice(2)}-bad.parquet`);
+  const bad = join(work, `${Date.now()}-${Math.random().toString(16).slice(2)}-bad.parquet`);
   await engine.query(
     `COPY (SELECT 1000 AS id, TIMESTAMP '2025-01-15 10:50:00' AS time, 'h' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
   );
@@ -55,6 +58,7 @@ async function putBadFile(lake: string): Promise<void> {
 afterAll(async () => {
   await engine.close();
   await rm(dir, { recursive: true, force: true });
+  await rm(work, { recursive: true, force: true });
 });
 
 describe('a partition that keeps failing', () => {
@@ -64,7 +68,7 @@ describe('a partition that keeps failing', () => {
     const clock = { now: () => new Date(now) };
     const cycle = async (n: number) =>
       runCycle(
-        { ...sweepDeps(store, config, engine, join(dir, '..', 'work'), `exec-${n}`, new Set()), clock },
+        { ...sweepDeps(store, config, engine, join(work, 'steps'), `exec-${n}`, new Set()), clock },
         'hourly',
       );
 
@@ -134,7 +138,7 @@ describe('a partition that keeps failing', () => {
             new DeniedFailures(new LocalFolderStore(lake)),
             config,
             engine,
-            join(lake, '..', 'work'),
+            join(work, 'steps'),
             'exec-d',
             new Set(),
           ),
