@@ -153,6 +153,8 @@ export function newJobId(now: Date, random: () => string): string {
     .replace(/\.\d+Z$/, 'Z')}-${random()}`;
 }
 
+const RETENTION_REPAIRS_NOTHING = 'a retention job repairs nothing: it has no repairOf';
+
 const JOB_ID = /^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32}$/;
 
 /** The job id an output's file name carries, if it looks like one of ours. */
@@ -435,7 +437,7 @@ export function parseManifest(
       fail(key, 'repairOf must be a non-empty list');
     }
     if (outputs !== undefined) fail(key, 'a repair job has no outputs');
-    if (tier === 'retention') fail(key, 'a retention job has no outputs');
+    if (tier === 'retention') fail(key, RETENTION_REPAIRS_NOTHING);
     if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
     const wantLevel = TIER_SPECS[tier].output;
     repairOf = m.repairOf.map((entry: Json, i: number) => {
@@ -544,7 +546,8 @@ function parseExpiry(
   inputs: readonly InputRef[],
   layout: Layout,
 ): Expiry {
-  if (m.outputs !== undefined || m.repairOf !== undefined) fail(key, 'a retention job has no outputs');
+  if (m.outputs !== undefined) fail(key, 'a retention job has no outputs');
+  if (m.repairOf !== undefined) fail(key, RETENTION_REPAIRS_NOTHING);
   if (state === 'staged' || state === 'published') fail(key, `a retention job is never ${state}`);
   if (typeof m.expiry !== 'object' || m.expiry === null) fail(key, 'a retention job needs its expiry');
   const e = m.expiry as Record<string, Json>;

@@ -480,7 +480,7 @@ describe('retention manifests', () => {
     [
       'evidence',
       { repairOf: [{ key: 'db/cpu/2025/01/28/cpu_20250128_daily.parquet', size: 1, etag: 'e' }] },
-      /a retention job has no outputs/,
+      /a retention job repairs nothing: it has no repairOf/,
     ],
     ['state staged', { state: 'staged' }, /never staged/],
     ['state published', { state: 'published' }, /never published/],
