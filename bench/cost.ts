@@ -23,6 +23,11 @@ export const PRICES = {
 } as const;
 
 export const ASSUMPTIONS = {
+  /**
+   * Lambda gives a function CPU in proportion to its memory: one vCPU's worth per 1,769 MB, so
+   * at 3008 MB the compact step's two DuckDB threads share about 1.7 vCPUs, not this machine's 2.
+   */
+  lambdaMbPerVcpu: 1769,
   /** The other four per-partition Lambdas (upload, verify, delete, clear) run at 512 MB... */
   otherStepMemoryMb: 512,
   /** ...for about this long each (one or two S3 calls). */
@@ -52,6 +57,15 @@ export interface CostRow {
   readonly files: number;
   /** Product wall time measured on this machine for one job of this size (s). */
   readonly measuredSeconds: number;
+  /** The product's CPU time on this machine for that job (s). */
+  readonly cpuSeconds: number;
+  /**
+   * The compact Lambda's billed compute time: the measured wall time, or the CPU time spread over
+   * the Lambda's vCPUs if that is longer (fewer cores than here).
+   */
+  readonly lambdaSeconds: number;
+  /** vCPUs the compact Lambda gets at its memory size. */
+  readonly lambdaVcpus: number;
   /** Assumed extra wall time waiting on S3 transfers in Lambda (s). */
   readonly s3WaitSeconds: number;
   /** GETs in flight for this file size (the compact step's own rule). */
@@ -108,10 +122,18 @@ export function costModel(input: {
   const a = ASSUMPTIONS;
   const p = PRICES;
 
-  const row = (scenario: string, bytes: number, files: number, seconds: number): CostRow => {
+  const lambdaVcpus = input.lambdaMemoryMb / a.lambdaMbPerVcpu;
+  const row = (
+    scenario: string,
+    bytes: number,
+    files: number,
+    seconds: number,
+    cpuSeconds: number,
+  ): CostRow => {
+    const lambdaSeconds = Math.max(seconds, cpuSeconds / lambdaVcpus);
     const inFlight = downloadConcurrency(Array.from({ length: files }, () => ({ size: bytes / files })));
     const s3WaitSeconds = bytes / 1e6 / a.s3MegabytesPerSecond + (files * a.s3GetLatencyMs) / 1000 / inFlight;
-    const compactGbS = (input.lambdaMemoryMb / 1024) * seconds;
+    const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds;
     const otherGbS = 4 * (a.otherStepMemoryMb / 1024) * a.otherStepSeconds;
     const executionGbS =
       (3 * (a.otherStepMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
@@ -144,6 +166,9 @@ export function costModel(input: {
       inputBytes: bytes,
       files,
       measuredSeconds: seconds,
+      cpuSeconds,
+      lambdaSeconds,
+      lambdaVcpus,
       s3WaitSeconds,
       s3ConcurrentGets: inFlight,
       perGib,
@@ -155,7 +180,9 @@ export function costModel(input: {
   for (const c of input.comparisons) {
     const product = c.tools.find((t) => t.tool === 'product');
     if (!product) continue;
-    rows.push(row(c.dataset.title, c.dataset.bytes, c.dataset.files, product.wallMs / 1000));
+    rows.push(
+      row(c.dataset.title, c.dataset.bytes, c.dataset.files, product.wallMs / 1000, product.cpuMs / 1000),
+    );
     if (c.dataset.id === 'i') {
       // The same files, as many as a full job takes (maxJobBytes 2 GiB), at the measured throughput.
       const scale = (2 * GIB) / c.dataset.bytes;
@@ -165,6 +192,7 @@ export function costModel(input: {
           2 * GIB,
           Math.min(5000, Math.round(c.dataset.files * scale)),
           (product.wallMs / 1000) * scale,
+          (product.cpuMs / 1000) * scale,
         ),
       );
     }

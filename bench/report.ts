@@ -317,7 +317,7 @@ export function renderMarkdown(r: BenchResults): string {
           'Glue',
         ],
         c.rows.map((row) => [
-          `${row.scenario} (${f2(row.measuredSeconds)} s measured + ${f2(row.s3WaitSeconds)} s S3 wait)`,
+          `${row.scenario} (${f2(row.measuredSeconds)} s measured, ${f2(row.lambdaSeconds)} s on ${row.lambdaVcpus.toFixed(2)} vCPUs, + ${f2(row.s3WaitSeconds)} s S3 wait)`,
           usd(row.perGib.lambdaCompute),
           usd(row.perGib.lambdaRequests),
           usd(row.perGib.s3Requests),
@@ -330,8 +330,9 @@ export function renderMarkdown(r: BenchResults): string {
         ]),
       ),
       '',
-      `Lambda: compact at ${c.lambdaMemoryMb} MB arm64 for the measured wall time (this machine is x64; Lambda is arm64 Graviton: ` +
-        `the same throughput per vCPU is assumed), the other four steps at ${c.assumptions.otherStepMemoryMb} MB for ${c.assumptions.otherStepSeconds} s each, ` +
+      `Lambda: compact at ${c.lambdaMemoryMb} MB arm64 for the measured wall time or, if longer, the measured CPU time over the ` +
+        `${(c.lambdaMemoryMb / c.assumptions.lambdaMbPerVcpu).toFixed(2)} vCPUs Lambda gives ${c.lambdaMemoryMb} MB (one per ${c.assumptions.lambdaMbPerVcpu} MB; this machine has 2 cores) ` +
+        `(this machine is x64; Lambda is arm64 Graviton: the same throughput per vCPU is assumed), the other four steps at ${c.assumptions.otherStepMemoryMb} MB for ${c.assumptions.otherStepSeconds} s each, ` +
         `recover/plan/summary at ${c.assumptions.otherStepMemoryMb} MB for ${c.assumptions.perExecutionLambdaSeconds} s each per execution of ` +
         `${c.assumptions.partitionsPerExecution} partitions; $${c.prices.lambdaArmGbSecond} per GB-s, $0.20 per 1M requests. ` +
         `S3: per job N input GETs + ${c.fixedCalls.get} GET/HEAD + ${c.fixedCalls.put} PUT/COPY + ${c.fixedCalls.list} LIST (measured above), ` +
