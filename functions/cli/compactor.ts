@@ -17,7 +17,7 @@ import type { Clock } from '../core/engine.ts';
 import { ConfigError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
-import { getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
+import { compareKeys, getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
 import { findRepairs, repairPartition } from '../core/repair.ts';
@@ -360,7 +360,7 @@ function partitionRows(execution: LocalExecution, tier: string): PartitionRow[] 
       });
     }
   }
-  return rows.sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0));
+  return rows.sort((a, b) => compareKeys(a.partition, b.partition));
 }
 
 function formatRun(output: NonNullable<LocalRunResult['output']>, execution: LocalExecution): string {

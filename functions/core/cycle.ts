@@ -8,7 +8,7 @@ import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
-import type { ObjectStore } from './object-store.ts';
+import { compareKeys, type ObjectStore } from './object-store.ts';
 import { type Plan, type PlannedJob, planTier } from './planner.ts';
 import {
   type CompactDeps,
@@ -160,6 +160,6 @@ export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleRep
     }
   });
   await Promise.all(workers);
-  jobs.sort((a, b) => (a.job.partition < b.job.partition ? -1 : a.job.partition > b.job.partition ? 1 : 0));
+  jobs.sort((a, b) => compareKeys(a.job.partition, b.job.partition));
   return { tier, recovery, plan, jobs };
 }

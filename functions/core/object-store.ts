@@ -111,6 +111,14 @@ export interface ObjectStore {
 }
 
 /**
+ * Keys (and partitions) in code-unit order: locale-free and total, so plans, reports and deletes
+ * come out in the same order on every machine.
+ */
+export function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
  * An object's bytes, or undefined when there is none (e.g. deleted since it was listed). Any other
  * failure is thrown: a read error is never "nothing there".
  */

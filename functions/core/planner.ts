@@ -22,7 +22,7 @@ import {
   quarantineRoot,
   scanManifestText,
 } from './manifest.ts';
-import { getBytesIfExists, type ObjectStore } from './object-store.ts';
+import { compareKeys, getBytesIfExists, type ObjectStore } from './object-store.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export interface PlannedJob {
@@ -324,7 +324,7 @@ export async function planTier(
   const tierConfig = config.tiers[tier];
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
-  const sortedFolders = [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
     const candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
     const skip = (reason: string) => skipped.push({ tier, partition, reason });
@@ -383,7 +383,7 @@ export async function planTier(
       candidates.length === 1 &&
       layout.parse((candidates[0] as Candidate).key)?.level === TIER_SPECS[tier].output;
     if (tier !== 'hourly' && lone) continue;
-    candidates.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    candidates.sort((a, b) => compareKeys(a.key, b.key));
     const inputs: Candidate[] = [];
     let bytes = 0;
     for (const c of candidates) {

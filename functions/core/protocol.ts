@@ -54,7 +54,7 @@ import {
   stagingPrefix,
   tierFolderFile,
 } from './manifest.ts';
-import { MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
+import { compareKeys, MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
 import { unifySchemas } from './schema.ts';
 
 /** User metadata every staged and final output carries. */
@@ -473,8 +473,8 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
         else throw error;
         return;
       }
-      // Start the footer check now, overlapping the other downloads (the engine batches the
-      // checks that arrive together); its outcome is taken below, in input order.
+      // Start the footer check now, overlapping the other downloads; its outcome is taken
+      // below, in input order.
       footerChecks.set(
         path,
         engine.inspect(path).then(
@@ -705,9 +705,7 @@ function oldestFirst<T extends { readonly input: InputRef }>(
   items: readonly T[],
 ): T[] {
   const level = (item: T) => config.layout.parse(item.input.key)?.level ?? 0;
-  return [...items].sort(
-    (a, b) => level(b) - level(a) || (a.input.key < b.input.key ? -1 : a.input.key > b.input.key ? 1 : 0),
-  );
+  return [...items].sort((a, b) => level(b) - level(a) || compareKeys(a.input.key, b.input.key));
 }
 
 /** The partition's coordinates, for naming outputs. */

@@ -16,7 +16,7 @@ import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest.ts';
-import type { ObjectStore, ObjectSummary } from './object-store.ts';
+import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { isExcluded, readExclusions } from './planner.ts';
 import {
   clearStep,
@@ -90,7 +90,7 @@ export async function findRepairs(deps: RepairDeps): Promise<RepairCandidate[]> 
   const exclusions = await readExclusions(store, config);
   const candidates: RepairCandidate[] = [];
   await mkdir(deps.workDir, { recursive: true });
-  for (const [id, entry] of [...folders.entries()].sort(([a], [b]) => (a < b ? -1 : 1))) {
+  for (const [id, entry] of [...folders.entries()].sort(([a], [b]) => compareKeys(a, b))) {
     const partition = id.slice(id.indexOf(':') + 1);
     const inputs = entry.inputs.filter((o) => !isExcluded(exclusions, o.key));
     const outputs = entry.outputs.filter((o) => !isExcluded(exclusions, o.key));

@@ -26,7 +26,7 @@ import {
   leaseOf,
   tierFolderFile,
 } from './manifest.ts';
-import type { ObjectStore } from './object-store.ts';
+import { compareKeys, type ObjectStore } from './object-store.ts';
 import { isExcluded, type Plan, type PlannedJob, readExclusions, type SkippedPartition } from './planner.ts';
 import {
   advance,
@@ -150,7 +150,7 @@ export async function planRetention(
   const failures = await readFailures(store, config);
   const jobs: RetentionJob[] = [];
   const skipped: SkippedPartition[] = [];
-  for (const [partition, day] of [...days.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+  for (const [partition, day] of [...days.entries()].sort(([a], [b]) => compareKeys(a, b))) {
     const candidates = day.candidates.filter((c) => !isExcluded(exclusions, c.key));
     if (candidates.length === 0) continue;
     const skip = (reason: string) => skipped.push({ tier: 'retention', partition, reason });
@@ -170,7 +170,7 @@ export async function planRetention(
       );
       continue;
     }
-    candidates.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    candidates.sort((a, b) => compareKeys(a.key, b.key));
     // Bounded like every job (a manifest never names more than maxJobFiles inputs); the rest of
     // the day goes on the next run.
     const inputs = candidates.slice(0, config.maxJobFiles);
