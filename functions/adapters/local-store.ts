@@ -18,6 +18,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { BigIntStats, Dirent, Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import {
+  copyFile,
   link,
   lstat,
   mkdir,
@@ -198,34 +199,31 @@ export class LocalFolderStore implements ObjectStore {
     assertKey(key);
     const { signal } = options;
     signal?.throwIfAborted();
-    // Data files are only ever replaced by rename, never rewritten, so the open fd pins one
-    // version: the ETag derived from fstat is the ETag of the bytes we copy.
-    const opened = await openObject(this.#dataPath(key));
-    if (opened === undefined) throw new NotFoundError(key);
-    try {
-      const etag = etagOf(opened.stat);
+    const source = this.#dataPath(key);
+    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
+      const st = await statObject(source);
+      if (st === undefined) throw new NotFoundError(key);
+      const etag = etagOf(st);
       if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
         throw new PreconditionFailedError(key);
       }
-      const size = Number(opened.stat.size);
-      const out = await open(path, 'w');
-      let copied: { bytes: number } | undefined;
+      // One kernel copy, not an open/read/write/close loop: a job of thousands of small inputs
+      // spends most of its download time in those calls.
       try {
-        copied = await copyHandle(opened.handle, out, signal, size);
-      } finally {
-        await out.close();
-        if (copied === undefined) await rm(path, { force: true });
-      }
-      if (copied.bytes !== size) {
+        await copyFile(source, path);
+      } catch (error) {
         await rm(path, { force: true });
-        throw new Error(
-          `get ${key}: read ${copied.bytes} bytes, expected ${size}; was the file edited in place?`,
-        );
+        if (isMissing(error) && (await statObject(source)) === undefined) throw new NotFoundError(key);
+        throw error;
       }
-      return { etag, size };
-    } finally {
-      await opened.handle.close();
+      // A version is only ever replaced by rename (a new inode, a new ETag), and an edit in place
+      // changes the mtime: the same ETag after the copy means the copy holds exactly that version.
+      const again = await statObject(source);
+      if (again !== undefined && etagOf(again) === etag) return { etag, size: Number(st.size) };
+      await rm(path, { force: true });
+      signal?.throwIfAborted();
     }
+    throw new TransientStoreError(`get ${key}: the object kept changing while being read`);
   }
 
   async put(
@@ -791,15 +789,8 @@ async function copyHandle(
   src: FileHandle,
   out: FileHandle,
   signal: AbortSignal | undefined,
-  expectedBytes?: number,
 ): Promise<{ bytes: number; crc: number }> {
-  // A small file needs a small buffer (one read, and the EOF read): thousands of 1 MiB buffers
-  // for 10 KB inputs keep the garbage collector busy.
-  const buffer = Buffer.allocUnsafe(
-    expectedBytes === undefined
-      ? COPY_CHUNK_BYTES
-      : Math.max(1, Math.min(COPY_CHUNK_BYTES, expectedBytes + 1)),
-  );
+  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
   let bytes = 0;
   let crc = 0;
   for (;;) {

@@ -300,6 +300,49 @@ describe('LocalFolderStore conditional writes', () => {
     await expect(store.getBytes('obj', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
   });
 
+  it('getToFile writes exactly the version its ETag names while the object is being replaced', async () => {
+    const bodies = new Map<string, string>();
+    bodies.set((await store.put('obj', Buffer.from('v-0'))).etag, 'v-0');
+    let writing = true;
+    const writer = (async () => {
+      for (let v = 1; writing; v++) {
+        const body = `v-${v}`.padEnd(100 + (v % 50) * 100, '.');
+        bodies.set((await store.put('obj', Buffer.from(body))).etag, body);
+      }
+    })();
+    const dest = join(root, 'download.bin');
+    const seen: { etag: string; size: number; body: string }[] = [];
+    try {
+      for (let i = 0; i < 300; i++) {
+        const { etag, size } = await store.getToFile('obj', dest);
+        seen.push({ etag, size, body: await readFile(dest, 'utf8') });
+      }
+    } finally {
+      writing = false;
+      await writer;
+    }
+    expect(new Set(seen.map((s) => s.etag)).size).toBeGreaterThan(10);
+    for (const { etag, size, body } of seen) {
+      expect(body).toBe(bodies.get(etag));
+      expect(size).toBe(Buffer.byteLength(body));
+    }
+  });
+
+  it('getToFile of an object edited in place gives the edited bytes under a new ETag, never the old one', async () => {
+    const v1 = await store.put('db/m/2024/01/01/00/a.parquet', Buffer.from('first'));
+    const handle = await open(join(root, 'db/m/2024/01/01/00/a.parquet'), 'r+');
+    await handle.write(Buffer.from('FIRST'), 0, 5, 0);
+    await handle.close();
+    const dest = join(root, 'download.bin');
+    await expect(
+      store.getToFile('db/m/2024/01/01/00/a.parquet', dest, { ifMatch: v1.etag }),
+    ).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(existsSync(dest)).toBe(false);
+    const got = await store.getToFile('db/m/2024/01/01/00/a.parquet', dest);
+    expect(got.etag).not.toBe(v1.etag);
+    expect(await readFile(dest, 'utf8')).toBe('FIRST');
+  });
+
   it('deleteMany reports deleted, not-found and precondition-failed, and prunes empty folders', async () => {
     const a = await store.put('p/h/00/a.parquet', Buffer.from('a'), { metadata: { x: '1' } });
     await store.put('p/h/00/b.parquet', Buffer.from('b'));
