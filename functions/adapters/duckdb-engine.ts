@@ -204,8 +204,9 @@ export class DuckDbEngine implements Engine, RowContainment {
     const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}`;
     const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
 
-    let inputBytes = 0;
-    for (const input of inputs) inputBytes += (await stat(input)).size;
+    // All at once: one at a time, thousands of small inputs cost tens of milliseconds.
+    const sizes = await Promise.all(inputs.map(async (input) => (await stat(input)).size));
+    const inputBytes = sizes.reduce((sum, size) => sum + size, 0);
     await mkdir(outputDir, { recursive: true });
 
     return this.withConnection(signal, async (connection) => {
