@@ -114,7 +114,8 @@ export async function runComparison(
   // Warm-up: page cache, DuckDB and polars binaries, the floor's output size (the product's).
   const warm = await run('product', 0, 'warm-up');
   floorBytes = warm.outputBytes;
-  for (const tool of ['duckdb', ...POLARS_MODES, 'floor', 'fetch'] as const) await run(tool, 0, 'warm-up');
+  for (const tool of ['duckdb', ...POLARS_MODES, 'floor', 'fetch', 'write'] as const)
+    await run(tool, 0, 'warm-up');
   for (const tool of POLARS_MODES) await run(tool, 0, 'mode-selection');
   const polarsModes = POLARS_MODES.map((tool) => ({
     tool,
@@ -122,7 +123,7 @@ export async function runComparison(
   }));
   const polarsBest = [...polarsModes].sort((a, b) => a.wallMs - b.wallMs)[0]?.tool ?? 'polars-scan';
 
-  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor', 'fetch'];
+  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor', 'fetch', 'write'];
   for (let round = 1; round <= options.runs; round++) {
     // Rotate who goes first, so no tool always runs right after the same neighbour.
     const order = tools.map((_, i) => tools[(i + round - 1) % tools.length] as Tool);

@@ -14,6 +14,7 @@ const TOOL_LABEL: Record<Tool, string> = {
   'polars-read': 'polars read+concat',
   floor: 'I/O floor',
   fetch: 'fetch floor',
+  write: 'DuckDB write only',
 };
 
 const TOOL_COLOR: Record<Tool, string> = {
@@ -24,6 +25,7 @@ const TOOL_COLOR: Record<Tool, string> = {
   'polars-read': '#ff7f0e',
   floor: '#2ca02c',
   fetch: '#98df8a',
+  write: '#c7c7c7',
 };
 
 function label(c: Comparison, tool: Tool): string {
@@ -145,6 +147,22 @@ export function fetchGap(c: Comparison): string | undefined {
   );
 }
 
+/**
+ * What DuckDB's Parquet writer alone costs, next to polars' whole run: the part of the product's
+ * merge that no DuckDB setting removes.
+ */
+export function writeGap(c: Comparison): string | undefined {
+  const write = c.tools.find((t) => t.tool === 'write');
+  const polars = c.tools.find((t) => t.tool === c.polarsBest);
+  const product = c.tools.find((t) => t.tool === 'product');
+  if (!write || !polars || !product) return undefined;
+  return (
+    `DuckDB write only ${f2(write.wallMs / 1000)} s: writing the rows, already read and sorted in memory, to one ZSTD file ` +
+    `(${f2(write.wallMs / polars.wallMs)}x polars' whole run, ${f2(polars.wallMs / 1000)} s; ` +
+    `${int((write.wallMs / (product.phases?.mergeMs ?? product.wallMs)) * 100)}% of the product's merge).`
+  );
+}
+
 export function renderMarkdown(r: BenchResults): string {
   const e = r.environment;
   const lines: string[] = [];
@@ -184,6 +202,8 @@ export function renderMarkdown(r: BenchResults): string {
     }
     const gap = fetchGap(c);
     if (gap) lines.push(gap, '');
+    const write = writeGap(c);
+    if (write) lines.push(write, '');
   }
   lines.push('## Targets', '');
   lines.push(
@@ -356,6 +376,8 @@ export function printTables(r: BenchResults): void {
     out.push('', c.dataset.title, table(COMPARISON_HEADERS, comparisonRows(c)));
     const gap = fetchGap(c);
     if (gap) out.push(gap);
+    const write = writeGap(c);
+    if (write) out.push(write);
   }
   out.push(
     '',
@@ -426,7 +448,7 @@ export function renderSvg(r: BenchResults): string {
       (v) =>
         `<text x="${xRatio(v).toFixed(1)}" y="${top - 12}" text-anchor="middle" font-size="10" fill="#555">${v.toFixed(1)}x</text>`,
     );
-  const height = bottom + 78;
+  const height = bottom + 92;
   const e = r.environment;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="Helvetica, Arial, sans-serif">
 <title>Compacting one partition: wall time relative to raw DuckDB, and peak RSS, per tool and dataset</title>
@@ -441,8 +463,9 @@ ${line(1.1, '2 2')}
 ${parts.join('\n')}
 <text x="${xRatio(1).toFixed(1)}" y="${bottom + 14}" text-anchor="end" font-size="11">raw DuckDB = 1.0x</text>
 <text x="${(xRatio(1.1) + 4).toFixed(1)}" y="${bottom + 14}" font-size="11">1.10x target</text>
-<text x="10" y="${height - 40}" font-size="11" fill="#555">blue: product (the compact Lambda's code path on the local folder store); grey: raw DuckDB COPY ... ORDER BY time; orange: nodejs-polars' best mode;</text>
-<text x="10" y="${height - 26}" font-size="11" fill="#555">green: I/O floor (read every input byte, write the output's size); light green: fetch floor (copy each input to a new local file, as the product's downloads do).</text>
+<text x="10" y="${height - 54}" font-size="11" fill="#555">blue: product (the compact Lambda's code path on the local folder store); grey: raw DuckDB COPY ... ORDER BY time; orange: nodejs-polars' best mode;</text>
+<text x="10" y="${height - 40}" font-size="11" fill="#555">green: I/O floor (read every input byte, write the output's size); light green: fetch floor (copy each input to a new local file, as the product's downloads do);</text>
+<text x="10" y="${height - 26}" font-size="11" fill="#555">light grey: DuckDB write only (the rows already sorted in memory, written to one ZSTD file: the writer's share of any DuckDB merge).</text>
 <text x="10" y="${height - 12}" font-size="11" fill="#555">Bars past ${axisMax.toFixed(1)}x are cut (marked //).</text>
 </svg>
 `;

@@ -10,7 +10,15 @@ import { copyFile, mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { peakRssBytes } from './peak-rss.ts';
 
-export type Tool = 'product' | 'duckdb' | 'polars-scan' | 'polars-sink' | 'polars-read' | 'floor' | 'fetch';
+export type Tool =
+  | 'product'
+  | 'duckdb'
+  | 'polars-scan'
+  | 'polars-sink'
+  | 'polars-read'
+  | 'floor'
+  | 'fetch'
+  | 'write';
 
 export interface WorkerTask {
   readonly tool: Tool;
@@ -63,6 +71,38 @@ async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
   const sql =
     `COPY (SELECT * FROM read_parquet([${task.paths.map(parquetPath).join(', ')}], union_by_name = true) ORDER BY time) ` +
     `TO ${quoteString(out)} (FORMAT parquet, COMPRESSION zstd)`;
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await connection.run(sql);
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  connection.closeSync();
+  instance.closeSync();
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+}
+
+/**
+ * DuckDB's Parquet writer alone: the rows already read and sorted as the product sorts them (by
+ * time, then input), held in memory, written to one ZSTD file with the product's row groups. Only
+ * the write is timed: what any DuckDB-based compactor pays after its merge.
+ */
+async function runWrite(task: WorkerTask): Promise<WorkerResult> {
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine.ts');
+  const { parseConfig } = await import('../functions/core/config.ts');
+  const instance = await DuckDBInstance.create(':memory:', {
+    threads: String(task.threads),
+    ...(task.memoryLimit ? { memory_limit: task.memoryLimit } : {}),
+  });
+  const connection = await instance.connect();
+  const out = join(task.runDir, 'write.parquet');
+  await connection.run(
+    `CREATE TEMP TABLE sorted AS SELECT * FROM read_parquet([${task.paths.map(parquetPath).join(', ')}], union_by_name = true) ` +
+      'ORDER BY time, file_index',
+  );
+  const sql =
+    `COPY (SELECT * FROM sorted) TO ${quoteString(out)} ` +
+    `(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${parseConfig({}).rowGroupSize})`;
   const cpu = process.cpuUsage();
   const start = performance.now();
   await connection.run(sql);
@@ -274,6 +314,9 @@ async function main(): Promise<void> {
       break;
     case 'fetch':
       result = await runFetch(task);
+      break;
+    case 'write':
+      result = await runWrite(task);
       break;
     default:
       throw new Error(`unknown tool ${String(task.tool)}`);
