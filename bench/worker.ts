@@ -83,26 +83,40 @@ async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
 
 /**
  * DuckDB's Parquet writer alone: the rows already read and sorted as the product sorts them (by
- * time, then input), held in memory, written to one ZSTD file with the product's row groups. Only
- * the write is timed: what any DuckDB-based compactor pays after its merge.
+ * time, then input; tag strings as the ENUMs compact uses for large jobs), held in memory, written
+ * to one ZSTD file with the product's row groups. Only the write is timed: what a DuckDB merge
+ * pays after its sort, whatever it is tuned to.
  */
 async function runWrite(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
-  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine.ts');
+  const { enumTypes, quoteIdentifier, quoteString, readAll } = await import(
+    '../functions/adapters/duckdb-engine.ts'
+  );
   const { parseConfig } = await import('../functions/core/config.ts');
+  const config = parseConfig({});
   const instance = await DuckDBInstance.create(':memory:', {
     threads: String(task.threads),
     ...(task.memoryLimit ? { memory_limit: task.memoryLimit } : {}),
   });
   const connection = await instance.connect();
-  const out = join(task.runDir, 'write.parquet');
-  await connection.run(
-    `CREATE TEMP TABLE sorted AS SELECT * FROM read_parquet([${task.paths.map(parquetPath).join(', ')}], union_by_name = true) ` +
-      'ORDER BY time, file_index',
+  const read = async (sql: string) => (await connection.runAndReadAll(sql)).getRowObjectsJS();
+  const source = readAll(task.paths);
+  const columns = (await read(`DESCRIBE SELECT * FROM ${source}`)).map((row) => ({
+    name: String(row.column_name),
+    type: String(row.column_type),
+  }));
+  const enums = await enumTypes(read, source, columns, [config.timeColumn], await sizeOf(task.paths));
+  const casts = columns.map(
+    (c) => `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
   );
+  await connection.run(
+    `CREATE TEMP TABLE sorted AS SELECT ${casts.join(', ')} FROM ${source} ` +
+      `ORDER BY ${quoteIdentifier(config.timeColumn)} ASC NULLS LAST, file_index`,
+  );
+  const out = join(task.runDir, 'write.parquet');
   const sql =
     `COPY (SELECT * FROM sorted) TO ${quoteString(out)} ` +
-    `(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${parseConfig({}).rowGroupSize})`;
+    `(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${config.rowGroupSize})`;
   const cpu = process.cpuUsage();
   const start = performance.now();
   await connection.run(sql);

@@ -227,13 +227,7 @@ export class DuckDbEngine implements Engine, RowContainment {
           throw await classify(error);
         }
       };
-      // Sorting carries every column through the sort; a low-cardinality string column (tags:
-      // host, region) costs far less carried as an ENUM, which the Parquet writer stores as the
-      // same UTF8 strings. Worth the two extra scans only for large jobs.
-      const enums =
-        orderBy.length > 0 && inputBytes >= ENUM_MIN_INPUT_BYTES
-          ? await lowCardinalityColumns(read, source, columns, sortKeys)
-          : new Map<string, string>();
+      const enums = await enumTypes(read, source, columns, sortKeys, inputBytes);
       const casts = columns
         .map(
           (c) =>
@@ -456,6 +450,23 @@ function dedupSelect(
 }
 
 /**
+ * The ENUM types compact sorts some string columns as (column name -> type). Sorting carries every
+ * column through the sort; a low-cardinality string column (tags: host, region) costs far less
+ * carried as an ENUM, which the Parquet writer stores as the same UTF8 strings. Worth the two
+ * extra scans only for large jobs that sort. Exported for the bench, which writes as compact does.
+ */
+export async function enumTypes(
+  read: (sql: string) => Promise<Record<string, JS>[]>,
+  source: string,
+  columns: readonly { readonly name: string; readonly type: string }[],
+  sortKeys: readonly string[],
+  inputBytes: number,
+): Promise<Map<string, string>> {
+  if (sortKeys.length === 0 || inputBytes < ENUM_MIN_INPUT_BYTES) return new Map();
+  return lowCardinalityColumns(read, source, columns, sortKeys);
+}
+
+/**
  * The VARCHAR columns (not sort keys) with few distinct values, each mapped to the ENUM type of
  * exactly its values, sorted (so the ENUM's order is the strings' order). A HyperLogLog estimate
  * over a 1% sample of the vectors keeps high-cardinality columns out of the exact pass; the exact
@@ -508,7 +519,7 @@ function listItems(value: JS | undefined): readonly JS[] | undefined {
 }
 
 /** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */
-function readAll(files: readonly string[]): string {
+export function readAll(files: readonly string[]): string {
   return `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
 }
 
