@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, open, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import { peakRssBytes } from './peak-rss.ts';
 
 export type Tool =
@@ -62,6 +63,24 @@ async function sizeOf(paths: readonly string[]): Promise<number> {
   return total;
 }
 
+/** Times one DuckDB statement that writes `out`, then closes the database. */
+async function timeDuckDbWrite(
+  task: WorkerTask,
+  instance: DuckDBInstance,
+  connection: DuckDBConnection,
+  sql: string,
+  out: string,
+): Promise<WorkerResult> {
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await connection.run(sql);
+  const wallMs = performance.now() - start;
+  const cpuMs = cpuMsSince(cpu);
+  connection.closeSync();
+  instance.closeSync();
+  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+}
+
 async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
   const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine.ts');
@@ -71,14 +90,7 @@ async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
   const sql =
     `COPY (SELECT * FROM read_parquet([${task.paths.map(parquetPath).join(', ')}], union_by_name = true) ORDER BY time) ` +
     `TO ${quoteString(out)} (FORMAT parquet, COMPRESSION zstd)`;
-  const cpu = process.cpuUsage();
-  const start = performance.now();
-  await connection.run(sql);
-  const wallMs = performance.now() - start;
-  const cpuMs = cpuMsSince(cpu);
-  connection.closeSync();
-  instance.closeSync();
-  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+  return timeDuckDbWrite(task, instance, connection, sql, out);
 }
 
 /**
@@ -117,14 +129,7 @@ async function runWrite(task: WorkerTask): Promise<WorkerResult> {
   const sql =
     `COPY (SELECT * FROM sorted) TO ${quoteString(out)} ` +
     `(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${config.rowGroupSize})`;
-  const cpu = process.cpuUsage();
-  const start = performance.now();
-  await connection.run(sql);
-  const wallMs = performance.now() - start;
-  const cpuMs = cpuMsSince(cpu);
-  connection.closeSync();
-  instance.closeSync();
-  return { tool: task.tool, wallMs, cpuMs, maxRssBytes: 0, outputs: [out], outputBytes: await sizeOf([out]) };
+  return timeDuckDbWrite(task, instance, connection, sql, out);
 }
 
 async function runPolars(task: WorkerTask): Promise<WorkerResult> {
