@@ -101,7 +101,7 @@ async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
  */
 async function runWrite(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
-  const { enumTypes, quoteIdentifier, quoteString, readAll } = await import(
+  const { describe, enumTypes, quoteIdentifier, quoteString, readAll } = await import(
     '../functions/adapters/duckdb-engine.ts'
   );
   const { parseConfig } = await import('../functions/core/config.ts');
@@ -113,10 +113,7 @@ async function runWrite(task: WorkerTask): Promise<WorkerResult> {
   const connection = await instance.connect();
   const read = async (sql: string) => (await connection.runAndReadAll(sql)).getRowObjectsJS();
   const source = readAll(task.paths);
-  const columns = (await read(`DESCRIBE SELECT * FROM ${source}`)).map((row) => ({
-    name: String(row.column_name),
-    type: String(row.column_type),
-  }));
+  const columns = await describe(connection, source);
   const enums = await enumTypes(read, source, columns, [config.timeColumn], await sizeOf(task.paths));
   const casts = columns.map(
     (c) => `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
@@ -184,21 +181,17 @@ async function runFloor(task: WorkerTask): Promise<WorkerResult> {
 /**
  * The fetch floor: what any tool that must first bring the inputs to local disk pays before it
  * merges. Each input copied (kernel copy) to a new local file, laid out and paced as the compact
- * step downloads (16 folders, its concurrency), then the folder removed, as the step does.
+ * step downloads (its folders, its concurrency), then the folder removed, as the step does.
  */
 async function runFetch(task: WorkerTask): Promise<WorkerResult> {
-  const { downloadConcurrency, forEachLimit } = await import('../functions/core/protocol.ts');
+  const { downloadConcurrency, forEachLimit, inputPaths } = await import('../functions/core/protocol.ts');
   const sizes = await Promise.all(task.paths.map(async (path) => ({ path, size: (await stat(path)).size })));
   const dir = join(task.runDir, 'fetch');
-  const folders = Math.min(16, task.paths.length);
   const cpu = process.cpuUsage();
   const start = performance.now();
-  for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
-  let next = 0;
-  await forEachLimit(sizes, downloadConcurrency(sizes), async ({ path }) => {
-    const index = next++;
-    await copyFile(path, join(dir, `in-${index % folders}`, `${index}.parquet`));
-  });
+  const destinations = await inputPaths(dir, sizes.length);
+  const copies = sizes.map(({ path }, i) => ({ path, dest: destinations[i] as string }));
+  await forEachLimit(copies, downloadConcurrency(sizes), ({ path, dest }) => copyFile(path, dest));
   await rm(dir, { recursive: true, force: true });
   const wallMs = performance.now() - start;
   const cpuMs = cpuMsSince(cpu);

@@ -524,7 +524,7 @@ export function readAll(files: readonly string[]): string {
 }
 
 /** The columns and DuckDB types of `SELECT * FROM source`. */
-async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {
+export async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {
   const rows = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source}`)).getRowObjectsJS();
   return rows.map((row) => ({ name: String(row.column_name), type: String(row.column_type) }));
 }
