@@ -591,6 +591,14 @@ const TRANSIENT_NAMES = new Set([
   'RequestTimeoutException',
   'TimeoutError',
 ]);
+/**
+ * The statuses the SDK's own standard retry treats as transient (429 throttling; 500, 502, 503,
+ * 504), so a step fails fast exactly where the SDK gives up at once. 501 NotImplemented ("a header
+ * you provided implies functionality that is not implemented",
+ * https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html#ErrorCodeList) never
+ * succeeds on a retry, and neither do the other 5xx codes outside this list.
+ */
+const TRANSIENT_STATUS_CODES = new Set([429, 500, 502, 503, 504]);
 const TRANSIENT_NETWORK_CODES = new Set([
   'ECONNRESET',
   'ECONNREFUSED',
@@ -635,7 +643,7 @@ export function mapS3Error(error: unknown, key: string, options: MapOptions = {}
   if (
     TRANSIENT_NAMES.has(name) ||
     (typeof code === 'string' && TRANSIENT_NETWORK_CODES.has(code)) ||
-    (status !== undefined && (status >= 500 || status === 429)) ||
+    (status !== undefined && TRANSIENT_STATUS_CODES.has(status)) ||
     (typeof retryable === 'object' && retryable !== null)
   ) {
     return new TransientStoreError(`S3 request for ${key} failed transiently: ${name}: ${error.message}`, {
