@@ -4,7 +4,7 @@
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { EMPTY_SUMMARY, type RunSummary, summarizeMapRun } from './core/run-summary.ts';
+import { EMPTY_SUMMARY, type RunSummary, summarizeMapRun, withinTolerance } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseSummaryEvent, type SummaryEvent } from './lambda/events.ts';
 import {
@@ -16,18 +16,30 @@ import {
 } from './lambda/handler-kit.ts';
 import { METRICS } from './lambda/telemetry.ts';
 
+export interface SummaryOutput extends RunSummary {
+  readonly tier: string;
+  readonly toleratedFailurePercentage: number;
+  /** False fails the execution after this step (the workflow's `Within tolerance?` choice). */
+  readonly withinTolerance: boolean;
+}
+
 export async function summaryStep(
   event: SummaryEvent,
   deps: HandlerDeps,
   tools: HandlerTools,
-): Promise<RunSummary & { readonly tier: string }> {
+): Promise<SummaryOutput> {
   const summary = event.resultsKey
     ? await summarizeMapRun(deps.store, deps.config.layout, event.resultsKey)
     : EMPTY_SUMMARY;
   tools.metrics?.addMetric(METRICS.failed, MetricUnit.Count, summary.failed);
   for (const failure of summary.failures) tools.logger.error('partition failed', { ...failure });
   tools.logger.info('summary', { ...summary, failures: summary.failures.length });
-  return { tier: event.tier, ...summary };
+  return {
+    tier: event.tier,
+    ...summary,
+    toleratedFailurePercentage: event.toleratedFailurePercentage,
+    withinTolerance: withinTolerance(summary, event.toleratedFailurePercentage),
+  };
 }
 
 export function createHandler(getDeps: DepsFactory, observability: Observability) {

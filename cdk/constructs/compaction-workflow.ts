@@ -41,7 +41,8 @@ export interface CompactionWorkflowProps {
    */
   readonly maxConcurrency?: number;
   /**
-   * Share of partitions that may fail before the execution fails.
+   * Share of partitions (percent) that may fail before the execution fails. Applied after Summary,
+   * so the run's totals and metrics exist whatever the outcome (see `STATES.tolerance`).
    * @default 5
    */
   readonly toleratedFailurePercentage?: number;
@@ -67,10 +68,16 @@ export interface CompactionWorkflowProps {
   readonly logRetention?: logs.RetentionDays;
 }
 
-/** Errors worth retrying the same step for; everything else fails the partition. */
+/**
+ * Errors worth retrying the same step for; everything else fails the partition. The Lambda.*
+ * names are the set Step Functions recommends retrying for every Lambda task
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html), plus
+ * throttling.
+ */
 export const TRANSIENT_ERRORS: readonly string[] = [
   ErrorNames.TransientStore,
   ErrorNames.DeleteFailed,
+  'Lambda.ClientExecutionTimeoutException',
   'Lambda.ServiceException',
   'Lambda.AWSLambdaException',
   'Lambda.SdkClientException',
@@ -97,7 +104,20 @@ export const STATES = {
   clearManifest: 'Clear manifest',
   done: 'Partition done',
   summary: 'Summary',
+  tolerance: 'Within tolerance?',
+  partitionsFailed: 'Partitions failed',
+  output: 'Output',
 } as const;
+
+/**
+ * The error an execution fails with when more partitions failed than tolerated. Its Summary ran
+ * first, so the failures are in the execution's history and metrics. A redrive of such an
+ * execution re-runs only this Fail state (redrive continues "from the unsuccessful step",
+ * https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
+ * failed partitions are retried by the next execution instead, whose Recover resolves what they
+ * left and whose Plan offers them again.
+ */
+export const PARTITIONS_FAILED_ERROR = 'PartitionsFailed';
 
 export class CompactionWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
@@ -155,9 +175,10 @@ export class CompactionWorkflow extends Construct {
     };
 
     // Optional input fields get defaults, so the schedule only has to pass {"tier": ...}.
+    // `only` scopes planning to one table (compactor doctor's canary); null plans the whole lake.
     const defaults = new sfn.Pass(this, STATES.defaults, {
       stateName: STATES.defaults,
-      result: sfn.Result.fromObject({ now: null }),
+      result: sfn.Result.fromObject({ now: null, only: null }),
       resultPath: '$.defaults',
     });
     const readInput = new sfn.Pass(this, STATES.input, {
@@ -165,7 +186,8 @@ export class CompactionWorkflow extends Construct {
       parameters: { 'args.$': 'States.JsonMerge($.defaults, $$.Execution.Input, false)' },
     });
     const recover = invoke(STATES.recover, f.recover, execution, '$.recovery');
-    const plan = invoke(STATES.plan, f.plan, execution, '$.plan');
+    // Recovery is never scoped: every manifest left anywhere is resolved first.
+    const plan = invoke(STATES.plan, f.plan, { ...execution, 'only.$': '$.args.only' }, '$.plan');
 
     // One partition.
     // The Map item is the job itself: { tier, partition, jobId, executionId, jobKey, ... }.
@@ -186,6 +208,8 @@ export class CompactionWorkflow extends Construct {
         'jobId.$': '$.jobId',
         'status.$': '$.clear.Payload.status',
         'compact.$': '$.compact.Payload',
+        // Upload's status tells a job this execution committed from one recovery rolled back.
+        'upload.$': '$.upload.Payload',
         'clear.$': '$.clear.Payload',
       },
     });
@@ -213,7 +237,10 @@ export class CompactionWorkflow extends Construct {
         keyPrefix: `${props.dataPrefix}_compaction/plans/`,
       }),
       maxConcurrency: props.maxConcurrency ?? 10,
-      toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
+      // The Map Run never fails for failed items, so its results are always written and Summary
+      // always runs; the configured tolerance is applied after Summary (STATES.tolerance). A Map
+      // Run that fails for its own reasons (ItemReader, ResultWriter) still fails here.
+      toleratedFailurePercentage: 100,
       resultWriterV2: new StateRootResultWriter({
         bucket: props.bucket,
         prefix: `${props.dataPrefix}_compaction/results`,
@@ -226,7 +253,12 @@ export class CompactionWorkflow extends Construct {
     const summary = invoke(
       STATES.summary,
       f.summary,
-      { 'tier.$': '$.args.tier', 'executionId.$': '$$.Execution.Id', 'map.$': '$.map' },
+      {
+        'tier.$': '$.args.tier',
+        'executionId.$': '$$.Execution.Id',
+        'map.$': '$.map',
+        toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
+      },
       '$.summary',
     );
     const nothing = new sfn.Pass(this, STATES.nothing, {
@@ -234,8 +266,8 @@ export class CompactionWorkflow extends Construct {
       result: sfn.Result.fromObject({}),
       resultPath: '$.map',
     });
-    const output = new sfn.Pass(this, 'Output', {
-      stateName: 'Output',
+    const output = new sfn.Pass(this, STATES.output, {
+      stateName: STATES.output,
       parameters: {
         'tier.$': '$.args.tier',
         'recovery.$': '$.recovery.Payload',
@@ -243,7 +275,17 @@ export class CompactionWorkflow extends Construct {
         'summary.$': '$.summary.Payload',
       },
     });
-    summary.next(output);
+    const partitionsFailed = new sfn.Fail(this, STATES.partitionsFailed, {
+      stateName: STATES.partitionsFailed,
+      error: PARTITIONS_FAILED_ERROR,
+      cause:
+        'More partitions failed than map.toleratedFailurePercentage allows; the Summary step output lists them. The next execution retries them (redriving this one re-runs only this state); `compactor start --tier <tier>` retries them now.',
+    });
+    summary.next(
+      new sfn.Choice(this, STATES.tolerance, { stateName: STATES.tolerance })
+        .when(sfn.Condition.booleanEquals('$.summary.Payload.withinTolerance', false), partitionsFailed)
+        .otherwise(output),
+    );
 
     const definition = defaults
       .next(readInput)

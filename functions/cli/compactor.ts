@@ -24,6 +24,7 @@ import { findRepairs, repairPartition } from '../core/repair.ts';
 import { planRetention, type RetentionPlan } from '../core/retention.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
+import type { SummaryOutput } from '../summary.ts';
 import {
   buildClock,
   buildConfig,
@@ -230,6 +231,9 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   // with this run's Map concurrency.
   const workflow = await synthesizeWorkflow({
     ...stackContext,
+    // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
+    // with this dataPrefix would (an s3://bucket/prefix store).
+    dataPrefix: ctx.target.dataPrefix,
     map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
   });
   const { engine, workDir } = await buildEngine(options);
@@ -280,6 +284,7 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
           error: execution.error,
           cause: execution.cause,
           failedState: execution.failedState?.name,
+          ...(failedSummary(execution) ? { summary: failedSummary(execution) } : {}),
           states: execution.statesEntered,
           partitions: partitionRows(execution, tier),
         },
@@ -397,11 +402,23 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
   return lines.join('\n');
 }
 
+/** The Summary step's output when the execution failed after it (too many failed partitions). */
+function failedSummary(execution: LocalExecution): SummaryOutput | undefined {
+  const input = execution.failedState?.input as { summary?: { Payload?: SummaryOutput } } | undefined;
+  return input?.summary?.Payload;
+}
+
 function formatFailedExecution(execution: LocalExecution, tier: string): string {
   const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
+  const s = failedSummary(execution);
   return [
     `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
     ...rows.map((p) => `  ${p.partition}: ${p.note}`),
+    ...(s
+      ? [
+          `summary: ${s.compacted} compacted, ${s.skipped} skipped, ${s.failed} failed of ${s.partitions} (tolerated: ${s.toleratedFailurePercentage}%)`,
+        ]
+      : []),
   ].join('\n');
 }
 

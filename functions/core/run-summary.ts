@@ -27,6 +27,8 @@ export interface PartitionOutcome {
   readonly jobId?: string;
   readonly status: string;
   readonly compact?: StepNumbers;
+  /** The publish step's result: `done`/`already-done` only when this execution committed the job. */
+  readonly upload?: StepNumbers;
   readonly clear?: StepNumbers;
 }
 
@@ -40,7 +42,12 @@ export interface RunSummary {
   readonly bytesIn: number;
   readonly bytesOut: number;
   readonly rows: number;
-  /** The first failures, with the error name the state machine saw (e.g. SchemaConflictError). */
+  /**
+   * The first MAX_FAILURES_LISTED failures, with the error name the state machine saw (e.g.
+   * SchemaConflictError), each cause cut to MAX_CAUSE_CHARS: the execution's output, which holds
+   * them, is limited to 256 KiB
+   * (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html#service-limits-task-executions).
+   */
   readonly failures: readonly {
     readonly partition: string;
     readonly error: string;
@@ -54,6 +61,27 @@ interface ResultEntry {
   readonly Output?: string;
   readonly Error?: string;
   readonly Cause?: string;
+}
+
+export const MAX_FAILURES_LISTED = 20;
+export const MAX_CAUSE_CHARS = 1024;
+
+/** Keeps the start of a long cause (where the error names the file and the fix) and says what was cut. */
+export function truncateCause(cause: string): string {
+  if (cause.length <= MAX_CAUSE_CHARS) return cause;
+  const note = ` … [${cause.length - MAX_CAUSE_CHARS} more characters cut]`;
+  return `${cause.slice(0, MAX_CAUSE_CHARS - note.length)}${note}`;
+}
+
+/**
+ * Failures are within the tolerance while their share does not exceed it: the Distributed Map's
+ * ToleratedFailurePercentage is "the maximum percentage of failed items before the Map Run fails"
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html); the
+ * workflow applies it after Summary instead of in the Map.
+ */
+export function withinTolerance(summary: Pick<RunSummary, 'failed' | 'partitions'>, percent: number): boolean {
+  if (summary.failed === 0) return true;
+  return (summary.failed * 100) / summary.partitions <= percent;
 }
 
 export const EMPTY_SUMMARY: RunSummary = {
@@ -94,18 +122,21 @@ export async function summarizeMapRun(
         if (kind !== 'SUCCEEDED' || entry.Status !== 'SUCCEEDED') {
           summary.failed++;
           const input = entry.Input ? (JSON.parse(entry.Input) as { partition?: string }) : {};
-          if (failures.length < 20) {
+          if (failures.length < MAX_FAILURES_LISTED) {
             failures.push({
               partition: input.partition ?? '?',
               error: entry.Error ?? kind,
-              cause: entry.Cause ?? '',
+              cause: truncateCause(entry.Cause ?? ''),
             });
           }
           continue;
         }
         const outcome = JSON.parse(entry.Output ?? '{}') as PartitionOutcome;
-        // Compacted when this run's clear step finished the job; the numbers are what it staged.
-        const finished = outcome.clear?.state === 'cleared' && outcome.clear.status !== 'superseded';
+        // Compacted when this execution committed the job (its publish step did it or found it
+        // done) and its clear step saw the job through; the numbers are what it staged. A job that
+        // recovery rolled back, or took over, meanwhile was superseded at publish: not ours.
+        const committed = outcome.upload?.status === 'done' || outcome.upload?.status === 'already-done';
+        const finished = committed && outcome.clear?.state === 'cleared';
         if (finished) {
           const numbers = outcome.compact ?? {};
           summary = {

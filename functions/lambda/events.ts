@@ -35,6 +35,11 @@ export interface ExecutionEvent {
   readonly executionName: string;
   /** ISO time to plan as if at (tests, replays). */
   readonly now?: string;
+  /**
+   * Plan only this table (a table path under the data root, e.g. `mydb/cpu/`); the planner checks
+   * it against the layout. Recovery is never scoped.
+   */
+  readonly only?: string;
 }
 
 export function parseExecutionEvent(event: unknown): ExecutionEvent {
@@ -42,11 +47,13 @@ export function parseExecutionEvent(event: unknown): ExecutionEvent {
   const now = e.now === undefined || e.now === null ? undefined : text(e.now, 'now', 'execution input');
   if (now !== undefined && Number.isNaN(Date.parse(now)))
     throw new ConfigError(`execution input: "now" is not a time`);
+  const only = e.only === undefined || e.only === null ? undefined : text(e.only, 'only', 'execution input');
   return {
     tier: tier(e.tier, 'execution input'),
     executionId: text(e.executionId, 'executionId', 'execution input'),
     executionName: text(e.executionName, 'executionName', 'execution input'),
     ...(now !== undefined ? { now } : {}),
+    ...(only !== undefined ? { only } : {}),
   };
 }
 
@@ -76,6 +83,19 @@ export interface SummaryEvent {
   readonly executionId: string;
   /** The Map state's ResultWriterDetails, absent when nothing was planned. */
   readonly resultsKey?: string;
+  /** Percent of partitions that may fail before the execution fails (the stack's map setting). */
+  readonly toleratedFailurePercentage: number;
+}
+
+/** Absent (a definition from before the setting reached Summary) means no failure is tolerated. */
+function percentage(value: unknown): number {
+  if (value === undefined) return 0;
+  if (typeof value !== 'number' || !(value >= 0 && value <= 100)) {
+    throw new ConfigError(
+      `summary input: "toleratedFailurePercentage" must be a number from 0 to 100, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value;
 }
 
 export function parseSummaryEvent(event: unknown): SummaryEvent {
@@ -85,6 +105,7 @@ export function parseSummaryEvent(event: unknown): SummaryEvent {
   return {
     tier: tier(e.tier, 'summary input'),
     executionId: text(e.executionId, 'executionId', 'summary input'),
+    toleratedFailurePercentage: percentage(e.toleratedFailurePercentage),
     ...(written ? { resultsKey: text(written.Key, 'map.ResultWriterDetails.Key', 'summary input') } : {}),
   };
 }

@@ -8,17 +8,19 @@
 
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import { isThrottlingError, isTransientError } from '@smithy/core/retry';
+import type { SdkError } from '@smithy/types';
 import { describe, expect, it } from 'vitest';
 import { mapS3Error } from '../../functions/adapters/s3-store.ts';
 import { TransientStoreError } from '../../functions/core/errors.ts';
 
-function serviceError(name: string, status: number): S3ServiceException {
+/** The SDK's retry deciders take its SdkError view of the same exception object. */
+function serviceError(name: string, status: number): S3ServiceException & SdkError {
   return new S3ServiceException({
     name,
     $fault: status >= 500 ? 'server' : 'client',
     $metadata: { httpStatusCode: status },
     message: `${name} (constructed as the SDK does)`,
-  });
+  }) as S3ServiceException & SdkError;
 }
 
 describe('S3Store error mapping against the SDK retry classification', () => {

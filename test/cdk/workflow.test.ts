@@ -6,7 +6,11 @@
 
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { STATES, TRANSIENT_ERRORS } from '../../cdk/constructs/compaction-workflow.ts';
+import {
+  PARTITIONS_FAILED_ERROR,
+  STATES,
+  TRANSIENT_ERRORS,
+} from '../../cdk/constructs/compaction-workflow.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import { ErrorNames } from '../../functions/core/errors.ts';
 import { type CfnTemplate, synth } from './synth.ts';
@@ -63,7 +67,8 @@ describe('the synthesized state graph', () => {
   });
 
   it('runs Recover -> Plan -> Map -> Summary, or straight to Summary when nothing is planned', () => {
-    expect(walk(definition, (_, st) => choiceTarget(st, 0))).toEqual([
+    const planned = (name: string, st: State) => choiceTarget(st, name === STATES.tolerance ? 'default' : 0);
+    expect(walk(definition, planned)).toEqual([
       STATES.defaults,
       STATES.input,
       STATES.recover,
@@ -71,7 +76,8 @@ describe('the synthesized state graph', () => {
       STATES.anything,
       STATES.map,
       STATES.summary,
-      'Output',
+      STATES.tolerance,
+      STATES.output,
     ]);
     expect(walk(definition, (_, st) => choiceTarget(st, 'default'))).toEqual([
       STATES.defaults,
@@ -81,8 +87,31 @@ describe('the synthesized state graph', () => {
       STATES.anything,
       STATES.nothing,
       STATES.summary,
-      'Output',
+      STATES.tolerance,
+      STATES.output,
     ]);
+  });
+
+  it('Summary runs whatever the partitions did; only then do too many failures fail the execution', () => {
+    // The Map Run itself tolerates every failed item, so it always ends with its results written
+    // and Summary (metrics, totals) runs; the configured tolerance is applied after it.
+    const map = definition.States[STATES.map] as State;
+    expect(map.ToleratedFailurePercentage).toBe(100);
+    expect(map.Next).toBe(STATES.summary);
+    expect(map.Catch).toBeUndefined();
+    const summary = definition.States[STATES.summary] as State & { Parameters: Record<string, unknown> };
+    expect(summary.Parameters.Payload).toMatchObject({ toleratedFailurePercentage: 5 });
+    expect(summary.Next).toBe(STATES.tolerance);
+    const tolerance = definition.States[STATES.tolerance] as State;
+    expect(tolerance.Type).toBe('Choice');
+    expect(tolerance.Choices).toEqual([
+      { Variable: '$.summary.Payload.withinTolerance', BooleanEquals: false, Next: STATES.partitionsFailed },
+    ]);
+    expect(tolerance.Default).toBe(STATES.output);
+    expect(definition.States[STATES.partitionsFailed]).toMatchObject({
+      Type: 'Fail',
+      Error: PARTITIONS_FAILED_ERROR,
+    });
   });
 
   it('per partition: compact, then skip or upload -> verify -> delete inputs -> clear manifest', () => {
@@ -129,7 +158,6 @@ describe('the synthesized state graph', () => {
       Parameters: { Prefix: '_compaction/results' },
     });
     expect(map.MaxConcurrency).toBe(10);
-    expect(map.ToleratedFailurePercentage).toBe(5);
   });
 
   it('every Lambda task retries transient errors only, by name, with backoff and full jitter', () => {
@@ -158,6 +186,18 @@ describe('the synthesized state graph', () => {
       expect(JSON.stringify(task.Retry ?? [])).not.toMatch(/States\.(ALL|TaskFailed)/);
       expect(task.Catch, name).toBeUndefined();
       expect(task.TimeoutSeconds, name).toBeGreaterThan(60);
+    }
+  });
+
+  it('retries the Lambda errors Step Functions recommends (bp-lambda-serviceexception), ClientExecutionTimeout included', () => {
+    // https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
+    for (const name of [
+      'Lambda.ClientExecutionTimeoutException',
+      'Lambda.ServiceException',
+      'Lambda.AWSLambdaException',
+      'Lambda.SdkClientException',
+    ]) {
+      expect(TRANSIENT_ERRORS).toContain(name);
     }
   });
 

@@ -3,8 +3,9 @@
  * with every Lambda bound in-process:
  * - over fauxqs (an in-process S3 server, the real SDK and S3Store) it compacts a generated lake
  *   hourly then daily with exact row ids;
- * - a step failing mid-partition fails the execution (tolerance 0), and a redrive from the
- *   failed state with the same input re-runs only the failed partition and ends exact;
+ * - a step failing mid-partition fails the execution (tolerance 0) after Summary has counted it;
+ *   a redrive re-runs only the Fail state, and the next execution finishes the job exactly;
+ *   a failure before the Map is replayed by a redrive from the failed state;
  * - `compactor run` executes the synthesized definition: changing the definition (the Map's
  *   tolerated failure percentage, through --context) changes what the run does; a table's
  *   dedup in --context reaches the steps.
@@ -18,6 +19,7 @@ import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
+import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import {
   runWorkflowLocally,
@@ -133,8 +135,8 @@ describe('the synthesized state machine run locally over fauxqs (in-process S3 s
   });
 });
 
-describe('a step failing mid-partition, then a redrive', () => {
-  it('fails the execution, then a redrive from the failed state with the same input ends exact', async () => {
+describe('a step failing mid-partition: Summary runs, the execution fails, the next execution finishes it', () => {
+  it('fails after Summary (which counts the failure); a redrive re-runs only the Fail state; the next execution ends exact', async () => {
     const dir = join(root, 'redrive');
     await rm(dir, { recursive: true, force: true });
     await writeLake(engine, dir, FILES);
@@ -158,17 +160,19 @@ describe('a step failing mid-partition, then a redrive', () => {
       workDir: join(root, 'work'),
     };
     const compacted: string[] = [];
-    const first = await runWorkflowLocally(strict, deps, {
-      tier: 'hourly',
-      retryIntervalMs: 0,
-      onStep: (step, payload) => {
-        if (step === 'compact') compacted.push((payload as { partition: string }).partition);
-      },
-    });
+    const onStep = (step: string, payload: unknown) => {
+      if (step === 'compact') compacted.push((payload as { partition: string }).partition);
+    };
+    const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
     expect(first.execution.status).toBe('FAILED');
-    expect(first.execution.error).toBe('States.ExceedToleratedFailureThreshold');
-    expect(first.execution.cause).toContain('InjectedStepFailure');
-    expect(first.execution.failedState?.name).toBe('Compact partitions (ResultWriter)');
+    expect(first.execution.error).toBe(PARTITIONS_FAILED_ERROR);
+    expect(first.execution.failedState?.name).toBe(STATES.partitionsFailed);
+    // Summary ran before the execution failed: its totals (and metrics) cover this outcome too.
+    expect(first.execution.statesEntered).toContain(STATES.summary);
+    const summary = (first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } })
+      .summary?.Payload;
+    expect(summary).toMatchObject({ partitions: 3, compacted: 2, failed: 1, withinTolerance: false });
+    expect(JSON.stringify(summary?.failures)).toContain('InjectedStepFailure');
     expect(compacted.sort()).toEqual([
       'db/cpu/2025/01/14/01/',
       'db/cpu/2025/01/14/02/',
@@ -180,22 +184,57 @@ describe('a step failing mid-partition, then a redrive', () => {
 
     broken = false;
     compacted.length = 0;
+    // Redrive continues from the unsuccessful step, which is the Fail state: it replays nothing.
     const redrive = await runWorkflowLocally(strict, deps, {
       tier: 'hourly',
       retryIntervalMs: 0,
       redriveOf: first.execution,
-      onStep: (step, payload) => {
-        if (step === 'compact') compacted.push((payload as { partition: string }).partition);
-      },
+      onStep,
     });
-    expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
-    // Only the failed partition ran again; recover and plan did not.
-    expect(compacted).toEqual(['db/cpu/2025/01/14/02/']);
-    expect(redrive.execution.statesEntered).not.toContain('Plan');
-    expect(redrive.output?.summary).toMatchObject({ partitions: 3, compacted: 3, failed: 0 });
+    expect(redrive.execution.status).toBe('FAILED');
+    expect(redrive.execution.statesEntered).toEqual([STATES.partitionsFailed]);
+    expect(compacted).toEqual([]);
+
+    // The next execution's Recover rolls the staged job forward; nothing is compacted twice.
+    const next = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
+    expect(next.execution.status, next.execution.cause).toBe('SUCCEEDED');
+    expect(next.output?.recovery).toMatchObject({ rolledForward: 1 });
+    expect(compacted).toEqual([]);
     expect(await ids(inner)).toEqual(range(total));
     expect(await stateKeys(inner, 'manifests/')).toEqual([]);
     expect(await stateKeys(inner, 'staging/')).toEqual([]);
+  });
+
+  it('a failure before the Map (Plan) is what a redrive replays: from Plan, with the same input, ending exact', async () => {
+    const dir = join(root, 'redrive-plan');
+    await rm(dir, { recursive: true, force: true });
+    await writeLake(engine, dir, FILES);
+    const inner = new LocalFolderStore(dir);
+    let broken = true;
+    const store = new FaultStore(inner, {
+      beforeCall: async (call) => {
+        if (broken && call.op === 'put' && call.key.startsWith('_compaction/plans/')) {
+          const error = new Error(`injected failure writing ${call.key}`);
+          error.name = 'InjectedStepFailure';
+          throw error;
+        }
+      },
+    });
+    const deps = { store, config, clock: systemClock, engine: async () => engine, workDir: join(root, 'work') };
+    const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0 });
+    expect(first.execution.status).toBe('FAILED');
+    expect(first.execution.failedState?.name).toBe(STATES.plan);
+    broken = false;
+    const redrive = await runWorkflowLocally(strict, deps, {
+      tier: 'hourly',
+      retryIntervalMs: 0,
+      redriveOf: first.execution,
+    });
+    expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
+    expect(redrive.execution.statesEntered).not.toContain(STATES.recover);
+    expect(redrive.output?.summary).toMatchObject({ partitions: 3, compacted: 3, failed: 0 });
+    expect(await ids(inner)).toEqual(range(total));
+    expect(await stateKeys(inner, 'manifests/')).toEqual([]);
   });
 });
 
@@ -225,12 +264,17 @@ describe('compactor run executes the synthesized definition', () => {
     return { code, json: JSON.parse(out.join('\n')) as Record<string, unknown>, err: err.join('\n') };
   };
 
-  it('with the deployed tolerance (5%), one failed partition in three fails the execution', async () => {
+  it('with the deployed tolerance (5%), one failed partition in three fails the execution after Summary', async () => {
     const dir = await lakeWithBadHour('default-tolerance');
     const result = await run(dir);
     expect(result.code).toBe(1);
-    expect(result.json).toMatchObject({ status: 'FAILED', failedState: 'Compact partitions (ResultWriter)' });
-    expect(String(result.json.cause)).toContain('SchemaConflictError');
+    expect(result.json).toMatchObject({
+      status: 'FAILED',
+      error: PARTITIONS_FAILED_ERROR,
+      failedState: STATES.partitionsFailed,
+      summary: { partitions: 3, compacted: 2, failed: 1, withinTolerance: false },
+    });
+    expect(JSON.stringify(result.json.summary)).toContain('SchemaConflictError');
     expect(result.json.states).toContain('Compact partitions (ItemReader)');
   });
 
