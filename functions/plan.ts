@@ -17,6 +17,7 @@ import {
   type HandlerTools,
   type Observability,
 } from './lambda/handler-kit.ts';
+import { recordExecutionPlanned } from './lambda/telemetry.ts';
 
 export interface PlanOutput {
   readonly tier: string;
@@ -28,6 +29,8 @@ export interface PlanOutput {
   readonly inputBytes: number;
   readonly objectsListed: number;
   readonly plannedAt: string;
+  /** The table the plan was scoped to (execution input `only`), or null for the whole lake. */
+  readonly only: string | null;
 }
 
 export async function planStep(
@@ -38,13 +41,20 @@ export async function planStep(
   // `now` plans as if at that time (replays, tests); leases still use the real clock.
   const clock: Clock = event.now ? { now: () => new Date(event.now as string) } : deps.clock;
   // `retention` plans the expired files; the tiers plan their candidates.
-  const plan = await planJobs(deps.store, deps.config, clock, event.tier);
+  const plan = await planJobs(
+    deps.store,
+    deps.config,
+    clock,
+    event.tier,
+    event.only !== undefined ? { only: event.only } : {},
+  );
   const jobs = assignJobs(plan, {
     clock: deps.clock,
     randomHex: deps.randomHex,
     executionId: event.executionId,
   });
   const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
+  recordExecutionPlanned(tools, event.tier);
   for (const skip of plan.skipped) tools.logger.debug('skipped', { ...skip });
   // A mistyped table path expires nothing, silently: say so where the operator looks.
   if (isRetentionPlan(plan)) {
@@ -62,6 +72,7 @@ export async function planStep(
     inputBytes: items.reduce((sum, i) => sum + i.inputBytes, 0),
     objectsListed: plan.objectsListed,
     plannedAt: plan.now,
+    only: event.only ?? null,
   };
 }
 

@@ -183,6 +183,8 @@ export interface LocalRunOptions {
   readonly tier: JobKind;
   /** Plan as if at this ISO time. */
   readonly now?: string;
+  /** Plan only this table (the execution input's `only`). */
+  readonly only?: string;
   readonly retryIntervalMs?: number;
   readonly redriveOf?: LocalExecution;
   readonly onStep?: (step: StepName, payload: unknown, result: unknown) => void;
@@ -234,7 +236,11 @@ export async function runWorkflowLocally(
       workflow.definition,
       { store: deps.store, bucket: workflow.bucket, invoke },
       {
-        input: { tier: options.tier, ...(options.now ? { now: options.now } : {}) },
+        input: {
+          tier: options.tier,
+          ...(options.now ? { now: options.now } : {}),
+          ...(options.only !== undefined ? { only: options.only } : {}),
+        },
         executionId,
         executionName,
         ...(options.redriveOf ? { redriveOf: options.redriveOf } : {}),

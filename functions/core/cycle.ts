@@ -9,7 +9,7 @@ import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import { newJobId } from './manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
-import { type Plan, type PlannedJob, planTier } from './planner.ts';
+import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner.ts';
 import {
   type CompactDeps,
   clearStep,
@@ -129,18 +129,21 @@ export function assignJobs(
 }
 
 /** The plan of one kind of job: a compaction tier's candidates, or the expired files. */
-export function planJobs(
+export async function planJobs(
   store: ObjectStore,
   config: CompactorConfig,
   clock: Clock,
   kind: JobKind,
+  scope: PlanScope = {},
 ): Promise<Plan> {
   switch (kind) {
     case 'hourly':
     case 'daily':
     case 'monthly':
-      return planTier(store, config, clock, kind);
+      return planTier(store, config, clock, kind, scope);
     case 'retention':
+      // Retention rules already name tables; a scope there would be a second, silent filter.
+      if (scope.only !== undefined) throw new ConfigError('"only" scopes a compaction tier, not retention');
       return planRetention(store, config, clock);
   }
 }

@@ -258,11 +258,42 @@ export async function readQuarantineRecord(
   return { manifestKey, ...scan };
 }
 
+/** Which part of the lake a plan covers: by default all of it. */
+export interface PlanScope {
+  /**
+   * One table path under the data root, as the layout names tables (`mydb/cpu/` for arc): only
+   * that table's partitions are planned (the execution input's `only`, e.g. `compactor doctor`'s
+   * canary). Manifests and quarantine are still read whole: they lease and exclude as always.
+   */
+  readonly only?: string;
+}
+
+/** The key prefix a scope lists, or a ConfigError naming what a table path of this layout is. */
+export function scopePrefix(config: CompactorConfig, scope: PlanScope): string {
+  const { layout } = config;
+  if (scope.only === undefined) return layout.dataPrefix;
+  if (!layout.isTablePath(scope.only)) {
+    const tableSegments = layout.template.split('/').slice(0, layout.tableDepth).join('/');
+    throw new ConfigError(
+      `"only" must be a table path under the data root: ${layout.tableDepth} segment(s) matching ` +
+        `${tableSegments}/ of the layout ${layout.template}, ending in "/", without the data prefix ` +
+        `and never under the state root; got ${JSON.stringify(scope.only)}`,
+    );
+  }
+  const prefix = `${layout.dataPrefix}${scope.only}`;
+  // A table segment named like the state root would list state as data (`_compaction/`).
+  if (prefix.startsWith(layout.stateRoot)) {
+    throw new ConfigError(`"only" ${JSON.stringify(scope.only)} is the state root, not a table`);
+  }
+  return prefix;
+}
+
 export async function planTier(
   store: ObjectStore,
   config: CompactorConfig,
   clock: Clock,
   tier: TierName,
+  scope: PlanScope = {},
 ): Promise<Plan> {
   const { layout } = config;
   if (!config.tiers[tier].enabled) {
@@ -270,6 +301,8 @@ export async function planTier(
       `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
     );
   }
+  // Validated before anything is listed: a bad scope plans nothing rather than everything.
+  const listed = scopePrefix(config, scope);
   const now = clock.now().getTime();
   const folders = new Map<string, Folder>();
   const small = config.targetFileBytes / 2;
@@ -287,8 +320,8 @@ export async function planTier(
   };
   let objectsListed = 0;
 
-  // 1. Data first.
-  for await (const object of store.list(layout.dataPrefix)) {
+  // 1. Data first (a table's keys all start with its path, so its folders are whole).
+  for await (const object of store.list(listed)) {
     objectsListed++;
     const file = layout.parse(object.key);
     if (!file) continue;

@@ -9,7 +9,9 @@ import {
   parseConfig,
   type TierName,
 } from '../../functions/core/config.ts';
+import { planJobs } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
+import { ConfigError } from '../../functions/core/errors.ts';
 import { compactDate, type DataFile } from '../../functions/core/layout.ts';
 import {
   type InputRef,
@@ -630,5 +632,81 @@ describe('data is listed before manifests', () => {
     });
     const plan = await planTier(hooked, cfg, later, 'hourly');
     expect(plannedKeys(plan)).toEqual(keys.slice(1));
+  });
+});
+
+describe('a plan scoped to one table (execution input "only")', () => {
+  it('plans only that table, listing only under it, while manifests still lease', async () => {
+    const cfg = config({ dataPrefix: 'lake' });
+    const canary = hourFolder(RECENT_HOUR, '_compactor_doctor/canary-1', 'lake/');
+    const canaryKeys = await putL0(canary, 3);
+    // Eligible partitions of other tables, and of a table whose path extends the scoped one.
+    await putL0(hourFolder(RECENT_HOUR, 'mydb/cpu', 'lake/'), 3);
+    await putL0(hourFolder(RECENT_HOUR, '_compactor_doctor/canary-10', 'lake/'), 3);
+    const hooked = new HookedStore(store, '', async () => {});
+    const plan = await planTier(hooked, cfg, later, 'hourly', { only: '_compactor_doctor/canary-1/' });
+    expect(plan.jobs.map((j) => j.partition)).toEqual([canary]);
+    expect(plannedKeys(plan)).toEqual(canaryKeys);
+    expect(plan.objectsListed).toBe(3);
+    expect(hooked.lists).toContain('lake/_compactor_doctor/canary-1/');
+    expect(hooked.lists).not.toContain('lake/');
+    // A live manifest of the scoped partition still leases it.
+    await putManifest(cfg, manifest('hourly', canary, canaryKeys.slice(0, 1)));
+    const leased = await planTier(store, cfg, later, 'hourly', { only: '_compactor_doctor/canary-1/' });
+    expect(leased.jobs).toEqual([]);
+    expect(skipFor(leased, canary)?.reason).toBe('a job holds this partition (live manifest)');
+    // No scope: the whole lake, as before.
+    const whole = await planTier(store, cfg, later, 'hourly');
+    expect(whole.jobs.map((j) => j.partition).sort()).toEqual(
+      [
+        hourFolder(RECENT_HOUR, '_compactor_doctor/canary-10', 'lake/'),
+        hourFolder(RECENT_HOUR, 'mydb/cpu', 'lake/'),
+      ].sort(),
+    );
+  });
+
+  it('refuses, before listing anything, a scope that is not a table path under the data root', async () => {
+    const cfg = config({ dataPrefix: 'lake' });
+    await putL0(hourFolder(RECENT_HOUR, 'mydb/cpu', 'lake/'), 3);
+    for (const only of [
+      'mydb/',
+      'mydb/cpu',
+      'lake/mydb/cpu/',
+      'mydb/cpu/2025/',
+      '../mydb/cpu/',
+      'mydb/../cpu/',
+      '',
+      '/mydb/cpu/',
+      '_compaction/staging/',
+    ]) {
+      const hooked = new HookedStore(store, '', async () => {});
+      await expect(planTier(hooked, cfg, later, 'hourly', { only }), only).rejects.toThrow(ConfigError);
+      expect(hooked.lists, only).toEqual([]);
+    }
+    await expect(planTier(store, cfg, later, 'hourly', { only: 'mydb' })).rejects.toThrow(
+      /"only" must be a table path under the data root: 2 segment\(s\) matching \{db\}\/\{measurement\}\//,
+    );
+    await expect(planTier(store, cfg, later, 'hourly', { only: '_compaction/staging/' })).rejects.toThrow(
+      /is the state root, not a table/,
+    );
+  });
+
+  it('follows the layout: one table segment for hive', async () => {
+    const cfg = config({ layout: 'hive' });
+    const folder = `events/dt=${new Date(RECENT_HOUR).toISOString().slice(0, 10)}/hour=${new Date(RECENT_HOUR).toISOString().slice(11, 13)}/`;
+    const keys = await putL0(folder, 3);
+    await putL0(folder.replace('events/', 'other/'), 3);
+    const plan = await planTier(store, cfg, later, 'hourly', { only: 'events/' });
+    expect(plan.jobs.map((j) => j.partition)).toEqual([folder]);
+    expect(plannedKeys(plan)).toEqual(keys);
+    await expect(planTier(store, cfg, later, 'hourly', { only: 'mydb/cpu/' })).rejects.toThrow(ConfigError);
+  });
+
+  it('is refused for retention, whose rules already name tables', async () => {
+    const cfg = config({ retention: { rules: { '*': 30 } } });
+    await expect(planJobs(store, cfg, later, 'retention', { only: 'mydb/cpu/' })).rejects.toThrow(
+      /"only" scopes a compaction tier, not retention/,
+    );
+    await expect(planJobs(store, cfg, later, 'retention')).resolves.toMatchObject({ jobs: [] });
   });
 });
