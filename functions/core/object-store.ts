@@ -125,9 +125,10 @@ export function compareKeys(a: string, b: string): number {
 export async function getBytesIfExists(
   store: ObjectStore,
   key: string,
+  options?: { readonly signal?: AbortSignal },
 ): Promise<{ readonly body: Buffer; readonly etag: string } | undefined> {
   try {
-    return await store.getBytes(key);
+    return await store.getBytes(key, options);
   } catch (error) {
     if (error instanceof NotFoundError) return undefined;
     throw error;

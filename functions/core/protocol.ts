@@ -54,7 +54,13 @@ import {
   stagingPrefix,
   tierFolderFile,
 } from './manifest.ts';
-import { compareKeys, MAX_DELETE_BATCH, type ObjectHead, type ObjectStore } from './object-store.ts';
+import {
+  compareKeys,
+  getBytesIfExists,
+  MAX_DELETE_BATCH,
+  type ObjectHead,
+  type ObjectStore,
+} from './object-store.ts';
 import { unifySchemas } from './schema.ts';
 
 /** User metadata every staged and final output carries. */
@@ -206,10 +212,18 @@ export async function takeOver(deps: StepDeps, loaded: Loaded, executionId: stri
   return casManifest(deps, loaded, advance(deps, loaded.manifest, { executionId }));
 }
 
-/** Replaces the manifest only if it is still the version we read. */
+/**
+ * Replaces the manifest only if it is still the version we read. A refused write may be our own:
+ * the SDK retries a PUT whose response was lost, and when the first attempt landed the retry is
+ * answered 412 (or 409), its ETag having moved on
+ * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). So a refusal
+ * re-reads the manifest, and bytes equal to what we wrote mean the write was ours: every manifest
+ * write advances updatedAt and no other writer writes our job id with our execution.
+ */
 async function casManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Promise<Loaded> {
+  const body = serializeManifest(next);
   try {
-    const { etag } = await deps.store.put(loaded.key, serializeManifest(next), {
+    const { etag } = await deps.store.put(loaded.key, body, {
       ifMatch: loaded.etag,
       contentType: 'application/json',
       ...withSignal(deps),
@@ -217,6 +231,8 @@ async function casManifest(deps: StepDeps, loaded: Loaded, next: Manifest): Prom
     return { key: loaded.key, etag, manifest: next };
   } catch (error) {
     if (error instanceof PreconditionFailedError || error instanceof NotFoundError) {
+      const current = await getBytesIfExists(deps.store, loaded.key, withSignal(deps));
+      if (current?.body.equals(body)) return { key: loaded.key, etag: current.etag, manifest: next };
       throw new ManifestConflictError(
         `manifest ${loaded.key} of job ${loaded.manifest.jobId} changed meanwhile`,
         {

@@ -779,6 +779,49 @@ describe('every step', () => {
     await quiescent(l);
   });
 
+  it('every manifest write whose response was lost (the SDK retry answered 412) is recognised as ours', async () => {
+    // The SDK re-sends a Buffer-bodied PUT after a lost response; when the first attempt landed,
+    // S3 answers the retry 412 because the ETag moved on (conditional-writes.html). The step must
+    // carry on, not report a conflict and drop what it staged.
+    const l = await lake();
+    const job = await jobFor(l, HOUR_10);
+    const mKey = manifestKey(l.config.layout, 'hourly', HOUR_10);
+    const steps: [string, (d: CompactDeps) => Promise<StepResult>, StepResult['state']][] = [
+      ['compact', (d) => compactStep(d, job), 'staged'],
+      ['publish', (d) => publishStep(d, job), 'published'],
+      ['verify', (d) => verifyStep(d, job), 'verified'],
+      ['delete inputs', (d) => deleteInputsStep(d, job), 'inputs-deleted'],
+    ];
+    for (const [name, step, state] of steps) {
+      // Each step's If-Match write of the manifest (compact's claim is an If-None-Match create).
+      let refused = 0;
+      const lossy = new FaultStore(l.store, {
+        fault: {
+          at: (call) => call.op === 'put' && call.key === mKey && call.ifMatch === true,
+          kind: 'lost-response',
+        },
+        afterCall: async (call) => {
+          if (call.op === 'put' && call.key === mKey) refused++;
+        },
+      });
+      const result = await step(deps(l, lossy));
+      expect(result, name).toMatchObject({ status: 'done', state });
+      expect(refused, `${name}: the write and its retry both reached the store`).toBe(
+        name === 'compact' ? 3 : 2,
+      );
+      expect((await requireManifest(l, job)).state, name).toBe(state);
+    }
+    const manifest = await requireManifest(l, job);
+    expect(await clearStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
+    expect(
+      await idsOf(
+        l,
+        (manifest.outputs ?? []).map((o) => o.finalKey),
+      ),
+    ).toEqual(range(1, 120));
+    await quiescent(l);
+  });
+
   it('refuses to act once its lease expired, before any side effect', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);

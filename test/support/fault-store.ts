@@ -1,7 +1,14 @@
 /**
  * An ObjectStore wrapper that counts every call and injects one fault at call N:
  * - 'fail-before': the call is not made and a transient error is thrown;
- * - 'fail-after': the call is made, then a transient error is thrown (a lost response);
+ * - 'fail-after': the call is made, then a transient error is thrown (its response was lost and
+ *   every retry of the SDK failed too);
+ * - 'lost-response': the call is made and its response lost, so the call is made again, as the
+ *   SDK's standard retry re-sends a request with a rewindable body (and the S3 store re-sends a
+ *   file upload); the caller gets the retry's answer. For a conditional write whose first attempt
+ *   landed, that answer is 412 PreconditionFailed (If-Match, If-None-Match) or a delete's NoSuchKey,
+ *   exactly what S3 answers the retry
+ *   (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-requests.html);
  * - 'crash': the call is not made and this store never calls again (the run is abandoned).
  * An observer sees the inner store after every call that reached it (for invariant checks).
  */
@@ -18,8 +25,8 @@ import type {
   WriteOptions,
 } from '../../functions/core/object-store.ts';
 
-export type FaultKind = 'fail-before' | 'fail-after' | 'crash';
-export const FAULT_KINDS: readonly FaultKind[] = ['fail-before', 'fail-after', 'crash'];
+export type FaultKind = 'fail-before' | 'fail-after' | 'lost-response' | 'crash';
+export const FAULT_KINDS: readonly FaultKind[] = ['fail-before', 'fail-after', 'lost-response', 'crash'];
 
 export class CrashedError extends Error {
   override readonly name = 'CrashedError';
@@ -31,10 +38,13 @@ export interface CallRecord {
   readonly key: string;
   /** deleteMany's requests, for the delete audit (I3). */
   readonly deletes?: readonly DeleteRequest[];
+  /** A put with an If-Match condition (a compare-and-swap). */
+  readonly ifMatch?: boolean;
 }
 
 export interface FaultStoreOptions {
-  readonly fault?: { readonly at: number; readonly kind: FaultKind };
+  /** At call number `at`, or at every call `at` matches. */
+  readonly fault?: { readonly at: number | ((call: CallRecord) => boolean); readonly kind: FaultKind };
   /** Runs before a call reaches the inner store (audits). */
   readonly beforeCall?: (call: CallRecord) => Promise<void>;
   /** Runs after a call reached the inner store (invariant checks). */
@@ -58,7 +68,9 @@ export class FaultStore implements ObjectStore {
 
   get injected(): boolean {
     const fault = this.#options.fault;
-    return fault !== undefined && this.calls.length >= fault.at;
+    if (fault === undefined) return false;
+    const { at } = fault;
+    return typeof at === 'number' ? this.calls.length >= at : this.calls.some((call) => at(call));
   }
 
   async #call<T>(
@@ -66,13 +78,22 @@ export class FaultStore implements ObjectStore {
     key: string,
     run: () => Promise<T>,
     deletes?: readonly DeleteRequest[],
+    ifMatch?: boolean,
   ): Promise<T> {
     if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
-    const call: CallRecord = { n: this.calls.length + 1, op, key, ...(deletes ? { deletes } : {}) };
+    const call: CallRecord = {
+      n: this.calls.length + 1,
+      op,
+      key,
+      ...(deletes ? { deletes } : {}),
+      ...(ifMatch ? { ifMatch } : {}),
+    };
     this.calls.push(call);
     await this.#options.gate?.(call);
     if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
-    const fault = this.#options.fault?.at === call.n ? this.#options.fault.kind : undefined;
+    const at = this.#options.fault?.at;
+    const hit = typeof at === 'number' ? at === call.n : at !== undefined && at(call);
+    const fault = hit ? this.#options.fault?.kind : undefined;
     if (fault === 'crash') {
       this.crashed = true;
       throw new CrashedError(`injected crash before call ${call.n} (${op} ${key})`);
@@ -85,6 +106,16 @@ export class FaultStore implements ObjectStore {
       value = await run();
     } finally {
       await this.#options.afterCall?.(call);
+    }
+    if (fault === 'lost-response') {
+      // The retry reaches the store too (audited and observed like any call), and its answer,
+      // value or error, is what the caller sees.
+      await this.#options.beforeCall?.(call);
+      try {
+        return await run();
+      } finally {
+        await this.#options.afterCall?.(call);
+      }
     }
     if (fault === 'fail-after') {
       throw new TransientStoreError(`injected lost response after call ${call.n} (${op} ${key})`);
@@ -124,7 +155,13 @@ export class FaultStore implements ObjectStore {
   }
 
   put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
-    return this.#call('put', key, () => this.#inner.put(key, body, options));
+    return this.#call(
+      'put',
+      key,
+      () => this.#inner.put(key, body, options),
+      undefined,
+      options?.ifMatch !== undefined,
+    );
   }
 
   copy(source: string, target: string, options?: CopyOptions) {

@@ -2,7 +2,9 @@
  * The simulation's view of the object store for one actor: every call waits for the scheduler,
  * then may get a transient fault the seed chose, as S3 produces them:
  * - 'slowdown' (503 SlowDown) and 'internal' (500 InternalError): TransientStoreError, not applied;
- * - 'lost-response': applied, then TransientStoreError (the response never arrived);
+ * - 'lost-response': applied, and the response never arrived; then either TransientStoreError
+ *   (the SDK's retries failed too) or the retry is applied and answered, as the SDK re-sends it
+ *   (a conditional write whose first attempt landed is answered 412);
  * - 'partial-delete': DeleteObjects deletes some keys and reports `InternalError` for the others;
  * - 'conflict' (409 ConditionalRequestConflict, which the S3 adapter maps to
  *   PreconditionFailedError): a conditional write refused before it is applied;
@@ -136,7 +138,12 @@ export class SimStore implements ObjectStore {
           return await partial();
         case 'lost-response':
           await apply();
-          throw new TransientStoreError(`lost response of ${op} ${key} (injected, applied)`);
+          // Either every retry the SDK makes fails too, or its retry gets through: then the
+          // caller sees the retry's own answer (a conditional write that landed: 412).
+          if (this.#rng.chance(0.5)) {
+            throw new TransientStoreError(`lost response of ${op} ${key} (injected, applied)`);
+          }
+          return await apply();
         default:
           return await apply();
       }
