@@ -11,6 +11,7 @@ import { type JobItem, readJob } from './core/plan-store.ts';
 import { compactStep, isCompactionJob } from './core/protocol.ts';
 import { expireStep } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
+import { SPILL_DIR } from './lambda/work-dir.ts';
 import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
 import {
   createLambdaHandler,
@@ -22,6 +23,7 @@ import {
 import { METRICS, onJobEvent } from './lambda/telemetry.ts';
 
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
+  await deps.resetWorkDir?.();
   const job = await readJob(deps.store, deps.config.layout, item);
   const stepDeps = { ...deps, signal: tools.signal, onEvent: onJobEvent(tools) };
   // A retention item claims, re-checks and commits its expired files (no engine); upload and
@@ -41,7 +43,7 @@ export function createHandler(getDeps: DepsFactory, observability: Observability
 function lambdaEngine(workDir: string) {
   const threads = Number(process.env.DUCKDB_THREADS ?? '0');
   return DuckDbEngine.create({
-    tempDirectory: join(workDir, 'spill'),
+    tempDirectory: join(workDir, SPILL_DIR),
     ...(process.env.DUCKDB_MEMORY_LIMIT ? { memoryLimit: process.env.DUCKDB_MEMORY_LIMIT } : {}),
     ...(threads > 0 ? { threads } : {}),
   });

@@ -13,6 +13,7 @@ import { type ConfigInput, parseConfig } from '../core/config.ts';
 import { type Engine, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import { type DepsFactory, type HandlerDeps, type Observability, once } from './handler-kit.ts';
+import { clearWorkDir, SPILL_DIR } from './work-dir.ts';
 
 function required(name: string): string {
   const value = process.env[name];
@@ -55,6 +56,10 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
         return getEngine();
       },
       workDir,
+      // The warm engine's spill folder stays: DuckDB owns it for the life of the container.
+      resetWorkDir: async () => {
+        await clearWorkDir(workDir, [SPILL_DIR]);
+      },
       isOwnerAlive: owners.isAlive,
       randomHex: () => randomBytes(8).toString('hex'),
     };

@@ -27,6 +27,11 @@ export interface HandlerDeps {
   /** Created on first use and kept for warm invocations (only the compact step needs it). */
   readonly engine: () => Promise<Engine>;
   readonly workDir: string;
+  /**
+   * Empties the work dir of what an earlier invocation left (a Lambda sandbox runs one invocation
+   * at a time). Absent where several jobs share one work dir at once (the local runner).
+   */
+  readonly resetWorkDir?: () => Promise<void>;
   readonly isOwnerAlive: (executionId: string) => Promise<boolean>;
   readonly randomHex: () => string;
 }
