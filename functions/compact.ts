@@ -11,7 +11,6 @@ import { type JobItem, readJob } from './core/plan-store.ts';
 import { compactStep, isCompactionJob } from './core/protocol.ts';
 import { expireStep } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
-import { SPILL_DIR } from './lambda/work-dir.ts';
 import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
 import {
   createLambdaHandler,
@@ -21,6 +20,7 @@ import {
   type Observability,
 } from './lambda/handler-kit.ts';
 import { METRICS, onJobEvent } from './lambda/telemetry.ts';
+import { SPILL_DIR } from './lambda/work-dir.ts';
 
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
   await deps.resetWorkDir?.();
