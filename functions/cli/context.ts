@@ -1,5 +1,6 @@
 /** Builds the store, configuration, clock and engine from CLI options, once per command. */
 
+import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DuckDbEngine } from '../adapters/duckdb-engine.ts';
@@ -65,6 +66,15 @@ export function openStore(options: Pick<CliOptions, 'store' | 'endpoint' | 'regi
   }
   if (options.endpoint) throw new ConfigError('--endpoint only applies to an s3:// store');
   const root = resolve(target);
+  // A mistyped path must not become an empty lake that "compacted nothing" (exit 0); only
+  // `demo` creates its folder.
+  const found = statSync(root, { throwIfNoEntry: false });
+  if (!found) {
+    throw new ConfigError(
+      `--store ${target}: no such folder (${root}); point --store at your lake's data root, or run \`compactor demo --dir ${target}\` to make a demo lake there`,
+    );
+  }
+  if (!found.isDirectory()) throw new ConfigError(`--store ${target}: ${root} is a file, not a folder`);
   return { store: new LocalFolderStore(root), dataPrefix: '', localRoot: root };
 }
 
