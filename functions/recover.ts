@@ -4,7 +4,8 @@
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { type RecoveryReport, recover } from './core/recovery.ts';
+import { RecoveryIncompleteError, type RecoveryReport, recover } from './core/recovery.ts';
+import { truncateCause } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
 import {
@@ -25,7 +26,13 @@ export interface RecoverOutput {
   readonly quarantined: number;
   readonly orphanStagingDeleted: number;
   readonly uploadsAborted: number;
+  /** Manifests recovery could not resolve this time: their partitions are skipped, the rest planned. */
+  readonly unresolved: number;
+  /** The first of them, with why (cut short: the execution's state is limited to 256 KiB). */
+  readonly unresolvedManifests: readonly { readonly manifestKey: string; readonly reason: string }[];
 }
+
+const UNRESOLVED_LISTED = 20;
 
 export function recoverOutput(report: RecoveryReport): RecoverOutput {
   const count = (action: string) => report.entries.filter((e) => e.action === action).length;
@@ -38,6 +45,11 @@ export function recoverOutput(report: RecoveryReport): RecoverOutput {
     quarantined: count('quarantined'),
     orphanStagingDeleted: report.orphanStagingDeleted,
     uploadsAborted: report.uploadsAborted,
+    unresolved: count('failed'),
+    unresolvedManifests: report.entries
+      .filter((e) => e.action === 'failed')
+      .slice(0, UNRESOLVED_LISTED)
+      .map((e) => ({ manifestKey: e.manifestKey, reason: truncateCause(e.reason) })),
   };
 }
 
@@ -51,8 +63,21 @@ export async function recoverStep(
     executionId: event.executionId,
     signal: tools.signal,
     onEvent: onJobEvent(tools),
+  }).catch((error: unknown) => {
+    // One manifest recovery cannot resolve (its owner's execution cannot be described, a key it
+    // cannot decrypt, a copy S3 refuses) must not stop the whole lake: its partition keeps its
+    // live manifest, which Plan and every claim respect, so it is skipped while the rest goes on.
+    // The alarm on RecoveryUnresolved says so every execution until someone fixes the cause.
+    if (error instanceof RecoveryIncompleteError) return error.report;
+    throw error;
   });
   const output = recoverOutput(report);
+  for (const entry of report.entries.filter((e) => e.action === 'failed')) {
+    tools.logger.error('recovery could not resolve this manifest; its partition is skipped until it is', {
+      ...entry,
+    });
+  }
+  tools.metrics?.addMetric(METRICS.recoveryUnresolved, MetricUnit.Count, output.unresolved);
   for (const entry of report.entries.filter((e) => e.action !== 'left-alone'))
     tools.logger.info('recovered', { ...entry });
   tools.metrics?.addMetric(

@@ -2,7 +2,8 @@
  * The ObjectStore on Amazon S3 (or any S3-compatible endpoint) through the AWS SDK v3.
  *
  * ETags are handled unquoted everywhere (as ObjectStore promises) and quoted again, in their
- * RFC 7232 form, whenever they go back to S3 as a condition.
+ * RFC 7232 form, whenever they go back to S3 as a condition header (If-Match); a DeleteObjects
+ * entry's <ETag> element carries the bare value, as AWS's sample request does.
  */
 
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -475,7 +476,11 @@ export class S3Store implements ObjectStore {
           Delete: {
             Objects: requests.map((request) => ({
               Key: request.key,
-              ...(request.etag !== undefined && { ETag: quoteEtag(request.etag) }),
+              // The body element takes the bare ETag, as API_DeleteObjects' conditional-delete
+              // sample request sends it (<ETag>a0e05e...</ETag>, no quotes), unlike If-Match headers:
+              // https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html (quoted by the
+              // S3 team in https://github.com/aws/aws-sdk-js-v3/issues/6857).
+              ...(request.etag !== undefined && { ETag: unquoteEtag(request.etag) }),
             })),
             Quiet: false,
           },

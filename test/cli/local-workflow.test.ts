@@ -1,8 +1,10 @@
 /**
  * The state machine CDK synthesizes, executed by a real ASL interpreter (aws-local-stepfunctions)
  * with every Lambda bound in-process:
- * - over fauxqs (an in-process S3 server, the real SDK and S3Store) it compacts a generated lake
- *   hourly then daily with exact row ids;
+ * - over fauxqs (an in-process S3 server, the real SDK and S3Store), which ignores conditional
+ *   writes, copies and deletes, `compactor run` is refused by the store probe, naming each missing
+ *   guarantee, with nothing written; with the single-writer opt-out it compacts a generated lake
+ *   hourly then daily with exact row ids, warning on every run;
  * - a step failing mid-partition fails the execution (tolerance 0) after Summary has counted it;
  *   a redrive re-runs only the Fail state, and the next execution finishes the job exactly;
  *   a failure before the Map is replayed by a redrive from the failed state;
@@ -15,11 +17,12 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
-import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import {
   runWorkflowLocally,
@@ -28,7 +31,9 @@ import {
 } from '../../functions/cli/local-run.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
+import type { InputRef } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { newClaim } from '../../functions/core/protocol.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
@@ -103,7 +108,8 @@ describe('the synthesized state machine run locally over fauxqs (in-process S3 s
     }
     const deps = {
       store,
-      config,
+      // fauxqs ignores the conditions: only the single-writer opt-out lets the Recover step run.
+      config: { ...config, unsafeSingleWriterStore: true },
       clock: systemClock,
       engine: async () => engine,
       workDir: join(root, 'work'),
@@ -169,8 +175,9 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     expect(first.execution.failedState?.name).toBe(STATES.partitionsFailed);
     // Summary ran before the execution failed: its totals (and metrics) cover this outcome too.
     expect(first.execution.statesEntered).toContain(STATES.summary);
-    const summary = (first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } })
-      .summary?.Payload;
+    const summary = (
+      first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } }
+    ).summary?.Payload;
     expect(summary).toMatchObject({ partitions: 3, compacted: 2, failed: 1, withinTolerance: false });
     expect(JSON.stringify(summary?.failures)).toContain('InjectedStepFailure');
     expect(compacted.sort()).toEqual([
@@ -220,7 +227,13 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
         }
       },
     });
-    const deps = { store, config, clock: systemClock, engine: async () => engine, workDir: join(root, 'work') };
+    const deps = {
+      store,
+      config,
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
     const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0 });
     expect(first.execution.status).toBe('FAILED');
     expect(first.execution.failedState?.name).toBe(STATES.plan);
@@ -235,6 +248,65 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     expect(redrive.output?.summary).toMatchObject({ partitions: 3, compacted: 3, failed: 0 });
     expect(await ids(inner)).toEqual(range(total));
     expect(await stateKeys(inner, 'manifests/')).toEqual([]);
+  });
+});
+
+describe('a manifest recovery cannot resolve', () => {
+  it('is reported and its partition skipped; the rest of the lake is planned and compacted exactly', async () => {
+    const dir = join(root, 'unresolvable');
+    await rm(dir, { recursive: true, force: true });
+    await writeLake(engine, dir, FILES);
+    const store = new LocalFolderStore(dir);
+    // A job of an execution of an older stack, lease still running: asking Step Functions about
+    // it is denied (the recover role may describe only this state machine's executions).
+    const hour = 'db/cpu/2025/01/14/01/';
+    const inputs: InputRef[] = [];
+    for (const file of FILES.filter((f) => f.key.startsWith(hour))) {
+      const head = await store.head(file.key);
+      if (!head) throw new Error(`no ${file.key}`);
+      inputs.push({ key: file.key, size: head.size, etag: head.etag });
+    }
+    const oldExecution = 'arn:aws:states:eu-west-1:123456789012:execution:OldCompactor:run-1';
+    const claim = newClaim(
+      { store, config, clock: systemClock },
+      { tier: 'hourly', partition: hour, jobId: '20250114T010000Z-0bad0bad', executionId: oldExecution },
+      inputs,
+    );
+    await store.put(claim.key, claim.body, { ifNoneMatch: '*' });
+    class DeniedOwners extends LocalOwners {
+      override isAlive = async (executionId: string): Promise<boolean> => {
+        if (executionId !== oldExecution) return false;
+        const error = new Error(`not authorized to perform states:DescribeExecution on ${executionId}`);
+        error.name = 'AccessDeniedException';
+        throw error;
+      };
+    }
+    const errors: string[] = [];
+    const result = await runWorkflowLocally(
+      workflow,
+      {
+        store,
+        config,
+        clock: systemClock,
+        engine: async () => engine,
+        workDir: join(root, 'work'),
+        owners: new DeniedOwners(),
+      },
+      { tier: 'hourly', retryIntervalMs: 0, onError: (message) => errors.push(message) },
+    );
+    expect(result.execution.status, result.execution.cause).toBe('SUCCEEDED');
+    expect(result.output?.recovery).toMatchObject({ unresolved: 1 });
+    const recovery = result.output?.recovery as unknown as {
+      unresolvedManifests: { manifestKey: string; reason: string }[];
+    };
+    expect(recovery.unresolvedManifests[0]?.manifestKey).toBe(claim.key);
+    expect(recovery.unresolvedManifests[0]?.reason).toContain('AccessDeniedException');
+    expect(errors.some((m) => m.includes('could not resolve'))).toBe(true);
+    // The other two hours compacted; hour 01 waits under its manifest, its inputs untouched.
+    expect(result.output?.summary).toMatchObject({ compacted: 2, failed: 0 });
+    expect(await ids(store)).toEqual(range(total));
+    expect(await stateKeys(store, 'manifests/')).toEqual([claim.key]);
+    for (const input of inputs) expect((await store.head(input.key))?.etag).toBe(input.etag);
   });
 });
 
@@ -324,5 +396,91 @@ describe('compactor run executes the synthesized definition', () => {
     });
     expect(code).toBe(2);
     expect(err.join('\n')).toContain('--context must be a JSON object');
+  });
+});
+
+describe('compactor run over fauxqs (in-process S3 server, real SDK), which ignores the conditions', () => {
+  let s3: FauxqsS3;
+  const savedEnv = { ...process.env };
+  beforeAll(async () => {
+    s3 = await startFauxqsS3('refused-lake');
+    // The CLI builds its own S3 client, with the environment's credentials.
+    process.env.AWS_ACCESS_KEY_ID = 'test';
+    process.env.AWS_SECRET_ACCESS_KEY = 'test';
+    const store = new S3Store({ client: s3.client, bucket: s3.bucket });
+    for await (const o of new LocalFolderStore(template).list('')) {
+      await store.put(`lake/${o.key}`, { file: join(template, o.key) });
+    }
+  });
+  afterAll(async () => {
+    process.env = savedEnv;
+    await s3.stop();
+  });
+
+  const cli = async (...extra: string[]) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await runCli(
+      [
+        'run',
+        '--tier',
+        'hourly',
+        '--store',
+        `s3://${s3.bucket}/lake`,
+        '--endpoint',
+        s3.endpoint,
+        '--region',
+        'us-east-1',
+        '--quiet',
+        '0',
+        '--min-files',
+        '2',
+        '--work-dir',
+        join(root, 'refused-work'),
+        ...extra,
+      ],
+      { out: (l) => out.push(l), err: (l) => err.push(l) },
+    );
+    return { code, out: out.join('\n'), err: err.join('\n') };
+  };
+  const everything = async () => {
+    const out: string[] = [];
+    for await (const o of new S3Store({ client: s3.client, bucket: s3.bucket }).list('')) {
+      out.push(`${o.key} ${o.etag}`);
+    }
+    return out;
+  };
+
+  it('is refused by default: one error names the store and each missing guarantee, and nothing is written', async () => {
+    const before = await everything();
+    expect(before.filter((k) => k.startsWith('lake/db/'))).toHaveLength(FILES.length);
+    const result = await cli();
+    expect(result.code, result.out).toBe(2);
+    const lines = result.err.split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^compactor run: StoreGuaranteesError: the store s3:\/\/refused-lake does not honour/,
+    );
+    for (const guarantee of ['put-if-absent', 'compare-and-swap', 'conditional-copy', 'conditional-delete']) {
+      expect(lines[0]).toContain(`${guarantee} (`);
+    }
+    // fauxqs does keep and return checksums.
+    expect(lines[0]).not.toContain('checksums (');
+    expect(lines[0]).toContain('--unsafe-single-writer-store');
+    // Nothing under the data prefix, nor anywhere else (the probe removed its own objects).
+    expect(await everything()).toEqual(before);
+  });
+
+  it('--unsafe-single-writer-store runs it, with a loud warning on every run', async () => {
+    const first = await cli('--unsafe-single-writer-store', '--json');
+    expect(first.code, first.err).toBe(0);
+    expect(JSON.parse(first.out)).toMatchObject({ summary: { partitions: 3, compacted: 3, failed: 0 } });
+    expect(first.err).toMatch(
+      /^WARNING \(--unsafe-single-writer-store\): UNSAFE: the store s3:\/\/refused-lake is not probed/m,
+    );
+    const second = await cli('--unsafe-single-writer-store', '--json');
+    expect(second.code, second.err).toBe(0);
+    expect(JSON.parse(second.out)).toMatchObject({ summary: { partitions: 0 } });
+    expect(second.err).toContain('WARNING (--unsafe-single-writer-store): UNSAFE');
   });
 });
