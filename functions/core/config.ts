@@ -78,6 +78,11 @@ export interface CompactorConfig {
     readonly maxSeconds: number;
   };
   readonly retention: RetentionConfig;
+  /**
+   * Skip the store probe (store-probe.ts) for a store that provably has a single writer; a loud
+   * warning is printed on every run. Default false: a store lacking the guarantees is refused.
+   */
+  readonly unsafeSingleWriterStore: boolean;
 }
 
 export interface ConfigInput {
@@ -100,6 +105,7 @@ export interface ConfigInput {
     readonly rules?: Readonly<Record<string, number>>;
     readonly bufferHours?: number;
   };
+  readonly unsafeSingleWriterStore?: boolean;
 }
 
 const MiB = 1024 * 1024;
@@ -264,7 +270,19 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
       ),
     },
     retention: parseRetention(input.retention, layout),
+    unsafeSingleWriterStore: parseOptOut(input.unsafeSingleWriterStore),
   };
+}
+
+function parseOptOut(value: unknown): boolean {
+  if (value === undefined) return false;
+  // Only an explicit true opts out: "yes", 1 or "false" must not silently turn the probe off.
+  if (typeof value !== 'boolean') {
+    throw new ConfigError(
+      `unsafeSingleWriterStore must be true or false, got ${JSON.stringify(value)}; true skips the store probe and is safe only for a store with a single writer`,
+    );
+  }
+  return value;
 }
 
 function parseRetention(input: ConfigInput['retention'], layout: Layout): RetentionConfig {

@@ -19,6 +19,7 @@ export const ErrorNames = {
   DeleteFailed: 'DeleteFailedError',
   Quarantined: 'QuarantinedError',
   Config: 'ConfigError',
+  StoreGuarantees: 'StoreGuaranteesError',
 } as const;
 
 export type ErrorName = (typeof ErrorNames)[keyof typeof ErrorNames];
@@ -133,6 +134,29 @@ export class QuarantinedError extends CompactorError {
 
 export class ConfigError extends CompactorError {
   override readonly name = ErrorNames.Config;
+}
+
+/**
+ * The store lacks a guarantee the protocol's safety rests on (a condition it ignores, checksums
+ * it does not return): found by the store probe before a cycle's first write, so nothing was
+ * written. Not retried: the store will not change by itself.
+ */
+export class StoreGuaranteesError extends CompactorError {
+  override readonly name = ErrorNames.StoreGuarantees;
+  readonly location: string;
+  readonly missing: readonly { readonly guarantee: string; readonly detail: string }[];
+  constructor(
+    location: string,
+    missing: readonly { readonly guarantee: string; readonly detail: string }[],
+    options?: ErrorOptions,
+  ) {
+    super(
+      `the store ${location} does not honour what the compaction protocol relies on, so nothing was compacted or deleted. Missing: ${missing.map((m) => `${m.guarantee} (${m.detail})`).join('; ')}. Fix: use Amazon S3, or a store that honours If-None-Match and If-Match on PutObject, If-None-Match on CopyObject and per-key ETags in DeleteObjects, and returns full-object checksums. Only for a store that provably has a single writer: opt out with --unsafe-single-writer-store (COMPACTOR_CONFIG "unsafeSingleWriterStore": true).`,
+      options,
+    );
+    this.location = location;
+    this.missing = missing;
+  }
 }
 
 /** Errors worth retrying the same step for (Step Functions Retry uses these names). */
