@@ -16,6 +16,9 @@ export const METRICS = {
   filesOut: 'FilesOut',
   quarantined: 'Quarantined',
   recoveryActions: 'RecoveryActions',
+  /** Manifests the Recover step could not resolve (their partitions wait; the rest is planned). */
+  recoveryUnresolved: 'RecoveryUnresolved',
+  executionsPlanned: 'ExecutionsPlanned',
 } as const;
 
 export function onJobEvent(tools: Observability): (event: JobEvent) => void {
@@ -53,4 +56,14 @@ export function recordJobDone(tools: Observability, result: StepResult): void {
   m.addMetric(METRICS.bytesOut, MetricUnit.Bytes, result.outputBytes ?? 0);
   m.addMetric(METRICS.rowsIn, MetricUnit.Count, result.inputRows ?? 0);
   m.addMetric(METRICS.rowsOut, MetricUnit.Count, result.outputRows ?? 0);
+}
+
+/**
+ * One per execution that reached Plan, with dimension `tier`: the stack's missed-start alarm per
+ * tier watches it (executions of every tier share one state machine, whose own metrics cannot
+ * tell them apart). Plan records no other metric, so the dimension marks only this one.
+ */
+export function recordExecutionPlanned(tools: Observability, tier: string): void {
+  tools.metrics?.addDimension('tier', tier);
+  tools.metrics?.addMetric(METRICS.executionsPlanned, MetricUnit.Count, 1);
 }
