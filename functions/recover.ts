@@ -1,6 +1,7 @@
 /**
  * Recover step (first state of every execution, and on demand): resolves every manifest whose
- * owner is gone, per the recovery table. Thin: validate, build deps, call recover().
+ * owner is gone, per the recovery table. Thin: validate, build deps, probe the store (once per
+ * container and a few minutes), call recover().
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -15,6 +16,7 @@ import {
   type HandlerTools,
   type Observability,
 } from './lambda/handler-kit.ts';
+import { assertHandlerStore } from './lambda/store-guarantees.ts';
 import { METRICS, onJobEvent } from './lambda/telemetry.ts';
 
 export interface RecoverOutput {
@@ -58,6 +60,8 @@ export async function recoverStep(
   deps: HandlerDeps,
   tools: HandlerTools,
 ): Promise<RecoverOutput> {
+  // The first write of every execution is recovery's: a store lacking a guarantee is refused here.
+  await assertHandlerStore(deps, tools);
   const report = await recover({
     ...deps,
     executionId: event.executionId,

@@ -46,6 +46,7 @@ import {
 } from './local-run.ts';
 import type { LocalExecution } from './local-workflow.ts';
 import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
+import { assertCliStore } from './store-guard.ts';
 
 export interface CliIo {
   readonly out: (line: string) => void;
@@ -103,6 +104,10 @@ Options:
   --memory-limit SIZE         DuckDB memory limit (e.g. 1GB; spills beyond it)
   --threads N                 DuckDB threads
   --work-dir DIR              local scratch folder (default: system temp)
+  --unsafe-single-writer-store
+                              skip the store probe (run, recover, repair, retention refuse a store
+                              that ignores conditional writes, copies or deletes); only for a store
+                              nothing else writes to or compacts; warned on every run
   --json                      machine-readable output
   -h, --help                  this text
 
@@ -131,6 +136,7 @@ const OPTIONS = {
   'work-dir': { type: 'string' },
   retention: { type: 'string' },
   'retention-buffer': { type: 'string' },
+  'unsafe-single-writer-store': { type: 'boolean' },
   dir: { type: 'string' },
   context: { type: 'string' },
   sql: { type: 'boolean' },
@@ -225,6 +231,7 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   // steps, as COMPACTOR_CONFIG carries them to the Lambdas; the other protocol settings come from
   // the options.
   const ctx = context(options, await stackStepSettings(stackContext));
+  await assertCliStore(ctx, io.err);
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
@@ -456,6 +463,7 @@ async function planCommand(options: Parsed, io: CliIo): Promise<number> {
 
 async function recoverCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
+  await assertCliStore(ctx, io.err);
   return asLocalExecution(ctx, async (deps) => {
     const report = await recover({ ...deps, onEvent: (event) => logEvent(io, event) });
     emit(io, options, report, () => formatRecovery(report));
@@ -774,6 +782,7 @@ export function visibleViewSql(paths: readonly string[], name = 'lake'): string 
 
 async function repairCommand(options: Parsed, io: CliIo): Promise<number> {
   const ctx = context(options);
+  if (!options['dry-run']) await assertCliStore(ctx, io.err);
   const { engine, workDir } = await buildEngine(options);
   try {
     return await asLocalExecution(ctx, (base) =>
@@ -848,6 +857,7 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
     );
   }
   const dryRun = Boolean(options['dry-run']);
+  if (!dryRun) await assertCliStore(ctx, io.err);
   return asLocalExecution(ctx, async (base) => {
     const deps = { ...base, onEvent: (event: JobEvent) => logEvent(io, event) };
     // An applied run first resolves what an earlier one left, as every cycle does.

@@ -42,6 +42,8 @@ export interface CliOptions {
   readonly 'work-dir'?: string;
   readonly retention?: string;
   readonly 'retention-buffer'?: string;
+  /** Skip the store probe: only for a store that provably has a single writer (warned on every run). */
+  readonly 'unsafe-single-writer-store'?: boolean;
 }
 
 export interface StoreTarget {
@@ -177,6 +179,7 @@ export function buildConfig(
       ? { sortKeys: options['sort-keys'].split(',').filter(Boolean) }
       : {}),
     ...(options['time-column'] !== undefined ? { timeColumn: options['time-column'] } : {}),
+    ...(options['unsafe-single-writer-store'] === true ? { unsafeSingleWriterStore: true } : {}),
   });
 }
 

@@ -6,7 +6,7 @@
 
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
@@ -19,11 +19,13 @@ import { createHandler as deleteInputsHandler } from '../../functions/delete-inp
 import { configFromEnv } from '../../functions/lambda/env-deps.ts';
 import { EARLY_TIMEOUT_MS, type HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { createHandler as planHandler } from '../../functions/plan.ts';
+import { createHandler as recoverHandler } from '../../functions/recover.ts';
 import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
+import { ALL_CONDITIONS, IgnoringStore } from '../support/ignoring-store.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 const config = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
@@ -171,5 +173,50 @@ describe('a step about to time out', () => {
     for await (const o of inner.list('db/')) keys.push(o.key);
     expect(keys.sort()).toEqual(['db/cpu/2025/01/15/10/a.parquet', 'db/cpu/2025/01/15/10/b.parquet']);
     expect(total).toBe(60);
+  });
+});
+
+describe('the Recover step probes the store before its first write', () => {
+  it('refuses a store that ignores the conditions, writing nothing; the single-writer opt-out runs with a warning', async () => {
+    const dir = join(root, 'probe');
+    await writeLake(engine, dir, [
+      { key: 'db/cpu/2025/01/15/10/a.parquet', rows: 5 },
+      { key: 'db/cpu/2025/01/15/10/b.parquet', rows: 5 },
+    ]);
+    const inner = new LocalFolderStore(dir);
+    // A staged job whose owner is gone: recovery would roll it forward (copy, deletes, clear).
+    const planOutput = (await planHandler(async () => deps(inner), localObservability())(
+      { tier: 'hourly', executionId: 'exec-1', executionName: 'hourly-probe' },
+      context(),
+    )) as { itemsKey: string };
+    const [item] = JSON.parse((await inner.getBytes(planOutput.itemsKey)).body.toString()) as unknown[];
+    await compactHandler(async () => deps(inner), localObservability())(item, context());
+    const snapshot = async () => {
+      const out: string[] = [];
+      for await (const o of inner.list('')) out.push(`${o.key} ${o.etag}`);
+      return out;
+    };
+    const before = await snapshot();
+    expect(before.some((k) => k.startsWith('_compaction/manifests/'))).toBe(true);
+
+    const fauxqsLike = new IgnoringStore(inner, ALL_CONDITIONS);
+    const event = { tier: 'hourly', executionId: 'exec-2', executionName: 'hourly-probe-2' };
+    const refused = recoverHandler(async () => deps(fauxqsLike), localObservability());
+    await expect(refused(event, context())).rejects.toMatchObject({
+      name: 'StoreGuaranteesError',
+      missing: ALL_CONDITIONS.map((guarantee) => ({ guarantee, detail: expect.any(String) })),
+    });
+    expect(await snapshot()).toEqual(before);
+
+    const observability = localObservability();
+    const warn = vi.spyOn(observability.logger, 'warn');
+    const optedOut = recoverHandler(
+      async () => ({ ...deps(fauxqsLike), config: { ...config, unsafeSingleWriterStore: true } }),
+      observability,
+    );
+    await expect(optedOut(event, context())).resolves.toMatchObject({ examined: 1, rolledForward: 1 });
+    expect(warn).toHaveBeenCalledWith(expect.stringMatching(/^UNSAFE: the store file:\/\/.* is not probed/), {
+      setting: 'unsafeSingleWriterStore',
+    });
   });
 });
