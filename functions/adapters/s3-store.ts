@@ -46,6 +46,7 @@ const MiB = 1024 * 1024;
 const MIN_PART_SIZE = 5 * MiB;
 const MAX_PART_SIZE = 5 * 1024 * MiB;
 const MAX_PARTS = 10_000;
+const MAX_COPY_OBJECT_BYTES = 5 * 1024 * MiB - 1;
 const DEFAULT_PART_SIZE = 64 * MiB;
 const DEFAULT_QUEUE_SIZE = 4;
 /**
@@ -91,6 +92,11 @@ export interface S3StoreOptions {
 
 export class S3Store implements ObjectStore {
   readonly location: string;
+  /**
+   * "You can copy objects less than 5 GB in a single operation"; larger ones need UploadPartCopy
+   * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/CopyingObjctsMPUapi.html).
+   */
+  readonly maxCopyBytes = MAX_COPY_OBJECT_BYTES;
   readonly #client: S3Client;
   readonly #bucket: string;
   readonly #partSize: number;

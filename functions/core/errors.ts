@@ -15,6 +15,7 @@ export const ErrorNames = {
   RowCountMismatch: 'RowCountMismatchError',
   Dedup: 'DedupError',
   FinalKeyConflict: 'FinalKeyConflictError',
+  OutputTooLarge: 'OutputTooLargeError',
   VerificationFailed: 'VerificationFailedError',
   DeleteFailed: 'DeleteFailedError',
   Quarantined: 'QuarantinedError',
@@ -115,6 +116,11 @@ export class DedupError extends CompactorError {
 /** The final key exists and is not ours: fail closed, delete nothing. */
 export class FinalKeyConflictError extends CompactorError {
   override readonly name = ErrorNames.FinalKeyConflict;
+}
+
+/** An output over the store's one-copy limit even after re-splitting: nothing staged. */
+export class OutputTooLargeError extends CompactorError {
+  override readonly name = ErrorNames.OutputTooLarge;
 }
 
 /** The published output does not match the manifest: quarantined, nothing deleted. */

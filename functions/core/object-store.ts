@@ -77,6 +77,8 @@ export interface IncompleteUpload {
 export interface ObjectStore {
   /** A stable name of the bucket (or folder) this store addresses; manifests record it. */
   readonly location: string;
+  /** The largest object `copy` can copy in one request; absent means no limit. */
+  readonly maxCopyBytes?: number;
   /** All objects under the prefix, in key order, paging internally. */
   list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary>;
   /** undefined when the key does not exist; throws on any other failure. */
@@ -151,6 +153,10 @@ export class ForwardingStore implements ObjectStore {
 
   get location(): string {
     return this.inner.location;
+  }
+
+  get maxCopyBytes(): number | undefined {
+    return this.inner.maxCopyBytes;
   }
 
   list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {

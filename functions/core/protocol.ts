@@ -30,6 +30,7 @@ import {
   LeaseExpiredError,
   ManifestConflictError,
   NotFoundError,
+  OutputTooLargeError,
   PreconditionFailedError,
   RETRYABLE_ERRORS,
   RowCountMismatchError,
@@ -545,17 +546,36 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     await mkdir(outDir);
     checkLease(deps, manifest);
     let written: Awaited<ReturnType<Engine['compact']>>;
+    // The split is an estimate, and publish is one server-side copy, which the store caps
+    // (S3: 5 GiB): an output over the cap is rewritten with a smaller target, never staged.
+    const copyLimit = store.maxCopyBytes ?? Number.POSITIVE_INFINITY;
+    let target = Math.min(config.targetFileBytes, copyLimit);
     try {
-      written = await engine.compact({
-        inputs: merged.map((g) => g.path),
-        columns,
-        sortBy: [config.timeColumn, ...config.sortKeys],
-        outputDir: outDir,
-        targetFileBytes: config.targetFileBytes,
-        rowGroupSize: config.rowGroupSize,
-        ...(dedup ? { dedup } : {}),
-        ...withSignal(deps),
-      });
+      for (let attempt = 1; ; attempt++) {
+        written = await engine.compact({
+          inputs: merged.map((g) => g.path),
+          columns,
+          sortBy: [config.timeColumn, ...config.sortKeys],
+          outputDir: outDir,
+          targetFileBytes: target,
+          rowGroupSize: config.rowGroupSize,
+          ...(dedup ? { dedup } : {}),
+          ...withSignal(deps),
+        });
+        const largest = Math.max(0, ...written.map((o) => o.bytes));
+        if (largest <= copyLimit) break;
+        if (attempt >= OUTPUT_SIZE_ATTEMPTS) {
+          await release(deps, loaded);
+          throw new OutputTooLargeError(
+            `partition ${ref.partition}: an output of ${largest} bytes is over the ${copyLimit}-byte limit of one server-side copy, even when split at ${target} bytes; lower targetFileBytes (now ${config.targetFileBytes}); nothing was staged`,
+          );
+        }
+        // Aim below the limit by the size the estimate missed, with room to spare.
+        target = Math.max(1, Math.floor(target * (copyLimit / largest) * 0.8));
+        checkLease(deps, manifest);
+        await rm(outDir, { recursive: true, force: true });
+        await mkdir(outDir);
+      }
     } catch (error) {
       // The engine refused this partition's dedup (a column hiding its row order): give it back.
       if (error instanceof DedupError) {
@@ -646,6 +666,9 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+/** Writes of a job's outputs before one over the store's copy limit fails the partition. */
+const OUTPUT_SIZE_ATTEMPTS = 3;
 
 /** Local folders a job's inputs are spread over. */
 const INPUT_FOLDERS = 16;

@@ -370,6 +370,52 @@ describe('compact step: the claim', () => {
 // ---- stage: changed, corrupt and conflicting inputs ----
 
 describe('compact step: staging', () => {
+  /** The same store, declaring a one-copy limit as S3Store does (5 GB on AWS, tiny here). */
+  class CopyLimitStore extends ForwardingStore {
+    readonly #limit: number;
+    constructor(inner: ObjectStore, limit: number) {
+      super(inner);
+      this.#limit = limit;
+    }
+    override get maxCopyBytes(): number {
+      return this.#limit;
+    }
+  }
+
+  it("an output over the store's one-copy limit is re-split below it before anything is staged", async () => {
+    const l = await lake();
+    const job = await jobFor(l, HOUR_10);
+    // One output would hold all 120 rows; the limit is well under that file's size.
+    const other = await lake();
+    const single = await compactStep(deps(other), await jobFor(other, HOUR_10));
+    const limit = Math.floor((single.outputBytes ?? 0) * 0.6);
+    expect(limit).toBeGreaterThan(0);
+    const result = await compactStep(deps(l, new CopyLimitStore(l.store, limit)), job);
+    expect(result).toMatchObject({ status: 'done', state: 'staged', outputRows: 120 });
+    expect(result.outputs).toBeGreaterThan(1);
+    const manifest = await requireManifest(l, job);
+    for (const output of manifest.outputs ?? []) expect(output.size).toBeLessThanOrEqual(limit);
+    expect(
+      await idsOf(
+        l,
+        (manifest.outputs ?? []).map((o) => o.stagingKey),
+      ),
+    ).toEqual(range(1, 120));
+  });
+
+  it('an output that cannot get under the copy limit fails closed: OutputTooLargeError, nothing staged, inputs kept', async () => {
+    const l = await lake();
+    const job = await jobFor(l, HOUR_10);
+    const before = await etags(l.store, IN_10);
+    await expect(compactStep(deps(l, new CopyLimitStore(l.store, 64)), job)).rejects.toMatchObject({
+      name: 'OutputTooLargeError',
+      message: expect.stringContaining('lower targetFileBytes'),
+    });
+    expect(await keys(l.store, stagingRoot(l.config.layout))).toEqual([]);
+    expect(await manifestOf(l, job)).toBeUndefined();
+    expect(await etags(l.store, IN_10)).toEqual(before);
+  });
+
   it('an input changed after planning ends the job cleanly; the next cycle takes the new content', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);
