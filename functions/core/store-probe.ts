@@ -21,7 +21,7 @@
 import { crc32OfBytes } from './checksum.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, PreconditionFailedError, StoreGuaranteesError, TransientStoreError } from './errors.ts';
-import type { Checksum, ObjectStore } from './object-store.ts';
+import { type Checksum, MAX_DELETE_BATCH, type ObjectStore } from './object-store.ts';
 
 export type StoreGuarantee =
   | 'put-if-absent'
@@ -51,6 +51,9 @@ export const STORE_GUARANTEES: readonly StoreGuarantee[] = [
   'conditional-delete',
   'checksums',
 ];
+
+/** A probe object this much older than a new probe's own belongs to a probe that was cut short. */
+export const ABANDONED_PROBE_MS = 10 * 60_000;
 
 /** Where probes write: under the state root, never matched by a data glob. */
 export function probeRoot(stateRoot: string): string {
@@ -94,8 +97,8 @@ function describe(error: Error): string {
 /**
  * Probes the store once and reports each guarantee. Only the probe's own objects are written, and
  * they are removed again (with their ETags, which is itself part of the conditional-delete check).
- * A probe cut short by a transient error or an abort leaves them under probe/<id>/ (a few bytes,
- * never read).
+ * A probe cut short (a transient error, an abort, a crash) leaves them under probe/<id>/ (a few
+ * bytes, never read as data); a later probe removes them once they are ABANDONED_PROBE_MS old.
  */
 export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   const { store, signal } = deps;
@@ -308,9 +311,17 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   }
   // Whatever the verdict, the probe leaves nothing behind: what is left goes without a condition.
   const left = [objectKey, copyKey].filter((key) => !deleted.has(key));
-  if (left.length > 0) {
+  // Probes cut short (a crash, a timeout) left objects of their own: those clearly older than this
+  // probe's, by the store's own clock, go too; a concurrent probe's never do.
+  const ours = (head ?? copyHead)?.lastModified.getTime();
+  if (ours !== undefined) {
+    for await (const o of store.list(probeRoot(deps.stateRoot), { signal })) {
+      if (!o.key.startsWith(base) && o.lastModified.getTime() < ours - ABANDONED_PROBE_MS) left.push(o.key);
+    }
+  }
+  for (let i = 0; i < left.length; i += MAX_DELETE_BATCH) {
     const outcomes = await store.deleteMany(
-      left.map((key) => ({ key })),
+      left.slice(i, i + MAX_DELETE_BATCH).map((key) => ({ key })),
       { signal },
     );
     const stuck = outcomes.filter((o) => o.status !== 'deleted' && o.status !== 'not-found');

@@ -21,6 +21,8 @@ import {
   type DeleteObjectsCommandInput,
   HeadObjectCommand,
   type HeadObjectCommandInput,
+  ListObjectsV2Command,
+  type ListObjectsV2CommandInput,
   PutObjectCommand,
   type PutObjectCommandInput,
   S3Client,
@@ -48,6 +50,7 @@ function s3Error(name: string, httpStatusCode: number): S3ServiceException {
 interface Modelled {
   readonly etag: string;
   readonly checksum?: string;
+  readonly lastModified: Date;
 }
 
 /** A bucket that evaluates the conditions as AWS documents them (or ignores them, as fauxqs does). */
@@ -64,7 +67,11 @@ function modelBucket(honoursConditions: boolean): Map<string, Modelled> {
         throw s3Error('PreconditionFailed', 412);
     }
     const etag = `e${++version}`;
-    objects.set(key, { etag, ...(input.ChecksumCRC32 !== undefined && { checksum: input.ChecksumCRC32 }) });
+    objects.set(key, {
+      etag,
+      lastModified: new Date(),
+      ...(input.ChecksumCRC32 !== undefined && { checksum: input.ChecksumCRC32 }),
+    });
     return { ETag: `"${etag}"` };
   });
   s3.on(CopyObjectCommand).callsFake(async (input: CopyObjectCommandInput) => {
@@ -73,7 +80,7 @@ function modelBucket(honoursConditions: boolean): Map<string, Modelled> {
     if (honoursConditions && input.IfNoneMatch === '*' && objects.has(input.Key ?? ''))
       throw s3Error('PreconditionFailed', 412);
     // A single-part copy has its source's content, so its MD5 ETag and CRC32.
-    objects.set(input.Key ?? '', source);
+    objects.set(input.Key ?? '', { ...source, lastModified: new Date() });
     return { CopyObjectResult: { ETag: `"${source.etag}"` } };
   });
   s3.on(HeadObjectCommand).callsFake(async (input: HeadObjectCommandInput) => {
@@ -82,12 +89,19 @@ function modelBucket(honoursConditions: boolean): Map<string, Modelled> {
     return {
       ETag: `"${object.etag}"`,
       ContentLength: 40,
-      LastModified: new Date(0),
+      LastModified: object.lastModified,
       Metadata: {},
       ...(input.ChecksumMode === 'ENABLED' &&
         object.checksum !== undefined && { ChecksumCRC32: object.checksum, ChecksumType: 'FULL_OBJECT' }),
     };
   });
+  s3.on(ListObjectsV2Command).callsFake(async (input: ListObjectsV2CommandInput) => ({
+    Contents: [...objects.entries()]
+      .filter(([key]) => key.startsWith(input.Prefix ?? ''))
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([Key, o]) => ({ Key, Size: 40, ETag: `"${o.etag}"`, LastModified: o.lastModified })),
+    IsTruncated: false,
+  }));
   s3.on(DeleteObjectsCommand).callsFake(async (input: DeleteObjectsCommandInput) => {
     const Deleted: { Key: string }[] = [];
     const Errors: { Key: string; Code: string; Message: string }[] = [];
@@ -161,6 +175,11 @@ describe('the store probe over S3Store (mocked S3)', () => {
       ],
     ]);
     expect(deletes.every((d) => d.Delete?.Quiet === false)).toBe(true);
+
+    // One listing of the probe root, for what earlier probes cut short may have left.
+    expect(s3.commandCalls(ListObjectsV2Command).map((c) => c.args[0].input)).toEqual([
+      { Bucket: 'lake', Prefix: probeRoot(STATE_ROOT) },
+    ]);
 
     const heads = s3.commandCalls(HeadObjectCommand).map((c) => c.args[0].input);
     expect(heads).toEqual([

@@ -6,7 +6,7 @@
  * the single-writer opt-out skips the probe only with a warning on every call.
  */
 
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +15,7 @@ import { parseConfig } from '../../functions/core/config.ts';
 import { ConfigError, StoreGuaranteesError, TransientStoreError } from '../../functions/core/errors.ts';
 import { type CopyOptions, ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
 import {
+  ABANDONED_PROBE_MS,
   assertStoreGuarantees,
   PROBE_TTL_MS,
   ProbeCache,
@@ -71,6 +72,18 @@ describe('probeStore over the real local folder store', () => {
     // Not even an empty folder or a metadata sidecar of the probe stays on disk.
     const files = (await readdir(dir, { recursive: true })).filter((f) => f.includes('probe'));
     expect(files).toEqual([]);
+  });
+
+  it("removes what a probe cut short left once it is clearly old, never a concurrent probe's objects", async () => {
+    const { store, dir } = await freshStore();
+    const probes = probeRoot(STATE_ROOT);
+    await store.put(`${probes}crashed/object`, Buffer.from('left by a probe that was killed'));
+    await store.put(`${probes}concurrent/object`, Buffer.from('a probe still running elsewhere'));
+    const longAgo = new Date(Date.now() - ABANDONED_PROBE_MS - 60_000);
+    await utimes(join(dir, `${probes}crashed/object`), longAgo, longAgo);
+    const report = await probeStore({ store, stateRoot: STATE_ROOT, randomHex });
+    expect(report.ok).toBe(true);
+    expect(await keys(store, probes)).toEqual([`${probes}concurrent/object`]);
   });
 
   it.each(STORE_GUARANTEES)(
