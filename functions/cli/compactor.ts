@@ -25,6 +25,7 @@ import { planRetention, type RetentionPlan } from '../core/retention.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import type { SummaryOutput } from '../summary.ts';
+import { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE, type DoctorOptions, doctorCommand } from './commands/doctor.ts';
 import {
   buildClock,
   buildConfig,
@@ -113,11 +114,15 @@ Options:
 
 ${SFN_USAGE}
 
+After cdk deploy:
+${DOCTOR_USAGE}
+
 Exit codes: 0 ok, 1 a partition failed or a problem was found, 2 usage or runtime error.`;
 
 const OPTIONS = {
   // region, now, tier, state-machine, execution, wait
   ...SFN_CLI_OPTIONS,
+  ...DOCTOR_CLI_OPTIONS,
   store: { type: 'string' },
   endpoint: { type: 'string' },
   layout: { type: 'string' },
@@ -201,6 +206,7 @@ const COMMANDS: Record<string, Handler> = {
   repair: repairCommand,
   retention: retentionCommand,
   ...SFN_COMMANDS,
+  doctor: (options, io) => doctorCommand(options as DoctorOptions, io),
 };
 
 interface Context {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
-import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
+import { lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import type { CompactorConfig, ConfigInput, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
@@ -146,15 +146,22 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
 export async function stackStepSettings(
   compactorContext: Record<string, unknown> = {},
 ): Promise<Pick<ConfigInput, 'dedup' | 'tiers'>> {
-  const cdkJson = JSON.parse(await readFile(join(REPO, 'cdk.json'), 'utf8')) as {
-    context?: { compactor?: Record<string, unknown> };
-  };
-  const merged = deepMerge(cdkJson.context?.compactor ?? {}, compactorContext);
-  const input = lambdaConfigInput(parseStackConfig(merged));
+  const input = lambdaConfigInput(await stackConfigOf(compactorContext));
   return {
     ...(input.dedup ? { dedup: input.dedup } : {}),
     ...(input.tiers?.monthly?.enabled ? { tiers: { monthly: { enabled: true } } } : {}),
   };
+}
+
+/**
+ * The stack's settings as `cdk synth` parses them: cdk.json's `compactor` context with
+ * `compactorContext` merged over it. `lambdaConfigInput` of it is what the Lambdas get.
+ */
+export async function stackConfigOf(compactorContext: Record<string, unknown> = {}): Promise<StackConfig> {
+  const cdkJson = JSON.parse(await readFile(join(REPO, 'cdk.json'), 'utf8')) as {
+    context?: { compactor?: Record<string, unknown> };
+  };
+  return parseStackConfig(deepMerge(cdkJson.context?.compactor ?? {}, compactorContext));
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

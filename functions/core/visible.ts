@@ -8,7 +8,7 @@
  */
 
 import type { CompactorConfig } from './config.ts';
-import { TransientStoreError } from './errors.ts';
+import { ConfigError, TransientStoreError } from './errors.ts';
 import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './planner.ts';
@@ -47,13 +47,23 @@ function unchangedForReaders(before: readonly Manifest[], after: readonly Manife
 export async function visibleFiles(
   store: ObjectStore,
   config: CompactorConfig,
-  options: { readonly maxAttempts?: number } = {},
+  options: {
+    readonly maxAttempts?: number;
+    /** Only the data under this key prefix (e.g. one table), inside the data root; manifests are read whole. */
+    readonly under?: string;
+  } = {},
 ): Promise<VisibleView> {
   const maxAttempts = options.maxAttempts ?? 20;
+  const under = options.under ?? config.layout.dataPrefix;
+  if (!under.startsWith(config.layout.dataPrefix) || under.startsWith(config.layout.stateRoot)) {
+    throw new ConfigError(
+      `visible files under "${under}": not inside the data root "${config.layout.dataPrefix}"`,
+    );
+  }
   let before = await readExclusions(store, config);
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const data: ObjectSummary[] = [];
-    for await (const object of store.list(config.layout.dataPrefix)) {
+    for await (const object of store.list(under)) {
       if (config.layout.isDataKey(object.key)) data.push(object);
     }
     const after = await readExclusions(store, config);

@@ -1,0 +1,93 @@
+/**
+ * When a schedule fires, as the EventBridge Scheduler documents rate and cron expressions
+ * (https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html, fields and
+ * wildcards https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cron-expressions.html):
+ * the doctor's "started within its last two periods" rests on these times.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { lastFireTimes, parseScheduleExpression } from '../../functions/cli/commands/doctor-schedules.ts';
+
+const at = (iso: string) => Date.parse(iso);
+const isoList = (ms: number[]) => ms.map((m) => new Date(m).toISOString());
+
+function fires(expression: string, start: string, until: string, count = 2): string[] {
+  const parsed = parseScheduleExpression(expression);
+  if (parsed.kind === 'unsupported') throw new Error(parsed.reason);
+  return isoList(lastFireTimes(parsed, { start: at(start), until: at(until), count }));
+}
+
+describe('schedule expressions', () => {
+  it("the stack's defaults: hourly at :10, daily at 03:30, monthly on the 1st at 04:45 (UTC)", () => {
+    expect(fires('cron(10 * * * ? *)', '2025-01-01T00:00:00Z', '2025-01-15T12:09:59Z')).toEqual([
+      '2025-01-15T11:10:00.000Z',
+      '2025-01-15T10:10:00.000Z',
+    ]);
+    expect(fires('cron(10 * * * ? *)', '2025-01-01T00:00:00Z', '2025-01-15T12:10:00Z')).toEqual([
+      '2025-01-15T12:10:00.000Z',
+      '2025-01-15T11:10:00.000Z',
+    ]);
+    expect(fires('cron(30 3 * * ? *)', '2025-01-01T00:00:00Z', '2025-01-15T02:00:00Z')).toEqual([
+      '2025-01-14T03:30:00.000Z',
+      '2025-01-13T03:30:00.000Z',
+    ]);
+    expect(fires('cron(45 4 1 * ? *)', '2024-01-01T00:00:00Z', '2025-03-10T00:00:00Z')).toEqual([
+      '2025-03-01T04:45:00.000Z',
+      '2025-02-01T04:45:00.000Z',
+    ]);
+  });
+
+  it('counts only times after the schedule was created', () => {
+    expect(fires('cron(30 3 * * ? *)', '2025-01-14T12:00:00Z', '2025-01-15T12:00:00Z')).toEqual([
+      '2025-01-15T03:30:00.000Z',
+    ]);
+    expect(fires('cron(30 3 * * ? *)', '2025-01-15T04:00:00Z', '2025-01-15T12:00:00Z')).toEqual([]);
+  });
+
+  it('rate: at its start and every period after', () => {
+    expect(fires('rate(1 hour)', '2025-01-15T10:17:00Z', '2025-01-15T13:00:00Z')).toEqual([
+      '2025-01-15T12:17:00.000Z',
+      '2025-01-15T11:17:00.000Z',
+    ]);
+    expect(fires('rate(15 minutes)', '2025-01-15T10:00:00Z', '2025-01-15T10:10:00Z')).toEqual([
+      '2025-01-15T10:00:00.000Z',
+    ]);
+    expect(fires('rate(2 days)', '2025-01-10T00:00:00Z', '2025-01-15T00:00:00Z')).toEqual([
+      '2025-01-14T00:00:00.000Z',
+      '2025-01-12T00:00:00.000Z',
+    ]);
+  });
+
+  it('lists, ranges, increments, month and day names, and ? in either day field', () => {
+    expect(fires('cron(0/20 8-9 * * ? *)', '2025-01-01T00:00:00Z', '2025-01-15T09:59:00Z', 4)).toEqual([
+      '2025-01-15T09:40:00.000Z',
+      '2025-01-15T09:20:00.000Z',
+      '2025-01-15T09:00:00.000Z',
+      '2025-01-15T08:40:00.000Z',
+    ]);
+    // 2025-01-15 is a Wednesday; MON-FRI skips the weekend.
+    expect(fires('cron(0 6 ? * MON-FRI *)', '2025-01-01T00:00:00Z', '2025-01-20T07:00:00Z', 3)).toEqual([
+      '2025-01-20T06:00:00.000Z',
+      '2025-01-17T06:00:00.000Z',
+      '2025-01-16T06:00:00.000Z',
+    ]);
+    expect(fires('cron(0 0 1,15 JAN,JUL ? 2025)', '2024-01-01T00:00:00Z', '2025-12-31T00:00:00Z', 3)).toEqual(
+      ['2025-07-15T00:00:00.000Z', '2025-07-01T00:00:00.000Z', '2025-01-15T00:00:00.000Z'],
+    );
+  });
+
+  it('leaves L, W, # and malformed expressions to the console (no guessed times)', () => {
+    for (const expression of [
+      'cron(0 0 L * ? *)',
+      'cron(0 0 15W * ? *)',
+      'cron(0 0 ? * 6#3 *)',
+      'cron(0 0 * *)',
+      'cron(61 * * * ? *)',
+      'at(2025-01-15T10:00:00)',
+      'rate(0 hours)',
+    ]) {
+      expect(parseScheduleExpression(expression).kind, expression).toBe('unsupported');
+    }
+    expect(parseScheduleExpression('cron(0 0 ? JUL MON *)').kind).toBe('cron');
+  });
+});
