@@ -3,14 +3,14 @@
  * Environment-agnostic (no account or region lookups), so `cdk synth` needs no AWS account.
  */
 
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
 import { CompactorFunctions } from './constructs/compactor-functions.ts';
 import { DataBucket } from './constructs/data-bucket.ts';
 import { Monitoring } from './constructs/monitoring.ts';
-import { CompactionSchedules } from './constructs/schedules.ts';
+import { CompactionSchedules, schedulePeriod, type TierSchedule } from './constructs/schedules.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from './nag.ts';
 
 export interface CompactorStackProps extends StackProps {
@@ -76,19 +76,17 @@ export class CompactorStack extends Stack {
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);
 
-    this.schedules = new CompactionSchedules(this, 'Schedules', {
-      stateMachine,
-      tiers: {
-        hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
-        daily: { expression: config.tiers.daily.schedule, enabled: config.tiers.daily.enabled },
-        monthly: { expression: config.tiers.monthly.schedule, enabled: config.tiers.monthly.enabled },
-        // No rule, no retention run: an execution that could only plan nothing is not scheduled.
-        retention: {
-          expression: config.retention.schedule,
-          enabled: config.retention.enabled && Object.keys(config.retention.rules).length > 0,
-        },
+    const tiers: Record<string, TierSchedule> = {
+      hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
+      daily: { expression: config.tiers.daily.schedule, enabled: config.tiers.daily.enabled },
+      monthly: { expression: config.tiers.monthly.schedule, enabled: config.tiers.monthly.enabled },
+      // No rule, no retention run: an execution that could only plan nothing is not scheduled.
+      retention: {
+        expression: config.retention.schedule,
+        enabled: config.retention.enabled && Object.keys(config.retention.rules).length > 0,
       },
-    });
+    };
+    this.schedules = new CompactionSchedules(this, 'Schedules', { stateMachine, tiers });
     // No scheduled run before recovery may ask Step Functions about manifest owners.
     this.schedules.node.addDependency(describeExecutions);
 
@@ -97,6 +95,7 @@ export class CompactorStack extends Stack {
       functions: f.byStep,
       metricsNamespace: config.metricsNamespace,
       scheduleDeadLetterQueue: this.schedules.deadLetterQueue,
+      tierPeriods: this.#tierPeriods(tiers),
       ...(config.alarmEmail ? { alarmEmail: config.alarmEmail } : {}),
     });
 
@@ -119,6 +118,22 @@ export class CompactorStack extends Stack {
     if (this.monitoring.alarmTopic) {
       new CfnOutput(this, 'AlarmTopicArn', { value: this.monitoring.alarmTopic.topicArn });
     }
+  }
+
+  /** Each scheduled tier's period, for its missed-start alarm; a tier without one is a synth warning. */
+  #tierPeriods(tiers: Record<string, TierSchedule>): Record<string, Duration> {
+    const periods: Record<string, Duration> = {};
+    for (const [tier, schedule] of Object.entries(tiers)) {
+      if (!schedule.enabled) continue;
+      const derived = schedulePeriod(schedule.expression);
+      if (derived.period) periods[tier] = derived.period;
+      else
+        Annotations.of(this).addWarningV2(
+          `compactor:missedStartPeriod:${tier}`,
+          `No missed-start alarm for the ${tier} tier: ${derived.reason}.`,
+        );
+    }
+    return periods;
   }
 
   /**

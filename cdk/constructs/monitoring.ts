@@ -5,7 +5,7 @@
  * starts that never arrived. Alarm actions go to an SNS topic when an email is configured.
  */
 
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -32,6 +32,9 @@ export const COMPACTOR_METRICS = [
 ] as const;
 export type CompactorMetric = (typeof COMPACTOR_METRICS)[number];
 
+/** One per execution, from its Plan step (functions/plan.ts), with dimensions service and tier. */
+export const TIER_METRIC = 'ExecutionsPlanned';
+
 export interface MonitoringProps {
   readonly stateMachine: sfn.IStateMachine;
   /** The step functions by name; their errors, throttles and durations are charted and alarmed. */
@@ -52,10 +55,16 @@ export interface MonitoringProps {
    */
   readonly alarmEmail?: string;
   /**
-   * The schedules' dead-letter queue: a message there is a run that never started.
-   * @default - no alarm on missed starts
+   * The schedules' dead-letter queue: a message there is a start Scheduler could not deliver.
+   * @default - no alarm on it
    */
   readonly scheduleDeadLetterQueue?: sqs.IQueue;
+  /**
+   * Per scheduled tier, the longest time between two of its starts (`schedulePeriod` in
+   * schedules.ts): each gets an alarm when none of its executions planned within two of them.
+   * @default - no missed-start alarms
+   */
+  readonly tierPeriods?: Readonly<Record<string, Duration>>;
   /**
    * Dashboard name.
    * @default - generated
@@ -70,7 +79,10 @@ export class Monitoring extends Construct {
   readonly executionTimedOutAlarm: cloudwatch.Alarm;
   readonly quarantineAlarm: cloudwatch.Alarm;
   readonly lambdaErrorsAlarm: cloudwatch.Alarm;
-  readonly missedStartAlarm: cloudwatch.Alarm | undefined;
+  /** A start the Scheduler could not deliver (the DLQ has a message). */
+  readonly undeliveredStartAlarm: cloudwatch.Alarm | undefined;
+  /** Per tier: no execution of it planned within two of its periods. */
+  readonly missedStartAlarms: Readonly<Record<string, cloudwatch.Alarm>>;
   readonly alarms: readonly cloudwatch.Alarm[];
 
   readonly #namespace: string;
@@ -129,7 +141,7 @@ export class Monitoring extends Construct {
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
-    this.missedStartAlarm = props.scheduleDeadLetterQueue
+    this.undeliveredStartAlarm = props.scheduleDeadLetterQueue
       ?.metricApproximateNumberOfMessagesVisible({ period, statistic: 'Maximum' })
       .createAlarm(this, 'MissedStart', {
         alarmDescription:
@@ -139,12 +151,19 @@ export class Monitoring extends Construct {
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
+    const missed: Record<string, cloudwatch.Alarm> = {};
+    for (const [tier, tierPeriod] of Object.entries(props.tierPeriods ?? {})) {
+      const alarm = this.#missedStartAlarm(tier, tierPeriod);
+      if (alarm) missed[tier] = alarm;
+    }
+    this.missedStartAlarms = missed;
     this.alarms = [
       this.executionFailedAlarm,
       this.executionTimedOutAlarm,
       this.quarantineAlarm,
       this.lambdaErrorsAlarm,
-      ...(this.missedStartAlarm ? [this.missedStartAlarm] : []),
+      ...(this.undeliveredStartAlarm ? [this.undeliveredStartAlarm] : []),
+      ...Object.values(this.missedStartAlarms),
     ];
 
     if (props.alarmEmail) {
@@ -185,6 +204,9 @@ export class Monitoring extends Construct {
           sm.metricFailed({ period: hour, statistic: 'Sum', label: 'failed' }),
           sm.metricTimedOut({ period: hour, statistic: 'Sum', label: 'timed out' }),
           sm.metricAborted({ period: hour, statistic: 'Sum', label: 'aborted' }),
+          ...Object.keys(props.tierPeriods ?? {}).map((tier) =>
+            this.tierMetric(tier, hour).with({ label: `planned: ${tier}` }),
+          ),
         ],
         width: 8,
       }),
@@ -233,6 +255,52 @@ export class Monitoring extends Construct {
         width: 8,
       }),
     );
+  }
+
+  /**
+   * "No execution of this tier planned within two of its periods", missing data breaching: a
+   * schedule that never starts anything (a role Scheduler cannot assume, a disabled schedule)
+   * emits no datapoint at all, so silence must alarm. The metric is the Plan step's
+   * ExecutionsPlanned with dimension tier (executions of every tier share one state machine, so
+   * its own ExecutionsStarted cannot tell them apart); an execution that fails before Plan counts
+   * as missed too, and ExecutionFailed alarms with it. The window is two periods in whole alarm
+   * periods of at most a day, within CloudWatch's limit of Period x EvaluationPeriods: seven days,
+   * one day when the period is under an hour
+   * (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html).
+   * A tier whose window is longer gets no alarm, and a synth warning says so.
+   */
+  #missedStartAlarm(tier: string, tierPeriod: Duration): cloudwatch.Alarm | undefined {
+    const window = tierPeriod.toSeconds() * 2;
+    const alarmPeriod = Math.min(tierPeriod.toSeconds(), 86_400);
+    const evaluationPeriods = Math.ceil(window / alarmPeriod);
+    const limit = alarmPeriod < 3600 ? 86_400 : 604_800;
+    if (evaluationPeriods * alarmPeriod > limit) {
+      Annotations.of(this).addWarningV2(
+        `compactor:missedStartWindow:${tier}`,
+        `No missed-start alarm for the ${tier} tier: two of its periods (${window / 3600} h) exceed CloudWatch's ${limit / 86_400}-day alarm window.`,
+      );
+      return undefined;
+    }
+    const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;
+    return this.tierMetric(tier, Duration.seconds(alarmPeriod)).createAlarm(this, `MissedStart${name}`, {
+      alarmDescription: `No ${tier} execution reached its Plan step within two of the tier's schedule periods (${window / 3600} h). Check the ${tier} schedule (enabled, its role), the schedules dead-letter queue and failed executions. Right after the first deploy this alarms until the tier's first run (or start one: compactor start --tier ${tier}).`,
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods,
+      datapointsToAlarm: evaluationPeriods,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+  }
+
+  /** Executions of one tier that reached Plan (sum). */
+  tierMetric(tier: string, period: Duration): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: this.#namespace,
+      metricName: TIER_METRIC,
+      dimensionsMap: { service: this.#service, tier },
+      statistic: 'Sum',
+      period,
+    });
   }
 
   /** One of the handlers' EMF metrics (sum). */

@@ -210,35 +210,48 @@ describe('stack with the default config', () => {
       }
     });
 
-    it('lets the scheduler role start this state machine only, and keeps the DLQ encrypted and TLS-only', () => {
+    it("uses CDK's own Scheduler role: start this state machine and write the DLQ only, trusted from the schedule group", () => {
       const sm = logicalId(s, 'AWS::StepFunctions::StateMachine', 'Workflow');
-      const role = logicalId(s, 'AWS::IAM::Role', 'SchedulesRole');
+      const dlq = logicalId(s, 'AWS::SQS::Queue', 'Schedules');
+      const group = logicalId(s, 'AWS::Scheduler::ScheduleGroup', 'Schedules');
+      const roles = new Set(
+        resourcesOfType(s.json, 'AWS::Scheduler::Schedule').map(
+          ([, r]) =>
+            (r.Properties.Target as { RoleArn: { 'Fn::GetAtt': string[] } }).RoleArn['Fn::GetAtt'][0],
+        ),
+      );
+      // One role for every schedule of this state machine, made by aws-scheduler-targets.
+      expect([...roles]).toEqual([expect.stringMatching(/^SchedulerRoleForTarget/)]);
+      const role = [...roles][0] as string;
       const statements = resourcesOfType(s.json, 'AWS::IAM::Policy')
         .filter(([, p]) => (p.Properties.Roles as { Ref: string }[]).some((r) => r.Ref === role))
         .flatMap(
           ([, p]) => (p.Properties.PolicyDocument as { Statement: Record<string, unknown>[] }).Statement,
         );
-      const start = statements.filter((st) => JSON.stringify(st.Action).includes('states:'));
-      expect(start).toEqual([{ Action: 'states:StartExecution', Effect: 'Allow', Resource: { Ref: sm } }]);
+      expect(statements).toEqual([
+        { Action: 'states:StartExecution', Effect: 'Allow', Resource: { Ref: sm } },
+        { Action: 'sqs:SendMessage', Effect: 'Allow', Resource: { 'Fn::GetAtt': [dlq, 'Arn'] } },
+      ]);
+      // The trust policy's shape; test/cdk/iam-evaluated.test.ts evaluates it.
+      expect(s.json.Resources[role]?.Properties.AssumeRolePolicyDocument).toMatchObject({
+        Statement: [
+          {
+            Principal: { Service: 'scheduler.amazonaws.com' },
+            Condition: {
+              StringEquals: {
+                'aws:SourceAccount': { Ref: 'AWS::AccountId' },
+                'aws:SourceArn': { 'Fn::GetAtt': [group, 'Arn'] },
+              },
+            },
+          },
+        ],
+      });
       s.template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
       s.template.hasResourceProperties('AWS::SQS::QueuePolicy', {
         PolicyDocument: {
           Statement: Match.arrayWith([
             Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
           ]),
-        },
-      });
-      s.template.hasResourceProperties('AWS::IAM::Role', {
-        RoleName: Match.absent(),
-        AssumeRolePolicyDocument: {
-          Statement: [
-            Match.objectLike({
-              Principal: { Service: 'scheduler.amazonaws.com' },
-              Condition: Match.objectLike({
-                StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } },
-              }),
-            }),
-          ],
         },
       });
     });
@@ -422,7 +435,12 @@ describe('stack with overrides', () => {
     const asl = JSON.parse(flatten(sm.Properties.DefinitionString)) as AslStates;
     const states = allStates(asl);
     const map = states.find((st) => st.Type === 'Map');
-    expect(map).toMatchObject({ MaxConcurrency: 3, ToleratedFailurePercentage: 20 });
+    expect(map).toMatchObject({ MaxConcurrency: 3 });
+    // The tolerance is applied after Summary (cdk/constructs/compaction-workflow.ts), which gets it.
+    const summary = states.find((st) =>
+      String(st.Parameters?.FunctionName ?? '').startsWith('<StepsSummary'),
+    );
+    expect(summary?.Parameters?.Payload).toMatchObject({ toleratedFailurePercentage: 20 });
     // Each task waits a minute longer than its Lambda may run.
     const timeoutOf = (fnPrefix: string) =>
       states.find((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${fnPrefix}`))

@@ -1,0 +1,65 @@
+/**
+ * The Plan step's ExecutionsPlanned metric, which the stack's missed-start alarm per tier reads
+ * (cdk/constructs/monitoring.ts): one per execution, under the dimension set {service, tier}, so a
+ * tier whose schedule never starts anything shows as missing data for that tier alone.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { localObservability } from '../../functions/cli/local-lambdas.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { planStep } from '../../functions/plan.ts';
+import { metricTotal } from '../support/emf.ts';
+
+let root: string;
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'plan-metrics-'));
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+function deps(): HandlerDeps {
+  return {
+    store: new LocalFolderStore(root),
+    bucket: 'local-data-bucket',
+    config: parseConfig({}),
+    clock: systemClock,
+    engine: async () => {
+      throw new Error('Plan needs no engine');
+    },
+    workDir: join(root, 'work'),
+    isOwnerAlive: async () => false,
+    randomHex: () => 'abcdef01',
+  };
+}
+
+describe('the Plan step counts its execution for the missed-start alarm', () => {
+  it.each(['hourly', 'daily', 'retention'] as const)(
+    'emits ExecutionsPlanned = 1 with dimension tier=%s, even when nothing is to do',
+    async (tier) => {
+      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+      const output = await planStep({ tier, executionId: 'arn:exec', executionName: `n-${tier}` }, deps(), {
+        ...localObservability(),
+        metrics,
+        signal: new AbortController().signal,
+      });
+      expect(output.jobs).toBe(0);
+      expect(metricTotal(metrics, 'ExecutionsPlanned')).toBe(1);
+      const emf = metrics.serializeMetrics() as unknown as {
+        _aws: { CloudWatchMetrics: { Dimensions: string[][] }[] };
+        tier: string;
+        service: string;
+      };
+      // The alarm's metric has exactly these dimensions: EMF publishes one metric per dimension set.
+      expect(emf._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
+      expect({ service: emf.service, tier: emf.tier }).toEqual({ service: 'compactor', tier });
+    },
+  );
+});
