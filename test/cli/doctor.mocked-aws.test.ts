@@ -358,6 +358,9 @@ describe('compactor doctor --stack (mocked CloudFormation, Step Functions and Sc
     expect(r.row('schedule hourly')).toMatch(/pass .*cron\(10 \* \* \* \? \*\): started h1 at /);
     expect(r.row('schedule daily')).toMatch(/pass .*cron\(30 3 \* \* \? \*\): started d1 at /);
     expect(r.err).toMatch(/doctor: execution RUNNING/);
+    expect(r.err).toContain(
+      `doctor: console https://${REGION}.console.aws.amazon.com/states/home?region=${REGION}#/v2/executions/details/`,
+    );
     expect(r.err).toMatch(/doctor: execution SUCCEEDED/);
 
     // The requests: the stack by name, the schedules of its group, each by name in that group.

@@ -65,6 +65,7 @@ import {
   stackStepSettings,
   synthesizeWorkflow,
 } from '../local-run.ts';
+import { consoleUrl } from '../sfn-commands.ts';
 import {
   type Canary,
   checkCanaryRows,
@@ -325,6 +326,7 @@ async function diagnose(
     target.stateMachineArn !== undefined && target.region !== undefined
       ? {
           arn: target.stateMachineArn,
+          region: target.region,
           sfn: deps.sfn ?? new SFNClient({ region: target.region }),
           scheduler: deps.scheduler ?? new SchedulerClient({ region: target.region }),
         }
@@ -631,7 +633,7 @@ interface Ended {
 }
 
 async function runDeployed(
-  aws: { readonly arn: string; readonly sfn: SFNClient },
+  aws: { readonly arn: string; readonly region: string; readonly sfn: SFNClient },
   input: Record<string, string>,
   id: string,
   io: DoctorIo,
@@ -646,6 +648,7 @@ async function runDeployed(
   );
   const executionArn = started.executionArn ?? '';
   io.err(`doctor: started ${executionArn} with input ${JSON.stringify(input)}`);
+  io.err(`doctor: console ${consoleUrl(aws.region, executionArn)}`);
   const more = `compactor watch --execution ${executionArn}`;
   let waited = 0;
   let pause = FIRST_POLL_MS;
