@@ -7,7 +7,7 @@ import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps
 import type { Construct } from 'constructs';
 import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
-import { CompactorFunctions } from './constructs/compactor-functions.ts';
+import { CompactorFunctions, grantObjectKey } from './constructs/compactor-functions.ts';
 import { DataBucket } from './constructs/data-bucket.ts';
 import { Monitoring } from './constructs/monitoring.ts';
 import { CompactionSchedules, schedulePeriod, type TierSchedule } from './constructs/schedules.ts';
@@ -38,6 +38,8 @@ export class CompactorStack extends Stack {
     this.data = new DataBucket(this, 'Data', {
       create: config.bucket.create,
       ...(config.bucket.name ? { bucketName: config.bucket.name } : {}),
+      encryption: config.bucket.encryption,
+      ...(config.bucket.kmsKeyArn ? { kmsKeyArn: config.bucket.kmsKeyArn } : {}),
       dataPrefix: config.dataPrefix,
       removalPolicy,
     });
@@ -46,6 +48,7 @@ export class CompactorStack extends Stack {
     this.functions = new CompactorFunctions(this, 'Steps', {
       bucket,
       dataPrefix: config.dataPrefix,
+      ...(this.data.encryptionKey ? { encryptionKey: this.data.encryptionKey } : {}),
       compactorConfigJson: lambdaConfigJson(config),
       metricsNamespace: config.metricsNamespace,
       compactSize: config.lambda.compact,
@@ -75,6 +78,8 @@ export class CompactorStack extends Stack {
     });
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);
+    // ItemReader reads the plan and ResultWriter writes the results under the bucket's key too.
+    if (this.data.encryptionKey) grantObjectKey(this.data.encryptionKey, stateMachine);
 
     const tiers: Record<string, TierSchedule> = {
       hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },
@@ -107,6 +112,12 @@ export class CompactorStack extends Stack {
       value: config.dataPrefix || '(bucket root)',
       description: 'Data root',
     });
+    if (this.data.encryptionKey) {
+      new CfnOutput(this, 'DataKeyArn', {
+        value: this.data.encryptionKey.keyArn,
+        description: 'The SSE-KMS key of the data bucket',
+      });
+    }
     new CfnOutput(this, 'StateMachineArn', {
       value: stateMachine.stateMachineArn,
       description: 'compactor start|watch|redrive --state-machine <this>',

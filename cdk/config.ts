@@ -24,6 +24,16 @@ export interface BucketSettings {
   readonly create: boolean;
   /** Required when `create` is false; optional physical name when the stack creates it. */
   readonly name: string | undefined;
+  /**
+   * The bucket's default encryption: `s3` (SSE-S3) or `kms` (SSE-KMS with a customer managed key).
+   * A created bucket with `kms` gets a key of its own unless `kmsKeyArn` names one.
+   */
+  readonly encryption: 's3' | 'kms';
+  /**
+   * The SSE-KMS key (key ARN) of an imported bucket, or the key a created `kms` bucket uses.
+   * Every Lambda role and the state machine role get kms:Decrypt and kms:GenerateDataKey on it.
+   */
+  readonly kmsKeyArn: string | undefined;
 }
 
 export interface TierSettings {
@@ -78,7 +88,7 @@ export interface StackConfig {
 const MiB = 1024 * 1024;
 
 export const STACK_DEFAULTS: StackConfig = {
-  bucket: { create: true, name: undefined },
+  bucket: { create: true, name: undefined, encryption: 's3', kmsKeyArn: undefined },
   dataPrefix: '',
   layout: DEFAULTS.layout,
   tiers: {
@@ -230,6 +240,51 @@ function normalisePrefix(prefix: string): string {
   return `${prefix}/`;
 }
 
+/**
+ * IAM names a KMS key only by its key ARN: an alias ARN in a policy's Resource controls the alias
+ * operations, not the key (https://docs.aws.amazon.com/kms/latest/developerguide/cmks-in-iam-policies.html).
+ */
+const KMS_KEY_ARN = /^arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/;
+
+function bucketSettings(value: unknown): BucketSettings {
+  const key = `${CONTEXT_KEY}.bucket`;
+  const json = section(value, key, ['create', 'name', 'encryption', 'kmsKeyArn']);
+  const create = bool(json, key, 'create', true);
+  const name = str(json, key, 'name');
+  if (name !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(name)) {
+    fail(`${key}.name`, `is not a valid S3 bucket name: "${name}"`);
+  }
+  if (!create && name === undefined) {
+    fail(`${key}.name`, 'is required when bucket.create is false (the bucket to import)');
+  }
+  const kmsKeyArn = str(json, key, 'kmsKeyArn');
+  if (kmsKeyArn !== undefined && !KMS_KEY_ARN.test(kmsKeyArn)) {
+    fail(
+      `${key}.kmsKeyArn`,
+      kmsKeyArn.includes(':alias/')
+        ? `must be the key's ARN (arn:aws:kms:<region>:<account>:key/<key id>), not an alias: IAM grants name a key by its key ARN; got "${kmsKeyArn}"`
+        : `is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>): "${kmsKeyArn}"`,
+    );
+  }
+  const encryption = str(json, key, 'encryption') ?? (kmsKeyArn === undefined ? 's3' : 'kms');
+  if (encryption !== 's3' && encryption !== 'kms') {
+    fail(`${key}.encryption`, `must be "s3" (SSE-S3) or "kms" (SSE-KMS), got "${encryption}"`);
+  }
+  if (encryption === 's3' && kmsKeyArn !== undefined) {
+    fail(
+      `${key}.kmsKeyArn`,
+      'names a KMS key, but bucket.encryption is "s3": set it to "kms" or drop the key',
+    );
+  }
+  if (!create && encryption === 'kms' && kmsKeyArn === undefined) {
+    fail(
+      `${key}.kmsKeyArn`,
+      'is required for an imported SSE-KMS bucket: the key ARN of its default encryption, which every step needs kms:Decrypt and kms:GenerateDataKey on',
+    );
+  }
+  return { create, name, encryption, kmsKeyArn };
+}
+
 /** Parses the `compactor` context value; `undefined` gives every default. */
 export function parseStackConfig(value: unknown): StackConfig {
   const json = section(rawContext(value), CONTEXT_KEY, [
@@ -255,17 +310,7 @@ export function parseStackConfig(value: unknown): StackConfig {
   const k = CONTEXT_KEY;
   const d = STACK_DEFAULTS;
 
-  const bucketJson = section(json.bucket, `${k}.bucket`, ['create', 'name']);
-  const bucket: BucketSettings = {
-    create: bool(bucketJson, `${k}.bucket`, 'create', true),
-    name: str(bucketJson, `${k}.bucket`, 'name'),
-  };
-  if (bucket.name !== undefined && !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket.name)) {
-    fail(`${k}.bucket.name`, `is not a valid S3 bucket name: "${bucket.name}"`);
-  }
-  if (!bucket.create && bucket.name === undefined) {
-    fail(`${k}.bucket.name`, 'is required when bucket.create is false (the bucket to import)');
-  }
+  const bucket = bucketSettings(json.bucket);
 
   const tiersJson = section(json.tiers, `${k}.tiers`, TIERS);
   const tiers = {

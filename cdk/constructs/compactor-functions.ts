@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ArnFormat, Duration, RemovalPolicy, Size, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { type BundlingOptions, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -49,6 +50,11 @@ export interface CompactorFunctionsProps {
    * @default ''
    */
   readonly dataPrefix?: string;
+  /**
+   * The bucket's SSE-KMS key, when it has one: every step reads or writes objects under it.
+   * @default - none (SSE-S3)
+   */
+  readonly encryptionKey?: kms.IKey;
   /**
    * The core's ConfigInput as JSON (COMPACTOR_CONFIG), see `lambdaConfigJson` in cdk/config.ts.
    * @default '{}' (the core's defaults)
@@ -282,6 +288,7 @@ export class CompactorFunctions extends Construct {
     for (const step of STEPS) {
       const { role } = built[step];
       for (const statement of grants[step]) role.addToPrincipalPolicy(statement);
+      if (props.encryptionKey) grantObjectKey(props.encryptionKey, role);
       acknowledge(
         role,
         'AwsSolutions-IAM5[Resource::*]',
@@ -334,6 +341,18 @@ export class CompactorFunctions extends Construct {
   }
 }
 
+/**
+ * What S3 needs of a caller's permissions on an SSE-KMS object's key: kms:GenerateDataKey to
+ * write it, kms:Decrypt to read it, both for a multipart upload (its parts are decrypted to
+ * complete it) and for a copy (https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html);
+ * a HeadObject asking for the checksum also decrypts
+ * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html). For a key this stack
+ * creates, CDK's default key policy lets IAM policies grant it; an imported key's policy must too.
+ */
+export function grantObjectKey(key: kms.IKey, grantee: iam.IGrantable): iam.Grant {
+  return key.grant(grantee, 'kms:Decrypt', 'kms:GenerateDataKey');
+}
+
 function constructName(step: StepName): string {
   return step
     .split('-')
@@ -343,9 +362,11 @@ function constructName(step: StepName): string {
 
 /**
  * Least privilege per step. P = data root, S = state root (P + '_compaction/'). ListBucket is
- * granted on exactly the prefixes a step reads, because S3 answers a GET or HEAD of a missing
- * key with 403 instead of 404 to a caller that may not list it, and the protocol must tell
- * "absent" from "denied". Only recover and delete-inputs may delete outside S.
+ * granted on exactly the prefixes a step reads or conditionally deletes, because S3 answers a
+ * GET or HEAD of a missing key with 403 instead of 404 to a caller that may not list it
+ * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html), and the protocol must
+ * tell "absent" from "denied". Only recover and delete-inputs may delete outside S.
+ * test/cdk/iam-evaluated.test.ts evaluates every call the steps make against these.
  */
 export function stepGrants(
   bucket: s3.IBucket,
@@ -400,8 +421,9 @@ export function stepGrants(
       objects([put], Q),
     ],
     verify: [list(P), objects([get, put, del], M), objects([get], P), objects([put], Q)],
-    // Conditional (If-Match) deletes need GetObject as well as DeleteObject.
-    'delete-inputs': [list(M), objects([get, put], M), objects([get, del], P)],
+    // Conditional (If-Match) deletes need GetObject as well as DeleteObject, and list on the
+    // inputs' prefix: a second delete of an input already gone must be answered 404, not 403.
+    'delete-inputs': [list(P), objects([get, put], M), objects([get, del], P)],
     'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST, F)],
     summary: [list(R), objects([get], R)],
   };

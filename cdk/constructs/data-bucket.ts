@@ -1,11 +1,13 @@
 /**
  * The data lake bucket: created here (TLS only, private, encrypted, access-logged, retained) or
- * imported by name. Lifecycle rules only touch what is safe to lose: incomplete multipart uploads
+ * imported by name. Encrypted with SSE-S3, or SSE-KMS under a customer managed key (created here
+ * unless one is named); the steps are granted the key by `encryptionKey`. Lifecycle rules only touch what is safe to lose: incomplete multipart uploads
  * and the Map's plan and result files. Manifests, staging and quarantine are never expired: a
  * manifest is the protocol's record of a job, and recovery needs every one of them.
  */
 
 import { Annotations, Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { acknowledge } from '../nag.ts';
@@ -21,6 +23,17 @@ export interface DataBucketProps {
    * @default - a generated name when creating
    */
   readonly bucketName?: string;
+  /**
+   * Default encryption of a created bucket: SSE-S3, or SSE-KMS under `kmsKeyArn` (or a key
+   * created here). Of an imported bucket, what it already uses.
+   * @default 's3'
+   */
+  readonly encryption?: 's3' | 'kms';
+  /**
+   * The SSE-KMS key: an imported bucket's own key, or the key a created `kms` bucket uses.
+   * @default - a key created here for a created `kms` bucket
+   */
+  readonly kmsKeyArn?: string;
   /**
    * Data root ('' or ending with '/'); the state root is `<dataPrefix>_compaction/`.
    * @default ''
@@ -56,16 +69,26 @@ export class DataBucket extends Construct {
   readonly created: boolean;
   /** The server access log bucket, when the data bucket is created here. */
   readonly accessLogsBucket: s3.Bucket | undefined;
+  /**
+   * The SSE-KMS key of the bucket's objects, when it has one: every principal that reads or writes
+   * them needs kms:Decrypt and kms:GenerateDataKey on it.
+   */
+  readonly encryptionKey: kms.IKey | undefined;
 
   constructor(scope: Construct, id: string, props: DataBucketProps = {}) {
     super(scope, id);
     const create = props.create ?? true;
     const dataPrefix = props.dataPrefix ?? '';
     this.created = create;
+    const encryption = props.encryption ?? 's3';
+    if (encryption === 's3' && props.kmsKeyArn) throw new Error('DataBucket: kmsKeyArn needs encryption kms');
 
     if (!create) {
       if (!props.bucketName) throw new Error('DataBucket: bucketName is required to import a bucket');
+      if (encryption === 'kms' && !props.kmsKeyArn)
+        throw new Error('DataBucket: an imported SSE-KMS bucket needs its kmsKeyArn');
       this.bucket = s3.Bucket.fromBucketName(this, 'Bucket', props.bucketName);
+      this.encryptionKey = props.kmsKeyArn ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn) : undefined;
       this.accessLogsBucket = undefined;
       Annotations.of(this).addInfo(
         `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${dataPrefix}_compaction/plans/ and results/ after 15 days; never expire the rest of _compaction/).`,
@@ -77,6 +100,18 @@ export class DataBucket extends Construct {
     const destroy = removalPolicy === RemovalPolicy.DESTROY;
     const stateRoot = `${dataPrefix}_compaction/`;
     const stateFilesExpiration = props.stateFilesExpiration ?? Duration.days(15);
+    if (encryption === 'kms') {
+      this.encryptionKey = props.kmsKeyArn
+        ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn)
+        : new kms.Key(this, 'Key', {
+            description: 'parquet-compactor data bucket (SSE-KMS)',
+            enableKeyRotation: true,
+            // A deleted key makes every object under it unreadable: it goes only with the bucket.
+            removalPolicy,
+          });
+    } else {
+      this.encryptionKey = undefined;
+    }
 
     this.accessLogsBucket = new s3.Bucket(this, 'AccessLogs', {
       enforceSSL: true,
@@ -99,7 +134,15 @@ export class DataBucket extends Construct {
       ...(props.bucketName ? { bucketName: props.bucketName } : {}),
       enforceSSL: true,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      encryption: s3.BucketEncryption.S3_MANAGED,
+      ...(this.encryptionKey
+        ? {
+            encryption: s3.BucketEncryption.KMS,
+            encryptionKey: this.encryptionKey,
+            // Fewer KMS requests: S3 derives object keys from a bucket-level key for a while
+            // (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-key.html).
+            bucketKeyEnabled: true,
+          }
+        : { encryption: s3.BucketEncryption.S3_MANAGED }),
       objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
       serverAccessLogsBucket: this.accessLogsBucket,
       serverAccessLogsPrefix: 'data-bucket/',

@@ -62,7 +62,7 @@ describe('stack config: overrides', () => {
       alarmEmail: 'ops@example.com',
       removalPolicy: 'destroy',
     });
-    expect(config.bucket).toEqual({ create: false, name: 'my-lake' });
+    expect(config.bucket).toEqual({ create: false, name: 'my-lake', encryption: 's3', kmsKeyArn: undefined });
     expect(config.dataPrefix).toBe('lake/raw/');
     expect(config.tiers.hourly).toEqual({
       schedule: 'rate(30 minutes)',
@@ -137,6 +137,26 @@ describe('stack config: overrides', () => {
   });
 });
 
+describe('stack config: bucket encryption', () => {
+  const key = 'arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+  it.each([
+    ['a created bucket, by default', {}, { create: true, encryption: 's3', kmsKeyArn: undefined }],
+    [
+      'a created bucket under its own key',
+      { encryption: 'kms' },
+      { encryption: 'kms', kmsKeyArn: undefined },
+    ],
+    ['a created bucket under a named key', { kmsKeyArn: key }, { encryption: 'kms', kmsKeyArn: key }],
+    [
+      'an imported SSE-KMS bucket',
+      { create: false, name: 'lake', kmsKeyArn: key },
+      { create: false, encryption: 'kms', kmsKeyArn: key },
+    ],
+  ])('%s', (_name, bucket, expected) => {
+    expect(parseStackConfig({ bucket }).bucket).toMatchObject(expected);
+  });
+});
+
 describe('stack config: invalid values fail and name the key', () => {
   const cases: [string, unknown, RegExp][] = [
     ['not an object', 42, /context compactor must be an object/],
@@ -153,6 +173,28 @@ describe('stack config: invalid values fail and name the key', () => {
       'bad bucket name',
       { bucket: { name: 'Bad_Name' } },
       /compactor\.bucket\.name is not a valid S3 bucket name/,
+    ],
+    ['encryption', { bucket: { encryption: 'aes' } }, /compactor\.bucket\.encryption must be "s3".*or "kms"/],
+    [
+      'key alias',
+      { bucket: { kmsKeyArn: 'arn:aws:kms:eu-west-1:111122223333:alias/lake' } },
+      /compactor\.bucket\.kmsKeyArn must be the key's ARN .* not an alias/,
+    ],
+    ['key id', { bucket: { kmsKeyArn: '1234abcd' } }, /compactor\.bucket\.kmsKeyArn is not a KMS key ARN/],
+    [
+      'key with s3',
+      {
+        bucket: {
+          encryption: 's3',
+          kmsKeyArn: 'arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+        },
+      },
+      /compactor\.bucket\.kmsKeyArn names a KMS key, but bucket\.encryption is "s3"/,
+    ],
+    [
+      'imported kms without key',
+      { bucket: { create: false, name: 'lake', encryption: 'kms' } },
+      /compactor\.bucket\.kmsKeyArn is required for an imported SSE-KMS bucket/,
     ],
     [
       'minFiles zero',

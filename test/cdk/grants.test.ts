@@ -105,8 +105,9 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:GetObject ${P}*`,
       `s3:PutObject ${Q}`,
     ],
+    // list on P: a conditional delete of an input already gone must be a 404, not a 403.
     'delete-inputs': [
-      ...list(M),
+      ...list(`${P}*`),
       `s3:GetObject ${M}`,
       `s3:PutObject ${M}`,
       `s3:GetObject ${P}*`,

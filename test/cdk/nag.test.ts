@@ -47,6 +47,17 @@ describe('cdk-nag AwsSolutions', () => {
       { alarmEmail: 'ops@example.com', dataPrefix: 'lake/', removalPolicy: 'destroy' },
     ],
     ['an imported bucket', { bucket: { create: false, name: 'my-existing-lake' } }],
+    ['a bucket under a KMS key of its own', { bucket: { encryption: 'kms' }, removalPolicy: 'destroy' }],
+    [
+      'an imported SSE-KMS bucket',
+      {
+        bucket: {
+          create: false,
+          name: 'my-existing-lake',
+          kmsKeyArn: 'arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+        },
+      },
+    ],
   ])('finds nothing unacknowledged with %s', (_name, compactor) => {
     const { app } = synth({ compactor });
     expect(findings(app)).toEqual([]);

@@ -418,6 +418,37 @@ describe('stack with overrides', () => {
     expect(inputs({ retention: { schedule: 'rate(12 hours)' } })).toHaveLength(2);
   });
 
+  it('creates the bucket under a customer managed key of its own, rotated, with S3 Bucket Keys', () => {
+    const s = synth({ compactor: { bucket: { encryption: 'kms' } } });
+    const key = logicalId(s, 'AWS::KMS::Key', 'DataKey');
+    expect(s.json.Resources[key]).toMatchObject({
+      Properties: { EnableKeyRotation: true },
+      DeletionPolicy: 'Retain',
+    });
+    const bucket = s.json.Resources[logicalId(s, 'AWS::S3::Bucket', 'DataBucket')] as CfnResource;
+    expect(bucket.Properties.BucketEncryption).toEqual({
+      ServerSideEncryptionConfiguration: [
+        {
+          BucketKeyEnabled: true,
+          ServerSideEncryptionByDefault: {
+            KMSMasterKeyID: { 'Fn::GetAtt': [key, 'Arn'] },
+            SSEAlgorithm: 'aws:kms',
+          },
+        },
+      ],
+    });
+    // The access log bucket is unchanged (SSE-S3).
+    const logs = s.json.Resources[logicalId(s, 'AWS::S3::Bucket', 'DataAccessLogs')] as CfnResource;
+    expect(JSON.stringify(logs.Properties.BucketEncryption)).toContain('AES256');
+  });
+
+  it('creates no key for an imported SSE-KMS bucket and names its key in the grants', () => {
+    const arn = 'arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+    const s = synth({ compactor: { bucket: { create: false, name: 'my-existing-lake', kmsKeyArn: arn } } });
+    s.template.resourceCountIs('AWS::KMS::Key', 0);
+    expect(JSON.stringify(s.json)).toContain(arn);
+  });
+
   it('imports an existing bucket by name and creates none', () => {
     const s = synth({ compactor: { bucket: { create: false, name: 'my-existing-lake' } } });
     s.template.resourceCountIs('AWS::S3::Bucket', 0);
