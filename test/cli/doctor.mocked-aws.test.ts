@@ -547,6 +547,38 @@ describe('compactor doctor --stack (mocked CloudFormation, Step Functions and Sc
     await Promise.all(s.runs.values());
   });
 
+  it('mocked: an execution that "succeeds" but duplicates rows (the seed bug) fails the rows check', async () => {
+    const s = await stand('duplicating');
+    deployed(s, scheduledRuns(Date.now()));
+    let only = '';
+    const executionArn = `${MACHINE.replace('stateMachine', 'execution')}:dup`;
+    // A non-atomic compactor: an output written next to inputs it never deleted, reported as done.
+    sfn.on(StartExecutionCommand).callsFake(async (input: { input: string }) => {
+      only = (JSON.parse(input.input) as { only: string }).only;
+      const raw: string[] = [];
+      for await (const o of s.store.list(only)) raw.push(o.key);
+      const first = raw[0] as string;
+      await s.store.copy(first, first.replace(/_0001\.parquet$/, '_0001_copy.parquet'));
+      return { executionArn, startDate: new Date() };
+    });
+    sfn.on(DescribeExecutionCommand).callsFake((input: { executionArn: string }) => ({
+      executionArn: input.executionArn,
+      stateMachineArn: MACHINE,
+      status: 'SUCCEEDED',
+      startDate: new Date(),
+      stopDate: new Date(),
+      output: JSON.stringify({ plan: { only, jobs: 1 }, summary: { compacted: 1, failed: 0 } }),
+    }));
+    sfn.on(ListExecutionsCommand).resolves({ executions: [] });
+    const r = await doctor(s);
+    expect(r.code).toBe(1);
+    expect(r.row('canary execution')).toMatch(/pass /);
+    expect(r.row('canary rows')).toMatch(
+      /FAIL .*visible rows 110 \(100 distinct ids, 1\.\.100\); written 100 \(ids 1\.\.100\): rows duplicated .*a protocol defect/,
+    );
+    expect(r.row('canary removed')).toMatch(/pass .*11 object\(s\) deleted/);
+  });
+
   it('mocked: a failed execution fails its row with the error, and the rows check says the job did not finish', async () => {
     const s = await stand('failing');
     deployed(s, scheduledRuns(Date.now()));
