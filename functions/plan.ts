@@ -54,7 +54,9 @@ export async function planStep(
     executionId: event.executionId,
   });
   const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
-  recordExecutionPlanned(tools, event.tier);
+  // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
+  // not hide a schedule that starts nothing from the missed-start alarm.
+  if (event.only === undefined) recordExecutionPlanned(tools, event.tier);
   for (const skip of plan.skipped) tools.logger.debug('skipped', { ...skip });
   // A mistyped table path expires nothing, silently: say so where the operator looks.
   if (isRetentionPlan(plan)) {

@@ -62,4 +62,14 @@ describe('the Plan step counts its execution for the missed-start alarm', () => 
       expect({ service: emf.service, tier: emf.tier }).toEqual({ service: 'compactor', tier });
     },
   );
+
+  it('does not count a run scoped to one table (a canary is not the scheduled run)', async () => {
+    const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+    await planStep(
+      { tier: 'hourly', executionId: 'arn:exec', executionName: 'canary', only: 'db/canary/' },
+      deps(),
+      { ...localObservability(), metrics, signal: new AbortController().signal },
+    );
+    expect(metricTotal(metrics, 'ExecutionsPlanned')).toBe(0);
+  });
 });
