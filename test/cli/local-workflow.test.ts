@@ -175,9 +175,10 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     expect(first.execution.failedState?.name).toBe(STATES.partitionsFailed);
     // Summary ran before the execution failed: its totals (and metrics) cover this outcome too.
     expect(first.execution.statesEntered).toContain(STATES.summary);
-    const summary = (
-      first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } }
-    ).summary?.Payload;
+    const failedInput = first.execution.failedState?.input as
+      | { summary?: { Payload?: Record<string, unknown> } }
+      | undefined;
+    const summary = failedInput?.summary?.Payload;
     expect(summary).toMatchObject({ partitions: 3, compacted: 2, failed: 1, withinTolerance: false });
     expect(JSON.stringify(summary?.failures)).toContain('InjectedStepFailure');
     expect(compacted.sort()).toEqual([

@@ -92,7 +92,7 @@ export class FaultStore implements ObjectStore {
     await this.#options.gate?.(call);
     if (this.crashed) throw new CrashedError(`crashed: ${op} ${key} never happens`);
     const at = this.#options.fault?.at;
-    const hit = typeof at === 'number' ? at === call.n : at !== undefined && at(call);
+    const hit = typeof at === 'number' ? at === call.n : (at?.(call) ?? false);
     const fault = hit ? this.#options.fault?.kind : undefined;
     if (fault === 'crash') {
       this.crashed = true;
