@@ -501,16 +501,21 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
       return result(ref, 'skipped', 'none', { reason });
     }
 
-    // Validate every footer; a corrupt input is left in place, quarantined, never deleted.
+    // Validate every footer; a corrupt or foreign input is left in place, quarantined, never deleted.
     const good: { input: InputRef; path: string; info: InputInfo }[] = [];
     const corrupt: KeptInput[] = [];
     for (const { input, path } of files) {
+      let info: InputInfo;
       try {
-        good.push({ input, path, info: await footerCheck(footerChecks, engine, path) });
+        info = await footerCheck(footerChecks, engine, path);
       } catch (error) {
         if (!(error instanceof InputUnreadableError)) throw error;
         corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
+        continue;
       }
+      const foreign = foreignReason(config.timeColumn, info);
+      if (foreign === undefined) good.push({ input, path, info });
+      else corrupt.push({ key: input.key, reason: foreign });
     }
     for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
     if (good.length === 0) {
@@ -665,6 +670,20 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     await Promise.all(footerChecks.values());
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Why a readable input is foreign to its partition, or undefined when it belongs: an input without
+ * the time column (matched case-insensitively, as the schema union matches names) is set aside
+ * like a corrupt one. Merged, its rows would get NULL times, sort last, escape retention, and the
+ * original would be deleted.
+ */
+function foreignReason(timeColumn: string, info: InputInfo): string | undefined {
+  const wanted = timeColumn.toLowerCase();
+  if (info.columns.some((c) => c.name.toLowerCase() === wanted)) return undefined;
+  const names = info.columns.map((c) => c.name);
+  const shown = names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
+  return `foreign to its partition: no time column "${timeColumn}" (columns: ${shown}); readable, but not merged`;
 }
 
 /** Writes of a job's outputs before one over the store's copy limit fails the partition. */

@@ -287,6 +287,61 @@ describe('corrupt inputs in one cycle', () => {
   });
 });
 
+describe('a readable input foreign to its partition (issue 13 item 7)', () => {
+  it('one without the time column is quarantined, kept byte for byte and never deleted, in the hourly and the daily tier; the rest compacts with exact ids', async () => {
+    const l = await lake([...rawFiles('10', 2), ...rawFiles('11', 2)]);
+    // Readable Parquet, but nothing in common with db/cpu: no time, no shared column.
+    const foreign = 'db/cpu/2025/01/15/10/cpu_20250115_105900_9.parquet';
+    const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+    await engine.query(
+      `COPY (SELECT range::INTEGER AS a, 'x' || range::VARCHAR AS b FROM range(7)) TO ${quoteString(local)} (FORMAT parquet)`,
+    );
+    const { etag } = await l.store.put(foreign, { file: local });
+
+    const tools = telemetry();
+    const observed = new FaultStore(l.store);
+    const report = await cycle(l, 'hourly', { store: observed, onEvent: tools.onEvent });
+    expect(outcomes(report)).toEqual({
+      'db/cpu/2025/01/15/10/': 'compacted',
+      'db/cpu/2025/01/15/11/': 'compacted',
+    });
+    const recordKey = `${quarantineRoot(l.config.layout)}inputs/${foreign}.json`;
+    const record = JSON.parse((await l.store.getBytes(recordKey)).body.toString('utf8')) as Record<
+      string,
+      unknown
+    >;
+    expect(record).toMatchObject({ key: foreign, partition: 'db/cpu/2025/01/15/10/', etag });
+    expect(String(record.reason)).toMatch(/no time column "time" \(columns: a, b\)/);
+    expect(tools.events).toContainEqual(
+      expect.objectContaining({
+        type: 'input-quarantined',
+        key: foreign,
+        partition: 'db/cpu/2025/01/15/10/',
+      }),
+    );
+    expect(dataDeletes(observed, l.config)).not.toContain(foreign);
+    expect(await etagOf(l.store, foreign)).toBe(etag);
+    // Its 7 rows are in no output (no NULL times were merged in); every other row once.
+    const outputs = (await keys(l.store, 'db/')).filter((k) => k.endsWith('_compacted.parquet'));
+    const [nulls] = await engine.query(
+      `SELECT count(*) AS n, count(*) FILTER (WHERE time IS NULL) AS untimed FROM read_parquet([${outputs
+        .map((k) => parquetPath(join(l.dir, k)))
+        .join(', ')}], union_by_name = true)`,
+    );
+    expect(nulls).toEqual({ n: 40n, untimed: 0n });
+    await expect(dataIds(l, [foreign])).resolves.toEqual(range(1, 40));
+
+    // Neither the next hourly cycle nor the daily tier takes it; it is still there, unchanged.
+    const again = new FaultStore(l.store);
+    expect((await cycle(l, 'hourly', { store: again })).jobs).toEqual([]);
+    const daily = await cycle(l, 'daily', { store: again });
+    expect(outcomes(daily)).toEqual({ 'db/cpu/2025/01/15/': 'compacted' });
+    expect(dataDeletes(again, l.config)).not.toContain(foreign);
+    expect(await etagOf(l.store, foreign)).toBe(etag);
+    await expect(dataIds(l, [foreign])).resolves.toEqual(range(1, 40));
+  });
+});
+
 // ---- what is never data ----
 
 describe('objects that are not data', () => {
