@@ -29,6 +29,7 @@ export const COMPACTOR_METRICS = [
   'FilesOut',
   'Quarantined',
   'RecoveryActions',
+  'RecoveryUnresolved',
 ] as const;
 export type CompactorMetric = (typeof COMPACTOR_METRICS)[number];
 
@@ -78,6 +79,8 @@ export class Monitoring extends Construct {
   readonly executionFailedAlarm: cloudwatch.Alarm;
   readonly executionTimedOutAlarm: cloudwatch.Alarm;
   readonly quarantineAlarm: cloudwatch.Alarm;
+  /** A manifest the Recover step could not resolve: its partition waits until someone fixes why. */
+  readonly recoveryUnresolvedAlarm: cloudwatch.Alarm;
   readonly lambdaErrorsAlarm: cloudwatch.Alarm;
   /** A start the Scheduler could not deliver (the DLQ has a message). */
   readonly undeliveredStartAlarm: cloudwatch.Alarm | undefined;
@@ -157,10 +160,24 @@ export class Monitoring extends Construct {
       if (alarm) missed[tier] = alarm;
     }
     this.missedStartAlarms = missed;
+    this.recoveryUnresolvedAlarm = this.metric('RecoveryUnresolved', period).createAlarm(
+      this,
+      'RecoveryUnresolved',
+      {
+        alarmDescription:
+          'Recovery could not resolve a manifest (e.g. DescribeExecution denied for an older stack, a KMS denial, a copy S3 refuses): its partition is skipped every run until the cause is fixed, the rest is compacted. The Recover step\'s error log and output (unresolvedManifests) name it and why.',
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        // The Recover step records 0 when everything resolved; no datapoint means no execution.
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      },
+    );
     this.alarms = [
       this.executionFailedAlarm,
       this.executionTimedOutAlarm,
       this.quarantineAlarm,
+      this.recoveryUnresolvedAlarm,
       this.lambdaErrorsAlarm,
       ...(this.undeliveredStartAlarm ? [this.undeliveredStartAlarm] : []),
       ...Object.values(this.missedStartAlarms),
@@ -217,7 +234,7 @@ export class Monitoring extends Construct {
       }),
       new cloudwatch.GraphWidget({
         title: 'Quarantines and recovery actions',
-        left: [sum('Quarantined'), sum('RecoveryActions')],
+        left: [sum('Quarantined'), sum('RecoveryActions'), sum('RecoveryUnresolved')],
         width: 8,
       }),
     );

@@ -283,6 +283,17 @@ describe('stack with the default config', () => {
       });
     });
 
+    it('alarms on a manifest recovery could not resolve (RecoveryUnresolved, emitted by the Recover step)', () => {
+      s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'Compactor',
+        MetricName: 'RecoveryUnresolved',
+        Dimensions: [{ Name: 'service', Value: 'compactor' }],
+        Statistic: 'Sum',
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      });
+    });
+
     it('alarms on Lambda errors of every step and on schedule starts that never arrived', () => {
       const errors = s.json.Resources[
         logicalId(s, 'AWS::CloudWatch::Alarm', 'MonitoringLambdaErrors')
@@ -320,6 +331,7 @@ describe('stack with the default config', () => {
         'RowsOut',
         'Quarantined',
         'RecoveryActions',
+        'RecoveryUnresolved',
         'Errors',
         'Duration',
       ]) {
