@@ -201,3 +201,21 @@ export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDb
   });
   return { engine, workDir };
 }
+
+/** `--context JSON`: stack settings (cdk.json's `compactor` context) a command runs with. */
+export function parseStackContext(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    if (!(error instanceof SyntaxError)) throw error;
+    throw new ConfigError(`--context is not JSON: ${error.message}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ConfigError(
+      '--context must be a JSON object, e.g. \'{"map":{"toleratedFailurePercentage":20}}\'',
+    );
+  }
+  return value as Record<string, unknown>;
+}

@@ -20,6 +20,7 @@
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
@@ -530,19 +531,7 @@ describe('IAM evaluated against the synthesized stack (@cloud-copilot/iam-simula
 
   it('recorded whole cycles: every step, recovery rolling forward and back, failures and quarantines', () => {
     const callers = new Set(run.store.map((r) => r.caller));
-    expect([...callers].sort()).toEqual(
-      [
-        'recover',
-        'plan',
-        'compact',
-        'upload',
-        'verify',
-        'delete-inputs',
-        'clear-manifest',
-        'summary',
-        'state machine',
-      ].sort(),
-    );
+    expect([...callers].sort()).toEqual([...STEPS, 'state machine'].sort());
     const rolled = run.recoveries.reduce(
       (sum, r) => ({ forward: sum.forward + r.rolledForward, back: sum.back + r.rolledBack }),
       { forward: 0, back: 0 },

@@ -34,7 +34,7 @@ import { systemClock } from '../../functions/core/engine.ts';
 import type { InputRef } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { newClaim } from '../../functions/core/protocol.ts';
-import { FaultStore } from '../support/fault-store.ts';
+import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
@@ -141,6 +141,29 @@ describe('the synthesized state machine run locally over fauxqs (in-process S3 s
   });
 });
 
+/**
+ * A store on which the calls `match` picks fail with an error the state machine does not retry,
+ * until repair(); with the deps a local run needs.
+ */
+function failingStore(inner: ObjectStore, match: (call: CallRecord) => boolean) {
+  let broken = true;
+  const store = new FaultStore(inner, {
+    beforeCall: async (call) => {
+      if (broken && match(call)) {
+        const error = new Error(`injected failure: ${call.op} ${call.key}`);
+        error.name = 'InjectedStepFailure';
+        throw error;
+      }
+    },
+  });
+  return {
+    deps: { store, config, clock: systemClock, engine: async () => engine, workDir: join(root, 'work') },
+    repair: () => {
+      broken = false;
+    },
+  };
+}
+
 describe('a step failing mid-partition: Summary runs, the execution fails, the next execution finishes it', () => {
   it('fails after Summary (which counts the failure); a redrive re-runs only the Fail state; the next execution ends exact', async () => {
     const dir = join(root, 'redrive');
@@ -148,23 +171,11 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     await writeLake(engine, dir, FILES);
     const inner = new LocalFolderStore(dir);
     // The upload step of hour 02 fails with an error the state machine does not retry.
-    let broken = true;
-    const store = new FaultStore(inner, {
-      beforeCall: async (call) => {
-        if (broken && call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/')) {
-          const error = new Error(`injected failure copying ${call.key}`);
-          error.name = 'InjectedStepFailure';
-          throw error;
-        }
-      },
-    });
-    const deps = {
-      store,
-      config,
-      clock: systemClock,
-      engine: async () => engine,
-      workDir: join(root, 'work'),
-    };
+    const failing = failingStore(
+      inner,
+      (call) => call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/'),
+    );
+    const deps = failing.deps;
     const compacted: string[] = [];
     const onStep = (step: string, payload: unknown) => {
       if (step === 'compact') compacted.push((payload as { partition: string }).partition);
@@ -190,7 +201,7 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     expect(await ids(inner)).toEqual(range(total));
     expect(await stateKeys(inner, 'manifests/')).toHaveLength(1);
 
-    broken = false;
+    failing.repair();
     compacted.length = 0;
     // Redrive continues from the unsuccessful step, which is the Fail state: it replays nothing.
     const redrive = await runWorkflowLocally(strict, deps, {
@@ -218,27 +229,15 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     await rm(dir, { recursive: true, force: true });
     await writeLake(engine, dir, FILES);
     const inner = new LocalFolderStore(dir);
-    let broken = true;
-    const store = new FaultStore(inner, {
-      beforeCall: async (call) => {
-        if (broken && call.op === 'put' && call.key.startsWith('_compaction/plans/')) {
-          const error = new Error(`injected failure writing ${call.key}`);
-          error.name = 'InjectedStepFailure';
-          throw error;
-        }
-      },
-    });
-    const deps = {
-      store,
-      config,
-      clock: systemClock,
-      engine: async () => engine,
-      workDir: join(root, 'work'),
-    };
+    const failing = failingStore(
+      inner,
+      (call) => call.op === 'put' && call.key.startsWith('_compaction/plans/'),
+    );
+    const deps = failing.deps;
     const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0 });
     expect(first.execution.status).toBe('FAILED');
     expect(first.execution.failedState?.name).toBe(STATES.plan);
-    broken = false;
+    failing.repair();
     const redrive = await runWorkflowLocally(strict, deps, {
       tier: 'hourly',
       retryIntervalMs: 0,

@@ -56,7 +56,14 @@ import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { type ProbeReport, probeStore } from '../../core/store-probe.ts';
 import type { PlanOutput } from '../../plan.ts';
-import { buildConfig, buildEngine, type CliOptions, openStore, parseWhole } from '../context.ts';
+import {
+  buildConfig,
+  buildEngine,
+  type CliOptions,
+  openStore,
+  parseStackContext,
+  parseWhole,
+} from '../context.ts';
 import { formatDuration, table } from '../format.ts';
 import {
   runWorkflowLocally,
@@ -195,21 +202,6 @@ function resolveMode(options: DoctorOptions, env: Readonly<Record<string, string
   throw new ConfigError(
     'say what to check: --stack NAME (after cdk deploy), --state-machine ARN --store s3://BUCKET/PREFIX, or --store FOLDER (a local run)',
   );
-}
-
-function parseStackContext(text: string | undefined): Record<string, unknown> {
-  if (text === undefined) return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    if (!(error instanceof SyntaxError)) throw error;
-    throw new ConfigError(`--context is not JSON: ${error.message}`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new ConfigError('--context must be a JSON object, e.g. \'{"dataPrefix":"lake/"}\'');
-  }
-  return value as Record<string, unknown>;
 }
 
 /** Errors of the AWS APIs themselves (denied, throttled, not found): a failed check, not a crash. */
