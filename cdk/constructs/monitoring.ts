@@ -165,7 +165,7 @@ export class Monitoring extends Construct {
       'RecoveryUnresolved',
       {
         alarmDescription:
-          'Recovery could not resolve a manifest (e.g. DescribeExecution denied for an older stack, a KMS denial, a copy S3 refuses): its partition is skipped every run until the cause is fixed, the rest is compacted. The Recover step\'s error log and output (unresolvedManifests) name it and why.',
+          "Recovery could not resolve a manifest (e.g. DescribeExecution denied for an older stack, a KMS denial, a copy S3 refuses): its partition is skipped every run until the cause is fixed, the rest is compacted. The Recover step's error log and output (unresolvedManifests) name it and why.",
         threshold: 1,
         evaluationPeriods: 1,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -79,7 +79,10 @@ export function truncateCause(cause: string): string {
  * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html); the
  * workflow applies it after Summary instead of in the Map.
  */
-export function withinTolerance(summary: Pick<RunSummary, 'failed' | 'partitions'>, percent: number): boolean {
+export function withinTolerance(
+  summary: Pick<RunSummary, 'failed' | 'partitions'>,
+  percent: number,
+): boolean {
   if (summary.failed === 0) return true;
   return (summary.failed * 100) / summary.partitions <= percent;
 }
