@@ -120,7 +120,9 @@ export class DuckDbEngine implements Engine, RowContainment {
     const footer = await readFooter(file).catch(() => undefined);
     if (footer !== undefined && footer.rowGroupRows === footer.rows && footer.chunkEnd <= footer.fileBytes) {
       const columns = await this.columnsOf(footer.signature, file);
-      if (columns !== undefined) return { rows: footer.rows, columns: columns.map((c) => ({ ...c })) };
+      if (columns !== undefined) {
+        return { rows: footer.rows, columns: columns.map((c) => ({ ...c })), metadata: footer.metadata };
+      }
     }
     return this.inspectOne(file);
   }
@@ -146,6 +148,7 @@ export class DuckDbEngine implements Engine, RowContainment {
     return this.withConnection(undefined, async (connection) => {
       let footer: Record<string, JS> | undefined;
       let columns: Column[];
+      let metadata: Record<string, string | null>;
       try {
         // Footer only: file metadata plus per-chunk metadata, no data pages are read.
         footer = (
@@ -160,6 +163,11 @@ export class DuckDbEngine implements Engine, RowContainment {
           )
         ).getRowObjectsJS()[0];
         columns = await describe(connection, `read_parquet(${source}, hive_partitioning = false)`);
+        metadata = keyValueMetadata(
+          (
+            await connection.runAndReadAll(`SELECT key, value FROM parquet_kv_metadata(${source})`)
+          ).getRowObjectsJS(),
+        );
       } catch (error) {
         throw new InputUnreadableError(file, shortReason(error), { cause: error });
       }
@@ -178,7 +186,7 @@ export class DuckDbEngine implements Engine, RowContainment {
           `column chunks end at byte ${footer.chunk_end}, past the file size ${footer.file_size_bytes}`,
         );
       }
-      return { rows, columns };
+      return { rows, columns, metadata };
     });
   }
 
@@ -201,7 +209,7 @@ export class DuckDbEngine implements Engine, RowContainment {
     // arrived together stay together, which makes the output deterministic and much smaller.
     if (orderBy.length > 0 && !names.has(FILE_INDEX)) orderBy.push(FILE_INDEX);
     const source = readAll(inputs);
-    const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}`;
+    const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}${kvMetadataOption(request.metadata)}`;
     const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
 
     // All at once: one at a time, thousands of small inputs cost tens of milliseconds.
@@ -516,6 +524,37 @@ function listItems(value: JS | undefined): readonly JS[] | undefined {
     return value.items as readonly JS[];
   }
   return undefined;
+}
+
+/**
+ * The COPY option that writes footer key-value metadata (KV_METADATA, a struct of key: value;
+ * https://duckdb.org/docs/current/data/parquet/overview, "Writing to Parquet Files"), or ''.
+ */
+function kvMetadataOption(metadata: Readonly<Record<string, string>> | undefined): string {
+  const entries = Object.entries(metadata ?? {});
+  if (entries.length === 0) return '';
+  return `, KV_METADATA {${entries.map(([k, v]) => `${quoteIdentifier(k)}: ${quoteString(v)}`).join(', ')}}`;
+}
+
+/** parquet_kv_metadata rows (BLOB key and value) as a record, as parquet-footer.ts reads them. */
+function keyValueMetadata(rows: readonly Record<string, JS>[]): Record<string, string | null> {
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  const decode = (value: JS): string | undefined => {
+    if (!(value instanceof Uint8Array)) return undefined;
+    try {
+      return utf8.decode(value);
+    } catch (error) {
+      if (error instanceof TypeError) return undefined;
+      throw error;
+    }
+  };
+  const out: Record<string, string | null> = {};
+  for (const row of rows) {
+    const key = decode(row.key ?? null);
+    if (key === undefined) continue;
+    out[key] = key in out ? null : (decode(row.value ?? null) ?? null);
+  }
+  return out;
 }
 
 /** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */

@@ -32,6 +32,8 @@ export interface FooterSummary {
    * fields): equal for files DuckDB gives equal column types, and small enough to key a cache.
    */
   readonly signature: string;
+  /** FileMetaData.key_value_metadata: null for a key without a value or whose value is not UTF-8. */
+  readonly metadata: Readonly<Record<string, string | null>>;
 }
 
 /** Thrift structs as hyparquet decodes them: `field_<id>` keys; i64 values are bigints. */
@@ -85,6 +87,8 @@ function summarize(tail: Buffer, metadataBytes: number, fileBytes: number): Foot
   if (rows === undefined || !Array.isArray(schema) || schema.length < 2 || !Array.isArray(rowGroups)) {
     return undefined;
   }
+  const keyValue = keyValues(metadata.field_5);
+  if (keyValue === undefined) return undefined;
   let rowGroupRows = 0;
   let chunkEnd = 0;
   for (const group of rowGroups as Thrift[]) {
@@ -107,10 +111,38 @@ function summarize(tail: Buffer, metadataBytes: number, fileBytes: number): Foot
     rowGroupRows,
     chunkEnd,
     fileBytes,
+    metadata: keyValue,
     signature: createHash('sha256')
       .update(JSON.stringify([metadata.field_6, schema, metadata.field_5], plainValue))
       .digest('hex'),
   };
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** KeyValue structs (1: key, 2: value) as a record; undefined if they do not decode as such. */
+function keyValues(value: unknown): Record<string, string | null> | undefined {
+  const out: Record<string, string | null> = {};
+  if (value === undefined) return out;
+  if (!Array.isArray(value)) return undefined;
+  for (const entry of value as Thrift[]) {
+    const key = text(entry.field_1);
+    if (key === undefined) return undefined;
+    // A key written twice is ambiguous: no value for it.
+    out[key] = key in out ? null : (text(entry.field_2) ?? null);
+  }
+  return out;
+}
+
+/** Thrift binary as UTF-8 text, else undefined. */
+function text(value: unknown): string | undefined {
+  if (!(value instanceof Uint8Array)) return undefined;
+  try {
+    return UTF8.decode(value);
+  } catch (error) {
+    if (error instanceof TypeError) return undefined;
+    throw error;
+  }
 }
 
 /** A Thrift integer (i32 number or i64 bigint) as a safe JS number, else undefined. */

@@ -13,6 +13,11 @@ export interface InputInfo {
   /** Rows from the footer (parquet_file_metadata), not from scanning. */
   readonly rows: number;
   readonly columns: readonly Column[];
+  /**
+   * The footer's key-value metadata. A value is null when the footer holds none for the key or it
+   * is not UTF-8 text (it cannot be written back unchanged). Absent: the engine does not read it.
+   */
+  readonly metadata?: Readonly<Record<string, string | null>>;
 }
 
 /**
@@ -38,6 +43,8 @@ export interface CompactRequest {
   readonly rowGroupSize: number;
   /** Absent: every input row is written (the default). */
   readonly dedup?: DedupRequest;
+  /** Footer key-value metadata every output carries. Absent or empty: none. */
+  readonly metadata?: Readonly<Record<string, string>>;
   readonly signal?: AbortSignal;
 }
 

@@ -67,8 +67,10 @@ export interface Manifest {
   readonly outputs?: readonly OutputRef[];
   /** Inputs replaced after we read them: new data, kept. */
   readonly keptInputs?: readonly KeptInput[];
-  /** Inputs found corrupt while staging: left in place and quarantined. */
+  /** Inputs found corrupt or foreign (no time column) while staging: left in place and quarantined. */
   readonly quarantinedInputs?: readonly KeptInput[];
+  /** Footer key-value metadata keys of the inputs that the outputs do not carry, sorted. */
+  readonly droppedMetadataKeys?: readonly string[];
   /**
    * A repair job (see repair.ts): existing outputs, at these ETags, already hold every row of the
    * inputs, so the inputs are deleted with no new output. Such a job goes claimed -> verified.
@@ -510,10 +512,22 @@ export function parseManifest(
     ...(m.quarantinedInputs === undefined
       ? {}
       : { quarantinedInputs: reasons(m.quarantinedInputs, 'quarantinedInputs') }),
+    ...(m.droppedMetadataKeys === undefined
+      ? {}
+      : { droppedMetadataKeys: metadataKeys(key, m.droppedMetadataKeys) }),
     createdAt: isoTime(key, m.createdAt, 'createdAt'),
     updatedAt: isoTime(key, m.updatedAt, 'updatedAt'),
     leaseExpiresAt: isoTime(key, m.leaseExpiresAt, 'leaseExpiresAt'),
   };
+}
+
+function metadataKeys(key: string, value: Json): string[] {
+  if (!Array.isArray(value) || value.length > 10_000) fail(key, 'droppedMetadataKeys must be a list');
+  // Any text: a footer may hold an empty key.
+  return value.map((k: Json, i: number) => {
+    if (typeof k !== 'string' || k.length > 4096) fail(key, `droppedMetadataKeys[${i}] must be a string`);
+    return k;
+  });
 }
 
 function parseDedupRecord(key: string, value: Json): DedupRequest {

@@ -38,6 +38,7 @@ import {
   VerificationFailedError,
 } from './errors.ts';
 import { failureKey, recordFailure } from './failures.ts';
+import { mergeFooterMetadata } from './footer-metadata.ts';
 import type { DataFile } from './layout.ts';
 import {
   type InputRef,
@@ -150,6 +151,8 @@ export interface StepResult {
   readonly outputRows?: number;
   readonly keptInputs?: number;
   readonly quarantinedInputs?: number;
+  /** Footer key-value metadata keys of the inputs that the outputs do not carry (footer-metadata.ts). */
+  readonly droppedMetadataKeys?: readonly string[];
 }
 
 interface Loaded {
@@ -291,6 +294,7 @@ function summary(manifest: Manifest): Partial<StepResult> {
         }),
     ...(manifest.keptInputs?.length ? { keptInputs: manifest.keptInputs.length } : {}),
     ...(manifest.quarantinedInputs?.length ? { quarantinedInputs: manifest.quarantinedInputs.length } : {}),
+    ...(manifest.droppedMetadataKeys?.length ? { droppedMetadataKeys: manifest.droppedMetadataKeys } : {}),
   };
 }
 
@@ -535,6 +539,10 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
       await release(deps, loaded);
       throw error;
     }
+    // Keys every input agrees on (and Arc's tag union) go into the outputs; the rest are named.
+    const footerMetadata = mergeFooterMetadata(
+      good.map((g) => ({ key: g.input.key, metadata: g.info.metadata ?? {} })),
+    );
     const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
     let dedup: DedupRequest | undefined;
     let partitionFile: DataFile;
@@ -565,6 +573,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
           targetFileBytes: target,
           rowGroupSize: config.rowGroupSize,
           ...(dedup ? { dedup } : {}),
+          ...(Object.keys(footerMetadata.kept).length > 0 ? { metadata: footerMetadata.kept } : {}),
           ...withSignal(deps),
         });
         const largest = Math.max(0, ...written.map((o) => o.bytes));
@@ -653,6 +662,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
       ...(dedup && distinctRows !== undefined ? { dedup, distinctRows } : {}),
       outputs,
       ...(corrupt.length > 0 ? { quarantinedInputs: corrupt } : {}),
+      ...(footerMetadata.dropped.length > 0 ? { droppedMetadataKeys: footerMetadata.dropped } : {}),
     });
     try {
       loaded = await writeManifest(deps, loaded, next);

@@ -109,7 +109,20 @@ describe('DuckDbEngine.inspect', () => {
         { name: 'c0', type: 'DOUBLE' },
         { name: 'c1', type: 'DOUBLE' },
       ],
+      metadata: {},
     });
+  });
+
+  it("returns the footer's key-value metadata, the same from the JS footer and from DuckDB's per-file check", async () => {
+    const file = join(dir, 'kv-inspect.parquet');
+    await engine.query(
+      `COPY (SELECT 1 AS x, TIMESTAMPTZ '2024-01-15 10:00:00+00' AS time) TO ${parquetPath(file)} (FORMAT parquet, KV_METADATA {"arc:tags": 'host', other: 'ü'})`,
+    );
+    const expected = { 'arc:tags': 'host', other: 'ü' };
+    expect((await engine.inspect(file)).metadata).toEqual(expected);
+    // The per-file check (for files the JS decoder does not vouch for) is private; call it as such.
+    const perFile = engine as unknown as { inspectOne(file: string): Promise<{ metadata?: unknown }> };
+    expect((await perFile.inspectOne(file)).metadata).toEqual(expected);
   });
 
   it('does not add hive partition columns from the path', async () => {
@@ -245,6 +258,7 @@ describe('DuckDbEngine.inspect, many files at once', () => {
         info: {
           rows: Number(footer?.num_rows),
           columns: described.map((row) => ({ name: String(row.column_name), type: String(row.column_type) })),
+          metadata: {},
         },
       });
     }
@@ -280,6 +294,25 @@ describe('DuckDbEngine.compact', () => {
     const sizes = groups.map((g) => Number(g.row_group_num_rows));
     expect(sizes.slice(0, -1).every((n) => n === 4096)).toBe(true);
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(30_000);
+  });
+
+  it('writes the requested footer key-value metadata into every output, split or not, and none when not asked', async () => {
+    const inputs = await sampleFiles(3, 10_000);
+    const metadata = { 'arc:tags': 'host,region', "it's": 'a "b" \'c\'' };
+    const kv = async (path: string) =>
+      Object.fromEntries(
+        (
+          await engine.query(
+            `SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${parquetPath(path)})`,
+          )
+        ).map((r) => [String(r.k), String(r.v)]),
+      );
+    const whole = await compactAll(inputs, { metadata });
+    const split = await compactAll(inputs, { metadata, targetFileBytes: 100_000, rowGroupSize: 2048 });
+    expect(split.length).toBeGreaterThan(1);
+    for (const output of [...whole, ...split]) expect(await kv(output.path)).toEqual(metadata);
+    const [plain] = await compactAll(inputs);
+    expect(await kv(plain?.path ?? '')).toEqual({});
   });
 
   it('sorts by the further keys within equal times and skips keys that are not columns', async () => {

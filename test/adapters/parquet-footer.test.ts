@@ -56,9 +56,10 @@ describe('readFooter', () => {
     for (const file of files) {
       const footer = await readFooter(file);
       expect(footer).toBeDefined();
-      expect({ ...footer, signature: undefined }).toEqual({
+      expect({ ...footer, signature: undefined, metadata: undefined }).toEqual({
         ...(await duckdbFooter(file)),
         signature: undefined,
+        metadata: undefined,
       });
     }
     expect((await readFooter(groups))?.rowGroupRows).toBe(10_000);
@@ -82,6 +83,22 @@ describe('readFooter', () => {
     expect(a).toBeDefined();
     expect(b).toBe(a);
     expect(new Set([a, wider, renamed, kv]).size).toBe(4);
+  });
+
+  it('reads the key-value metadata parquet_kv_metadata reads: text values, a key with a quote, none', async () => {
+    const file = join(fixture.dir, 'kv-read.parquet');
+    await fixture.engine.query(
+      `COPY (SELECT 1 AS x) TO ${parquetPath(file)} (FORMAT parquet, KV_METADATA {"arc:tags": 'host,region', "it's": 'ü ''q''', empty: ''})`,
+    );
+    const rows = await fixture.engine.query(
+      `SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${parquetPath(file)})`,
+    );
+    const duckdb = Object.fromEntries(rows.map((r) => [String(r.k), String(r.v)]));
+    expect(duckdb).toEqual({ 'arc:tags': 'host,region', "it's": "ü 'q'", empty: '' });
+    expect((await readFooter(file))?.metadata).toEqual(duckdb);
+    const plain = join(fixture.dir, 'kv-none.parquet');
+    await fixture.engine.query(`COPY (SELECT 1 AS x) TO ${parquetPath(plain)} (FORMAT parquet)`);
+    expect((await readFooter(plain))?.metadata).toEqual({});
   });
 
   it('returns undefined for what is not a Parquet footer, so the caller asks DuckDB', async () => {
