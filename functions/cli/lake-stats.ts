@@ -3,7 +3,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Engine } from '../core/engine.ts';
+import type { Column, Engine } from '../core/engine.ts';
 import { NotFoundError, PreconditionFailedError } from '../core/errors.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 
@@ -12,6 +12,8 @@ export interface FileRows {
   readonly size: number;
   /** undefined when the file is not readable Parquet. */
   readonly rows: number | undefined;
+  /** The file's columns (footer), when it is readable Parquet. */
+  readonly columns?: readonly Column[];
   readonly error?: string;
 }
 
@@ -38,7 +40,7 @@ export async function footerRows(
       }
       try {
         const info = await engine.inspect(path);
-        out.push({ key: object.key, size: object.size, rows: info.rows });
+        out.push({ key: object.key, size: object.size, rows: info.rows, columns: info.columns });
       } catch (error) {
         if (!(error instanceof Error && error.name === 'InputUnreadableError')) throw error;
         out.push({ key: object.key, size: object.size, rows: undefined, error: error.message });

@@ -244,6 +244,20 @@ describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)'
       expect(visible.text.split('\n')).toEqual(
         (await dataObjects()).map((o) => `s3://${s3.bucket}/${o.key}`),
       );
+      // --format athena writes its SymlinkTextInputFormat manifests through the S3 store, under
+      // the state root only, each listing exactly its table's visible files.
+      const athena = await run('visible', '--format', 'athena');
+      expect(athena.code, athena.err).toBe(0);
+      expect(athena.text).toContain(`LOCATION 's3://${s3.bucket}/${PREFIX}_compaction/views/athena/db/cpu/'`);
+      const manifests = await list(`${PREFIX}_compaction/views/athena/`);
+      expect(manifests.map((o) => o.key)).toEqual([
+        `${PREFIX}_compaction/views/athena/db/cpu/symlink.txt`,
+        `${PREFIX}_compaction/views/athena/db/mem/symlink.txt`,
+      ]);
+      const listed: string[] = [];
+      for (const m of manifests)
+        listed.push(...(await store.getBytes(m.key)).body.toString('utf8').split('\n').filter(Boolean));
+      expect(listed).toEqual((await dataObjects()).map((o) => `s3://${s3.bucket}/${o.key}`));
     } finally {
       for (const [name, value] of [
         ['AWS_ACCESS_KEY_ID', saved.id],
