@@ -19,6 +19,21 @@ import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import { compareKeys, getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
+import {
+  athenaStatement,
+  athenaTables,
+  athenaViewsRoot,
+  clickhouseStatement,
+  duckdbStatement,
+  pathOf,
+  polarsStatement,
+  sparkStatement,
+  unionColumns,
+  VIEW_FORMATS,
+  type ViewFormat,
+  type ViewTarget,
+  writeAthenaManifests,
+} from '../core/reader-views.ts';
 import { type RecoveryReport, recover } from '../core/recovery.ts';
 import { findRepairs, repairPartition } from '../core/repair.ts';
 import { planRetention, type RetentionPlan } from '../core/retention.ts';
@@ -69,7 +84,10 @@ Commands:
   recover                     resolve manifests left by crashed or stopped runs
   status                      live and quarantined manifests
   verify                      row counts per partition: plain glob vs the visible view
-  visible [--sql]             the files a consistent reader should read, or a DuckDB view over them
+  visible [--format F]        the files a consistent reader should read, or a statement that reads
+                              exactly them: F is duckdb (--sql), clickhouse, polars, spark or athena
+                              (athena writes SymlinkTextInputFormat manifests under the state root's
+                              views/athena/ and prints a CREATE EXTERNAL TABLE per table)
   repair [--dry-run]          find raw files whose rows an output next to them already holds (what a
                               non-atomic compactor leaves), report the duplicated rows, and remove
                               them through the protocol (checked by content, never by name)
@@ -81,7 +99,7 @@ Options:
   --store <folder | s3://bucket/prefix>   the lake (required except for demo)
   --endpoint URL              S3-compatible endpoint (path-style), with an s3:// store
   --region REGION             AWS region (default $AWS_REGION or us-east-1)
-  --layout arc|hive|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
+  --layout arc|hive|firehose|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
   --now ISO-TIME              act as if at this time (plans against it; leases still run in real time)
   --tier TIER                 hourly, daily, monthly or retention (run, plan; a compaction tier also
                               scopes --min-files/--min-age)
@@ -146,6 +164,7 @@ const OPTIONS = {
   dir: { type: 'string' },
   context: { type: 'string' },
   sql: { type: 'boolean' },
+  format: { type: 'string' },
   'dry-run': { type: 'boolean' },
   monthly: { type: 'boolean' },
   json: { type: 'boolean' },
@@ -156,6 +175,7 @@ type Parsed = CliOptions &
   SfnCliOptions & {
     dir?: string;
     sql?: boolean;
+    format?: string;
     json?: boolean;
     help?: boolean;
     context?: string;
@@ -748,25 +768,118 @@ const VERIFY_ATTEMPTS = 8;
 // ---- visible ----
 
 async function visibleCommand(options: Parsed, io: CliIo): Promise<number> {
+  const format = parseViewFormat(options);
   const ctx = context(options);
   const view = await visibleFiles(ctx.target.store, ctx.config);
-  const location = ctx.target.store.location;
-  const url = (key: string) =>
-    ctx.target.localRoot ? join(ctx.target.localRoot, key) : `${location}/${key}`;
-  if (options.sql) {
-    io.out(visibleViewSql(view.files.map((f) => url(f.key))));
+  const viewTarget = viewTargetOf(ctx, options);
+  const keys = view.files.map((f) => f.key);
+  if (format === undefined) {
+    emit(io, options, view, () => keys.map((k) => pathOf(viewTarget, k)).join('\n'));
     return 0;
   }
-  emit(io, options, view, () => view.files.map((f) => url(f.key)).join('\n'));
+  if (format === 'athena') return athenaView(ctx, options, io, view, viewTarget);
+  const paths = keys.map((k) => pathOf(viewTarget, k));
+  const statement =
+    format === 'duckdb'
+      ? duckdbStatement(paths)
+      : format === 'clickhouse'
+        ? clickhouseStatement(viewTarget, keys)
+        : format === 'polars'
+          ? polarsStatement(paths)
+          : sparkStatement(viewTarget, keys);
+  emit(io, options, { format, statement, paths, files: view.files.length }, () => statement);
+  return 0;
+}
+
+function parseViewFormat(options: Parsed): ViewFormat | undefined {
+  const format = options.format;
+  if (format !== undefined && !VIEW_FORMATS.includes(format as ViewFormat)) {
+    throw new ConfigError(`--format ${format}: use ${VIEW_FORMATS.join(', ')}`);
+  }
+  if (options.sql && format !== undefined && format !== 'duckdb') {
+    throw new ConfigError(`--sql is --format duckdb; it cannot be combined with --format ${format}`);
+  }
+  return options.sql ? 'duckdb' : (format as ViewFormat | undefined);
+}
+
+function viewTargetOf(ctx: Context, options: Parsed): ViewTarget {
+  const { dataPrefix, stateRoot } = ctx.config.layout;
+  if (ctx.target.localRoot) return { kind: 'local', root: ctx.target.localRoot, dataPrefix, stateRoot };
+  return {
+    kind: 's3',
+    bucket: ctx.target.store.location.replace(/^s3:\/\//, ''),
+    region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
+    ...(options.endpoint ? { endpoint: options.endpoint } : {}),
+    dataPrefix,
+    stateRoot,
+  };
+}
+
+/**
+ * Athena, Trino, Redshift Spectrum: writes one SymlinkTextInputFormat manifest per table under
+ * <stateRoot>views/athena/ (the only format that writes; it says so on stderr) and prints a
+ * CREATE EXTERNAL TABLE per table, its columns read from the files' footers.
+ */
+async function athenaView(
+  ctx: Context,
+  options: Parsed,
+  io: CliIo,
+  view: VisibleView,
+  target: ViewTarget,
+): Promise<number> {
+  const files = view.files.map((f) => ({
+    key: f.key,
+    table: ctx.config.layout.parse(f.key)?.table ?? f.key.slice(0, f.key.lastIndexOf('/') + 1),
+  }));
+  const tables = athenaTables(target, files);
+  if (tables.length === 0)
+    throw new ConfigError('--format athena: no visible files, so no columns to declare');
+  const byKey = new Map(view.files.map((f) => [f.key, f]));
+  const { engine } = await buildEngine(options);
+  const statements: string[] = [];
+  try {
+    for (const t of tables) {
+      const objects = t.files.map((k) => byKey.get(k) as ObjectSummary);
+      const read = await footerRows(ctx.target.store, ctx.target.localRoot, engine, objects);
+      const bad = read.find((r) => r.columns === undefined);
+      if (bad) {
+        throw new TransientStoreError(`--format athena: ${bad.key}: ${bad.error ?? 'unreadable'}; try again`);
+      }
+      statements.push(athenaStatement(t, unionColumns(read.map((r) => r.columns ?? []))));
+    }
+  } finally {
+    await engine.close();
+  }
+  const written = await writeAthenaManifests(ctx.target.store, ctx.config.layout.stateRoot, tables);
+  io.err(
+    `compactor visible --format athena wrote ${written.written.length} manifest(s) under ${athenaViewsRoot(ctx.config.layout.stateRoot)}` +
+      `${written.removed.length ? ` and removed ${written.removed.length} stale one(s)` : ''}; ` +
+      'they list the files visible now: write them again after each compaction run',
+  );
+  emit(
+    io,
+    options,
+    {
+      format: 'athena',
+      statement: statements.join('\n\n'),
+      tables: tables.map((t) => ({
+        table: t.table,
+        name: t.name,
+        manifest: t.manifestKey,
+        location: t.location,
+        files: t.files.length,
+      })),
+      manifestsWritten: written.written,
+      manifestsRemoved: written.removed,
+    },
+    () => statements.join('\n\n'),
+  );
   return 0;
 }
 
 /** A DuckDB view over exactly the visible files (an empty view when there are none). */
 export function visibleViewSql(paths: readonly string[], name = 'lake'): string {
-  if (paths.length === 0) return `CREATE OR REPLACE VIEW ${name} AS SELECT NULL AS "time" WHERE false;`;
-  // Brackets, stars and question marks are glob characters in read_parquet paths.
-  const list = paths.map((p) => `'${p.replace(/[[*?]/g, '[$&]').replaceAll("'", "''")}'`).join(',\n  ');
-  return `CREATE OR REPLACE VIEW ${name} AS\nSELECT * FROM read_parquet([\n  ${list}\n], union_by_name = true);`;
+  return duckdbStatement(paths, name);
 }
 
 // ---- repair ----
