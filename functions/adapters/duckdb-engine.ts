@@ -36,6 +36,7 @@ import type {
   DistinctRequest,
   Engine,
   InputInfo,
+  IntegerBounds,
   RowContainment,
 } from '../core/engine.ts';
 import { InputUnreadableError } from '../core/engine.ts';
@@ -306,6 +307,45 @@ export class DuckDbEngine implements Engine, RowContainment {
     });
   }
 
+  async integerBounds(file: string, column: string): Promise<IntegerBounds> {
+    const source = parquetPath(file);
+    return this.withConnection(undefined, async (connection) => {
+      // min_value/max_value only: the deprecated min/max may be ordered as signed bytes.
+      const rows = (
+        await connection.runAndReadAll(
+          `SELECT g.row_group_id, c.stats_min_value, c.stats_max_value, c.stats_null_count, c.num_values, c.path_in_schema
+             FROM (SELECT DISTINCT row_group_id FROM parquet_metadata(${source})) AS g
+             LEFT JOIN (SELECT * FROM parquet_metadata(${source}) WHERE lower(path_in_schema) = lower(${quoteString(column)})) AS c
+               USING (row_group_id)
+             ORDER BY g.row_group_id`,
+        )
+      ).getRowObjectsJS();
+      let min: bigint | null = null;
+      let max: bigint | null = null;
+      for (const row of rows) {
+        const group = `row group ${row.row_group_id}`;
+        if (row.path_in_schema === null) return { unproved: `${group} has no column chunk for it` };
+        const values = row.num_values === null ? null : BigInt(row.num_values as bigint);
+        const nulls = row.stats_null_count === null ? null : BigInt(row.stats_null_count as bigint);
+        // A chunk of NULLs only has no min/max and needs none.
+        if (
+          row.stats_min_value === null &&
+          row.stats_max_value === null &&
+          nulls !== null &&
+          nulls === values
+        )
+          continue;
+        const low = integerText(row.stats_min_value);
+        const high = integerText(row.stats_max_value);
+        if (low === undefined || high === undefined)
+          return { unproved: `${group} has no min/max statistics` };
+        if (min === null || low < min) min = low;
+        if (max === null || high > max) max = high;
+      }
+      return { min, max };
+    });
+  }
+
   async countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number> {
     if (inputs.length === 0) return 0;
     return this.withConnection(undefined, async (connection) => {
@@ -534,6 +574,12 @@ function kvMetadataOption(metadata: Readonly<Record<string, string>> | undefined
   const entries = Object.entries(metadata ?? {});
   if (entries.length === 0) return '';
   return `, KV_METADATA {${entries.map(([k, v]) => `${quoteIdentifier(k)}: ${quoteString(v)}`).join(', ')}}`;
+}
+
+/** A statistics value printed as a whole number, as a bigint; undefined when it is not one. */
+function integerText(value: JS | undefined): bigint | undefined {
+  if (typeof value !== 'string' || !/^-?\d+$/.test(value)) return undefined;
+  return BigInt(value);
 }
 
 /** parquet_kv_metadata rows (BLOB key and value) as a record, as parquet-footer.ts reads them. */

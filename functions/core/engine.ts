@@ -64,6 +64,14 @@ export interface CompactOutput {
   readonly bytes: number;
 }
 
+/**
+ * An integer column's value range in one file, from its footer statistics: `min`/`max` over every
+ * row group (null when it holds no non-null value), or why the footer does not prove a range.
+ */
+export type IntegerBounds =
+  | { readonly min: bigint | null; readonly max: bigint | null }
+  | { readonly unproved: string };
+
 export interface Engine {
   /** Reads and validates the footer; throws InputUnreadableError when the file is not valid Parquet. */
   inspect(file: string): Promise<InputInfo>;
@@ -75,6 +83,12 @@ export interface Engine {
    * against it.
    */
   countDistinct(request: DistinctRequest): Promise<number>;
+  /**
+   * The range of a top-level integer column of a local file, from the footer's min_value/max_value
+   * statistics of every row group alone (no data is read). Absent: the engine proves no range,
+   * and integer/float mixes stay conflicts.
+   */
+  integerBounds?(file: string, column: string): Promise<IntegerBounds>;
 
   close(): Promise<void>;
 }

@@ -96,7 +96,7 @@ export class SchemaConflictError extends CompactorError {
   constructor(partition: string, column: string, detail: string, options?: ErrorOptions) {
     super(
       `schema conflict in partition ${partition}, column "${column}": ${detail}. ` +
-        'Only int->bigint and float->double widenings are merged; rewrite or remove the odd file.',
+        'Only int->bigint and float->double widenings are merged, and integers into DOUBLE when footer statistics prove every value within ±2^53; rewrite or remove the odd file.',
       options,
     );
     this.partition = partition;

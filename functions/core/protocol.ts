@@ -63,7 +63,13 @@ import {
   type ObjectHead,
   type ObjectStore,
 } from './object-store.ts';
-import { unifySchemas } from './schema.ts';
+import {
+  DOUBLE_EXACT_LIMIT,
+  type DoubleProof,
+  type IntegerFloatMix,
+  integerFloatMixes,
+  unifySchemas,
+} from './schema.ts';
 
 /** User metadata every staged and final output carries. */
 export const META_JOB_ID = 'compactor-job-id';
@@ -531,10 +537,13 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
 
     let columns: ReturnType<typeof unifySchemas>;
     try {
-      columns = unifySchemas(
-        ref.partition,
-        good.map((g) => ({ key: g.input.key, columns: g.info.columns })),
+      const schemas = good.map((g) => ({ key: g.input.key, columns: g.info.columns }));
+      const doubleProofs = await proveDoubles(
+        engine,
+        integerFloatMixes(schemas),
+        new Map(good.map((g) => [g.input.key, g.path])),
       );
+      columns = unifySchemas(ref.partition, schemas, { doubleProofs });
     } catch (error) {
       await release(deps, loaded);
       throw error;
@@ -680,6 +689,51 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
     await Promise.all(footerChecks.values());
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * For each column held as an integer by some inputs and as a float by others: a proof, from footer
+ * statistics, that every integer value is exact as a DOUBLE (|x| <= 2^53), or why there is none.
+ * Integers of up to 53 bits are exact by type. A wider one needs min_value/max_value statistics in
+ * every row group of every input holding it, within the bound: a file without them is no proof.
+ */
+async function proveDoubles(
+  engine: Engine,
+  mixes: readonly IntegerFloatMix[],
+  pathOf: ReadonlyMap<string, string>,
+): Promise<Map<string, DoubleProof>> {
+  const proofs = new Map<string, DoubleProof>();
+  for (const { column, needProof } of mixes) {
+    let proof: DoubleProof = { proved: true };
+    for (const { key, name, type } of needProof) {
+      const path = pathOf.get(key);
+      const where = `${type} column "${name}" of ${JSON.stringify(key)}`;
+      if (path === undefined || engine.integerBounds === undefined) {
+        proof = { proved: false, reason: `no statistics can be read for the ${where}` };
+        break;
+      }
+      const bounds = await engine.integerBounds(path, name);
+      if ('unproved' in bounds) {
+        proof = {
+          proved: false,
+          reason: `the ${where}: ${bounds.unproved}, so its values are not proved exact`,
+        };
+        break;
+      }
+      const outside = [bounds.min, bounds.max].find(
+        (v) => v !== null && (v > DOUBLE_EXACT_LIMIT || v < -DOUBLE_EXACT_LIMIT),
+      );
+      if (outside !== undefined && outside !== null) {
+        proof = {
+          proved: false,
+          reason: `the ${where} holds ${outside}, beyond ±2^53, which a DOUBLE cannot hold exactly`,
+        };
+        break;
+      }
+    }
+    proofs.set(column.toLowerCase(), proof);
+  }
+  return proofs;
 }
 
 /**

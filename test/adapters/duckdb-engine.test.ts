@@ -9,6 +9,7 @@ import { readIds, summarizeIds, writeSampleParquet } from '../../functions/adapt
 import type { CompactOutput, CompactRequest } from '../../functions/core/engine.ts';
 import { InputUnreadableError } from '../../functions/core/engine.ts';
 import { unifySchemas } from '../../functions/core/schema.ts';
+import { stripStatistics } from '../support/strip-statistics.ts';
 
 const HOUR_MS = 3_600_000;
 const START_MS = Date.UTC(2024, 0, 15, 10);
@@ -266,6 +267,31 @@ describe('DuckDbEngine.inspect, many files at once', () => {
     expect(types(outcomes.at(-1)).at(-1)?.type).toBe('BIGINT');
     expect(types(outcomes[0]).at(-1)?.type).toBe('INTEGER');
     expect(types(outcomes[narrow.length + 1])).toHaveLength(9);
+  });
+});
+
+describe('DuckDbEngine.integerBounds', () => {
+  it("reads an integer column's range over every row group from the footer; NULL-only chunks need none; a file without statistics or without the column proves nothing", async () => {
+    const file = join(dir, 'bounds.parquet');
+    await engine.query(
+      `COPY (SELECT range AS i, CASE WHEN range < 2048 THEN NULL ELSE (range - 3000) * 1000000000000 END::BIGINT AS v FROM range(5000)) TO ${parquetPath(file)} (FORMAT parquet, ROW_GROUP_SIZE 2048)`,
+    );
+    expect(await engine.integerBounds(file, 'V')).toEqual({
+      min: -952n * 10n ** 12n,
+      max: 1999n * 10n ** 12n,
+    });
+    const nulls = join(dir, 'bounds-null.parquet');
+    await engine.query(
+      `COPY (SELECT NULL::BIGINT AS v FROM range(10)) TO ${parquetPath(nulls)} (FORMAT parquet)`,
+    );
+    expect(await engine.integerBounds(nulls, 'v')).toEqual({ min: null, max: null });
+    expect(await engine.integerBounds(file, 'missing')).toEqual({
+      unproved: 'row group 0 has no column chunk for it',
+    });
+    expect(await stripStatistics(file)).toBe(6);
+    expect(await engine.integerBounds(file, 'v')).toEqual({
+      unproved: 'row group 0 has no min/max statistics',
+    });
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Column } from '../../functions/core/engine.ts';
 import { SchemaConflictError } from '../../functions/core/errors.ts';
-import { unifySchemas } from '../../functions/core/schema.ts';
+import { integerFloatMixes, unifySchemas } from '../../functions/core/schema.ts';
 
 const cols = (spec: Record<string, string>): Column[] =>
   Object.entries(spec).map(([name, type]) => ({ name, type }));
@@ -112,5 +112,64 @@ describe('unifySchemas', () => {
       { key: 'b.parquet', columns: cols({ host: 'VARCHAR', N: 'BIGINT' }) },
     ]);
     expect(result).toEqual(cols({ Host: 'VARCHAR', n: 'BIGINT' }));
+  });
+
+  it('merges integers with floats into DOUBLE only with a proof; a failed proof is a conflict that says why; none is the old conflict', () => {
+    const inputs = [
+      { key: 'a.parquet', columns: cols({ v: 'BIGINT', n: 'INTEGER' }) },
+      { key: 'b.parquet', columns: cols({ V: 'DOUBLE', n: 'FLOAT' }) },
+    ];
+    expect(
+      unifySchemas('p', inputs, {
+        doubleProofs: new Map([
+          ['v', { proved: true }],
+          ['n', { proved: true }],
+        ]),
+      }),
+    ).toEqual(cols({ v: 'DOUBLE', n: 'DOUBLE' }));
+    const failed = conflictOf(() =>
+      unifySchemas('p', inputs, {
+        doubleProofs: new Map([
+          ['v', { proved: false, reason: 'no statistics' }],
+          ['n', { proved: true }],
+        ]),
+      }),
+    );
+    expect(failed.column).toBe('v');
+    expect(failed.message).toContain(
+      'BIGINT in "a.parquet" vs DOUBLE in "b.parquet"; not merged into DOUBLE: no statistics',
+    );
+    const plain = conflictOf(() => unifySchemas('p', inputs));
+    expect(plain.message).toContain('BIGINT in "a.parquet" vs DOUBLE in "b.parquet". Only');
+    // A proof never merges anything else.
+    conflictOf(() =>
+      unifySchemas(
+        'p',
+        [
+          { key: 'a.parquet', columns: cols({ v: 'VARCHAR' }) },
+          { key: 'b.parquet', columns: cols({ v: 'DOUBLE' }) },
+        ],
+        { doubleProofs: new Map([['v', { proved: true }]]) },
+      ),
+    );
+  });
+
+  it('lists integer/float mixes with the inputs whose integers are wider than 53 bits (they need statistics)', () => {
+    expect(
+      integerFloatMixes([
+        { key: 'a.parquet', columns: cols({ v: 'BIGINT', n: 'INTEGER', s: 'VARCHAR', w: 'UBIGINT' }) },
+        { key: 'b.parquet', columns: cols({ V: 'DOUBLE', n: 'FLOAT', s: 'DOUBLE', w: 'BIGINT' }) },
+        { key: 'c.parquet', columns: cols({ v: 'HUGEINT' }) },
+      ]),
+    ).toEqual([
+      {
+        column: 'v',
+        needProof: [
+          { key: 'a.parquet', name: 'v', type: 'BIGINT' },
+          { key: 'c.parquet', name: 'v', type: 'HUGEINT' },
+        ],
+      },
+      { column: 'n', needProof: [] },
+    ]);
   });
 });

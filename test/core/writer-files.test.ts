@@ -1,7 +1,8 @@
 /**
  * Files as other writers really produce them (issue 13), through the real engine and runCycle over
  * a LocalFolderStore: Arc's footer key-value metadata (`arc:tags`) and TIMESTAMPTZ time, kept
- * through the hourly and the daily tier.
+ * through the hourly and the daily tier; a number field written as BIGINT and as DOUBLE, merged
+ * only when footer statistics prove every integer exact as a DOUBLE.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -15,6 +16,7 @@ import { type CompactorConfig, parseConfig, type TierName } from '../../function
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
+import { stripStatistics } from '../support/strip-statistics.ts';
 
 let engine: DuckDbEngine;
 let root: string;
@@ -173,5 +175,99 @@ describe("Arc's footer metadata (issue 13 item 3)", () => {
         last: BigInt(Date.UTC(2025, 0, 15, 11)) * 1000n + 9000n,
       },
     ]);
+  });
+});
+
+describe('Influx-style number fields: BIGINT in some files, DOUBLE in others (issue 13 item 4)', () => {
+  const hour = 'db/cpu/2025/01/15/10/';
+  const file = (n: number) => `${hour}cpu_20250115_100${n}00_${n}.parquet`;
+  const LIMIT = 2n ** 53n;
+  /** Rows with `v` of `type`, from a list of SQL literals. */
+  const rows = (firstId: number, type: string, values: readonly string[]) =>
+    `SELECT TIMESTAMP '2025-01-15 10:00:00' + to_microseconds(${firstId} + i) AS time, (${firstId} + i)::BIGINT AS id, v::${type} AS v FROM (SELECT unnest(range(${values.length})) AS i, unnest([${values.join(', ')}]) AS v)`;
+
+  async function mixed(bigints: readonly string[]): Promise<{ l: Lake; etags: (string | undefined)[] }> {
+    const l = await emptyLake();
+    await put(l, file(1), rows(1, 'BIGINT', bigints));
+    await put(l, file(2), rows(100, 'DOUBLE', ['1.5', '-0.25', '3']));
+    return {
+      l,
+      etags: await Promise.all([file(1), file(2)].map(async (k) => (await l.store.head(k))?.etag)),
+    };
+  }
+
+  async function expectFailsClosed(l: Lake, etags: (string | undefined)[], why: RegExp): Promise<void> {
+    const report = await cycle(l, 'hourly');
+    const outcome = report.jobs[0]?.outcome;
+    if (outcome?.status !== 'failed')
+      throw new Error(`expected a failure, got ${JSON.stringify(outcomes(report))}`);
+    expect(outcome.error.name).toBe('SchemaConflictError');
+    expect(outcome.error.message).toContain(`BIGINT in "${file(1)}" vs DOUBLE in "${file(2)}"`);
+    expect(outcome.error.message).toMatch(why);
+    // Nothing changed: both inputs in place, no output, no manifest left.
+    expect(await Promise.all([file(1), file(2)].map(async (k) => (await l.store.head(k))?.etag))).toEqual(
+      etags,
+    );
+    expect((await keys(l.store, hour)).filter((k) => k.endsWith('_compacted.parquet'))).toEqual([]);
+    expect(await keys(l.store, `${l.config.layout.stateRoot}manifests/`)).toEqual([]);
+  }
+
+  it('merges into DOUBLE when the statistics prove every value within ±2^53, with every value exact', async () => {
+    const { l } = await mixed([String(LIMIT), String(-LIMIT), '7', 'NULL', String(LIMIT - 1n)]);
+    const report = await cycle(l, 'hourly');
+    expect(outcomes(report)).toEqual({ [hour]: 'compacted' });
+    const [out] = (await keys(l.store, hour)).filter((k) => k.endsWith('_compacted.parquet'));
+    const path = join(l.dir, out as string);
+    const described = await engine.query(`DESCRIBE SELECT * FROM read_parquet(${parquetPath(path)})`);
+    expect(described.find((c) => c.column_name === 'v')?.column_type).toBe('DOUBLE');
+    // Exact: each DOUBLE converts back to the very integer written (HUGEINT: no overflow in the check).
+    const values = await engine.query(
+      `SELECT id, v::HUGEINT AS whole, v FROM read_parquet(${parquetPath(path)}) ORDER BY id`,
+    );
+    expect(values.map((r) => [Number(r.id), r.v === null ? null : r.v])).toEqual([
+      [1, Number(LIMIT)],
+      [2, -Number(LIMIT)],
+      [3, 7],
+      [4, null],
+      [5, Number(LIMIT - 1n)],
+      [100, 1.5],
+      [101, -0.25],
+      [102, 3],
+    ]);
+    expect(values.slice(0, 5).map((r) => (r.whole === null ? null : BigInt(r.whole as bigint)))).toEqual([
+      LIMIT,
+      -LIMIT,
+      7n,
+      null,
+      LIMIT - 1n,
+    ]);
+  });
+
+  it('fails closed, as before, when a value is 2^53 + 1: the message names the file, the value and why', async () => {
+    const { l, etags } = await mixed(['5', String(LIMIT + 1n)]);
+    await expectFailsClosed(
+      l,
+      etags,
+      new RegExp(
+        `not merged into DOUBLE: the BIGINT column "v" of "${file(1)}" holds ${LIMIT + 1n}, beyond ±2\\^53`,
+      ),
+    );
+  });
+
+  it('fails closed when the BIGINT file has no statistics: a missing proof is no proof', async () => {
+    const { l } = await mixed(['5', '6']);
+    // Rewrite the BIGINT input without footer statistics (its pages are unchanged).
+    const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+    await l.store.getToFile(file(1), local, {});
+    expect(await stripStatistics(local)).toBeGreaterThan(0);
+    await l.store.put(file(1), { file: local });
+    const etags = await Promise.all([file(1), file(2)].map(async (k) => (await l.store.head(k))?.etag));
+    await expectFailsClosed(
+      l,
+      etags,
+      new RegExp(
+        `not merged into DOUBLE: the BIGINT column "v" of "${file(1)}": row group 0 has no min/max statistics`,
+      ),
+    );
   });
 });
