@@ -191,6 +191,37 @@ export class LocalFolderStore implements ObjectStore {
     }
   }
 
+  async getRange(
+    key: string,
+    start: number,
+    end: number,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    assertKey(key);
+    options.signal?.throwIfAborted();
+    const opened = await openObject(this.#dataPath(key));
+    if (opened === undefined) throw new NotFoundError(key);
+    try {
+      const etag = etagOf(opened.stat);
+      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
+        throw new PreconditionFailedError(key);
+      }
+      const size = Number(opened.stat.size);
+      const from = Math.min(Math.max(start, 0), size);
+      const length = Math.max(Math.min(end, size) - from, 0);
+      const body = Buffer.alloc(length);
+      let read = 0;
+      while (read < length) {
+        const { bytesRead } = await opened.handle.read(body, read, length - read, from + read);
+        if (bytesRead === 0) break;
+        read += bytesRead;
+      }
+      return { body: body.subarray(0, read), etag };
+    } finally {
+      await opened.handle.close();
+    }
+  }
+
   async getToFile(
     key: string,
     path: string,

@@ -205,6 +205,38 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /**
+   * A ranged GetObject (`Range: bytes=first-last`, inclusive), so checking a Parquet file's magic
+   * and footer reads bytes, not the object (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html#API_GetObject_RequestSyntax).
+   * No ChecksumMode: a full-object checksum cannot validate a range.
+   */
+  async getRange(
+    key: string,
+    start: number,
+    end: number,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    if (end <= start) return { body: Buffer.alloc(0), etag: (await this.getBytes(key, options)).etag };
+    try {
+      const response = await this.#client.send(
+        new GetObjectCommand({
+          Bucket: this.#bucket,
+          Key: key,
+          Range: `bytes=${start}-${end - 1}`,
+          ...(options?.ifMatch !== undefined && { IfMatch: quoteEtag(options.ifMatch) }),
+        }),
+        { abortSignal: options?.signal },
+      );
+      if (response.Body === undefined || response.ETag === undefined) {
+        throw new Error(`GetObject ${key} (range) returned no body or ETag`);
+      }
+      const body = Buffer.from(await response.Body.transformToByteArray());
+      return { body, etag: unquoteEtag(response.ETag) };
+    } catch (error) {
+      throw mapS3Error(error, key);
+    }
+  }
+
   async getToFile(
     key: string,
     path: string,

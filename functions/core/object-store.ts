@@ -88,6 +88,16 @@ export interface ObjectStore {
     key: string,
     options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
   ): Promise<{ readonly body: Buffer; readonly etag: string }>;
+  /**
+   * Bytes [start, end) of an object (a ranged GET), `ifMatch` as getBytes. Optional: without it,
+   * readRange falls back to the whole object.
+   */
+  getRange?(
+    key: string,
+    start: number,
+    end: number,
+    options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+  ): Promise<{ readonly body: Buffer; readonly etag: string }>;
   /** Streams the object to a local file. `ifMatch` fails with PreconditionFailedError if it changed. */
   getToFile(
     key: string,
@@ -174,6 +184,14 @@ export class ForwardingStore implements ObjectStore {
     return this.inner.getBytes(key, options);
   }
 
+  get getRange(): ObjectStore['getRange'] {
+    const inner = this.inner;
+    const range = inner.getRange;
+    return range === undefined
+      ? undefined
+      : (key, start, end, options) => range.call(inner, key, start, end, options);
+  }
+
   getToFile(
     key: string,
     path: string,
@@ -208,4 +226,20 @@ export class ForwardingStore implements ObjectStore {
   abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
     return this.inner.abortIncompleteUpload(upload);
   }
+}
+
+/**
+ * Bytes [start, end) of an object: a ranged read where the store has one, else the whole object
+ * sliced. NotFoundError as getBytes.
+ */
+export async function readRange(
+  store: ObjectStore,
+  key: string,
+  start: number,
+  end: number,
+  options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+): Promise<{ readonly body: Buffer; readonly etag: string }> {
+  if (store.getRange) return store.getRange(key, start, end, options);
+  const whole = await store.getBytes(key, options);
+  return { body: whole.body.subarray(start, end), etag: whole.etag };
 }
