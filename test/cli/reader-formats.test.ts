@@ -4,7 +4,9 @@
  * - Engines that run here (DuckDB, nodejs-polars) read through the printed statement / file list
  *   after every single store call of an hourly and a daily job (the job paused there: what a crash
  *   at that point leaves), and see every row id exactly once. So does a read of the Athena
- *   symlink manifest's file list, which must equal the visible files.
+ *   symlink manifest's file list, which must equal the visible files. They are read again at
+ *   every crash point (a crash before store call N), after each store call of the recovery that
+ *   follows, and after the next cycle.
  * - Engines that cannot run here (ClickHouse, Spark, Athena) have their text pinned for a small
  *   fixed lake.
  * - Every quoting helper is checked on a key holding a quote, a space and non-ASCII; the Python
@@ -43,6 +45,7 @@ import {
   copyLake,
   dailyTemplate,
   hourlyTemplate,
+  recoverUntilQuiet,
   sweepDeps,
   type TemplateLake,
   writeLake,
@@ -155,6 +158,79 @@ describe.each(['hourly', 'daily'] as const)('every --format during a %s job', (t
     await rm(dir, { recursive: true, force: true });
   }, 300_000);
 });
+
+/**
+ * Every crash point: the job crashes before store call N (it never calls again), then recovery
+ * runs until nothing changes, then a new cycle. The formats are read after the crash, after
+ * every store call of recovery, and after the new cycle.
+ */
+describe.each(['hourly', 'daily'] as const)(
+  'every --format across crashes of a %s job and their recovery',
+  (tier: TierName) => {
+    it('reads every row exactly once at every crash point and every recovery call', async () => {
+      const template: TemplateLake =
+        tier === 'hourly' ? await hourlyTemplate(engine) : await dailyTemplate(engine);
+      const want = range(template.totalRows);
+      const readAll = async (dir: string, where: string, withAthena = true) => {
+        expect(await duckdbIds(dir), `duckdb ${where}`).toEqual(want);
+        expect(await polarsIds(dir), `polars ${where}`).toEqual(want);
+        // The Athena manifest (a write, and a footer read per file) at crash points and ends only.
+        if (!withAthena) return;
+        const athena = await athenaIds(dir);
+        expect(athena.listed, `athena manifest ${where}`).toEqual(athena.visible);
+        expect(athena.ids, `athena ${where}`).toEqual(want);
+      };
+      const probe = await copyLake(template);
+      const clean = new FaultStore(new LocalFolderStore(probe));
+      await runCycle(
+        sweepDeps(clean, template.config, engine, workDir, `crash-${tier}-clean`, new Set()),
+        tier,
+      );
+      await rm(probe, { recursive: true, force: true });
+      expect(clean.calls.length).toBeGreaterThan(10);
+      let reads = 0;
+      for (let at = 1; at <= clean.calls.length; at++) {
+        const dir = await copyLake(template);
+        try {
+          const inner = new LocalFolderStore(dir);
+          const crashing = new FaultStore(inner, { fault: { at, kind: 'crash' } });
+          await runCycle(
+            sweepDeps(crashing, template.config, engine, workDir, `crash-${tier}-${at}`, new Set()),
+            tier,
+          ).catch((error: Error) => {
+            expect(['CrashedError', 'TransientStoreError', 'RecoveryIncompleteError']).toContain(error.name);
+          });
+          await readAll(dir, `after a crash before call ${at}`);
+          reads++;
+          const observed = new FaultStore(inner, {
+            afterCall: async (call) => {
+              await readAll(
+                dir,
+                `crash at ${at}, then recovery's call ${call.n} ${call.op} ${call.key}`,
+                false,
+              );
+              reads++;
+            },
+          });
+          const base = sweepDeps(observed, template.config, engine, workDir, 'unused', new Set());
+          await recoverUntilQuiet(base, `crash-${tier}-${at}-recover`);
+          // The next cycle's calls are the clean run's states, read call by call above; here its end.
+          await runCycle(
+            sweepDeps(inner, template.config, engine, workDir, `crash-${tier}-${at}-again`, new Set()),
+            tier,
+          );
+          await readAll(dir, `crash at ${at}, recovery and the next cycle done`);
+          reads++;
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      }
+      console.log(
+        `${tier}: ${clean.calls.length} crash points, ${reads} reads (DuckDB and polars at each, the Athena manifest at crash points and ends), all exact`,
+      );
+    }, 600_000);
+  },
+);
 
 const ODD = "it's a ü file [1]*.parquet";
 
@@ -353,6 +429,28 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
     expect(() => athenaTables(s3, [{ key: 'data/db/cpu/a\nb.parquet', table: 'data/db/cpu/' }])).toThrow(
       /line break/,
     );
+  });
+});
+
+describe('an empty lake', () => {
+  const local: ViewTarget = { kind: 'local', root: '/srv/lake', dataPrefix: '', stateRoot: '_compaction/' };
+
+  it('prints statements that read nothing, and athena refuses (no columns to declare)', async () => {
+    expect(clickhouseStatement(local, [])).toBe('SELECT NULL AS time WHERE 0;');
+    expect(polarsStatement([])).toBe('import polars as pl\n\nlake = pl.LazyFrame()');
+    expect(sparkStatement(local, [])).toBe('lake = spark.createDataFrame([], "time timestamp")');
+    const dir = await mkdtemp(join(tmpdir(), 'empty-lake-'));
+    try {
+      const duck = await cli('visible', '--format', 'duckdb', '--store', dir);
+      // The printed view, then a count through it, in one DuckDB call (a temp view lives in its connection).
+      const sql = duck.out.replace('CREATE OR REPLACE VIEW lake', 'CREATE OR REPLACE TEMP VIEW empty_lake');
+      expect(await engine.query(`${sql}\nSELECT count(*)::INTEGER AS n FROM empty_lake`)).toEqual([{ n: 0 }]);
+      const athena = await cli('visible', '--format', 'athena', '--store', dir);
+      expect(athena.code).toBe(2);
+      expect(athena.err).toMatch(/no visible files/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 
