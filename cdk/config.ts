@@ -16,6 +16,7 @@ import {
   type TierName,
 } from '../functions/core/config.ts';
 import { ConfigError } from '../functions/core/errors.ts';
+import { Layout } from '../functions/core/layout.ts';
 
 export const CONTEXT_KEY = 'compactor';
 
@@ -64,8 +65,12 @@ export interface StackConfig {
   readonly bucket: BucketSettings;
   /** Data root in the bucket: '' or ending with '/'. */
   readonly dataPrefix: string;
-  /** Layout preset (`arc`, `hive`) or template. */
+  /** Layout preset (`arc`, `hive`, `firehose`) or template. */
   readonly layout: string;
+  /** Template segments readers map to partition columns; undefined: the layout's default. */
+  readonly partitionSegments: readonly string[] | undefined;
+  /** Suffix of raw input names ('' = any name, checked by content); undefined: the layout's default. */
+  readonly dataSuffix: string | undefined;
   readonly tiers: Readonly<Record<TierName, TierSettings>>;
   readonly retention: RetentionSettings;
   readonly quietSeconds: number;
@@ -91,6 +96,8 @@ export const STACK_DEFAULTS: StackConfig = {
   bucket: { create: true, name: undefined, encryption: 's3', kmsKeyArn: undefined },
   dataPrefix: '',
   layout: DEFAULTS.layout,
+  partitionSegments: undefined,
+  dataSuffix: undefined,
   tiers: {
     hourly: { schedule: 'cron(10 * * * ? *)', ...DEFAULTS.hourly, enabled: true },
     daily: { schedule: 'cron(30 3 * * ? *)', ...DEFAULTS.daily, enabled: true },
@@ -170,9 +177,11 @@ function str(json: Json, key: string, name: string): string | undefined {
 /** Scheduler accepts cron with six fields, rate with a unit, or a one-off at(). */
 const SCHEDULE = /^(cron\((\S+ ){5}\S+\)|rate\(\d+ (minute|minutes|hour|hours|day|days)\)|at\(\S+\))$/;
 
+const TIER_KEYS = ['schedule', 'minFiles', 'minAgeSeconds', 'enabled'];
+
 function tierSettings(value: unknown, tier: TierName): TierSettings {
   const key = `${CONTEXT_KEY}.tiers.${tier}`;
-  const json = section(value, key, ['schedule', 'minFiles', 'minAgeSeconds', 'enabled']);
+  const json = section(value, key, TIER_KEYS);
   const defaults = STACK_DEFAULTS.tiers[tier];
   const schedule = str(json, key, 'schedule') ?? defaults.schedule;
   if (!SCHEDULE.test(schedule)) {
@@ -285,12 +294,34 @@ function bucketSettings(value: unknown): BucketSettings {
   return { create, name, encryption, kmsKeyArn };
 }
 
+/**
+ * Why the layout refuses the daily tier, if it does. A layout the core rejects is reported by the
+ * core's parser below, with the `context compactor:` prefix.
+ */
+function layoutRefusal(
+  layout: string,
+  partitionSegments: readonly string[] | undefined,
+  dataSuffix: string | undefined,
+): string | undefined {
+  try {
+    return Layout.create(layout, '', {
+      ...(partitionSegments !== undefined ? { partitionSegments } : {}),
+      ...(dataSuffix !== undefined ? { dataSuffix } : {}),
+    }).tierRefusal('daily');
+  } catch (error) {
+    if (error instanceof ConfigError) return undefined;
+    throw error;
+  }
+}
+
 /** Parses the `compactor` context value; `undefined` gives every default. */
 export function parseStackConfig(value: unknown): StackConfig {
   const json = section(rawContext(value), CONTEXT_KEY, [
     'bucket',
     'dataPrefix',
     'layout',
+    'partitionSegments',
+    'dataSuffix',
     'tiers',
     'retention',
     'quietSeconds',
@@ -318,6 +349,27 @@ export function parseStackConfig(value: unknown): StackConfig {
     daily: tierSettings(tiersJson.daily, 'daily'),
     monthly: tierSettings(tiersJson.monthly, 'monthly'),
   };
+  const partitionSegments = json.partitionSegments as readonly string[] | undefined;
+  if (
+    partitionSegments !== undefined &&
+    (!Array.isArray(partitionSegments) || partitionSegments.some((s) => typeof s !== 'string'))
+  ) {
+    fail(
+      `${k}.partitionSegments`,
+      `must be a list of the layout's segments, got ${JSON.stringify(partitionSegments)}`,
+    );
+  }
+  const dataSuffix = str(json, k, 'dataSuffix');
+  // A layout whose readers would never see daily outputs (hive, firehose) gets no daily schedule
+  // by default, and turning it on fails synth with the reason (Layout.tierRefusal).
+  const layoutName = str(json, k, 'layout') ?? d.layout;
+  const dailyRefusal = layoutRefusal(layoutName, partitionSegments, dataSuffix);
+  if (dailyRefusal !== undefined) {
+    if (section(tiersJson.daily, `${k}.tiers.daily`, TIER_KEYS).enabled === true) {
+      fail(`${k}.tiers.daily.enabled`, `cannot be true: ${dailyRefusal}`);
+    }
+    tiers.daily = { ...tiers.daily, enabled: false };
+  }
 
   const sortKeys = json.sortKeys ?? d.sortKeys;
   if (!Array.isArray(sortKeys) || sortKeys.some((s) => typeof s !== 'string' || s === '')) {
@@ -353,7 +405,9 @@ export function parseStackConfig(value: unknown): StackConfig {
   const config: StackConfig = {
     bucket,
     dataPrefix: normalisePrefix(str(json, k, 'dataPrefix') ?? d.dataPrefix),
-    layout: str(json, k, 'layout') ?? d.layout,
+    layout: layoutName,
+    partitionSegments,
+    dataSuffix,
     tiers,
     retention: retentionSettings(json.retention),
     quietSeconds: int(json, k, 'quietSeconds', d.quietSeconds, 0, 86_400),
@@ -407,6 +461,8 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
   return {
     layout: config.layout,
     dataPrefix: config.dataPrefix,
+    ...(config.partitionSegments !== undefined ? { partitionSegments: config.partitionSegments } : {}),
+    ...(config.dataSuffix !== undefined ? { dataSuffix: config.dataSuffix } : {}),
     tiers: {
       hourly: { minFiles: config.tiers.hourly.minFiles, minAgeSeconds: config.tiers.hourly.minAgeSeconds },
       daily: { minFiles: config.tiers.daily.minFiles, minAgeSeconds: config.tiers.daily.minAgeSeconds },

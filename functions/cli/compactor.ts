@@ -18,6 +18,7 @@ import { ConfigError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import { compareKeys, getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
+import { assertTierRuns } from '../core/planner.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import {
   athenaStatement,
@@ -258,6 +259,8 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   // steps, as COMPACTOR_CONFIG carries them to the Lambdas; the other protocol settings come from
   // the options.
   const ctx = context(options, await stackStepSettings(stackContext));
+  // A tier that is off or that the layout refuses fails here, before Recover writes anything.
+  if (tier !== 'retention') assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));

@@ -88,6 +88,10 @@ export interface CompactorConfig {
 export interface ConfigInput {
   readonly layout?: string;
   readonly dataPrefix?: string;
+  /** Template segments readers map to partition columns (see LayoutOptions); default per preset. */
+  readonly partitionSegments?: readonly string[];
+  /** Suffix of raw input names ('' = any name, checked by content); default per preset. */
+  readonly dataSuffix?: string;
   readonly tiers?: Partial<Record<TierName, Partial<TierConfig>>>;
   readonly quietSeconds?: number;
   readonly timeColumn?: string;
@@ -213,8 +217,11 @@ export function dedupOf(config: CompactorConfig, table: string): DedupSetting | 
 }
 
 export function parseConfig(input: ConfigInput = {}): CompactorConfig {
+  const layout = parseLayout(input);
+  // A tier whose outputs would sit above the layout's partitions is off by default (and refused
+  // when turned on): its readers would never see them (Layout.tierRefusal).
   const tier = (name: TierName): TierConfig => ({
-    enabled: input.tiers?.[name]?.enabled ?? name !== 'monthly',
+    enabled: input.tiers?.[name]?.enabled ?? (name !== 'monthly' && layout.tierRefusal(name) === undefined),
     minFiles: positive(`tiers.${name}.minFiles`, input.tiers?.[name]?.minFiles ?? DEFAULTS[name].minFiles),
     minAgeSeconds: nonNegative(
       `tiers.${name}.minAgeSeconds`,
@@ -224,6 +231,11 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   const timeColumn = input.timeColumn ?? DEFAULTS.timeColumn;
   if (timeColumn === '') throw new ConfigError('timeColumn must not be empty');
   for (const name of ['hourly', 'daily'] as const) {
+    const refusal = layout.tierRefusal(name);
+    if (refusal !== undefined) {
+      if (input.tiers?.[name]?.enabled === true) throw new ConfigError(`tiers.${name}.enabled: ${refusal}`);
+      continue;
+    }
     if (input.tiers?.[name]?.enabled === false) {
       throw new ConfigError(
         `tiers.${name}.enabled: the ${name} tier always runs (each tier merges the previous one's outputs); raise its minFiles or minAgeSeconds to make it rarer`,
@@ -236,12 +248,13 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
       `tiers.monthly.enabled must be true or false, got ${JSON.stringify(monthlyEnabled)}`,
     );
   }
-  const layout = Layout.fromName(input.layout ?? DEFAULTS.layout, input.dataPrefix ?? '');
   if (monthlyEnabled && !layout.hasMonthFolder) {
     throw new ConfigError(
       `tiers.monthly.enabled: layout "${layout.template}" has no month folder for monthly outputs (its day segment also names the month); use a layout with {YYYY}/{MM}/ folders before {DD}, or leave the monthly tier off`,
     );
   }
+  const monthlyRefusal = layout.tierRefusal('monthly');
+  if (monthlyEnabled && monthlyRefusal) throw new ConfigError(`tiers.monthly.enabled: ${monthlyRefusal}`);
   return {
     layout,
     tiers: { hourly: tier('hourly'), daily: tier('daily'), monthly: tier('monthly') },
@@ -272,6 +285,27 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
     retention: parseRetention(input.retention, layout),
     unsafeSingleWriterStore: parseOptOut(input.unsafeSingleWriterStore),
   };
+}
+
+function parseLayout(input: ConfigInput): Layout {
+  const { partitionSegments, dataSuffix } = input;
+  if (
+    partitionSegments !== undefined &&
+    (!Array.isArray(partitionSegments) || partitionSegments.some((s) => typeof s !== 'string'))
+  ) {
+    throw new ConfigError(
+      `partitionSegments must be a list of the layout's segments that readers map to partition columns, e.g. ["dt={YYYY}-{MM}-{DD}", "hour={HH}"] or [], got ${JSON.stringify(partitionSegments)}`,
+    );
+  }
+  if (dataSuffix !== undefined && typeof dataSuffix !== 'string') {
+    throw new ConfigError(
+      `dataSuffix must be a string (e.g. ".parquet", or "" for any name), got ${JSON.stringify(dataSuffix)}`,
+    );
+  }
+  return Layout.create(input.layout ?? DEFAULTS.layout, input.dataPrefix ?? '', {
+    ...(partitionSegments !== undefined ? { partitionSegments } : {}),
+    ...(dataSuffix !== undefined ? { dataSuffix } : {}),
+  });
 }
 
 function parseOptOut(value: unknown): boolean {

@@ -12,9 +12,48 @@ import { ConfigError } from './errors.ts';
 export const LAYOUT_PRESETS = {
   arc: '{db}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/',
   hive: '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/',
+  // Firehose's default time prefix YYYY/MM/dd/HH after the stream's prefix, which names the table
+  // (https://docs.aws.amazon.com/firehose/latest/dev/s3-object-name.html).
+  firehose: '{table}/{YYYY}/{MM}/{DD}/{HH}/',
 } as const;
 
 export type LayoutPreset = keyof typeof LAYOUT_PRESETS;
+
+/**
+ * The segments each preset's readers map to partition columns. hive: its `k=v` segments (Athena
+ * and Glue tables, Spark partition discovery, DuckDB hive_partitioning). firehose: the whole time
+ * prefix, as Athena's partition projection for Firehose reads it (`datehour`, format
+ * `yyyy/MM/dd/HH`: https://docs.aws.amazon.com/athena/latest/ug/partition-projection-kinesis-firehose-example.html).
+ * arc: none (Arc and glob readers read every file under the table).
+ */
+const PRESET_PARTITIONS: Readonly<Record<LayoutPreset, readonly string[]>> = {
+  arc: [],
+  hive: ['dt={YYYY}-{MM}-{DD}', 'hour={HH}'],
+  firehose: ['{YYYY}', '{MM}', '{DD}', '{HH}'],
+};
+
+/** Input names per preset: Firehose's file extension is whatever the stream sets, often none. */
+const PRESET_SUFFIX: Readonly<Record<LayoutPreset, string>> = {
+  arc: '.parquet',
+  hive: '.parquet',
+  firehose: '',
+};
+
+export interface LayoutOptions {
+  /**
+   * Template segments (exactly as written in it) that readers map to partition columns. Default:
+   * the preset's, or every `name=...` segment of a custom template. A tier that would write above
+   * the deepest of them is refused (`tierRefusal`).
+   */
+  readonly partitionSegments?: readonly string[];
+  /**
+   * The suffix raw input files end with (default `.parquet`). '' means inputs may have any name,
+   * e.g. Firehose objects without an extension: each is then read (`isParquetObject`) before it
+   * is treated as data, and names that are never data (`_SUCCESS`, `.crc`, folder markers, temp
+   * files) are left out by name.
+   */
+  readonly dataSuffix?: string;
+}
 
 /** L0 = raw input, L1 = hourly output, L2 = daily output, L3 = monthly output. */
 export type Level = 0 | 1 | 2 | 3;
@@ -103,8 +142,15 @@ export class Layout {
   readonly #tableDepth: number;
   /** Whether the segments before the day segment name one month: then monthly outputs have a folder. */
   readonly hasMonthFolder: boolean;
+  /** The preset name, or the template. */
+  readonly name: string;
+  /** Segments readers map to partition columns (see LayoutOptions). */
+  readonly partitionSegments: readonly string[];
+  /** How many leading segments a reader's partitions span: 0 when none are declared. */
+  readonly partitionDepth: number;
+  readonly dataSuffix: string;
 
-  constructor(template: string, dataPrefix = '') {
+  constructor(template: string, dataPrefix = '', options: LayoutOptions & { name?: string } = {}) {
     if (dataPrefix !== '' && !dataPrefix.endsWith('/')) dataPrefix += '/';
     this.dataPrefix = dataPrefix;
     this.stateRoot = `${dataPrefix}_compaction/`;
@@ -136,6 +182,46 @@ export class Layout {
     this.hasMonthFolder =
       daySegment?.tokens.includes('DD') === true &&
       !daySegment.tokens.some((t) => t === 'YYYY' || t === 'MM');
+    this.name = options.name ?? this.template;
+    const segments = raw;
+    const declared =
+      options.partitionSegments ?? segments.filter((s) => /^[^{}=/]+=/.test(s) && s.includes('{'));
+    let depth = 0;
+    for (const segment of declared) {
+      const at = segments.indexOf(segment);
+      if (at < 0 || segments.lastIndexOf(segment) !== at) {
+        throw new ConfigError(
+          `partitionSegments: "${segment}" is not ${at < 0 ? 'a' : 'a unique'} segment of layout "${this.template}"; list segments exactly as the template writes them, e.g. ${JSON.stringify(segments.slice(this.#tableDepth))}`,
+        );
+      }
+      depth = Math.max(depth, at + 1);
+    }
+    this.partitionSegments = [...declared];
+    this.partitionDepth = depth;
+    const suffix = options.dataSuffix ?? '.parquet';
+    if (suffix.includes('/')) throw new ConfigError(`dataSuffix "${suffix}" must not contain "/"`);
+    this.dataSuffix = suffix;
+  }
+
+  /**
+   * Why `tier` may not run on this layout, or undefined when it may. A tier writes its outputs in
+   * its folder (hourly: the hour folder, daily: the day folder, monthly: the month folder); a
+   * reader that maps segments to partition columns reads only files inside its deepest partition
+   * folders, so an output above them is one no such reader ever sees (Athena/Glue partitions,
+   * DuckDB hive_partitioning over every level), and Spark's partition discovery refuses a table
+   * whose files sit at mixed depths.
+   */
+  tierRefusal(tier: 'hourly' | 'daily' | 'monthly'): string | undefined {
+    const n = this.#segments.length;
+    const writeDepth = tier === 'hourly' ? n : tier === 'daily' ? n - 1 : n - 2;
+    if (writeDepth >= this.partitionDepth) return undefined;
+    const finest = this.template.slice(0, -1).split('/')[this.partitionDepth - 1] ?? '';
+    const folder = tier === 'daily' ? 'day' : 'month';
+    return (
+      `the ${tier} tier would write its outputs in the ${folder} folder, above the partition segment "${finest}" of layout "${this.name}": ` +
+      `readers that map ${JSON.stringify(this.partitionSegments)} to partition columns (Athena/Glue tables, partition projection, Spark partition discovery, DuckDB hive_partitioning) read only files inside "${finest}" folders, so they would never see its rows and Spark refuses the mixed depths; ` +
+      `only the tiers whose outputs stay inside the finest partition can run (hourly here). Leave tiers.${tier}.enabled unset (off), or, if no reader maps these segments to partition columns, set partitionSegments to the segments they do map (e.g. [])`
+    );
   }
 
   /** Segments of the table path (`{db}/{measurement}`: 2). */
@@ -144,13 +230,47 @@ export class Layout {
   }
 
   static fromName(nameOrTemplate: string, dataPrefix = ''): Layout {
-    const preset = LAYOUT_PRESETS[nameOrTemplate as LayoutPreset];
-    return new Layout(preset ?? nameOrTemplate, dataPrefix);
+    return Layout.create(nameOrTemplate, dataPrefix);
   }
 
-  /** True for keys the compactor may ever treat as data: `*.parquet` outside the state root. */
+  /** A preset (with its partition segments and input suffix as defaults) or a template. */
+  static create(nameOrTemplate: string, dataPrefix = '', options: LayoutOptions = {}): Layout {
+    const name = nameOrTemplate as LayoutPreset;
+    const preset = Object.hasOwn(LAYOUT_PRESETS, name) ? name : undefined;
+    if (preset === undefined) return new Layout(nameOrTemplate, dataPrefix, options);
+    return new Layout(LAYOUT_PRESETS[preset], dataPrefix, {
+      name: preset,
+      partitionSegments: options.partitionSegments ?? PRESET_PARTITIONS[preset],
+      dataSuffix: options.dataSuffix ?? PRESET_SUFFIX[preset],
+    });
+  }
+
+  /**
+   * True for keys the compactor may ever treat as data, outside the state root: our outputs
+   * (`*.parquet`) and inputs ending with the data suffix. With an empty suffix (any name), names
+   * that are never data are left out: hidden or marker names (`_SUCCESS`, `.crc` files, which
+   * Hive/Spark/Athena skip too), `*_$folder$` and `/`-ended folder markers, and temp files.
+   */
   isDataKey(key: string): boolean {
-    return key.startsWith(this.dataPrefix) && !key.startsWith(this.stateRoot) && key.endsWith('.parquet');
+    if (!key.startsWith(this.dataPrefix) || key.startsWith(this.stateRoot)) return false;
+    if (key.endsWith('.parquet')) return true;
+    if (this.dataSuffix !== '') return key.endsWith(this.dataSuffix);
+    const name = key.slice(key.lastIndexOf('/') + 1);
+    return !(
+      name === '' ||
+      name.startsWith('_') ||
+      name.startsWith('.') ||
+      name.endsWith('$folder$') ||
+      /\.(crc|tmp|temp|inprogress|json|csv|gz|txt)$/i.test(name)
+    );
+  }
+
+  /**
+   * Whether a data key must be read before it is treated as data: an input whose name does not
+   * say Parquet (dataSuffix ''), checked with `isParquetObject`.
+   */
+  needsContentCheck(key: string): boolean {
+    return this.dataSuffix === '' && !key.endsWith('.parquet');
   }
 
   /** Parses a key into its partition coordinates, or undefined when it is not a data file of this layout. */
@@ -160,7 +280,13 @@ export class Layout {
     // '.', '..' and empty segments are never plain keys: no manifest could name such a file.
     if (parts.some((p) => p === '' || p === '.' || p === '..')) return undefined;
     const fileName = parts.pop();
-    if (fileName === undefined || fileName === '.parquet' || fileName.startsWith('.')) return undefined;
+    if (
+      fileName === undefined ||
+      fileName === '.parquet' ||
+      fileName === this.dataSuffix ||
+      fileName.startsWith('.')
+    )
+      return undefined;
     const n = this.#segments.length;
     // In the hour folder (n segments), directly in the day folder (n - 1) or in the month folder (n - 2).
     const inMonth = this.hasMonthFolder && parts.length === n - 2;

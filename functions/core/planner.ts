@@ -23,6 +23,7 @@ import {
   scanManifestText,
 } from './manifest.ts';
 import { compareKeys, getBytesIfExists, type ObjectStore } from './object-store.ts';
+import { isParquetObject } from './parquet-sniff.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export interface PlannedJob {
@@ -288,6 +289,20 @@ export function scopePrefix(config: CompactorConfig, scope: PlanScope): string {
   return prefix;
 }
 
+/**
+ * Throws the ConfigError of a tier that is off, or that its layout refuses (its outputs would sit
+ * above the partitions readers read: Layout.tierRefusal), before anything is listed or written.
+ */
+export function assertTierRuns(config: CompactorConfig, tier: TierName): void {
+  // The layout's refusal first: it holds whatever the tier's setting says.
+  const refusal = config.layout.tierRefusal(tier);
+  if (refusal) throw new ConfigError(`tiers.${tier}: ${refusal}`);
+  if (config.tiers[tier].enabled) return;
+  throw new ConfigError(
+    `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
+  );
+}
+
 export async function planTier(
   store: ObjectStore,
   config: CompactorConfig,
@@ -296,11 +311,7 @@ export async function planTier(
   scope: PlanScope = {},
 ): Promise<Plan> {
   const { layout } = config;
-  if (!config.tiers[tier].enabled) {
-    throw new ConfigError(
-      `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
-    );
-  }
+  assertTierRuns(config, tier);
   // Validated before anything is listed: a bad scope plans nothing rather than everything.
   const listed = scopePrefix(config, scope);
   const now = clock.now().getTime();
@@ -359,7 +370,7 @@ export async function planTier(
   const skipped: SkippedPartition[] = [];
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
-    const candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
+    let candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
     const skip = (reason: string) => skipped.push({ tier, partition, reason });
     if (candidates.length === 0) {
       // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
@@ -404,6 +415,16 @@ export async function planTier(
     if (folder.newestModified > now - config.quietSeconds * 1000) {
       skip(`a file was written less than ${config.quietSeconds}s ago`);
       continue;
+    }
+    // Inputs whose name does not say Parquet (Firehose without an extension) are read only now, in
+    // a folder otherwise ready: anything else stays where it is, untouched.
+    if (candidates.some((c) => layout.needsContentCheck(c.key))) {
+      const checked: Candidate[] = [];
+      for (const c of candidates) {
+        if (!layout.needsContentCheck(c.key) || (await isParquetObject(store, c))) checked.push(c);
+      }
+      candidates = checked;
+      if (candidates.length === 0) continue;
     }
     // Stragglers are flushed once the next tier may run on the period, so it can take everything.
     const straggler = stragglerFlush(config, tier, folder.periodStart, now);

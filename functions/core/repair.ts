@@ -17,6 +17,7 @@ import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
+import { parseDataObject } from './parquet-sniff.ts';
 import { isExcluded, readExclusions } from './planner.ts';
 import {
   clearStep,
@@ -73,7 +74,7 @@ export async function findRepairs(deps: RepairDeps): Promise<RepairCandidate[]> 
   const { layout } = config;
   const folders = new Map<string, { tier: TierName; inputs: ObjectSummary[]; outputs: ObjectSummary[] }>();
   for await (const object of store.list(layout.dataPrefix)) {
-    const file = layout.parse(object.key);
+    const file = await parseDataObject(store, layout, object);
     if (!file) continue;
     // Raw files under hourly outputs, hourly under daily, daily under monthly.
     for (const tier of TIERS) {

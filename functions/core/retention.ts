@@ -27,6 +27,7 @@ import {
   tierFolderFile,
 } from './manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
+import { parseDataObject } from './parquet-sniff.ts';
 import { isExcluded, type Plan, type PlannedJob, readExclusions, type SkippedPartition } from './planner.ts';
 import {
   advance,
@@ -131,7 +132,8 @@ export async function planRetention(
   // 1. Data first.
   for await (const object of store.list(layout.dataPrefix)) {
     objectsListed++;
-    const file = layout.parse(object.key);
+    // A non-Parquet object beside the data (read when its name does not say) is never expired.
+    const file = await parseDataObject(store, layout, object);
     if (!file) continue;
     if (tables.size < MAX_TABLES_SEEN) tables.add(file.table.slice(layout.dataPrefix.length));
     const rule = retentionRuleFor(config, file.table);

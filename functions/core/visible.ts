@@ -11,6 +11,7 @@ import type { CompactorConfig } from './config.ts';
 import { ConfigError, TransientStoreError } from './errors.ts';
 import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
+import { isParquetObject } from './parquet-sniff.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './planner.ts';
 
 export interface VisibleView {
@@ -64,7 +65,10 @@ export async function visibleFiles(
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const data: ObjectSummary[] = [];
     for await (const object of store.list(under)) {
-      if (config.layout.isDataKey(object.key)) data.push(object);
+      if (!config.layout.isDataKey(object.key)) continue;
+      // A name that does not say Parquet (Firehose without an extension) is listed only if it is one.
+      if (config.layout.needsContentCheck(object.key) && !(await isParquetObject(store, object))) continue;
+      data.push(object);
     }
     const after = await readExclusions(store, config);
     const stable =
