@@ -120,7 +120,9 @@ export function duckdbStatement(paths: readonly string[], name = 'lake'): string
 /**
  * ClickHouse: `s3()` (or `file()` for a local folder) over a glob of the data root, narrowed by
  * the `_path` virtual column to exactly the visible files; ClickHouse applies `_path` filters to
- * the file list before it opens a file. For S3, `_path` is `bucket/key` (no scheme, no host).
+ * the file list before it opens a file. For S3, `_path` is `bucket/key` (no scheme, no host:
+ * scripts strip the bucket from it, or prepend only the endpoint to get a URL back). Not run
+ * here: the text is pinned by test/cli/reader-formats.test.ts.
  * https://clickhouse.com/docs/sql-reference/table-functions/s3 (Virtual columns: `_path`)
  * https://clickhouse.com/docs/sql-reference/table-functions/file (Virtual columns: `_path`)
  */
