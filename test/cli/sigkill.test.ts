@@ -244,5 +244,6 @@ describe('compactor run killed with SIGKILL', () => {
     expect(midWork, 'several kills must interrupt actual compaction work').toBeGreaterThanOrEqual(
       PROGRESS_KILLS.length - 1,
     );
-  }, 90_000);
+    // A hang guard, not a budget: twelve whole runs set the time, which a loaded machine stretches.
+  }, 600_000);
 });
