@@ -346,6 +346,20 @@ export class DuckDbEngine implements Engine, RowContainment {
     });
   }
 
+  async countInexactAsDouble(file: string, column: string): Promise<number> {
+    const value = quoteIdentifier(column);
+    return this.withConnection(undefined, async (connection) => {
+      // HUGEINT holds every 64-bit value and every DOUBLE within ±2^127: no overflow either way.
+      const [row] = (
+        await connection.runAndReadAll(
+          `SELECT count(*) AS n FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)
+             WHERE ${value} IS NOT NULL AND TRY_CAST(CAST(${value} AS DOUBLE) AS HUGEINT) IS DISTINCT FROM CAST(${value} AS HUGEINT)`,
+        )
+      ).getRowObjectsJS();
+      return Number(row?.n);
+    });
+  }
+
   async countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number> {
     if (inputs.length === 0) return 0;
     return this.withConnection(undefined, async (connection) => {

@@ -89,6 +89,11 @@ export interface Engine {
    * and integer/float mixes stay conflicts.
    */
   integerBounds?(file: string, column: string): Promise<IntegerBounds>;
+  /**
+   * How many non-NULL values of an integer column of a local file do not survive a round trip
+   * through DOUBLE, counted from the data itself: the check that footer statistics told the truth.
+   */
+  countInexactAsDouble?(file: string, column: string): Promise<number>;
 
   close(): Promise<void>;
 }

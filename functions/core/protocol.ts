@@ -696,6 +696,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
  * statistics, that every integer value is exact as a DOUBLE (|x| <= 2^53), or why there is none.
  * Integers of up to 53 bits are exact by type. A wider one needs min_value/max_value statistics in
  * every row group of every input holding it, within the bound: a file without them is no proof.
+ * The values are then checked against the claim (one column of those inputs is read).
  */
 async function proveDoubles(
   engine: Engine,
@@ -727,6 +728,19 @@ async function proveDoubles(
         proof = {
           proved: false,
           reason: `the ${where} holds ${outside}, beyond ±2^53, which a DOUBLE cannot hold exactly`,
+        };
+        break;
+      }
+      // Verified, not assumed: statistics are the writer's claim; the values themselves must agree.
+      const inexact =
+        engine.countInexactAsDouble === undefined ? undefined : await engine.countInexactAsDouble(path, name);
+      if (inexact !== 0) {
+        proof = {
+          proved: false,
+          reason:
+            inexact === undefined
+              ? `the values of the ${where} cannot be checked`
+              : `the statistics of the ${where} say every value is within ±2^53, but ${inexact} of its values are not exact as DOUBLE (the statistics are wrong)`,
         };
         break;
       }

@@ -16,7 +16,7 @@ import { type CompactorConfig, parseConfig, type TierName } from '../../function
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
-import { stripStatistics } from '../support/strip-statistics.ts';
+import { forgeInt64Statistics, stripStatistics } from '../support/strip-statistics.ts';
 
 let engine: DuckDbEngine;
 let root: string;
@@ -250,6 +250,24 @@ describe('Influx-style number fields: BIGINT in some files, DOUBLE in others (is
       etags,
       new RegExp(
         `not merged into DOUBLE: the BIGINT column "v" of "${file(1)}" holds ${LIMIT + 1n}, beyond ±2\\^53`,
+      ),
+    );
+  });
+
+  it('fails closed when the statistics lie: the values themselves are checked against them', async () => {
+    const { l } = await mixed(['5', String(LIMIT + 1n)]);
+    // Statistics claiming [5, 6] over a file that holds 2^53 + 1 (a writer's statistics bug).
+    const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+    await l.store.getToFile(file(1), local, {});
+    expect(await forgeInt64Statistics(local, 'v', 5n, 6n)).toBe(1);
+    expect(await engine.integerBounds(local, 'v')).toEqual({ min: 5n, max: 6n });
+    await l.store.put(file(1), { file: local });
+    const etags = await Promise.all([file(1), file(2)].map(async (k) => (await l.store.head(k))?.etag));
+    await expectFailsClosed(
+      l,
+      etags,
+      new RegExp(
+        `not merged into DOUBLE: the statistics of the BIGINT column "v" of "${file(1)}" say every value is within ±2\\^53, but 1 of its values are not exact as DOUBLE`,
       ),
     );
   });

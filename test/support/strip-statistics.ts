@@ -1,7 +1,8 @@
 /**
  * Removes the column chunk statistics (ColumnMetaData field 12) from a Parquet file's footer, as a
- * writer that writes none would leave it; pages and everything else stay byte for byte. DuckDB
- * always writes statistics, and no other writer is installed here. Thrift compact protocol:
+ * writer that writes none would leave it, or rewrites an INT64 column's min/max as a writer with a
+ * statistics bug would; pages and everything else stay byte for byte. DuckDB always writes true
+ * statistics, and no other writer is installed here. Thrift compact protocol:
  * https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md
  */
 
@@ -16,8 +17,12 @@ interface Field {
   readonly end: number;
   /** Whether the header is one byte (delta form). */
   readonly short: boolean;
+  /** Where a binary value's bytes are. */
+  readonly bytes?: readonly [number, number];
   readonly struct?: readonly Field[];
   readonly list?: readonly (readonly Field[] | undefined)[];
+  /** A list of binaries: where each one's bytes are. */
+  readonly binaries?: readonly (readonly [number, number])[];
 }
 
 const STRUCT = 12;
@@ -39,7 +44,13 @@ function value(
   buf: Buffer,
   pos: number,
   type: number,
-): { end: number; struct?: Field[]; list?: (Field[] | undefined)[] } {
+): {
+  end: number;
+  bytes?: [number, number];
+  struct?: Field[];
+  list?: (Field[] | undefined)[];
+  binaries?: [number, number][];
+} {
   switch (type) {
     case 1:
     case 2:
@@ -54,7 +65,7 @@ function value(
       return { end: pos + 8 };
     case 8: {
       const [length, at] = varint(buf, pos);
-      return { end: at + length };
+      return { end: at + length, bytes: [at, at + length] };
     }
     case LIST: {
       const header = buf[pos++] as number;
@@ -62,6 +73,7 @@ function value(
       let size = header >> 4;
       if (size === 15) [size, pos] = varint(buf, pos);
       const list: (Field[] | undefined)[] = [];
+      const binaries: [number, number][] = [];
       for (let i = 0; i < size; i++) {
         if (elementType === 1 || elementType === 2) {
           pos += 1;
@@ -70,9 +82,10 @@ function value(
         }
         const element = value(buf, pos, elementType);
         list.push(element.struct);
+        if (element.bytes) binaries.push(element.bytes);
         pos = element.end;
       }
-      return { end: pos, list };
+      return { end: pos, list, binaries };
     }
     case STRUCT: {
       const fields = struct(buf, pos);
@@ -148,4 +161,41 @@ export async function stripStatistics(path: string): Promise<number> {
     Buffer.concat([file.subarray(0, footerStart), newFooter, length, Buffer.from('PAR1')]),
   );
   return cuts.length;
+}
+
+/**
+ * Rewrites the min/max statistics (min_value/max_value and the legacy min/max) of every chunk of
+ * the INT64 column `column` to `min` and `max`, leaving its pages as they are: statistics that lie.
+ * Returns how many chunks were changed.
+ */
+export async function forgeInt64Statistics(
+  path: string,
+  column: string,
+  min: bigint,
+  max: bigint,
+): Promise<number> {
+  const file = await readFile(path);
+  const footerLength = file.readUInt32LE(file.length - 8);
+  const footerStart = file.length - 8 - footerLength;
+  const footer = file.subarray(footerStart, file.length - 8);
+  const { fields } = struct(footer, 0);
+  let changed = 0;
+  for (const group of fields.find((f) => f.id === 4)?.list ?? []) {
+    for (const chunk of group?.find((f) => f.id === 1)?.list ?? []) {
+      const meta = chunk?.find((f) => f.id === 3)?.struct ?? [];
+      const [name] = meta.find((f) => f.id === 3)?.binaries ?? [];
+      if (name === undefined || footer.subarray(name[0], name[1]).toString('utf8') !== column) continue;
+      const stats = meta.find((f) => f.id === 12)?.struct ?? [];
+      for (const field of stats) {
+        const value =
+          field.id === 1 || field.id === 5 ? max : field.id === 2 || field.id === 6 ? min : undefined;
+        if (value === undefined || field.bytes === undefined) continue;
+        if (field.bytes[1] - field.bytes[0] !== 8) throw new Error('not an INT64 statistic');
+        footer.writeBigInt64LE(value, field.bytes[0]);
+      }
+      changed++;
+    }
+  }
+  await writeFile(path, file);
+  return changed;
 }
