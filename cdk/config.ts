@@ -82,6 +82,8 @@ export interface StackConfig {
   readonly timeColumn: string;
   /** Table path (without the data prefix) -> dedup; validated by the core's parser. */
   readonly dedup: Readonly<Record<string, DedupInput>>;
+  /** Tables whose naive TIMESTAMP values are UTC; validated by the core's parser. */
+  readonly naiveTimestampsUtc: readonly string[];
   readonly map: { readonly maxConcurrency: number; readonly toleratedFailurePercentage: number };
   /** `compact` sizes the DuckDB Lambda; `others` every other step. */
   readonly lambda: { readonly compact: LambdaSize; readonly others: LambdaSize };
@@ -118,6 +120,7 @@ export const STACK_DEFAULTS: StackConfig = {
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
   dedup: {},
+  naiveTimestampsUtc: [],
   map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
   lambda: {
     compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
@@ -332,6 +335,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     'sortKeys',
     'timeColumn',
     'dedup',
+    'naiveTimestampsUtc',
     'map',
     'lambda',
     'alarmEmail',
@@ -386,6 +390,14 @@ export function parseStackConfig(value: unknown): StackConfig {
     Object.entries(dedupJson as Json).filter(([table]) => !table.startsWith('//')),
   ) as Record<string, DedupInput>;
 
+  const naiveTimestampsUtc = json.naiveTimestampsUtc ?? d.naiveTimestampsUtc;
+  if (!Array.isArray(naiveTimestampsUtc) || naiveTimestampsUtc.some((t) => typeof t !== 'string')) {
+    fail(
+      `${k}.naiveTimestampsUtc`,
+      `must be a list of table paths, got ${JSON.stringify(naiveTimestampsUtc)}`,
+    );
+  }
+
   const mapJson = section(json.map, `${k}.map`, ['maxConcurrency', 'toleratedFailurePercentage']);
   const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'others']);
 
@@ -418,6 +430,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     sortKeys: sortKeys as string[],
     timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
     dedup,
+    naiveTimestampsUtc: naiveTimestampsUtc as string[],
     // Distributed Map limits.
     map: {
       maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
@@ -480,6 +493,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     sortKeys: config.sortKeys,
     // Only when set: the Lambdas' environment stays as it was for stacks without dedup.
     ...(Object.keys(config.dedup).length > 0 ? { dedup: config.dedup } : {}),
+    ...(config.naiveTimestampsUtc.length > 0 ? { naiveTimestampsUtc: config.naiveTimestampsUtc } : {}),
     targetFileBytes: config.targetFileBytes,
     rowGroupSize: config.rowGroupSize,
     maxJobBytes: config.maxJobBytes,

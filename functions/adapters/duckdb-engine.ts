@@ -104,7 +104,18 @@ export class DuckDbEngine implements Engine, RowContainment {
       }
       config.threads = String(options.threads);
     }
-    return new DuckDbEngine(await DuckDBInstance.create(':memory:', config));
+    const instance = await DuckDBInstance.create(':memory:', config);
+    // Casts between TIMESTAMP and TIMESTAMPTZ (union_by_name makes them implicitly) read the naive
+    // side in the session time zone, the host's by default: UTC, whatever the host, so a naive
+    // timestamp is taken as UTC (naiveTimestampsUtc) the same on a laptop as on Lambda. Not an
+    // instance option: ICU's settings exist only once the instance is up.
+    const connection = await instance.connect();
+    try {
+      await connection.run(`SET GLOBAL TimeZone = 'UTC'`);
+    } finally {
+      connection.closeSync();
+    }
+    return new DuckDbEngine(instance);
   }
 
   /**

@@ -63,6 +63,11 @@ export interface CompactorConfig {
    * not deduplicated (the default).
    */
   readonly dedup: ReadonlyMap<string, DedupSetting>;
+  /**
+   * Tables (paths without the data prefix) whose naive TIMESTAMP values are UTC: beside TIMESTAMPTZ
+   * inputs they merge as TIMESTAMPTZ. Any other table fails such a mix (schema.ts).
+   */
+  readonly naiveTimestampsUtc: ReadonlySet<string>;
   /** Outputs are split at about this size (always below 5 GB: one CopyObject). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
@@ -98,6 +103,8 @@ export interface ConfigInput {
   readonly sortKeys?: readonly string[];
   /** Table path (without the data prefix, e.g. `mydb/cpu/`) -> its dedup. */
   readonly dedup?: Readonly<Record<string, DedupInput>>;
+  /** Table paths (`mydb/cpu/`) whose naive TIMESTAMP values are UTC. */
+  readonly naiveTimestampsUtc?: readonly string[];
   readonly targetFileBytes?: number;
   readonly rowGroupSize?: number;
   readonly maxJobBytes?: number;
@@ -209,6 +216,30 @@ function parseDedup(value: unknown, layout: Layout, timeColumn: string): Map<str
   return out;
 }
 
+/** A list of table paths (without the data prefix), each checked against the layout. */
+function parseTables(name: string, value: unknown, layout: Layout): Set<string> {
+  if (value === undefined) return new Set();
+  if (!Array.isArray(value) || value.some((t) => typeof t !== 'string')) {
+    throw new ConfigError(
+      `${name} must be a list of table paths, e.g. ["mydb/cpu/"], got ${JSON.stringify(value)}`,
+    );
+  }
+  for (const table of value as string[]) {
+    if (!layout.isTablePath(table)) {
+      throw new ConfigError(
+        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
+      );
+    }
+  }
+  return new Set(value as string[]);
+}
+
+/** Whether a table (as `DataFile.table` names it, with the data prefix) takes naive timestamps as UTC. */
+export function naiveTimestampsAreUtc(config: CompactorConfig, table: string): boolean {
+  const { dataPrefix } = config.layout;
+  return table.startsWith(dataPrefix) && config.naiveTimestampsUtc.has(table.slice(dataPrefix.length));
+}
+
 /** The dedup of a table as `DataFile.table` names it (with the data prefix), if any. */
 export function dedupOf(config: CompactorConfig, table: string): DedupSetting | undefined {
   const { dataPrefix } = config.layout;
@@ -262,6 +293,7 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
     timeColumn,
     sortKeys: input.sortKeys ?? [],
     dedup: parseDedup(input.dedup, layout, timeColumn),
+    naiveTimestampsUtc: parseTables('naiveTimestampsUtc', input.naiveTimestampsUtc, layout),
     targetFileBytes: positive(
       'targetFileBytes',
       input.targetFileBytes ?? DEFAULTS.targetFileBytes,

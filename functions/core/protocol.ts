@@ -13,7 +13,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
-import { type CompactorConfig, dedupOf, type JobKind, type TierName } from './config.ts';
+import {
+  type CompactorConfig,
+  dedupOf,
+  type JobKind,
+  naiveTimestampsAreUtc,
+  type TierName,
+} from './config.ts';
 import {
   type Clock,
   type DedupRequest,
@@ -543,7 +549,11 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
         integerFloatMixes(schemas),
         new Map(good.map((g) => [g.input.key, g.path])),
       );
-      columns = unifySchemas(ref.partition, schemas, { doubleProofs });
+      const table = partitionDataFile(deps, ref.tier, ref.partition).table;
+      columns = unifySchemas(ref.partition, schemas, {
+        doubleProofs,
+        naiveTimestampsUtc: naiveTimestampsAreUtc(config, table),
+      });
     } catch (error) {
       await release(deps, loaded);
       throw error;

@@ -61,7 +61,19 @@ export interface IntegerFloatMix {
   readonly needProof: readonly { readonly key: string; readonly name: string; readonly type: string }[];
 }
 
+/** The naive timestamps that widen into TIMESTAMPTZ (microseconds) without losing a digit. */
+const NAIVE_TIMESTAMPS: ReadonlySet<string> = new Set(['TIMESTAMP', 'TIMESTAMP_S', 'TIMESTAMP_MS']);
+const TIMESTAMPTZ = 'TIMESTAMP WITH TIME ZONE';
+
+/** The per-table setting that lets a naive timestamp join TIMESTAMPTZ (named in conflicts). */
+export const NAIVE_UTC_OPTION = 'naiveTimestampsUtc';
+
 export interface UnifyOptions {
+  /**
+   * The table's naive timestamps are UTC: TIMESTAMP (and _S, _MS) beside TIMESTAMPTZ becomes
+   * TIMESTAMPTZ, each naive value read as UTC. Off: such a mix is a conflict naming the option.
+   */
+  readonly naiveTimestampsUtc?: boolean;
   /**
    * Proofs for integer/float mixes by lower-cased column name: a proved column becomes DOUBLE.
    * A mix without a proof, or whose proof failed, is a conflict, as without this option.
@@ -128,11 +140,23 @@ export function unifySchemas(
   }
   return [...byName.values()].map(({ name, seen }) => ({
     name,
-    type: resolve(partition, name, seen, options.doubleProofs?.get(name.toLowerCase())),
+    type: resolve(
+      partition,
+      name,
+      seen,
+      options.doubleProofs?.get(name.toLowerCase()),
+      options.naiveTimestampsUtc === true,
+    ),
   }));
 }
 
-function resolve(partition: string, column: string, seen: readonly Seen[], proof?: DoubleProof): string {
+function resolve(
+  partition: string,
+  column: string,
+  seen: readonly Seen[],
+  proof: DoubleProof | undefined,
+  naiveUtc: boolean,
+): string {
   const [first] = seen;
   if (first === undefined) throw new Error(`column ${column} has no type`);
   if (seen.length === 1) return first.type;
@@ -144,6 +168,20 @@ function resolve(partition: string, column: string, seen: readonly Seen[], proof
       `${a.type} in ${JSON.stringify(a.key)} vs ${b.type} in ${JSON.stringify(b.key)}${why}`,
     );
   };
+
+  // Naive timestamps beside TIMESTAMPTZ: only when the table says its naive ones are UTC.
+  if (
+    seen.some((s) => s.type === TIMESTAMPTZ) &&
+    seen.every((s) => s.type === TIMESTAMPTZ || NAIVE_TIMESTAMPS.has(s.type))
+  ) {
+    if (naiveUtc) return TIMESTAMPTZ;
+    const other = seen.find((s) => s.type !== first.type) ?? first;
+    return conflict(
+      first,
+      other,
+      `; if this table's naive timestamps are UTC, list the table under ${NAIVE_UTC_OPTION} to merge them as TIMESTAMPTZ`,
+    );
+  }
 
   // Integers beside floats: DOUBLE only when every integer value is proved exact as one.
   const families = new Set(seen.map((s) => familyOf(s.type).name));

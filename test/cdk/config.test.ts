@@ -128,6 +128,13 @@ describe('stack config: overrides', () => {
     ]);
   });
 
+  it('passes naiveTimestampsUtc to the Lambdas, and leaves it out of their config when none is set', () => {
+    expect(lambdaConfigInput(STACK_DEFAULTS)).not.toHaveProperty('naiveTimestampsUtc');
+    const config = parseStackConfig({ naiveTimestampsUtc: ['mydb/cpu/'] });
+    const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
+    expect([...core.naiveTimestampsUtc]).toEqual(['mydb/cpu/']);
+  });
+
   it('sizes DuckDB from the compact memory: ~75% of it and one thread per vCPU', () => {
     expect(duckDbMemoryLimit(3008)).toBe('2200MB');
     expect(duckDbMemoryLimit(10240)).toBe('7600MB');
@@ -289,6 +296,16 @@ describe('stack config: invalid values fail and name the key', () => {
       'dedup keys',
       { dedup: { 'mydb/mem/': { mode: 'last' } } },
       /^context compactor: dedup\["mydb\/mem\/"\]\.keys must list the columns/,
+    ],
+    [
+      'naiveTimestampsUtc not a list',
+      { naiveTimestampsUtc: 'mydb/cpu/' },
+      /compactor\.naiveTimestampsUtc must be a list of table paths/,
+    ],
+    [
+      'naiveTimestampsUtc table',
+      { naiveTimestampsUtc: ['mydb/cpu'] },
+      /^context compactor: naiveTimestampsUtc: "mydb\/cpu" is not a table of layout/,
     ],
     [
       'job larger than /tmp',

@@ -172,4 +172,23 @@ describe('unifySchemas', () => {
       { column: 'n', needProof: [] },
     ]);
   });
+
+  it('merges naive TIMESTAMP (and _S, _MS) into TIMESTAMPTZ only when the table says naive ones are UTC; never TIMESTAMP_NS (it would lose digits)', () => {
+    const tz = 'TIMESTAMP WITH TIME ZONE';
+    const inputs = (...types: string[]) =>
+      types.map((type, i) => ({ key: `f${i}.parquet`, columns: cols({ time: type }) }));
+    const utc = { naiveTimestampsUtc: true };
+    expect(unifySchemas('p', inputs('TIMESTAMP', tz), utc)).toEqual(cols({ time: tz }));
+    expect(unifySchemas('p', inputs(tz, 'TIMESTAMP_MS', 'TIMESTAMP_S', 'TIMESTAMP'), utc)).toEqual(
+      cols({ time: tz }),
+    );
+    const refused = conflictOf(() => unifySchemas('p', inputs('TIMESTAMP', tz)));
+    expect(refused.message).toContain(
+      `TIMESTAMP in "f0.parquet" vs ${tz} in "f1.parquet"; if this table's naive timestamps are UTC, list the table under naiveTimestampsUtc`,
+    );
+    const ns = conflictOf(() => unifySchemas('p', inputs('TIMESTAMP_NS', tz), utc));
+    expect(ns.message).not.toContain('naiveTimestampsUtc');
+    // Without a TIMESTAMPTZ input the option changes nothing.
+    conflictOf(() => unifySchemas('p', inputs('TIMESTAMP', 'TIMESTAMP_MS'), utc));
+  });
 });

@@ -5,10 +5,12 @@
  * only when footer statistics prove every integer exact as a DOUBLE.
  */
 
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
@@ -286,6 +288,86 @@ describe('Influx-style number fields: BIGINT in some files, DOUBLE in others (is
       new RegExp(
         `not merged into DOUBLE: the BIGINT column "v" of "${file(1)}": row group 0 has no min/max statistics`,
       ),
+    );
+  });
+});
+
+describe('naive TIMESTAMP beside TIMESTAMPTZ (issue 13 item 5)', () => {
+  const hour = 'db/cpu/2025/01/15/10/';
+  const file = (n: number) => `${hour}cpu_20250115_100${n}00_${n}.parquet`;
+
+  async function lakeOf(extra: Record<string, unknown> = {}): Promise<Lake> {
+    const dir = await mkdtemp(join(root, 'lake-'));
+    const l = {
+      dir,
+      store: new LocalFolderStore(dir),
+      config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024, ...extra }),
+    };
+    // An older writer's naive times (UTC wall clock) beside Arc's TIMESTAMPTZ.
+    await put(
+      l,
+      file(1),
+      `SELECT TIMESTAMP '2025-01-15 10:00:00' + to_microseconds(range) AS time, range::BIGINT AS id FROM range(3)`,
+    );
+    await put(
+      l,
+      file(2),
+      `SELECT TIMESTAMPTZ '2025-01-15 10:30:00+00' + to_microseconds(range) AS time, (10 + range)::BIGINT AS id FROM range(3)`,
+    );
+    return l;
+  }
+
+  it('without the option fails as before, the message naming naiveTimestampsUtc', async () => {
+    const l = await lakeOf();
+    const report = await cycle(l, 'hourly');
+    const outcome = report.jobs[0]?.outcome;
+    if (outcome?.status !== 'failed')
+      throw new Error(`expected a failure, got ${JSON.stringify(outcomes(report))}`);
+    expect(outcome.error.name).toBe('SchemaConflictError');
+    expect(outcome.error.message).toContain(
+      `TIMESTAMP in "${file(1)}" vs TIMESTAMP WITH TIME ZONE in "${file(2)}"`,
+    );
+    expect(outcome.error.message).toContain('naiveTimestampsUtc');
+    expect(await keys(l.store, hour)).toEqual([file(1), file(2)]);
+  });
+
+  it('with the table listed under naiveTimestampsUtc merges as TIMESTAMPTZ, each naive value read as UTC', async () => {
+    const l = await lakeOf({ naiveTimestampsUtc: ['db/cpu/'] });
+    expect(outcomes(await cycle(l, 'hourly'))).toEqual({ [hour]: 'compacted' });
+    const [out] = (await keys(l.store, hour)).filter((k) => k.endsWith('_compacted.parquet'));
+    const path = join(l.dir, out as string);
+    expect(await timeType(path)).toBe('TIMESTAMP WITH TIME ZONE');
+    const rows = await engine.query(
+      `SELECT id, epoch_us(time) AS us FROM read_parquet(${parquetPath(path)}) ORDER BY id`,
+    );
+    const at = (minute: number, us: number) => BigInt(Date.UTC(2025, 0, 15, 10, minute)) * 1000n + BigInt(us);
+    expect(rows).toEqual([
+      { id: 0n, us: at(0, 0) },
+      { id: 1n, us: at(0, 1) },
+      { id: 2n, us: at(0, 2) },
+      { id: 10n, us: at(30, 0) },
+      { id: 11n, us: at(30, 1) },
+      { id: 12n, us: at(30, 2) },
+    ]);
+  });
+
+  it('the engine reads naive timestamps as UTC whatever the host time zone (a child process in Asia/Tokyo)', async () => {
+    const engineModule = new URL('../../functions/adapters/duckdb-engine.ts', import.meta.url).href;
+    const script = `
+      const { DuckDbEngine } = await import(${JSON.stringify(engineModule)});
+      const engine = await DuckDbEngine.create({ threads: 1 });
+      const [row] = await engine.query("SELECT epoch_us(CAST(TIMESTAMP '2025-01-15 10:00:00' AS TIMESTAMPTZ))::VARCHAR AS us");
+      process.stdout.write(row.us);
+      await engine.close();`;
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {
+      env: { ...process.env, TZ: 'Asia/Tokyo' },
+    });
+    expect(stdout).toBe(String(BigInt(Date.UTC(2025, 0, 15, 10)) * 1000n));
+  });
+
+  it('a table path that is not one of the layout is refused by the config', () => {
+    expect(() => parseConfig({ ...SWEEP_CONFIG, naiveTimestampsUtc: ['cpu'] })).toThrow(
+      /naiveTimestampsUtc: "cpu" is not a table/,
     );
   });
 });
