@@ -52,7 +52,13 @@ const FIXTURE_INPUT = `${FIXTURE_PARTITION}cpu_20250114_070500_9.parquet`;
 export function simConfig(targetFileBytes: number): CompactorConfig {
   const input: ConfigInput = {
     layout: 'hive',
-    tiers: { hourly: { minFiles: 2, minAgeSeconds: 3600 }, daily: { minFiles: 2, minAgeSeconds: 3 * 3600 } },
+    // Hive-shaped keys read by globs and the visible view only: no reader maps dt=/hour= to
+    // partition columns, so the daily tier may write into dt=…/ (with hive's partitions it is refused).
+    partitionSegments: [],
+    tiers: {
+      hourly: { minFiles: 2, minAgeSeconds: 3600 },
+      daily: { enabled: true, minFiles: 2, minAgeSeconds: 3 * 3600 },
+    },
     quietSeconds: 0,
     targetFileBytes,
     rowGroupSize: 2048,
