@@ -175,6 +175,21 @@ export class LocalFolderStore implements ObjectStore {
     key: string,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    return this.#readOpened(key, options, async (opened, etag) => ({
+      body: await opened.handle.readFile(),
+      etag,
+    }));
+  }
+
+  /**
+   * Opens the object, checks `ifMatch` against the version opened, and runs `read` on that open
+   * handle (a later replace renames another file in, so the handle keeps the version checked).
+   */
+  async #readOpened<T>(
+    key: string,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+    read: (opened: NonNullable<Awaited<ReturnType<typeof openObject>>>, etag: string) => Promise<T>,
+  ): Promise<T> {
     assertKey(key);
     options.signal?.throwIfAborted();
     const opened = await openObject(this.#dataPath(key));
@@ -184,8 +199,7 @@ export class LocalFolderStore implements ObjectStore {
       if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
         throw new PreconditionFailedError(key);
       }
-      const body = await opened.handle.readFile();
-      return { body, etag };
+      return await read(opened, etag);
     } finally {
       await opened.handle.close();
     }
@@ -197,15 +211,7 @@ export class LocalFolderStore implements ObjectStore {
     end: number,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    assertKey(key);
-    options.signal?.throwIfAborted();
-    const opened = await openObject(this.#dataPath(key));
-    if (opened === undefined) throw new NotFoundError(key);
-    try {
-      const etag = etagOf(opened.stat);
-      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
-        throw new PreconditionFailedError(key);
-      }
+    return this.#readOpened(key, options, async (opened, etag) => {
       const size = Number(opened.stat.size);
       const from = Math.min(Math.max(start, 0), size);
       const length = Math.max(Math.min(end, size) - from, 0);
@@ -217,9 +223,7 @@ export class LocalFolderStore implements ObjectStore {
         read += bytesRead;
       }
       return { body: body.subarray(0, read), etag };
-    } finally {
-      await opened.handle.close();
-    }
+    });
   }
 
   async getToFile(

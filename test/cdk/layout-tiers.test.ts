@@ -7,18 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { parseConfig } from '../../functions/core/config.ts';
-import { ConfigError } from '../../functions/core/errors.ts';
+import { configError } from '../support/config-error.ts';
 import { resourcesOfType, synth } from './synth.ts';
-
-function configError(run: () => unknown): ConfigError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('stack config: tiers the layout refuses', () => {
   it.each(['hive', 'firehose'])('%s: daily is off by default and the Lambdas agree', (layout) => {

@@ -2,18 +2,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { dedupOf, parseConfig } from '../../functions/core/config.ts';
-import { ConfigError } from '../../functions/core/errors.ts';
 import { Layout } from '../../functions/core/layout.ts';
-
-function configError(run: () => unknown): ConfigError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
+import { configError } from '../support/config-error.ts';
 
 describe('config: dedup', () => {
   it('is off by default: no table is deduplicated', () => {

@@ -11,22 +11,12 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
-import { ConfigError } from '../../functions/core/errors.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
 import { isParquetObject, parseDataObject } from '../../functions/core/parquet-sniff.ts';
 import { planTier } from '../../functions/core/planner.ts';
+import { configError } from '../support/config-error.ts';
 import { int96ParquetBytes } from '../support/int96-parquet.ts';
-
-function configError(run: () => unknown): ConfigError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof ConfigError) return error;
-    throw error;
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('partition segments and the tiers they allow', () => {
   it('hive: both k=v segments are partition columns; hourly only', () => {
