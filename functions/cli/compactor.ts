@@ -880,11 +880,6 @@ async function athenaView(
   return 0;
 }
 
-/** A DuckDB view over exactly the visible files (an empty view when there are none). */
-export function visibleViewSql(paths: readonly string[], name = 'lake'): string {
-  return duckdbStatement(paths, name);
-}
-
 // ---- repair ----
 
 async function repairCommand(options: Parsed, io: CliIo): Promise<number> {

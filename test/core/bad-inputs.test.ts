@@ -25,7 +25,6 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
-import { visibleViewSql } from '../../functions/cli/compactor.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -37,6 +36,7 @@ import { SchemaConflictError } from '../../functions/core/errors.ts';
 import { quarantineRoot } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import type { JobEvent } from '../../functions/core/protocol.ts';
+import { duckdbStatement } from '../../functions/core/reader-views.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { onJobEvent } from '../../functions/lambda/telemetry.ts';
 import { cli } from '../support/cli-lake.ts';
@@ -482,7 +482,7 @@ describe('keys', () => {
     // The DuckDB view `compactor visible --sql` prints reads every row once (glob characters escaped).
     const view = await visibleFiles(l.store, l.config);
     await engine.query(
-      visibleViewSql(
+      duckdbStatement(
         view.files.map((f) => join(l.dir, f.key)),
         'odd_lake',
       ),
