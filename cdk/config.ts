@@ -14,6 +14,7 @@ import {
   parseConfig,
   TIERS,
   type TierName,
+  type TimeUnit,
 } from '../functions/core/config.ts';
 import { ConfigError } from '../functions/core/errors.ts';
 import { Layout } from '../functions/core/layout.ts';
@@ -84,6 +85,8 @@ export interface StackConfig {
   readonly dedup: Readonly<Record<string, DedupInput>>;
   /** Tables whose naive TIMESTAMP values are UTC; validated by the core's parser. */
   readonly naiveTimestampsUtc: readonly string[];
+  /** Table path -> unit of its integer epoch time column; validated by the core's parser. */
+  readonly timeUnits: Readonly<Record<string, TimeUnit>>;
   readonly map: { readonly maxConcurrency: number; readonly toleratedFailurePercentage: number };
   /** `compact` sizes the DuckDB Lambda; `others` every other step. */
   readonly lambda: { readonly compact: LambdaSize; readonly others: LambdaSize };
@@ -121,6 +124,7 @@ export const STACK_DEFAULTS: StackConfig = {
   timeColumn: DEFAULTS.timeColumn,
   dedup: {},
   naiveTimestampsUtc: [],
+  timeUnits: {},
   map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
   lambda: {
     compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
@@ -336,6 +340,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     'timeColumn',
     'dedup',
     'naiveTimestampsUtc',
+    'timeUnits',
     'map',
     'lambda',
     'alarmEmail',
@@ -398,6 +403,14 @@ export function parseStackConfig(value: unknown): StackConfig {
     );
   }
 
+  const timeUnits = json.timeUnits ?? d.timeUnits;
+  if (typeof timeUnits !== 'object' || timeUnits === null || Array.isArray(timeUnits)) {
+    fail(
+      `${k}.timeUnits`,
+      `must be an object of table path -> "s" | "ms" | "us" | "ns", got ${JSON.stringify(timeUnits)}`,
+    );
+  }
+
   const mapJson = section(json.map, `${k}.map`, ['maxConcurrency', 'toleratedFailurePercentage']);
   const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'others']);
 
@@ -431,6 +444,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
     dedup,
     naiveTimestampsUtc: naiveTimestampsUtc as string[],
+    timeUnits: timeUnits as Record<string, TimeUnit>,
     // Distributed Map limits.
     map: {
       maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
@@ -494,6 +508,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     // Only when set: the Lambdas' environment stays as it was for stacks without dedup.
     ...(Object.keys(config.dedup).length > 0 ? { dedup: config.dedup } : {}),
     ...(config.naiveTimestampsUtc.length > 0 ? { naiveTimestampsUtc: config.naiveTimestampsUtc } : {}),
+    ...(Object.keys(config.timeUnits).length > 0 ? { timeUnits: config.timeUnits } : {}),
     targetFileBytes: config.targetFileBytes,
     rowGroupSize: config.rowGroupSize,
     maxJobBytes: config.maxJobBytes,

@@ -37,6 +37,7 @@ import type {
   Engine,
   InputInfo,
   IntegerBounds,
+  IntegerOutside,
   RowContainment,
 } from '../core/engine.ts';
 import { InputUnreadableError } from '../core/engine.ts';
@@ -368,6 +369,23 @@ export class DuckDbEngine implements Engine, RowContainment {
         )
       ).getRowObjectsJS();
       return Number(row?.n);
+    });
+  }
+
+  async integerOutside(file: string, column: string, low: bigint, high: bigint): Promise<IntegerOutside> {
+    const value = `CAST(${quoteIdentifier(column)} AS HUGEINT)`;
+    return this.withConnection(undefined, async (connection) => {
+      // HUGEINT holds every signed and unsigned 64-bit value; min/max come back as text so no
+      // value passes through a JS number.
+      const [row] = (
+        await connection.runAndReadAll(
+          `SELECT count(*) FILTER (WHERE ${value} < ${low}::HUGEINT OR ${value} > ${high}::HUGEINT) AS outside,
+                  CAST(min(${value}) AS VARCHAR) AS lo, CAST(max(${value}) AS VARCHAR) AS hi
+             FROM read_parquet(${parquetPath(file)}, hive_partitioning = false)`,
+        )
+      ).getRowObjectsJS();
+      const text = (v: unknown) => (typeof v === 'string' ? BigInt(v) : null);
+      return { rows: Number(row?.outside ?? 0), min: text(row?.lo), max: text(row?.hi) };
     });
   }
 

@@ -112,7 +112,8 @@ Options:
   --concurrency N             partitions compacted at once (2): the state machine's Map MaxConcurrency
   --context JSON              run with these settings of the deployed stack over cdk.json's
                               "compactor" context, e.g. '{"map":{"toleratedFailurePercentage":20}}'
-                              or '{"dedup":{"mydb/cpu/":{"mode":"exact"}}}'
+                              or '{"dedup":{"mydb/cpu/":{"mode":"exact"}}}' (the table settings dedup,
+                              naiveTimestampsUtc and timeUnits reach the steps this way)
   --target-size SIZE          split outputs at about this size (512MiB)
   --row-group-size N          output row group size in rows (122880)
   --max-job-bytes SIZE        input bytes one job may take (2GiB)
@@ -255,9 +256,9 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  // The stack's dedup and monthly tier (cdk.json's `compactor` context, then --context) reach the
-  // steps, as COMPACTOR_CONFIG carries them to the Lambdas; the other protocol settings come from
-  // the options.
+  // The stack's table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier (cdk.json's
+  // `compactor` context, then --context) reach the steps, as COMPACTOR_CONFIG carries them to the
+  // Lambdas; the other protocol settings come from the options.
   const ctx = context(options, await stackStepSettings(stackContext));
   // A tier that is off or that the layout refuses fails here, before Recover writes anything.
   if (tier !== 'retention') assertTierRuns(ctx.config, tier);

@@ -139,16 +139,18 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
 }
 
 /**
- * The dedup and monthly tier the deployed Lambdas get in COMPACTOR_CONFIG: cdk.json's `compactor`
- * context with `compactorContext` merged over it (as the definition is synthesized), validated as
+ * The table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier the deployed Lambdas
+ * get in COMPACTOR_CONFIG: cdk.json's `compactor` context with `compactorContext` merged over it (as the definition is synthesized), validated as
  * `cdk synth` validates it, so a bad setting fails here with the same message.
  */
 export async function stackStepSettings(
   compactorContext: Record<string, unknown> = {},
-): Promise<Pick<ConfigInput, 'dedup' | 'tiers'>> {
+): Promise<Pick<ConfigInput, 'dedup' | 'tiers' | 'naiveTimestampsUtc' | 'timeUnits'>> {
   const input = lambdaConfigInput(await stackConfigOf(compactorContext));
   return {
     ...(input.dedup ? { dedup: input.dedup } : {}),
+    ...(input.naiveTimestampsUtc ? { naiveTimestampsUtc: input.naiveTimestampsUtc } : {}),
+    ...(input.timeUnits ? { timeUnits: input.timeUnits } : {}),
     ...(input.tiers?.monthly?.enabled ? { tiers: { monthly: { enabled: true } } } : {}),
   };
 }

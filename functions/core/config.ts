@@ -14,6 +14,10 @@ export const TIERS: readonly TierName[] = ['hourly', 'daily', 'monthly'];
 export type JobKind = TierName | 'retention';
 export const JOB_KINDS: readonly JobKind[] = [...TIERS, 'retention'];
 
+/** Units of an integer epoch time column: seconds, milli-, micro- or nanoseconds since 1970 UTC. */
+export type TimeUnit = 's' | 'ms' | 'us' | 'ns';
+export const TIME_UNITS: readonly TimeUnit[] = ['s', 'ms', 'us', 'ns'];
+
 export interface RetentionRule {
   /** Table path relative to the data prefix (`mydb/cpu/`), a prefix of it (`mydb/`), or `*` (default). */
   readonly table: string;
@@ -68,6 +72,12 @@ export interface CompactorConfig {
    * inputs they merge as TIMESTAMPTZ. Any other table fails such a mix (schema.ts).
    */
   readonly naiveTimestampsUtc: ReadonlySet<string>;
+  /**
+   * Tables (paths without the data prefix) whose time column is an integer epoch, with its unit.
+   * The stored integer type is kept; the unit lets the compact step read each input's times and
+   * check that they lie in its folder's period (epoch-time.ts). Unlisted tables: unchanged.
+   */
+  readonly timeUnits: ReadonlyMap<string, TimeUnit>;
   /** Outputs are split at about this size (always below 5 GB: one CopyObject). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
@@ -105,6 +115,8 @@ export interface ConfigInput {
   readonly dedup?: Readonly<Record<string, DedupInput>>;
   /** Table paths (`mydb/cpu/`) whose naive TIMESTAMP values are UTC. */
   readonly naiveTimestampsUtc?: readonly string[];
+  /** Table path (`mydb/cpu/`) -> the unit of its integer epoch time column. */
+  readonly timeUnits?: Readonly<Record<string, TimeUnit>>;
   readonly targetFileBytes?: number;
   readonly rowGroupSize?: number;
   readonly maxJobBytes?: number;
@@ -234,6 +246,38 @@ function parseTables(name: string, value: unknown, layout: Layout): Set<string> 
   return new Set(value as string[]);
 }
 
+const TIME_UNITS_EXAMPLE = '{"mydb/cpu/": "ms"}';
+
+/** Validates `timeUnits`: table path -> one of TIME_UNITS; every message names the entry. */
+function parseTimeUnits(value: unknown, layout: Layout): Map<string, TimeUnit> {
+  const out = new Map<string, TimeUnit>();
+  if (value === undefined) return out;
+  if (!plainObject(value)) {
+    throw new ConfigError(`timeUnits must be an object of table path -> unit, e.g. ${TIME_UNITS_EXAMPLE}`);
+  }
+  for (const [table, unit] of Object.entries(value)) {
+    const name = `timeUnits[${JSON.stringify(table)}]`;
+    if (!layout.isTablePath(table)) {
+      throw new ConfigError(
+        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
+      );
+    }
+    if (!TIME_UNITS.includes(unit as TimeUnit)) {
+      throw new ConfigError(
+        `${name} must be one of ${TIME_UNITS.map((u) => `"${u}"`).join(', ')} (seconds, milliseconds, microseconds, nanoseconds since 1970-01-01 UTC), got ${JSON.stringify(unit)}`,
+      );
+    }
+    out.set(table, unit as TimeUnit);
+  }
+  return out;
+}
+
+/** The epoch unit of a table's integer time column (table as `DataFile.table` names it), if declared. */
+export function timeUnitOf(config: CompactorConfig, table: string): TimeUnit | undefined {
+  const { dataPrefix } = config.layout;
+  return table.startsWith(dataPrefix) ? config.timeUnits.get(table.slice(dataPrefix.length)) : undefined;
+}
+
 /** Whether a table (as `DataFile.table` names it, with the data prefix) takes naive timestamps as UTC. */
 export function naiveTimestampsAreUtc(config: CompactorConfig, table: string): boolean {
   const { dataPrefix } = config.layout;
@@ -294,6 +338,7 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
     sortKeys: input.sortKeys ?? [],
     dedup: parseDedup(input.dedup, layout, timeColumn),
     naiveTimestampsUtc: parseTables('naiveTimestampsUtc', input.naiveTimestampsUtc, layout),
+    timeUnits: parseTimeUnits(input.timeUnits, layout),
     targetFileBytes: positive(
       'targetFileBytes',
       input.targetFileBytes ?? DEFAULTS.targetFileBytes,

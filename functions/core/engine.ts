@@ -72,6 +72,15 @@ export type IntegerBounds =
   | { readonly min: bigint | null; readonly max: bigint | null }
   | { readonly unproved: string };
 
+/** An integer column of one file against a range, counted from the data itself. */
+export interface IntegerOutside {
+  /** Rows whose non-NULL value lies outside the range. */
+  readonly rows: number;
+  /** The column's smallest and largest value in the file (null when it holds no non-NULL value). */
+  readonly min: bigint | null;
+  readonly max: bigint | null;
+}
+
 export interface Engine {
   /** Reads and validates the footer; throws InputUnreadableError when the file is not valid Parquet. */
   inspect(file: string): Promise<InputInfo>;
@@ -94,6 +103,13 @@ export interface Engine {
    * through DOUBLE, counted from the data itself: the check that footer statistics told the truth.
    */
   countInexactAsDouble?(file: string, column: string): Promise<number>;
+  /**
+   * How many non-NULL values of a top-level integer column of a local file lie outside
+   * [low, high], with the column's min and max, read from the data (not the statistics): the
+   * check that an epoch time column lies in its folder's period. Absent: a table that declares
+   * a time unit cannot be compacted.
+   */
+  integerOutside?(file: string, column: string, low: bigint, high: bigint): Promise<IntegerOutside>;
 
   close(): Promise<void>;
 }

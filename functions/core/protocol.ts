@@ -19,6 +19,8 @@ import {
   type JobKind,
   naiveTimestampsAreUtc,
   type TierName,
+  type TimeUnit,
+  timeUnitOf,
 } from './config.ts';
 import {
   type Clock,
@@ -27,6 +29,7 @@ import {
   type InputInfo,
   InputUnreadableError,
 } from './engine.ts';
+import { epochOutsideReason, epochRange, isEpochIntegerType } from './epoch-time.ts';
 import {
   ConfigError,
   DedupError,
@@ -40,6 +43,7 @@ import {
   PreconditionFailedError,
   RETRYABLE_ERRORS,
   RowCountMismatchError,
+  SchemaConflictError,
   TransientStoreError,
   VerificationFailedError,
 } from './errors.ts';
@@ -76,6 +80,7 @@ import {
   integerFloatMixes,
   unifySchemas,
 } from './schema.ts';
+import { tierPeriod } from './tiers.ts';
 
 /** User metadata every staged and final output carries. */
 export const META_JOB_ID = 'compactor-job-id';
@@ -533,6 +538,22 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
       if (foreign === undefined) good.push({ input, path, info });
       else corrupt.push({ key: input.key, reason: foreign });
     }
+    // An integer epoch table (timeUnits): each input's times must lie in the folder's period.
+    try {
+      const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+      const unit = timeUnitOf(config, partitionFile.table);
+      if (unit !== undefined) {
+        const outside = await epochMisfits(deps, ref.tier, ref.partition, partitionFile, unit, good);
+        for (const misfit of outside) {
+          good.splice(good.indexOf(misfit.input), 1);
+          corrupt.push(misfit.kept);
+        }
+      }
+    } catch (error) {
+      if (!(error instanceof SchemaConflictError || error instanceof ManifestConflictError)) throw error;
+      await release(deps, loaded);
+      throw error;
+    }
     for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
     if (good.length === 0) {
       await release(deps, loaded);
@@ -772,6 +793,56 @@ function foreignReason(timeColumn: string, info: InputInfo): string | undefined 
   const names = info.columns.map((c) => c.name);
   const shown = names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
   return `foreign to its partition: no time column "${timeColumn}" (columns: ${shown}); readable, but not merged`;
+}
+
+interface GoodInput {
+  readonly input: InputRef;
+  readonly path: string;
+  readonly info: InputInfo;
+}
+
+/**
+ * The inputs of an integer epoch table whose times, read in the declared unit, lie outside the
+ * partition's period widened by retention.bufferHours (retention, judging by path, stays right
+ * within it), counted from the data. A time column that is not an integer is a schema conflict:
+ * the declared unit is wrong for the table, and the stored type is never converted.
+ */
+async function epochMisfits(
+  deps: CompactDeps,
+  tier: TierName,
+  partition: string,
+  partitionFile: DataFile,
+  unit: TimeUnit,
+  inputs: readonly GoodInput[],
+): Promise<{ input: GoodInput; kept: KeptInput }[]> {
+  const { config, engine } = deps;
+  const table = partitionFile.table.slice(config.layout.dataPrefix.length);
+  const period = tierPeriod(tier, partitionFile);
+  if (period === undefined) throw new ManifestConflictError(`${partition} has no ${tier} period`);
+  const slackMs = config.retention.bufferHours * 3_600_000;
+  const range = epochRange(period, slackMs, unit);
+  const wanted = config.timeColumn.toLowerCase();
+  const misfits: { input: GoodInput; kept: KeptInput }[] = [];
+  for (const good of inputs) {
+    const column = good.info.columns.find((c) => c.name.toLowerCase() === wanted);
+    if (column === undefined) continue; // foreign inputs were set aside already
+    if (!isEpochIntegerType(column.type)) {
+      throw new SchemaConflictError(
+        partition,
+        column.name,
+        `${column.type} in ${JSON.stringify(good.input.key)}, but timeUnits[${JSON.stringify(table)}] declares it an integer epoch in "${unit}"; the stored type is never converted: remove the table from timeUnits, or rewrite the file with an integer time`,
+      );
+    }
+    if (engine.integerOutside === undefined) {
+      throw new ConfigError(
+        `timeUnits[${JSON.stringify(table)}]: this engine cannot read an integer column's range, so epoch times cannot be checked; remove the table from timeUnits`,
+      );
+    }
+    const found = await engine.integerOutside(good.path, column.name, range.low, range.high);
+    const reason = epochOutsideReason(column.name, unit, period, slackMs, found);
+    if (reason !== undefined) misfits.push({ input: good, kept: { key: good.input.key, reason } });
+  }
+  return misfits;
 }
 
 /** Writes of a job's outputs before one over the store's copy limit fails the partition. */

@@ -16,6 +16,7 @@ import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
+import { quarantineRoot } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
 import { forgeInt64Statistics, stripStatistics } from '../support/strip-statistics.ts';
@@ -368,6 +369,150 @@ describe('naive TIMESTAMP beside TIMESTAMPTZ (issue 13 item 5)', () => {
   it('a table path that is not one of the layout is refused by the config', () => {
     expect(() => parseConfig({ ...SWEEP_CONFIG, naiveTimestampsUtc: ['cpu'] })).toThrow(
       /naiveTimestampsUtc: "cpu" is not a table/,
+    );
+  });
+});
+
+describe('time stored as an integer epoch (issue 13 item 6)', () => {
+  const hour10 = 'db/cpu/2025/01/15/10/';
+  const hour11 = 'db/cpu/2025/01/15/11/';
+  const at = (hh: number, mm: number) => BigInt(Date.UTC(2025, 0, 15, hh, mm));
+  /** `rows` times `step` ms apart from hh:mm, as `type` in `unit` ticks, with ids from `firstId`. */
+  const epochRows = (hh: number, mm: number, rows: number, firstId: number, type = 'BIGINT', perMs = 1n) =>
+    `SELECT ((${at(hh, mm)} + range * 997) * ${perMs})::${type} AS time, (${firstId} + range)::BIGINT AS id FROM range(${rows})`;
+  const secondsRows = (hh: number, mm: number, rows: number, firstId: number) =>
+    `SELECT (${at(hh, mm) / 1000n} + range)::INTEGER AS time, (${firstId} + range)::BIGINT AS id FROM range(${rows})`;
+
+  async function emptyEpochLake(extra: Record<string, unknown>): Promise<Lake> {
+    const dir = await mkdtemp(join(root, 'lake-'));
+    return {
+      dir,
+      store: new LocalFolderStore(dir),
+      config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024, ...extra }),
+    };
+  }
+
+  async function lakeOf(extra: Record<string, unknown> = {}): Promise<Lake> {
+    const l = await emptyEpochLake(extra);
+    // Written out of time order across files, as several writers do: the merge must sort them.
+    await put(l, `${hour10}cpu_20250115_103000_1.parquet`, epochRows(10, 30, 50, 0));
+    await put(l, `${hour10}cpu_20250115_100000_2.parquet`, epochRows(10, 0, 50, 100));
+    await put(l, `${hour11}cpu_20250115_110000_3.parquet`, epochRows(11, 0, 40, 200));
+    await put(l, `${hour11}cpu_20250115_112000_4.parquet`, epochRows(11, 20, 40, 300));
+    return l;
+  }
+
+  const outputsOf = async (l: Lake, suffix: string) =>
+    (await keys(l.store, 'db/')).filter((k) => k.endsWith(suffix)).map((k) => join(l.dir, k));
+
+  async function timesOf(
+    paths: readonly string[],
+  ): Promise<{ ids: number[]; sorted: boolean; type: string }> {
+    const rows = await engine.query(
+      `SELECT time, id FROM read_parquet([${paths.map(parquetPath).join(', ')}]) `,
+    );
+    const times = rows.map((r) => r.time as bigint);
+    return {
+      ids: rows.map((r) => Number(r.id)).sort((a, b) => a - b),
+      sorted: times.every((t, i) => i === 0 || (times[i - 1] as bigint) <= t),
+      type: (await timeType(paths[0] as string)) as string,
+    };
+  }
+
+  const ids = (...spans: [number, number][]) =>
+    spans.flatMap(([from, count]) => Array.from({ length: count }, (_, i) => from + i));
+
+  it('with timeUnits "ms" the hourly and the daily tier keep BIGINT time, sort it, and every row is there once', async () => {
+    const l = await lakeOf({ timeUnits: { 'db/cpu/': 'ms' } });
+    expect(outcomes(await cycle(l, 'hourly'))).toEqual({ [hour10]: 'compacted', [hour11]: 'compacted' });
+    for (const out of await outputsOf(l, '_compacted.parquet')) {
+      const { sorted, type } = await timesOf([out]);
+      expect({ sorted, type }).toEqual({ sorted: true, type: 'BIGINT' });
+    }
+    expect(outcomes(await cycle(l, 'daily'))).toEqual({ 'db/cpu/2025/01/15/': 'compacted' });
+    const daily = await outputsOf(l, '_daily.parquet');
+    expect(daily).toHaveLength(1);
+    expect(await timesOf(daily)).toEqual({
+      ids: ids([0, 50], [100, 50], [200, 40], [300, 40]),
+      sorted: true,
+      type: 'BIGINT',
+    });
+  });
+
+  it('an input written in seconds in a milliseconds table is set aside, kept and never deleted; the message names the unit that fits; the rest compacts', async () => {
+    const l = await lakeOf({ timeUnits: { 'db/cpu/': 'ms' } });
+    const odd = `${hour10}cpu_20250115_104000_5.parquet`;
+    await put(l, odd, secondsRows(10, 40, 20, 500));
+    const etag = (await l.store.head(odd))?.etag;
+    expect(outcomes(await cycle(l, 'hourly'))).toEqual({ [hour10]: 'compacted', [hour11]: 'compacted' });
+    const recordKey = `${quarantineRoot(l.config.layout)}inputs/${odd}.json`;
+    const record = JSON.parse((await l.store.getBytes(recordKey)).body.toString('utf8')) as {
+      reason: string;
+    };
+    expect(record.reason).toContain(`20 row(s) of "time" (an epoch in milliseconds, timeUnits)`);
+    expect(record.reason).toContain(`${at(10, 40) / 1000n} = 1970-01-21T`);
+    expect(record.reason).toContain('read as seconds it would fit');
+    expect((await l.store.head(odd))?.etag).toBe(etag);
+    const hourly = await outputsOf(l, '_compacted.parquet');
+    expect((await timesOf(hourly)).ids).toEqual(ids([0, 50], [100, 50], [200, 40], [300, 40]));
+    // Neither the daily tier takes it nor deletes it.
+    expect(outcomes(await cycle(l, 'daily'))).toEqual({ 'db/cpu/2025/01/15/': 'compacted' });
+    expect((await l.store.head(odd))?.etag).toBe(etag);
+  });
+
+  it('without timeUnits an integer time merges as before, unchecked (INTEGER and BIGINT widen to BIGINT)', async () => {
+    const l = await lakeOf();
+    await put(l, `${hour10}cpu_20250115_104000_5.parquet`, secondsRows(10, 40, 20, 500));
+    expect(outcomes(await cycle(l, 'hourly'))).toEqual({ [hour10]: 'compacted', [hour11]: 'compacted' });
+    const hourly = await outputsOf(l, '_compacted.parquet');
+    const merged = await timesOf(hourly);
+    expect(merged.ids).toEqual(ids([0, 50], [100, 50], [200, 40], [300, 40], [500, 20]));
+    expect(merged.type).toBe('BIGINT');
+  });
+
+  it('microseconds: rows a little past the hour pass within retention.bufferHours, farther ones are set aside', async () => {
+    const l = await emptyEpochLake({ timeUnits: { 'db/cpu/': 'us' }, retention: { bufferHours: 1 } });
+    await put(l, `${hour10}cpu_20250115_100000_1.parquet`, epochRows(10, 0, 30, 0, 'BIGINT', 1000n));
+    // 30 minutes past the hour: inside the 1 h slack.
+    await put(l, `${hour10}cpu_20250115_105900_2.parquet`, epochRows(11, 30, 30, 100, 'BIGINT', 1000n));
+    // Two hours past: outside it (retention, judging by path, would expire these rows early).
+    const late = `${hour10}cpu_20250115_105900_3.parquet`;
+    await put(l, late, epochRows(13, 0, 30, 200, 'BIGINT', 1000n));
+    expect(outcomes(await cycle(l, 'hourly'))).toEqual({ [hour10]: 'compacted' });
+    const merged = await timesOf(await outputsOf(l, '_compacted.parquet'));
+    expect(merged).toEqual({ ids: ids([0, 30], [100, 30]), sorted: true, type: 'BIGINT' });
+    const record = JSON.parse(
+      (await l.store.getBytes(`${quarantineRoot(l.config.layout)}inputs/${late}.json`)).body.toString('utf8'),
+    ) as { reason: string };
+    expect(record.reason).toMatch(
+      /30 row\(s\) of "time" \(an epoch in microseconds, timeUnits\) lie outside 2025-01-15T10:00:00.000Z \.\. 2025-01-15T11:00:00.000Z \(±1 h, retention.bufferHours\)/,
+    );
+    expect(record.reason).toContain('2025-01-15T13:00:');
+  });
+
+  it('a TIMESTAMPTZ time in a table declared an integer epoch fails the partition, naming timeUnits; every input stays', async () => {
+    const l = await lakeOf({ timeUnits: { 'db/cpu/': 'ms' } });
+    const stamped = `${hour10}cpu_20250115_104000_5.parquet`;
+    await put(l, stamped, `SELECT TIMESTAMPTZ '2025-01-15 10:40:00+00' AS time, 9::BIGINT AS id`);
+    const report = await cycle(l, 'hourly');
+    const outcome = report.jobs.find((j) => j.job.partition === hour10)?.outcome;
+    if (outcome?.status !== 'failed')
+      throw new Error(`expected a failure, got ${JSON.stringify(outcomes(report))}`);
+    expect(outcome.error.name).toBe('SchemaConflictError');
+    expect(outcome.error.message).toContain(
+      `TIMESTAMP WITH TIME ZONE in "${stamped}", but timeUnits["db/cpu/"] declares it an integer epoch in "ms"; the stored type is never converted`,
+    );
+    expect((await keys(l.store, hour10)).sort()).toEqual(
+      [`${hour10}cpu_20250115_100000_2.parquet`, `${hour10}cpu_20250115_103000_1.parquet`, stamped].sort(),
+    );
+  });
+
+  it('the config refuses an unknown unit and a path that is not a table', () => {
+    expect(() => parseConfig({ ...SWEEP_CONFIG, timeUnits: JSON.parse('{"db/cpu/": "sec"}') })).toThrow(
+      /timeUnits\["db\/cpu\/"\] must be one of "s", "ms", "us", "ns"/,
+    );
+    expect(() => parseConfig({ ...SWEEP_CONFIG, timeUnits: { cpu: 'ms' } })).toThrow(
+      /timeUnits\["cpu"\]: "cpu" is not a table/,
     );
   });
 });
