@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { cdkJsonContext } from '../../cdk/app.ts';
 import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../../cdk/constructs/compactor-functions.ts';
+import { stackStepSettings } from '../../functions/cli/local-run.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 
 describe('stack config: defaults', () => {
@@ -133,6 +134,18 @@ describe('stack config: overrides', () => {
     const config = parseStackConfig({ naiveTimestampsUtc: ['mydb/cpu/'] });
     const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
     expect([...core.naiveTimestampsUtc]).toEqual(['mydb/cpu/']);
+  });
+
+  it('passes timeUnits to the Lambdas (and to a CLI run, as stackStepSettings), and leaves it out when none is set', async () => {
+    expect(lambdaConfigInput(STACK_DEFAULTS)).not.toHaveProperty('timeUnits');
+    const config = parseStackConfig({ timeUnits: { 'mydb/cpu/': 'ms' } });
+    const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
+    expect([...core.timeUnits]).toEqual([['mydb/cpu/', 'ms']]);
+    const settings = await stackStepSettings({
+      timeUnits: { 'mydb/cpu/': 'ns' },
+      naiveTimestampsUtc: ['mydb/mem/'],
+    });
+    expect(settings).toMatchObject({ timeUnits: { 'mydb/cpu/': 'ns' }, naiveTimestampsUtc: ['mydb/mem/'] });
   });
 
   it('sizes DuckDB from the compact memory: ~75% of it and one thread per vCPU', () => {
@@ -306,6 +319,21 @@ describe('stack config: invalid values fail and name the key', () => {
       'naiveTimestampsUtc table',
       { naiveTimestampsUtc: ['mydb/cpu'] },
       /^context compactor: naiveTimestampsUtc: "mydb\/cpu" is not a table of layout/,
+    ],
+    [
+      'timeUnits not an object',
+      { timeUnits: ['mydb/cpu/'] },
+      /compactor\.timeUnits must be an object of table path -> "s" \| "ms" \| "us" \| "ns"/,
+    ],
+    [
+      'timeUnits unit',
+      { timeUnits: { 'mydb/cpu/': 'seconds' } },
+      /^context compactor: timeUnits\["mydb\/cpu\/"\] must be one of "s", "ms", "us", "ns"/,
+    ],
+    [
+      'timeUnits table',
+      { timeUnits: { 'mydb/cpu': 'ms' } },
+      /^context compactor: timeUnits\["mydb\/cpu"\]: "mydb\/cpu" is not a table of layout/,
     ],
     [
       'job larger than /tmp',
