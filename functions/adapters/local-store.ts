@@ -15,7 +15,7 @@
  */
 
 import { createHash, randomBytes } from 'node:crypto';
-import type { BigIntStats, Dirent, Stats } from 'node:fs';
+import { type BigIntStats, constants, type Dirent, type Stats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import {
   copyFile,
@@ -226,6 +226,17 @@ export class LocalFolderStore implements ObjectStore {
     });
   }
 
+  /**
+   * Places the version into `path` as a hard link where the file system allows (one syscall; a job
+   * of thousands of small inputs spends most of its fetch time copying otherwise), else as a copy.
+   *
+   * The ETag guarantee holds for a link too. The link is checked to be the very inode of the ETag
+   * asked for (an ETag is device, inode, size and mtime). The store never writes a data file in
+   * place: every put and copy renames a new file over the key, and a delete unlinks the key's name,
+   * so neither can reach the linked inode. And no reader of a fetched file writes it: DuckDB reads
+   * its inputs, and work folders are removed by unlinking. A file written in place by a process
+   * outside the store would change its ETag (mtime), so the ETag-conditioned delete keeps it.
+   */
   async getToFile(
     key: string,
     path: string,
@@ -242,19 +253,22 @@ export class LocalFolderStore implements ObjectStore {
       if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
         throw new PreconditionFailedError(key);
       }
-      // One kernel copy, not an open/read/write/close loop: a job of thousands of small inputs
-      // spends most of its download time in those calls.
+      let placed: BigIntStats | undefined;
       try {
-        await copyFile(source, path);
+        placed = await placeFile(source, path);
       } catch (error) {
         await rm(path, { force: true });
-        if (isMissing(error) && (await statObject(source)) === undefined) throw new NotFoundError(key);
-        throw error;
+        if (!isMissing(error)) throw error;
+        const now = await statObject(source);
+        if (now === undefined) throw new NotFoundError(key);
+        // Still the same version: the error is the destination's (a missing folder).
+        if (etagOf(now) === etag) throw error;
+        // Replaced meanwhile: link(2) fails with ENOENT on an inode a rename has just unlinked.
+        signal?.throwIfAborted();
+        continue;
       }
-      // A version is only ever replaced by rename (a new inode, a new ETag), and an edit in place
-      // changes the mtime: the same ETag after the copy means the copy holds exactly that version.
-      const again = await statObject(source);
-      if (again !== undefined && etagOf(again) === etag) return { etag, size: Number(st.size) };
+      if (placed !== undefined && etagOf(placed) === etag) return { etag, size: Number(st.size) };
+      // Replaced between the stat and the link or copy (or edited during the copy): try again.
       await rm(path, { force: true });
       signal?.throwIfAborted();
     }
@@ -809,6 +823,45 @@ async function openObject(path: string): Promise<{ handle: FileHandle; stat: Big
   } finally {
     if (!keep) await handle.close();
   }
+}
+
+/**
+ * link(2) errors that mean no hard link can be made here, so the file is copied instead: another
+ * file system (EXDEV), one without hard links or a protected one (EPERM, EOPNOTSUPP, ENOTSUP,
+ * ENOSYS), or an inode at its link limit (EMLINK). https://man7.org/linux/man-pages/man2/link.2.html
+ */
+const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS', 'EMLINK']);
+
+/**
+ * Puts the file at `source` at `path`, replacing what is there: a hard link where the file system
+ * allows, else a copy (a copy-on-write clone where the file system can clone). Returns the stats
+ * that say which version `path` holds: the linked inode's own, or, for a copy, the source's after
+ * the copy (the version before the copy, unchanged, is then the one copied); undefined if the
+ * source is gone. Nothing is ever written through an existing `path` (it may be a link to an object).
+ */
+async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await link(source, path);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'EEXIST' && attempt === 0) {
+        await unlink(path);
+        continue;
+      }
+      if (code === undefined || !NO_HARD_LINK.has(code)) throw error;
+      break;
+    }
+    const linked = await lstat(path, { bigint: true });
+    if (linked.isFile()) return linked;
+    // A symlinked object: link(2) linked the symlink itself, whose target may be relative to the
+    // store's folder. Copy what it points to instead.
+    await unlink(path);
+    break;
+  }
+  await unlinkIfExists(path);
+  await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
+  return statObject(source);
 }
 
 async function writeAll(out: FileHandle, chunk: Uint8Array): Promise<void> {

@@ -1,17 +1,42 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync, statSync } from 'node:fs';
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore, lockFileName, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { assignJobs } from '../../functions/core/cycle.ts';
+import { type CompactRequest, type Engine, systemClock } from '../../functions/core/engine.ts';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../../functions/core/errors.ts';
 import type { ObjectStore, ObjectSummary } from '../../functions/core/object-store.ts';
+import { planTier } from '../../functions/core/planner.ts';
+import { compactStep, deleteInputsStep, publishStep, verifyStep } from '../../functions/core/protocol.ts';
+import { SWEEP_CONFIG, writeLake } from '../support/lake-harness.ts';
 
 const CHILD = fileURLToPath(new URL('../support/local-store-race-child.ts', import.meta.url));
+// A tmpfs on Linux: another file system than the temp folder's, so link(2) fails with EXDEV there.
+const SHM = '/dev/shm';
+
+function crossDevice(): boolean {
+  const shm = statSync(SHM, { throwIfNoEntry: false });
+  return shm?.isDirectory() === true && shm.dev !== statSync(tmpdir()).dev;
+}
 
 let root: string;
 let store: LocalFolderStore;
@@ -310,21 +335,23 @@ describe('LocalFolderStore conditional writes', () => {
         bodies.set((await store.put('obj', Buffer.from(body))).etag, body);
       }
     })();
-    const dest = join(root, 'download.bin');
-    const seen: { etag: string; size: number; body: string }[] = [];
+    const seen: { etag: string; size: number; body: string; dest: string }[] = [];
     try {
       for (let i = 0; i < 300; i++) {
+        const dest = join(root, `download-${i}.bin`);
         const { etag, size } = await store.getToFile('obj', dest);
-        seen.push({ etag, size, body: await readFile(dest, 'utf8') });
+        seen.push({ etag, size, body: await readFile(dest, 'utf8'), dest });
       }
     } finally {
       writing = false;
       await writer;
     }
     expect(new Set(seen.map((s) => s.etag)).size).toBeGreaterThan(10);
-    for (const { etag, size, body } of seen) {
+    for (const { etag, size, body, dest } of seen) {
       expect(body).toBe(bodies.get(etag));
       expect(size).toBe(Buffer.byteLength(body));
+      // Read again after every later overwrite: a fetched file (a link) keeps its version's bytes.
+      expect(await readFile(dest, 'utf8')).toBe(body);
     }
   });
 
@@ -341,6 +368,75 @@ describe('LocalFolderStore conditional writes', () => {
     const got = await store.getToFile('db/m/2024/01/01/00/a.parquet', dest);
     expect(got.etag).not.toBe(v1.etag);
     expect(await readFile(dest, 'utf8')).toBe('FIRST');
+  });
+
+  it('getToFile hard-links the version: a later overwrite or delete of the key leaves the fetched bytes as they were', async () => {
+    const key = 'db/m/2024/01/01/00/a.parquet';
+    const v1 = await store.put(key, Buffer.from('version one'));
+    const dest = join(root, 'work', 'a.parquet');
+    await mkdir(join(root, 'work'));
+    expect(await store.getToFile(key, dest, { ifMatch: v1.etag })).toEqual({ etag: v1.etag, size: 11 });
+    // The same inode as the object: a link, not a copy.
+    expect((await stat(dest)).ino).toBe((await stat(join(root, key))).ino);
+    const v2 = await store.put(key, Buffer.from('version two, longer'));
+    expect(v2.etag).not.toBe(v1.etag);
+    expect(await readFile(dest, 'utf8')).toBe('version one');
+    expect((await store.getBytes(key)).body.toString()).toBe('version two, longer');
+    // A server-side copy onto the key replaces it too.
+    await store.put('db/m/2024/01/01/00/b.parquet', Buffer.from('bee'));
+    await store.copy('db/m/2024/01/01/00/b.parquet', key);
+    expect(await readFile(dest, 'utf8')).toBe('version one');
+    expect(await store.deleteMany([{ key }])).toEqual([{ key, status: 'deleted' }]);
+    expect(await readFile(dest, 'utf8')).toBe('version one');
+  });
+
+  it("removing a fetched file, or fetching another object into its path, never changes the store's object", async () => {
+    const a = await store.put('db/m/a.parquet', Buffer.from('object a'));
+    await store.put('db/m/b.parquet', Buffer.from('object b, other bytes'));
+    const dest = join(root, 'work.bin');
+    await store.getToFile('db/m/a.parquet', dest, { ifMatch: a.etag });
+    // The path now shares a's inode: fetching b there must replace the name, not write a's inode.
+    await store.getToFile('db/m/b.parquet', dest);
+    expect(await readFile(dest, 'utf8')).toBe('object b, other bytes');
+    expect(await store.getBytes('db/m/a.parquet', { ifMatch: a.etag })).toMatchObject({ etag: a.etag });
+    expect((await store.getBytes('db/m/a.parquet')).body.toString()).toBe('object a');
+    await store.getToFile('db/m/a.parquet', dest);
+    await rm(dest);
+    expect(await store.head('db/m/a.parquet')).toMatchObject({ etag: a.etag, size: 8 });
+    expect((await store.getBytes('db/m/a.parquet')).body.toString()).toBe('object a');
+  });
+
+  it.skipIf(!crossDevice())(
+    'getToFile copies where no hard link can be made (another file system), never through an existing file',
+    async () => {
+      const v1 = await store.put('obj', Buffer.from('on disk'));
+      const other = await mkdtemp(join(SHM, 'local-store-xdev-'));
+      try {
+        const dest = join(other, 'obj.bin');
+        await writeFile(dest, 'stale file that was there before');
+        expect(await store.getToFile('obj', dest, { ifMatch: v1.etag })).toEqual({ etag: v1.etag, size: 7 });
+        expect(await readFile(dest, 'utf8')).toBe('on disk');
+        expect((await stat(dest)).ino).not.toBe((await stat(join(root, 'obj'))).ino);
+        await store.put('obj', Buffer.from('replaced'));
+        expect(await readFile(dest, 'utf8')).toBe('on disk');
+      } finally {
+        await rm(other, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it('getToFile of a symlinked object gives a file holding what it points to, not the symlink', async () => {
+    await mkdir(join(root, 'db/m/real'), { recursive: true });
+    await writeFile(join(root, 'db/m/real/x.parquet'), 'target bytes');
+    await symlink('real/x.parquet', join(root, 'db/m/x.parquet'));
+    const [listed] = await listAll(store, 'db/m/x');
+    expect(listed?.key).toBe('db/m/x.parquet');
+    const dest = join(root, 'elsewhere.bin');
+    expect(await store.getToFile('db/m/x.parquet', dest, { ifMatch: listed?.etag })).toMatchObject({
+      size: 12,
+    });
+    expect((await lstat(dest)).isFile()).toBe(true);
+    expect(await readFile(dest, 'utf8')).toBe('target bytes');
   });
 
   it('deleteMany reports deleted, not-found and precondition-failed, and prunes empty folders', async () => {
@@ -662,5 +758,70 @@ describe('LocalFolderStore across processes', () => {
     const lenient = new LocalFolderStore(root, { staleLockMs: 10 });
     await lenient.put('busy', Buffer.from('y'));
     expect((await store.getBytes('busy')).body.toString()).toBe('y');
+  });
+});
+
+describe('LocalFolderStore under the compact step', () => {
+  let engine: DuckDbEngine;
+  beforeAll(async () => {
+    engine = await DuckDbEngine.create({ threads: 1 });
+  });
+  afterAll(async () => {
+    await engine.close();
+  });
+
+  it('the step merges hard links of its inputs, and staging and removing them leaves every input as it was', async () => {
+    const files = [1, 2, 3].map((n) => ({
+      key: `db/cpu/2025/01/15/10/cpu_20250115_10${n}000_${n}.parquet`,
+      rows: 40,
+    }));
+    await writeLake(engine, root, files);
+    const config = parseConfig(SWEEP_CONFIG);
+    const before = new Map<string, { etag: string; ino: number; body: Buffer }>();
+    for (const { key } of files) {
+      const { body, etag } = await store.getBytes(key);
+      before.set(key, { etag, ino: (await stat(join(root, key))).ino, body });
+    }
+    // Observes (does not replace) the engine: which inodes the merge read.
+    const merged: number[] = [];
+    const observed: Engine = new Proxy(engine, {
+      get(target, prop) {
+        if (prop === 'compact') {
+          return async (request: CompactRequest) => {
+            for (const input of request.inputs) merged.push((await lstat(input)).ino);
+            return target.compact(request);
+          };
+        }
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const workDir = join(root, '..', `${basename(root)}-work`);
+    try {
+      const planned = await planTier(store, config, systemClock, 'hourly');
+      const [job] = assignJobs(planned, {
+        clock: systemClock,
+        randomHex: () => '0badc0de',
+        executionId: 'exec-link',
+      });
+      if (!job) throw new Error('no hourly job planned');
+      const deps = { store, config, clock: systemClock, engine: observed, workDir };
+      expect(await compactStep(deps, job)).toMatchObject({ status: 'done', state: 'staged' });
+      expect(merged.sort()).toEqual([...before.values()].map((b) => b.ino).sort());
+      // The step removed its work folder (its links) and wrote nothing into an input.
+      expect(await readdir(workDir)).toEqual([]);
+      for (const [key, was] of before) {
+        const now = await store.getBytes(key, { ifMatch: was.etag });
+        expect(now.body.equals(was.body)).toBe(true);
+        expect((await stat(join(root, key))).nlink).toBe(1);
+      }
+      // The rest of the job deletes exactly those versions: their ETags still hold.
+      expect(await publishStep(deps, job)).toMatchObject({ state: 'published' });
+      expect(await verifyStep(deps, job)).toMatchObject({ state: 'verified' });
+      expect(await deleteInputsStep(deps, job)).toMatchObject({ state: 'inputs-deleted' });
+      for (const { key } of files) expect(await store.head(key)).toBeUndefined();
+    } finally {
+      await rm(workDir, { recursive: true, force: true });
+    }
   });
 });
