@@ -52,6 +52,7 @@ export class CompactorStack extends Stack {
       compactorConfigJson: lambdaConfigJson(config),
       metricsNamespace: config.metricsNamespace,
       compactSize: config.lambda.compact,
+      partitionStepSize: config.lambda.partitionSteps,
       otherSize: config.lambda.others,
       removalPolicy,
     });
@@ -75,6 +76,8 @@ export class CompactorStack extends Stack {
       // Task timeouts follow the Lambdas' own, so the execution never moves on while one still runs.
       compactTimeout: Duration.seconds(config.lambda.compact.timeoutSeconds),
       stepTimeout: Duration.seconds(config.lambda.others.timeoutSeconds),
+      partitionStepTimeout: Duration.seconds(config.lambda.partitionSteps.timeoutSeconds),
+      childExecutionType: config.map.childExecutionType,
     });
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);

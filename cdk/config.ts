@@ -18,6 +18,12 @@ import {
 } from '../functions/core/config.ts';
 import { ConfigError } from '../functions/core/errors.ts';
 import { Layout } from '../functions/core/layout.ts';
+import {
+  CHILD_DEFAULTS,
+  CHILD_EXECUTION_TYPES,
+  type ChildExecutionType,
+  expressRefusal,
+} from './child-budget.ts';
 
 export const CONTEXT_KEY = 'compactor';
 
@@ -87,9 +93,24 @@ export interface StackConfig {
   readonly naiveTimestampsUtc: readonly string[];
   /** Table path -> unit of its integer epoch time column; validated by the core's parser. */
   readonly timeUnits: Readonly<Record<string, TimeUnit>>;
-  readonly map: { readonly maxConcurrency: number; readonly toleratedFailurePercentage: number };
-  /** `compact` sizes the DuckDB Lambda; `others` every other step. */
-  readonly lambda: { readonly compact: LambdaSize; readonly others: LambdaSize };
+  readonly map: {
+    readonly maxConcurrency: number;
+    readonly toleratedFailurePercentage: number;
+    /**
+     * The per-partition chain's child workflows: EXPRESS (at most five minutes each, so jobs and
+     * timeouts default smaller, see cdk/child-budget.ts) or STANDARD (bigger jobs).
+     */
+    readonly childExecutionType: ChildExecutionType;
+  };
+  /**
+   * `compact` sizes the DuckDB Lambda; `partitionSteps` upload, verify, delete-inputs and
+   * clear-manifest (the rest of the chain); `others` recover, plan and summary.
+   */
+  readonly lambda: {
+    readonly compact: LambdaSize;
+    readonly partitionSteps: LambdaSize;
+    readonly others: LambdaSize;
+  };
   readonly alarmEmail: string | undefined;
   readonly metricsNamespace: string;
   readonly removalPolicy: 'retain' | 'destroy';
@@ -118,16 +139,26 @@ export const STACK_DEFAULTS: StackConfig = {
   quietSeconds: DEFAULTS.quietSeconds,
   targetFileBytes: 512 * MiB,
   rowGroupSize: DEFAULTS.rowGroupSize,
-  maxJobBytes: 2048 * MiB,
-  maxJobFiles: DEFAULTS.maxJobFiles,
+  // By map.childExecutionType (CHILD_DEFAULTS): these are Express's.
+  maxJobBytes: CHILD_DEFAULTS.EXPRESS.maxJobBytes,
+  maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
   dedup: {},
   naiveTimestampsUtc: [],
   timeUnits: {},
-  map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
+  map: { maxConcurrency: 10, toleratedFailurePercentage: 5, childExecutionType: 'EXPRESS' },
   lambda: {
-    compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
+    compact: {
+      memoryMb: 3008,
+      ephemeralStorageMb: 10240,
+      timeoutSeconds: CHILD_DEFAULTS.EXPRESS.compactTimeoutSeconds,
+    },
+    partitionSteps: {
+      memoryMb: 512,
+      ephemeralStorageMb: 512,
+      timeoutSeconds: CHILD_DEFAULTS.EXPRESS.partitionStepTimeoutSeconds,
+    },
     others: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 },
   },
   alarmEmail: undefined,
@@ -224,10 +255,14 @@ function retentionSettings(value: unknown): RetentionSettings {
   };
 }
 
-function lambdaSize(value: unknown, which: 'compact' | 'others'): LambdaSize {
+function lambdaSize(
+  value: unknown,
+  which: 'compact' | 'partitionSteps' | 'others',
+  defaultTimeoutSeconds: number,
+): LambdaSize {
   const key = `${CONTEXT_KEY}.lambda.${which}`;
   const json = section(value, key, ['memoryMb', 'ephemeralStorageMb', 'timeoutSeconds']);
-  const defaults = STACK_DEFAULTS.lambda[which];
+  const defaults = { ...STACK_DEFAULTS.lambda[which], timeoutSeconds: defaultTimeoutSeconds };
   // Lambda's own limits.
   return {
     memoryMb: int(json, key, 'memoryMb', defaults.memoryMb, 128, 10_240),
@@ -411,8 +446,21 @@ export function parseStackConfig(value: unknown): StackConfig {
     );
   }
 
-  const mapJson = section(json.map, `${k}.map`, ['maxConcurrency', 'toleratedFailurePercentage']);
-  const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'others']);
+  const mapJson = section(json.map, `${k}.map`, [
+    'maxConcurrency',
+    'toleratedFailurePercentage',
+    'childExecutionType',
+  ]);
+  const childExecutionType = str(mapJson, `${k}.map`, 'childExecutionType') ?? d.map.childExecutionType;
+  if (!(CHILD_EXECUTION_TYPES as readonly string[]).includes(childExecutionType)) {
+    fail(
+      `${k}.map.childExecutionType`,
+      `must be "EXPRESS" (per-partition chains of at most five minutes) or "STANDARD" (bigger jobs), got ${JSON.stringify(childExecutionType)}`,
+    );
+  }
+  // Job bounds and the chain's Lambda timeouts default by child type.
+  const child = CHILD_DEFAULTS[childExecutionType as ChildExecutionType];
+  const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'partitionSteps', 'others']);
 
   const alarmEmail = str(json, k, 'alarmEmail');
   if (alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alarmEmail)) {
@@ -438,8 +486,8 @@ export function parseStackConfig(value: unknown): StackConfig {
     quietSeconds: int(json, k, 'quietSeconds', d.quietSeconds, 0, 86_400),
     targetFileBytes: int(json, k, 'targetFileBytes', d.targetFileBytes, 1, Number.MAX_SAFE_INTEGER),
     rowGroupSize: int(json, k, 'rowGroupSize', d.rowGroupSize, 1, Number.MAX_SAFE_INTEGER),
-    maxJobBytes: int(json, k, 'maxJobBytes', d.maxJobBytes, 1, Number.MAX_SAFE_INTEGER),
-    maxJobFiles: int(json, k, 'maxJobFiles', d.maxJobFiles, 1, Number.MAX_SAFE_INTEGER),
+    maxJobBytes: int(json, k, 'maxJobBytes', child.maxJobBytes, 1, Number.MAX_SAFE_INTEGER),
+    maxJobFiles: int(json, k, 'maxJobFiles', child.maxJobFiles, 1, Number.MAX_SAFE_INTEGER),
     sortKeys: sortKeys as string[],
     timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
     dedup,
@@ -456,10 +504,16 @@ export function parseStackConfig(value: unknown): StackConfig {
         0,
         100,
       ),
+      childExecutionType: childExecutionType as ChildExecutionType,
     },
     lambda: {
-      compact: lambdaSize(lambdaJson.compact, 'compact'),
-      others: lambdaSize(lambdaJson.others, 'others'),
+      compact: lambdaSize(lambdaJson.compact, 'compact', child.compactTimeoutSeconds),
+      partitionSteps: lambdaSize(
+        lambdaJson.partitionSteps,
+        'partitionSteps',
+        child.partitionStepTimeoutSeconds,
+      ),
+      others: lambdaSize(lambdaJson.others, 'others', d.lambda.others.timeoutSeconds),
     },
     alarmEmail,
     metricsNamespace,
@@ -472,6 +526,15 @@ export function parseStackConfig(value: unknown): StackConfig {
       `${k}.maxJobBytes`,
       `(${config.maxJobBytes}) must fit the compact Lambda's /tmp (lambda.compact.ephemeralStorageMb ${config.lambda.compact.ephemeralStorageMb} MB)`,
     );
+  }
+  if (config.map.childExecutionType === 'EXPRESS') {
+    const refusal = expressRefusal({
+      compactTimeoutSeconds: config.lambda.compact.timeoutSeconds,
+      partitionStepTimeoutSeconds: config.lambda.partitionSteps.timeoutSeconds,
+      maxJobBytes: config.maxJobBytes,
+      maxJobFiles: config.maxJobFiles,
+    });
+    if (refusal) fail(`${k}.${refusal.key}`, refusal.message);
   }
   try {
     parseConfig(lambdaConfigInput(config));
@@ -514,8 +577,11 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     maxJobBytes: config.maxJobBytes,
     maxJobFiles: config.maxJobFiles,
     leaseSeconds:
-      Math.max(config.lambda.compact.timeoutSeconds, config.lambda.others.timeoutSeconds) +
-      LEASE_MARGIN_SECONDS,
+      Math.max(
+        config.lambda.compact.timeoutSeconds,
+        config.lambda.partitionSteps.timeoutSeconds,
+        config.lambda.others.timeoutSeconds,
+      ) + LEASE_MARGIN_SECONDS,
   };
 }
 

@@ -6,6 +6,10 @@
  * the errors that are transient, by name; every other error fails the partition, and the Map
  * tolerates a configured share of failed partitions. Each step is idempotent, so a redrive
  * re-runs failed partitions without compacting succeeded ones twice.
+ *
+ * The per-partition chain runs as the Map's child workflows, EXPRESS by default: its tasks'
+ * timeouts and retries then follow cdk/child-budget.ts, which keeps a whole chain under five
+ * minutes (cdk/config.ts refuses settings that would not).
  */
 
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
@@ -16,6 +20,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { ErrorNames } from '../../functions/core/errors.ts';
+import { type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
 export interface WorkflowFunctions {
@@ -61,6 +66,17 @@ export interface CompactionWorkflowProps {
    * @default Duration.minutes(5)
    */
   readonly stepTimeout?: Duration;
+  /**
+   * Timeout of the chain's steps after compact (upload, verify, delete inputs, clear manifest).
+   * @default stepTimeout
+   */
+  readonly partitionStepTimeout?: Duration;
+  /**
+   * The Map's child workflows. Their tasks wait their Lambda's timeout plus
+   * `taskSlackSeconds(type)` and retry as `childRetry(type)` (cdk/child-budget.ts).
+   * @default 'EXPRESS'
+   */
+  readonly childExecutionType?: ChildExecutionType;
   /**
    * Execution log retention.
    * @default logs.RetentionDays.THREE_MONTHS
@@ -127,18 +143,24 @@ export class CompactionWorkflow extends Construct {
     // Without this flag CDK silently drops resultWriterV2 from the rendered Map state.
     this.node.setContext(RESULT_WRITER_V2_FLAG, true);
     const f = props.functions;
-    const taskTimeout = (fn: lambda.IFunction) =>
+    const childType = props.childExecutionType ?? 'EXPRESS';
+    const lambdaTimeout = (fn: lambda.IFunction) =>
       fn === f.compact
         ? (props.compactTimeout ?? Duration.minutes(15))
-        : (props.stepTimeout ?? Duration.minutes(5));
+        : [f.upload, f.verify, f.deleteInputs, f.clearManifest].includes(fn)
+          ? (props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5))
+          : (props.stepTimeout ?? Duration.minutes(5));
 
+    // The parent is always Standard; tasks of the chain run as the Map's children.
     const invoke = (
       name: string,
       fn: lambda.IFunction,
       payload: Record<string, unknown> | string,
       resultPath: string,
-    ) =>
-      new tasks.LambdaInvoke(this, name, {
+      type: ChildExecutionType = 'STANDARD',
+    ) => {
+      const retry = childRetry(type);
+      return new tasks.LambdaInvoke(this, name, {
         stateName: name,
         lambdaFunction: fn,
         payload:
@@ -151,15 +173,18 @@ export class CompactionWorkflow extends Construct {
         // Retries are explicit below: transient errors only, by name.
         retryOnServiceExceptions: false,
         // At least the Lambda's own timeout, so the execution never moves on while it still runs.
-        taskTimeout: sfn.Timeout.duration(taskTimeout(fn).plus(Duration.minutes(1))),
+        taskTimeout: sfn.Timeout.duration(
+          Duration.seconds(taskTimeoutSeconds(lambdaTimeout(fn).toSeconds(), type)),
+        ),
       }).addRetry({
         errors: [...TRANSIENT_ERRORS],
-        interval: Duration.seconds(2),
-        backoffRate: 2,
-        maxAttempts: 5,
-        maxDelay: Duration.seconds(60),
+        interval: Duration.seconds(retry.intervalSeconds),
+        backoffRate: retry.backoffRate,
+        maxAttempts: retry.maxAttempts,
+        maxDelay: Duration.seconds(retry.maxDelaySeconds),
         jitterStrategy: sfn.JitterType.FULL,
       });
+    };
 
     const execution = {
       'tier.$': '$.args.tier',
@@ -191,7 +216,7 @@ export class CompactionWorkflow extends Construct {
 
     // One partition.
     // The Map item is the job itself: { tier, partition, jobId, executionId, jobKey, ... }.
-    const compactTask = invoke(STATES.compact, f.compact, '$', '$.compact');
+    const compactTask = invoke(STATES.compact, f.compact, '$', '$.compact', childType);
     const skipped = new sfn.Pass(this, STATES.skipped, {
       stateName: STATES.skipped,
       parameters: {
@@ -213,10 +238,10 @@ export class CompactionWorkflow extends Construct {
         'clear.$': '$.clear.Payload',
       },
     });
-    const steps = invoke(STATES.upload, f.upload, job, '$.upload')
-      .next(invoke(STATES.verify, f.verify, job, '$.verify'))
-      .next(invoke(STATES.deleteInputs, f.deleteInputs, job, '$.deleteInputs'))
-      .next(invoke(STATES.clearManifest, f.clearManifest, job, '$.clear'))
+    const steps = invoke(STATES.upload, f.upload, job, '$.upload', childType)
+      .next(invoke(STATES.verify, f.verify, job, '$.verify', childType))
+      .next(invoke(STATES.deleteInputs, f.deleteInputs, job, '$.deleteInputs', childType))
+      .next(invoke(STATES.clearManifest, f.clearManifest, job, '$.clear', childType))
       .next(done);
     const staged = new sfn.Choice(this, STATES.staged, { stateName: STATES.staged })
       .when(
@@ -245,7 +270,11 @@ export class CompactionWorkflow extends Construct {
         bucket: props.bucket,
         prefix: `${props.dataPrefix}_compaction/results`,
       }),
-      mapExecutionType: sfn.StateMachineType.STANDARD,
+      // Express children: billed by duration instead of per transition, at most five minutes
+      // each, at-least-once; Step Functions keeps no history of them, CloudWatch Logs does (the
+      // state machine's logging below). See cdk/child-budget.ts.
+      mapExecutionType:
+        childType === 'EXPRESS' ? sfn.StateMachineType.EXPRESS : sfn.StateMachineType.STANDARD,
       resultPath: '$.map',
     });
     map.itemProcessor(compactTask.next(staged));
@@ -302,6 +331,8 @@ export class CompactionWorkflow extends Construct {
       queryLanguage: sfn.QueryLanguage.JSON_PATH,
       timeout: props.timeout ?? Duration.hours(12),
       tracingEnabled: true,
+      // ALL with execution data: for Express children these logs are the only execution history
+      // (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
       logs: {
         destination: new logs.LogGroup(this, 'Logs', {
           retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,

@@ -36,6 +36,14 @@ export const STEPS = [
 ] as const;
 export type StepName = (typeof STEPS)[number];
 
+/** The chain's steps after compact, sized by `partitionStepSize`. */
+export const PARTITION_STEPS: ReadonlySet<StepName> = new Set([
+  'upload',
+  'verify',
+  'delete-inputs',
+  'clear-manifest',
+]);
+
 export interface FunctionSize {
   readonly memoryMb: number;
   readonly ephemeralStorageMb: number;
@@ -71,7 +79,12 @@ export interface CompactorFunctionsProps {
    */
   readonly compactSize?: FunctionSize;
   /**
-   * Size of every other step.
+   * Size of the chain's other steps: upload, verify, delete-inputs, clear-manifest.
+   * @default otherSize
+   */
+  readonly partitionStepSize?: FunctionSize;
+  /**
+   * Size of every other step (recover, plan, summary, and the chain's steps without partitionStepSize).
    * @default 512 MB memory, 512 MB /tmp, 300 s
    */
   readonly otherSize?: FunctionSize;
@@ -191,6 +204,7 @@ export class CompactorFunctions extends Construct {
       timeoutSeconds: 900,
     };
     const otherSize = props.otherSize ?? { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 };
+    const partitionStepSize = props.partitionStepSize ?? otherSize;
     const functionsDir = props.functionsDir ?? join(PROJECT_ROOT, 'functions');
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
 
@@ -265,7 +279,7 @@ export class CompactorFunctions extends Construct {
           },
         );
       } else {
-        built[step] = make(step, otherSize, {});
+        built[step] = make(step, PARTITION_STEPS.has(step) ? partitionStepSize : otherSize, {});
       }
     }
 

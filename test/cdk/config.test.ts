@@ -18,13 +18,15 @@ describe('stack config: defaults', () => {
       },
       quietSeconds: 300,
       targetFileBytes: 512 * 1024 * 1024,
-      maxJobBytes: 2 * 1024 * 1024 * 1024,
-      maxJobFiles: 5000,
+      // Express children's bounds (cdk/child-budget.ts).
+      maxJobBytes: 256 * 1024 * 1024,
+      maxJobFiles: 2000,
       sortKeys: [],
       timeColumn: 'time',
-      map: { maxConcurrency: 10, toleratedFailurePercentage: 5 },
+      map: { maxConcurrency: 10, toleratedFailurePercentage: 5, childExecutionType: 'EXPRESS' },
       lambda: {
-        compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 900 },
+        compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 40 },
+        partitionSteps: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 10 },
         others: { memoryMb: 512, timeoutSeconds: 300 },
       },
       metricsNamespace: 'Compactor',
@@ -38,7 +40,8 @@ describe('stack config: defaults', () => {
 
   it('gives the Lambdas the core config, whose own parser accepts it, with a lease beyond the longest timeout', () => {
     const input = lambdaConfigInput(STACK_DEFAULTS);
-    expect(input.leaseSeconds).toBe(900 + 300);
+    // The longest step is now recover/plan/summary (300 s): Express keeps the chain's short.
+    expect(input.leaseSeconds).toBe(300 + 300);
     const core = parseConfig(JSON.parse(lambdaConfigJson(STACK_DEFAULTS)));
     expect(core.tiers).toEqual({
       hourly: { enabled: true, minFiles: 10, minAgeSeconds: 3600 },
@@ -46,7 +49,7 @@ describe('stack config: defaults', () => {
       monthly: { enabled: false, minFiles: 2, minAgeSeconds: 86400 },
     });
     expect(core.layout.dataPrefix).toBe('');
-    expect(core.leaseSeconds).toBe(1200);
+    expect(core.leaseSeconds).toBe(600);
   });
 });
 
@@ -58,7 +61,7 @@ describe('stack config: overrides', () => {
       layout: 'hive',
       tiers: { hourly: { minFiles: 4, schedule: 'rate(30 minutes)' }, daily: { enabled: false } },
       sortKeys: ['host'],
-      map: { maxConcurrency: 50 },
+      map: { maxConcurrency: 50, childExecutionType: 'STANDARD' },
       lambda: { compact: { memoryMb: 10240, timeoutSeconds: 600 } },
       alarmEmail: 'ops@example.com',
       removalPolicy: 'destroy',
@@ -72,7 +75,11 @@ describe('stack config: overrides', () => {
       enabled: true,
     });
     expect(config.tiers.daily.enabled).toBe(false);
-    expect(config.map).toEqual({ maxConcurrency: 50, toleratedFailurePercentage: 5 });
+    expect(config.map).toEqual({
+      maxConcurrency: 50,
+      toleratedFailurePercentage: 5,
+      childExecutionType: 'STANDARD',
+    });
     expect(config.lambda.compact).toEqual({
       memoryMb: 10240,
       ephemeralStorageMb: 10240,

@@ -94,16 +94,18 @@ describe('stack with the default config', () => {
           NODE_OPTIONS: '--enable-source-maps',
         });
         const config = parseConfig(JSON.parse(env.COMPACTOR_CONFIG as string));
-        expect(config.leaseSeconds).toBe(1200);
+        // The longest Lambda (recover, plan, summary: 300 s) + 300 s.
+        expect(config.leaseSeconds).toBe(600);
         expect(config.tiers.hourly.minFiles).toBe(10);
       }
     });
 
-    it('sizes the compact Lambda for DuckDB and the others small', () => {
+    it('sizes the compact Lambda for DuckDB and the others small, the Express chain’s steps short', () => {
       const byStep = functionsByStep(s);
       expect(byStep.get('compact')?.Properties).toMatchObject({
         MemorySize: 3008,
-        Timeout: 900,
+        // Express children (cdk/child-budget.ts).
+        Timeout: 40,
         EphemeralStorage: { Size: 10240 },
         Environment: {
           Variables: { WORK_DIR: '/tmp/compactor', DUCKDB_MEMORY_LIMIT: '2200MB', DUCKDB_THREADS: '2' },
@@ -111,9 +113,9 @@ describe('stack with the default config', () => {
       });
       for (const [step, fn] of byStep) {
         if (step === 'compact') continue;
-        expect(fn.Properties).toMatchObject({
+        expect(fn.Properties, step).toMatchObject({
           MemorySize: 512,
-          Timeout: 300,
+          Timeout: ['upload', 'verify', 'delete-inputs', 'clear-manifest'].includes(step) ? 10 : 300,
           EphemeralStorage: { Size: 512 },
         });
         expect(envOf(fn).DUCKDB_MEMORY_LIMIT).toBeUndefined();
@@ -470,7 +472,7 @@ describe('stack with overrides', () => {
   it('passes the Map settings and the Lambda timeouts to the workflow', () => {
     const s = synth({
       compactor: {
-        map: { maxConcurrency: 3, toleratedFailurePercentage: 20 },
+        map: { maxConcurrency: 3, toleratedFailurePercentage: 20, childExecutionType: 'STANDARD' },
         lambda: { compact: { timeoutSeconds: 600 }, others: { timeoutSeconds: 120 } },
       },
     });
@@ -489,8 +491,27 @@ describe('stack with overrides', () => {
       states.find((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${fnPrefix}`))
         ?.TimeoutSeconds;
     expect(timeoutOf('StepsCompact')).toBe(660);
-    expect(timeoutOf('StepsUpload')).toBe(180);
+    // Standard children's partition steps default to their own 300 s, not `others`.
+    expect(timeoutOf('StepsUpload')).toBe(360);
     expect(timeoutOf('StepsRecover')).toBe(180);
+  });
+
+  it('Express children: the chain’s tasks wait their Lambda’s timeout + 10 s (Init), the parent’s + 60 s', () => {
+    const s = synth({
+      compactor: { lambda: { compact: { timeoutSeconds: 30 }, partitionSteps: { timeoutSeconds: 12 } } },
+    });
+    const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine')[0] as [string, CfnResource];
+    const states = allStates(JSON.parse(flatten(sm.Properties.DefinitionString)) as AslStates);
+    const timeoutOf = (fnPrefix: string) =>
+      states.find((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${fnPrefix}`))
+        ?.TimeoutSeconds;
+    expect(timeoutOf('StepsCompact')).toBe(40);
+    expect(timeoutOf('StepsUpload')).toBe(22);
+    expect(timeoutOf('StepsClearManifest')).toBe(22);
+    expect(timeoutOf('StepsPlan')).toBe(360);
+    const byStep = functionsByStep(s);
+    expect(byStep.get('upload')?.Properties).toMatchObject({ Timeout: 12 });
+    expect(byStep.get('plan')?.Properties).toMatchObject({ Timeout: 300 });
   });
 
   it('fails synth on a bad config, naming the key', () => {

@@ -1,11 +1,14 @@
 /**
  * The rendered state graph of the synthesized state machine: its states and transitions, the
  * Retry on each Lambda task (transient errors only, by name, with backoff and jitter), the
- * Distributed Map's reader, writer and tolerance, and asl-validator over the definition.
+ * Distributed Map's reader, writer and tolerance, its child workflow type (EXPRESS by default,
+ * STANDARD when configured) and, for Express, the chain's worst case read from the rendered
+ * TimeoutSeconds and Retry fields, and asl-validator over the definition.
  */
 
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { EXPRESS_BUDGET_SECONDS, EXPRESS_MAX_SECONDS } from '../../cdk/child-budget.ts';
 import {
   PARTITIONS_FAILED_ERROR,
   STATES,
@@ -26,12 +29,50 @@ const validate = createRequire(import.meta.url)('asl-validator') as (
 let definition: Graph;
 let itemProcessor: Graph;
 
-beforeAll(() => {
-  const s = synth();
-  definition = extractWorkflow(s.json as CfnTemplate as Parameters<typeof extractWorkflow>[0])
+function rendered(compactor?: Record<string, unknown>): Graph {
+  const s = synth(compactor ? { compactor } : {});
+  return extractWorkflow(s.json as CfnTemplate as Parameters<typeof extractWorkflow>[0])
     .definition as unknown as Graph;
-  itemProcessor = (definition.States[STATES.map] as unknown as { ItemProcessor: Graph }).ItemProcessor;
+}
+
+function processorOf(graph: Graph): Graph {
+  return (graph.States[STATES.map] as unknown as { ItemProcessor: Graph }).ItemProcessor;
+}
+
+beforeAll(() => {
+  definition = rendered();
+  itemProcessor = processorOf(definition);
 });
+
+type Retrier = {
+  MaxAttempts?: number;
+  IntervalSeconds?: number;
+  BackoffRate?: number;
+  MaxDelaySeconds?: number;
+};
+
+/**
+ * The longest one child can take, from the rendered fields alone: each Task's attempts times its
+ * TimeoutSeconds, plus its retry waits at their longest (IntervalSeconds x BackoffRate^k, capped
+ * by MaxDelaySeconds; ASL defaults 3 attempts, 1 s, 2.0).
+ */
+function renderedWorstCase(processor: Graph): number {
+  let total = 0;
+  for (const state of Object.values(processor.States)) {
+    if (state.Type !== 'Task') continue;
+    const timeout = state.TimeoutSeconds as number;
+    for (const retry of (state.Retry as Retrier[] | undefined) ?? []) {
+      const attempts = retry.MaxAttempts ?? 3;
+      total += attempts * timeout;
+      for (let k = 0; k < attempts; k++) {
+        const delay = (retry.IntervalSeconds ?? 1) * (retry.BackoffRate ?? 2) ** k;
+        total += Math.min(delay, retry.MaxDelaySeconds ?? Number.POSITIVE_INFINITY);
+      }
+    }
+    total += timeout;
+  }
+  return total;
+}
 
 /** The path from StartAt following Next (or the given choice branch) to the end. */
 function walk(
@@ -147,7 +188,7 @@ describe('the synthesized state graph', () => {
 
   it('a Distributed Map reading the plan from S3 and writing results, with concurrency and tolerance', () => {
     const map = definition.States[STATES.map] as State & Record<string, Record<string, unknown>>;
-    expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
+    expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'EXPRESS' });
     expect(map.ItemReader).toMatchObject({
       Resource: 'arn:aws:states:::s3:getObject',
       ReaderConfig: { InputType: 'JSON' },
@@ -185,7 +226,8 @@ describe('the synthesized state graph', () => {
       // Never a catch-all: States.ALL or TaskFailed would retry a schema conflict forever.
       expect(JSON.stringify(task.Retry ?? [])).not.toMatch(/States\.(ALL|TaskFailed)/);
       expect(task.Catch, name).toBeUndefined();
-      expect(task.TimeoutSeconds, name).toBeGreaterThan(60);
+      // Each task outlasts its Lambda (Init, at most 10 s, is not part of a function's timeout).
+      expect(task.TimeoutSeconds, name).toBeGreaterThanOrEqual(10 + 10);
     }
   });
 
@@ -214,5 +256,34 @@ describe('the synthesized state graph', () => {
     ]) {
       expect(TRANSIENT_ERRORS).not.toContain(permanent);
     }
+  });
+});
+
+describe('the per-partition chain as Express or Standard child workflows', () => {
+  it('is Express by default: its worst case, read from the rendered timeouts and retries, fits five minutes with the margin', () => {
+    // https://docs.aws.amazon.com/step-functions/latest/dg/concepts-standard-vs-express.html
+    const worst = renderedWorstCase(itemProcessor);
+    expect(worst).toBeLessThanOrEqual(EXPRESS_BUDGET_SECONDS);
+    expect(EXPRESS_BUDGET_SECONDS).toBeLessThan(EXPRESS_MAX_SECONDS);
+    // compact 2 x (40 + 10) + 1, four steps 2 x (10 + 10) + 1 each (cdk/child-budget.ts).
+    expect(worst).toBe(265);
+    const compact = itemProcessor.States[STATES.compact] as State;
+    expect(compact.TimeoutSeconds).toBe(50);
+    expect(compact.Retry).toMatchObject([{ MaxAttempts: 1, IntervalSeconds: 1, MaxDelaySeconds: 1 }]);
+    // The parent's own tasks are Standard's: five retries, a minute beyond their Lambda.
+    const plan = definition.States[STATES.plan] as State;
+    expect(plan.TimeoutSeconds).toBe(300 + 60);
+    expect(plan.Retry).toMatchObject([{ MaxAttempts: 5, IntervalSeconds: 2, MaxDelaySeconds: 60 }]);
+  });
+
+  it('is Standard when configured, with Standard retries and the bigger jobs’ timeouts', () => {
+    const standard = rendered({ map: { childExecutionType: 'STANDARD' } });
+    const map = standard.States[STATES.map] as State & Record<string, Record<string, unknown>>;
+    expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
+    const processor = processorOf(standard);
+    expect((processor.States[STATES.compact] as State).TimeoutSeconds).toBe(900 + 60);
+    expect((processor.States[STATES.upload] as State).TimeoutSeconds).toBe(300 + 60);
+    expect(processor.States[STATES.compact]?.Retry).toMatchObject([{ MaxAttempts: 5 }]);
+    expect(renderedWorstCase(processor)).toBeGreaterThan(EXPRESS_MAX_SECONDS);
   });
 });

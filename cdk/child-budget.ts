@@ -1,0 +1,210 @@
+/**
+ * The per-partition chain (compact -> upload -> verify -> delete inputs -> clear manifest) runs
+ * as a Distributed Map child workflow, EXPRESS by default, STANDARD by choice
+ * (`compactor.map.childExecutionType`). This file holds what the choice changes and the
+ * arithmetic that keeps an Express child inside its limit. Pure (no aws-cdk-lib): cdk/config.ts
+ * checks settings with it at synth time, the workflow construct renders it.
+ *
+ * Facts designed around:
+ * - An Express execution lasts at most five minutes
+ *   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-standard-vs-express.html).
+ * - Asynchronous Express (what a Map Run starts) is at-least-once: a child may run twice, even at
+ *   once (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html).
+ *   Every step is idempotent under the same job and tolerates an earlier attempt still running
+ *   (DESIGN "The job protocol"); test/core/concurrency.test.ts and
+ *   test/cli/local-workflow.test.ts run a whole chain twice and overlapping.
+ * - Redriving a Map Run reruns its failed Express children from their start with StartExecution
+ *   (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html).
+ * - Step Functions records no history for Express executions; it is in CloudWatch Logs, if the
+ *   state machine logs (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html). The
+ *   state machine logs ALL events with execution data (compaction-workflow.ts).
+ */
+
+export const CHILD_EXECUTION_TYPES = ['EXPRESS', 'STANDARD'] as const;
+export type ChildExecutionType = (typeof CHILD_EXECUTION_TYPES)[number];
+
+/** An Express execution's maximum duration (concepts-standard-vs-express, above). */
+export const EXPRESS_MAX_SECONDS = 300;
+/**
+ * Kept free of the five minutes for state transitions and invocation overhead the task timeouts
+ * do not cover: the chain's worst case must be at most EXPRESS_MAX_SECONDS - this.
+ */
+export const EXPRESS_MARGIN_SECONDS = 30;
+export const EXPRESS_BUDGET_SECONDS = EXPRESS_MAX_SECONDS - EXPRESS_MARGIN_SECONDS;
+
+export interface ChildRetry {
+  readonly intervalSeconds: number;
+  readonly backoffRate: number;
+  /** Retries after the first attempt (ASL MaxAttempts). */
+  readonly maxAttempts: number;
+  readonly maxDelaySeconds: number;
+}
+
+/**
+ * Retry of each Lambda task (transient errors only, full jitter). Standard: five retries with
+ * backoff, as the parent's own tasks. Express: one retry after at most a second, or the worst
+ * case below would not fit five minutes.
+ */
+export function childRetry(type: ChildExecutionType): ChildRetry {
+  return type === 'EXPRESS'
+    ? { intervalSeconds: 1, backoffRate: 2, maxAttempts: 1, maxDelaySeconds: 1 }
+    : { intervalSeconds: 2, backoffRate: 2, maxAttempts: 5, maxDelaySeconds: 60 };
+}
+
+/**
+ * A task waits this much longer than its Lambda's timeout, so the chain never moves on while the
+ * Lambda still runs. A function's Init phase is limited to 10 seconds and is not part of its
+ * timeout (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html), so
+ * 10 s covers it; Standard keeps its minute.
+ */
+export function taskSlackSeconds(type: ChildExecutionType): number {
+  return type === 'EXPRESS' ? 10 : 60;
+}
+
+export function taskTimeoutSeconds(lambdaTimeoutSeconds: number, type: ChildExecutionType): number {
+  return lambdaTimeoutSeconds + taskSlackSeconds(type);
+}
+
+/**
+ * The waits before each retry, at their longest: the interval times the backoff rate per retry,
+ * capped at MaxDelaySeconds; full jitter only shortens them
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
+ */
+export function retryDelaysSeconds(retry: ChildRetry): number[] {
+  return Array.from({ length: retry.maxAttempts }, (_, k) =>
+    Math.min(retry.intervalSeconds * retry.backoffRate ** k, retry.maxDelaySeconds),
+  );
+}
+
+export interface ChainTaskBound {
+  readonly task: string;
+  readonly attempts: number;
+  readonly taskTimeoutSeconds: number;
+  readonly backoffSeconds: number;
+  readonly worstSeconds: number;
+}
+
+/**
+ * The longest one child can take: every attempt of every task running into its task timeout,
+ * with every retry wait at its longest. The Choice and Pass states add only transitions (margin).
+ */
+export function chainWorstCase(settings: {
+  readonly type: ChildExecutionType;
+  readonly compactTimeoutSeconds: number;
+  readonly partitionStepTimeoutSeconds: number;
+}): { readonly totalSeconds: number; readonly tasks: readonly ChainTaskBound[] } {
+  const retry = childRetry(settings.type);
+  const backoffSeconds = retryDelaysSeconds(retry).reduce((sum, d) => sum + d, 0);
+  const bound = (task: string, lambdaTimeout: number): ChainTaskBound => {
+    const timeout = taskTimeoutSeconds(lambdaTimeout, settings.type);
+    const attempts = 1 + retry.maxAttempts;
+    return {
+      task,
+      attempts,
+      taskTimeoutSeconds: timeout,
+      backoffSeconds,
+      worstSeconds: attempts * timeout + backoffSeconds,
+    };
+  };
+  const tasks = [
+    bound('compact', settings.compactTimeoutSeconds),
+    ...['upload', 'verify', 'delete inputs', 'clear manifest'].map((t) =>
+      bound(t, settings.partitionStepTimeoutSeconds),
+    ),
+  ];
+  return { totalSeconds: tasks.reduce((sum, t) => sum + t.worstSeconds, 0), tasks };
+}
+
+/**
+ * The compact step's cost per input byte and per input file on Lambda, from one `npm run bench`
+ * (bench/results.json, 2026-11-29, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU) of the
+ * compact path, each input fetched from the local folder store):
+ * - (i) 200 files, 156,980,933 B: 2.9033 s -> 2.9033 / 156.98 MB = 0.018495 s/MB;
+ * - (ii) 2,000 files, 21,030,571 B: 2.2307 s -> (2.2307 - 21.03 x 0.018495) / 2000 = 0.000921 s/file.
+ * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
+ * if a newer run is slower.
+ */
+export const MEASURED_COMPACT = { secondsPerMB: 0.0185, secondsPerFile: 0.00093 } as const;
+
+/**
+ * The S3 wait of a compact Lambda, which the local bench does not see: the cost model's stated
+ * S3 GET throughput and first-byte latency (bench/cost.ts ASSUMPTIONS, until the latency-true S3
+ * bench measures them), with the fewest downloads in flight the compact step uses
+ * (downloadConcurrency: 8).
+ */
+export const S3_WAIT = { megabytesPerSecond: 90, firstByteMs: 20, minInFlight: 8 } as const;
+
+/** A job at its bounds must be estimated to take at most this share of the compact timeout. */
+export const JOB_TIMEOUT_SHARE = 0.5;
+
+/** Estimated compact duration of a job with `bytes` of input in `files` files (s). */
+export function compactEstimateSeconds(bytes: number, files: number): number {
+  const mb = bytes / 1e6;
+  const compute = mb * MEASURED_COMPACT.secondsPerMB + files * MEASURED_COMPACT.secondsPerFile;
+  const s3 = mb / S3_WAIT.megabytesPerSecond + (files * S3_WAIT.firstByteMs) / 1000 / S3_WAIT.minInFlight;
+  return compute + s3;
+}
+
+const MiB = 1024 * 1024;
+
+export interface ChildDefaults {
+  readonly compactTimeoutSeconds: number;
+  readonly partitionStepTimeoutSeconds: number;
+  readonly maxJobBytes: number;
+  readonly maxJobFiles: number;
+}
+
+/**
+ * Express: compact 40 s and the four partition steps 10 s give a worst case of
+ * 2 x (40 + 10) + 1 + 4 x (2 x (10 + 10) + 1) = 101 + 164 = 265 s <= 270 s (five minutes less the
+ * margin). A job of 256 MiB in 2,000 files is estimated at
+ * 268.4 MB x 0.0185 + 2000 x 0.00093 + 268.4 / 90 + 2000 x 0.020 / 8 = 4.97 + 1.86 + 2.98 + 5.00
+ * = 14.8 s, under half of 40 s; 512 MiB would be 22.8 s, over it. An Arc hour (120 x 200 KB) is
+ * one job; a Firehose hour (12 x 64 MB), three.
+ * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files, as before.
+ */
+export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>> = {
+  EXPRESS: {
+    compactTimeoutSeconds: 40,
+    partitionStepTimeoutSeconds: 10,
+    maxJobBytes: 256 * MiB,
+    maxJobFiles: 2000,
+  },
+  STANDARD: {
+    compactTimeoutSeconds: 900,
+    partitionStepTimeoutSeconds: 300,
+    maxJobBytes: 2048 * MiB,
+    maxJobFiles: 5000,
+  },
+};
+
+/**
+ * Why these settings cannot run as Express children, or undefined. Keys are named as in the
+ * `compactor` context.
+ */
+export function expressRefusal(settings: {
+  readonly compactTimeoutSeconds: number;
+  readonly partitionStepTimeoutSeconds: number;
+  readonly maxJobBytes: number;
+  readonly maxJobFiles: number;
+}): { readonly key: string; readonly message: string } | undefined {
+  const worst = chainWorstCase({ type: 'EXPRESS', ...settings });
+  if (worst.totalSeconds > EXPRESS_BUDGET_SECONDS) {
+    const parts = worst.tasks
+      .map((t) => `${t.task} ${t.attempts} x ${t.taskTimeoutSeconds} s + ${t.backoffSeconds} s`)
+      .join(', ');
+    return {
+      key: 'map.childExecutionType',
+      message: `is "EXPRESS", whose executions last at most ${EXPRESS_MAX_SECONDS} s, but the per-partition chain can take ${worst.totalSeconds} s (${parts}; each task waits its Lambda's timeout + ${taskSlackSeconds('EXPRESS')} s), more than the ${EXPRESS_BUDGET_SECONDS} s allowed (${EXPRESS_MARGIN_SECONDS} s margin): lower lambda.compact.timeoutSeconds (${settings.compactTimeoutSeconds}) or lambda.partitionSteps.timeoutSeconds (${settings.partitionStepTimeoutSeconds}), or set map.childExecutionType to "STANDARD" for bigger jobs`,
+    };
+  }
+  const estimate = compactEstimateSeconds(settings.maxJobBytes, settings.maxJobFiles);
+  const allowed = settings.compactTimeoutSeconds * JOB_TIMEOUT_SHARE;
+  if (estimate > allowed) {
+    return {
+      key: 'maxJobBytes',
+      message: `(${settings.maxJobBytes}) with maxJobFiles (${settings.maxJobFiles}) makes a job of about ${estimate.toFixed(1)} s (measured ${MEASURED_COMPACT.secondsPerMB} s/MB and ${MEASURED_COMPACT.secondsPerFile} s/file, plus S3 at ${S3_WAIT.megabytesPerSecond} MB/s and ${S3_WAIT.firstByteMs} ms per GET / ${S3_WAIT.minInFlight}), more than ${JOB_TIMEOUT_SHARE * 100}% of lambda.compact.timeoutSeconds (${settings.compactTimeoutSeconds}) that an Express child allows: lower maxJobBytes or maxJobFiles, or set map.childExecutionType to "STANDARD"`,
+    };
+  }
+  return undefined;
+}
