@@ -7,8 +7,24 @@
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import type { RequestAccounting } from './requests.ts';
+import type { CostJobId, S3Job, S3LatencyResult } from './s3-latency.ts';
+import type { StepTiming } from './s3-worker.ts';
 import type { TransitionCount } from './transitions.ts';
 
+/**
+ * Prices (us-east-1, arm64 Lambda), each from the page named beside it.
+ * - Lambda: https://aws.amazon.com/lambda/pricing/
+ * - S3 requests (S3 Standard; DELETE is free): https://aws.amazon.com/s3/pricing/
+ * - Step Functions: https://aws.amazon.com/step-functions/pricing/ . Standard bills each state
+ *   transition ($0.025 per 1,000); Express bills each request ($1.00 per million) and its duration,
+ *   rounded up to 100 ms, in 64-MB chunks of memory ($0.06 per GB-hour for the first 1,000
+ *   GB-hours a month, the highest tier, used here), with memory = 50 MB + the definition + the
+ *   execution data: under 64 MB for a definition below Step Functions' 1 MB limit and the 256 KiB
+ *   payload limit, so one chunk.
+ * - S3 Tables compaction, the S3 Tables tab of https://aws.amazon.com/s3/pricing/ : $0.002 per
+ *   1,000 objects processed, plus $0.005 per GB processed for binpack and $0.01 for sort.
+ * - Glue: https://aws.amazon.com/glue/pricing/ ($0.44 per DPU-hour).
+ */
 export const PRICES = {
   lambdaArmGbSecond: 0.0000133334,
   lambdaPerRequest: 0.2 / 1e6,
@@ -16,11 +32,22 @@ export const PRICES = {
   s3GetHeadPer1000: 0.0004,
   s3DeletePer1000: 0,
   sfnTransitionPer1000: 0.025,
+  sfnExpressPerRequest: 1 / 1e6,
+  sfnExpressGbSecond: 0.06 / 3600,
+  sfnExpressBilledMb: 64,
+  sfnExpressRoundingSeconds: 0.1,
   s3TablesBinpackPerGb: 0.005,
   s3TablesSortPerGb: 0.01,
   s3TablesPer1000Objects: 0.002,
   glueDpuHour: 0.44,
 } as const;
+
+/**
+ * "When you use a Map state in Distributed mode, you are charged one state transition for each
+ * child workflow execution the Distributed Map state starts", whatever the child type
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html).
+ */
+export const CHILD_START_TRANSITIONS = 1;
 
 export const ASSUMPTIONS = {
   /**
@@ -28,9 +55,9 @@ export const ASSUMPTIONS = {
    * at 3008 MB the compact step's two DuckDB threads share about 1.7 vCPUs, not this machine's 2.
    */
   lambdaMbPerVcpu: 1769,
-  /** The other four per-partition Lambdas (upload, verify, delete, clear) run at 512 MB... */
+  /** The other four per-partition Lambdas (upload, verify, delete, clear) run at 512 MB (cdk/config.ts). */
   otherStepMemoryMb: 512,
-  /** ...for about this long each (one or two S3 calls). */
+  /** Dataset rows without an S3 bench run: the other four steps' time, each (one or two S3 calls). */
   otherStepSeconds: 0.5,
   /** Partitions per Step Functions execution (the per-execution states are shared by them). */
   partitionsPerExecution: 100,
@@ -38,10 +65,6 @@ export const ASSUMPTIONS = {
   perExecutionLambdaSeconds: 2,
   /** Times a raw object is listed by planning before it is compacted (one LIST per 1,000 keys). */
   listingsPerInput: 2,
-  /** S3 GET throughput of one compact Lambda (8 or more downloads in flight). */
-  s3MegabytesPerSecond: 90,
-  /** S3 first-byte latency per GET; with k in flight (the compact step's downloadConcurrency) each adds this / k of wall time. */
-  s3GetLatencyMs: 20,
   /** Glue: minimum 2 DPUs (G.1X x 2 workers), 1-minute minimum billing per job run... */
   glueDpus: 2,
   glueMinimumSeconds: 60,
@@ -66,8 +89,12 @@ export interface CostRow {
   readonly lambdaSeconds: number;
   /** vCPUs the compact Lambda gets at its memory size. */
   readonly lambdaVcpus: number;
-  /** Assumed extra wall time waiting on S3 transfers in Lambda (s). */
+  /**
+   * Measured wall time the compact step waits on S3 alone (no engine call running) over the S3
+   * path behind the shaper (bench/s3-latency.ts), for this dataset; 0 when it did not run.
+   */
   readonly s3WaitSeconds: number;
+  readonly s3WaitMeasured: boolean;
   /** GETs in flight for this file size (the compact step's own rule). */
   readonly s3ConcurrentGets: number;
   readonly perGib: {
@@ -82,6 +109,36 @@ export interface CostRow {
     readonly glue: number;
   };
   readonly meetsTarget: boolean;
+}
+
+export type ChildType = 'STANDARD' | 'EXPRESS';
+
+/** One priced term of a job: what is counted, how many, at what unit price. */
+export interface CostTerm {
+  readonly name: string;
+  /** The arithmetic, printed: quantity x unit price. */
+  readonly arithmetic: string;
+  readonly usd: number;
+}
+
+export interface JobCost {
+  readonly job: CostJobId;
+  readonly title: string;
+  readonly childType: ChildType;
+  readonly inputBytes: number;
+  readonly files: number;
+  /** Billed seconds of each Lambda of the chain, from the S3 bench run (measured). */
+  readonly lambdaSeconds: Readonly<Record<StepTiming['step'], number>>;
+  readonly terms: readonly CostTerm[];
+  readonly total: number;
+  readonly s3Tables: {
+    readonly strategy: 'binpack' | 'sort';
+    readonly terms: readonly CostTerm[];
+    readonly total: number;
+  };
+  readonly target: { readonly text: string; readonly limit: number; readonly met: boolean };
+  /** Where missed: the largest terms and what they measure. */
+  readonly cause?: string;
 }
 
 export interface CostModel {
@@ -100,12 +157,183 @@ export interface CostModel {
   };
   readonly targetPerGib: number;
   readonly rows: readonly CostRow[];
+  /** The three user jobs, each for both child types; empty when the S3 bench did not run. */
+  readonly jobs: readonly JobCost[];
+}
+
+/** How each SDK command is billed on S3 (https://aws.amazon.com/s3/pricing/). */
+export const COMMAND_CLASS: Readonly<Record<string, 'get' | 'put' | 'free'>> = {
+  GetObject: 'get',
+  HeadObject: 'get',
+  PutObject: 'put',
+  CopyObject: 'put',
+  CreateMultipartUpload: 'put',
+  UploadPart: 'put',
+  CompleteMultipartUpload: 'put',
+  ListObjectsV2: 'put',
+  ListMultipartUploads: 'put',
+  DeleteObjects: 'free',
+  DeleteObject: 'free',
+  AbortMultipartUpload: 'free',
+};
+
+const usd = (n: number) => `$${n.toFixed(6)}`;
+const f = (n: number, digits = 3) => Number(n.toFixed(digits)).toString();
+
+/** Billed seconds of a Lambda: its wall time, or its CPU time over its vCPUs if longer. */
+export function billedSeconds(step: StepTiming, memoryMb: number): number {
+  return Math.max(step.wallMs, step.cpuMs / (memoryMb / ASSUMPTIONS.lambdaMbPerVcpu)) / 1000;
+}
+
+/**
+ * A job's price for one child type, term by term, from the S3 bench's measured run of it: every
+ * Lambda's billed time and every S3 request the chain sent on the wire.
+ */
+export function jobCost(input: {
+  readonly job: S3Job & { readonly costJob: CostJobId };
+  readonly childType: ChildType;
+  readonly transitionsPerPartition: number;
+  readonly transitionsPerExecution: number;
+  readonly lambdaMemoryMb: number;
+}): JobCost {
+  const p = PRICES;
+  const a = ASSUMPTIONS;
+  const { job } = input;
+  const steps = job.run.steps;
+  const stepMemory = (step: StepTiming['step']) =>
+    step === 'compact' ? input.lambdaMemoryMb : a.otherStepMemoryMb;
+  const lambdaSeconds = Object.fromEntries(
+    steps.map((s) => [s.step, billedSeconds(s, stepMemory(s.step))]),
+  ) as Record<StepTiming['step'], number>;
+  const terms: CostTerm[] = [];
+  const term = (name: string, arithmetic: string, value: number) =>
+    terms.push({ name, arithmetic, usd: value });
+
+  const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds.compact;
+  term(
+    'compact Lambda duration',
+    `${input.lambdaMemoryMb} MB / 1024 x ${f(lambdaSeconds.compact)} s = ${f(compactGbS)} GB-s x $${p.lambdaArmGbSecond}`,
+    compactGbS * p.lambdaArmGbSecond,
+  );
+  const others = steps.filter((s) => s.step !== 'compact');
+  const otherSeconds = others.reduce((sum, s) => sum + (lambdaSeconds[s.step] ?? 0), 0);
+  const otherGbS = (a.otherStepMemoryMb / 1024) * otherSeconds;
+  term(
+    'upload, verify, delete, clear Lambdas',
+    `${a.otherStepMemoryMb} MB / 1024 x (${others.map((s) => f(lambdaSeconds[s.step] ?? 0)).join(' + ')}) s = ${f(otherGbS)} GB-s x $${p.lambdaArmGbSecond}`,
+    otherGbS * p.lambdaArmGbSecond,
+  );
+  const execGbS = (3 * (a.otherStepMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
+  term(
+    "recover, plan, summary Lambdas (the execution's, shared)",
+    `3 x ${a.otherStepMemoryMb} MB / 1024 x ${a.perExecutionLambdaSeconds} s (stated) / ${a.partitionsPerExecution} partitions = ${f(execGbS, 4)} GB-s x $${p.lambdaArmGbSecond}`,
+    execGbS * p.lambdaArmGbSecond,
+  );
+  const invokes = steps.length + 3 / a.partitionsPerExecution;
+  term(
+    'Lambda requests',
+    `${f(invokes, 2)} invocations x $${p.lambdaPerRequest}`,
+    invokes * p.lambdaPerRequest,
+  );
+
+  const count = (cls: 'get' | 'put') =>
+    Object.entries(job.run.commands)
+      .filter(([name]) => (COMMAND_CLASS[name] ?? 'put') === cls)
+      .reduce((sum, [, n]) => sum + n, 0);
+  const gets = count('get');
+  term(
+    'S3 GET/HEAD (measured on the wire)',
+    `${gets} x $${p.s3GetHeadPer1000} / 1,000`,
+    (gets * p.s3GetHeadPer1000) / 1000,
+  );
+  const puts = count('put');
+  const planningLists = (a.listingsPerInput * job.files) / 1000;
+  term(
+    'S3 PUT/COPY/POST/LIST (measured on the wire, + planning)',
+    `(${puts} + ${a.listingsPerInput} listings x ${job.files} keys / 1,000 per LIST = ${f(puts + planningLists, 2)}) x $${p.s3PutCopyListPer1000} / 1,000`,
+    ((puts + planningLists) * p.s3PutCopyListPer1000) / 1000,
+  );
+
+  const execShare = input.transitionsPerExecution / a.partitionsPerExecution;
+  if (input.childType === 'STANDARD') {
+    const transitions = CHILD_START_TRANSITIONS + input.transitionsPerPartition + execShare;
+    term(
+      'Step Functions transitions',
+      `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerPartition} child states + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
+      (transitions * p.sfnTransitionPer1000) / 1000,
+    );
+  } else {
+    const transitions = CHILD_START_TRANSITIONS + execShare;
+    term(
+      'Step Functions transitions',
+      `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
+      (transitions * p.sfnTransitionPer1000) / 1000,
+    );
+    term('Express child request', '1 x $1.00 / 1,000,000', p.sfnExpressPerRequest);
+    // The child lasts as long as its Lambdas run, one after another (state overhead not measured here).
+    const wall = steps.reduce((sum, s) => sum + s.wallMs, 0) / 1000;
+    const billed = Math.ceil(wall / p.sfnExpressRoundingSeconds - 1e-9) * p.sfnExpressRoundingSeconds;
+    const gbS = (p.sfnExpressBilledMb / 1024) * billed;
+    term(
+      'Express child duration',
+      `${p.sfnExpressBilledMb} MB / 1024 x ${f(billed, 1)} s (the chain's ${f(wall, 2)} s, rounded up to 100 ms) = ${f(gbS, 4)} GB-s x $${f(p.sfnExpressGbSecond, 10)}`,
+      gbS * p.sfnExpressGbSecond,
+    );
+  }
+  const total = terms.reduce((sum, t) => sum + t.usd, 0);
+
+  const gb = job.bytes / GIB;
+  const strategy = job.costJob === 'full-job' ? 'sort' : 'binpack';
+  const perGb = strategy === 'sort' ? p.s3TablesSortPerGb : p.s3TablesBinpackPerGb;
+  const tablesTerms: CostTerm[] = [
+    { name: `S3 Tables ${strategy}: data`, arithmetic: `${f(gb, 4)} GB x $${perGb}`, usd: gb * perGb },
+    {
+      name: `S3 Tables ${strategy}: objects`,
+      arithmetic: `${job.files} objects x $${p.s3TablesPer1000Objects} / 1,000`,
+      usd: (job.files * p.s3TablesPer1000Objects) / 1000,
+    },
+  ];
+  const tablesTotal = tablesTerms.reduce((sum, t) => sum + t.usd, 0);
+  const share = job.costJob === 'full-job' ? 10 : 4;
+  const limit = tablesTotal / share;
+  const met = total <= limit;
+  const target = {
+    text:
+      job.costJob === 'firehose-hour'
+        ? `<= 1/4 of S3 Tables binpack (the Arc hour's target; the issue sets none for this job)`
+        : `<= 1/${share} of S3 Tables ${strategy}`,
+    limit,
+    met,
+  };
+  let cause: string | undefined;
+  if (!met) {
+    const sorted = [...terms].sort((x, y) => y.usd - x.usd);
+    const alone = sorted.filter((t) => t.usd > limit);
+    const top = sorted.slice(0, 3).map((t) => `${t.name} ${usd(t.usd)} (${f((t.usd / total) * 100, 0)}%)`);
+    cause =
+      `${usd(total)} against ${usd(limit)}: largest terms ${top.join(', ')}` +
+      (alone.length > 0 ? `; ${alone.map((t) => t.name).join(' and ')} alone exceed the limit` : '');
+  }
+  return {
+    job: job.costJob,
+    title: job.title,
+    childType: input.childType,
+    inputBytes: job.bytes,
+    files: job.files,
+    lambdaSeconds,
+    terms,
+    total,
+    s3Tables: { strategy, terms: tablesTerms, total: tablesTotal },
+    target,
+    ...(cause ? { cause } : {}),
+  };
 }
 
 export function costModel(input: {
   readonly comparisons: readonly Comparison[];
   readonly requests: RequestAccounting;
   readonly transitions: TransitionCount | undefined;
+  readonly s3?: S3LatencyResult | undefined;
   readonly lambdaMemoryMb: number;
 }): CostModel {
   const reference = input.requests.jobs.find((j) => j.tier === 'hourly') ?? input.requests.jobs[0];
@@ -118,9 +346,10 @@ export function costModel(input: {
     delete: reference.byClass.delete - Math.ceil(n / 1000),
   };
   const perPartition = input.transitions?.perPartition ?? 7;
-  const perExecution = input.transitions?.perExecution ?? 8;
+  const perExecution = input.transitions?.perExecution ?? 9;
   const a = ASSUMPTIONS;
   const p = PRICES;
+  const s3Runs = new Map((input.s3?.jobs ?? []).map((j) => [j.id, j]));
 
   const lambdaVcpus = input.lambdaMemoryMb / a.lambdaMbPerVcpu;
   const row = (
@@ -129,10 +358,11 @@ export function costModel(input: {
     files: number,
     seconds: number,
     cpuSeconds: number,
+    s3: { readonly seconds: number; readonly measured: boolean },
   ): CostRow => {
     const lambdaSeconds = Math.max(seconds, cpuSeconds / lambdaVcpus);
     const inFlight = downloadConcurrency(Array.from({ length: files }, () => ({ size: bytes / files })));
-    const s3WaitSeconds = bytes / 1e6 / a.s3MegabytesPerSecond + (files * a.s3GetLatencyMs) / 1000 / inFlight;
+    const s3WaitSeconds = s3.seconds;
     const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds;
     const otherGbS = 4 * (a.otherStepMemoryMb / 1024) * a.otherStepSeconds;
     const executionGbS =
@@ -143,7 +373,9 @@ export function costModel(input: {
     const putClass = fixedCalls.put + fixedCalls.list + (a.listingsPerInput * files) / 1000;
     const s3Requests = (gets * p.s3GetHeadPer1000 + putClass * p.s3PutCopyListPer1000) / 1000;
     const stepFunctions =
-      ((perPartition + perExecution / a.partitionsPerExecution) * p.sfnTransitionPer1000) / 1000;
+      ((CHILD_START_TRANSITIONS + perPartition + perExecution / a.partitionsPerExecution) *
+        p.sfnTransitionPer1000) /
+      1000;
     const total = lambdaCompute + lambdaRequests + s3Requests + stepFunctions;
     const waitCost = (input.lambdaMemoryMb / 1024) * s3WaitSeconds * p.lambdaArmGbSecond;
     const gib = bytes / GIB;
@@ -170,10 +402,18 @@ export function costModel(input: {
       lambdaSeconds,
       lambdaVcpus,
       s3WaitSeconds,
+      s3WaitMeasured: s3.measured,
       s3ConcurrentGets: inFlight,
       perGib,
       meetsTarget: perGib.totalWithS3Wait <= 0.001,
     };
+  };
+  /** The compact step's measured wait on S3 alone for a dataset, scaled by bytes for a bigger job. */
+  const s3Wait = (id: string, scale = 1) => {
+    const compact = s3Runs.get(id)?.run.steps.find((s) => s.step === 'compact');
+    return compact
+      ? { seconds: (compact.s3OnlyMs / 1000) * scale, measured: true }
+      : { seconds: 0, measured: false };
   };
 
   const rows: CostRow[] = [];
@@ -181,7 +421,14 @@ export function costModel(input: {
     const product = c.tools.find((t) => t.tool === 'product');
     if (!product) continue;
     rows.push(
-      row(c.dataset.title, c.dataset.bytes, c.dataset.files, product.wallMs / 1000, product.cpuMs / 1000),
+      row(
+        c.dataset.title,
+        c.dataset.bytes,
+        c.dataset.files,
+        product.wallMs / 1000,
+        product.cpuMs / 1000,
+        s3Wait(c.dataset.id),
+      ),
     );
     if (c.dataset.id === 'i') {
       // The same files, as many as a full job takes (maxJobBytes 2 GiB), at the measured throughput.
@@ -193,7 +440,24 @@ export function costModel(input: {
           Math.min(5000, Math.round(c.dataset.files * scale)),
           (product.wallMs / 1000) * scale,
           (product.cpuMs / 1000) * scale,
+          s3Wait('i', scale),
         ),
+      );
+    }
+  }
+  const jobs: JobCost[] = [];
+  for (const job of input.s3?.jobs ?? []) {
+    const costJob = job.costJob;
+    if (costJob === undefined) continue;
+    for (const childType of ['STANDARD', 'EXPRESS'] as const) {
+      jobs.push(
+        jobCost({
+          job: { ...job, costJob },
+          childType,
+          transitionsPerPartition: perPartition,
+          transitionsPerExecution: perExecution,
+          lambdaMemoryMb: input.lambdaMemoryMb,
+        }),
       );
     }
   }
@@ -209,5 +473,6 @@ export function costModel(input: {
     fixedCalls,
     targetPerGib: 0.001,
     rows,
+    jobs,
   };
 }

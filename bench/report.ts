@@ -118,6 +118,21 @@ export function targets(r: BenchResults): Target[] {
       met: p.capped.maxRssBytes <= 512 * MIB,
     });
   }
+  for (const job of r.s3Latency?.jobs ?? []) {
+    const planned = Math.min(job.run.plannedConcurrency, job.files);
+    out.push({
+      name: `s3 ${job.id}: downloads reach the compact step's concurrency (${planned})`,
+      value: `${job.run.maxConcurrentDownloads} in flight at most`,
+      met: job.run.maxConcurrentDownloads >= planned,
+    });
+  }
+  for (const job of r.cost?.jobs ?? []) {
+    out.push({
+      name: `cost ${job.title}, ${job.childType} children: ${job.target.text}`,
+      value: `${usd6(job.total)} vs ${usd6(job.target.limit)} (S3 Tables ${job.s3Tables.strategy} ${usd6(job.s3Tables.total)})${job.cause ? `; cause: ${job.cause}` : ''}`,
+      met: job.target.met,
+    });
+  }
   if (r.cost) {
     for (const row of r.cost.rows) {
       out.push({
@@ -161,6 +176,105 @@ export function writeGap(c: Comparison): string | undefined {
     `(${f2(write.wallMs / polars.wallMs)}x polars' whole run, ${f2(polars.wallMs / 1000)} s; ` +
     `${int((write.wallMs / (product.phases?.mergeMs ?? product.wallMs)) * 100)}% of the product's merge).`
   );
+}
+
+const secs = (ms: number) => f2(ms / 1000);
+/** Dollars to six decimals: a job's terms are millionths. */
+const usd6 = (n: number) => `$${n.toFixed(6)}`;
+
+/** The S3 bench: per job, concurrency, multipart, and each Lambda's wait on S3 versus compute. */
+export function s3Section(r: BenchResults): string[] {
+  const s = r.s3Latency;
+  if (!s) return [];
+  const rows = s.jobs.map((job) => {
+    const step = (name: string) => job.run.steps.find((x) => x.step === name);
+    const compact = step('compact');
+    const others = job.run.steps.filter((x) => x.step !== 'compact');
+    const parts = job.run.commands.UploadPart ?? 0;
+    const chainMs = job.run.steps.reduce((sum, x) => sum + x.wallMs, 0);
+    return [
+      job.title,
+      int(job.files),
+      f1(job.bytes / 1e6),
+      `${job.run.maxConcurrentDownloads} / ${job.run.plannedConcurrency}`,
+      `${job.shaper.maxAwaitingRequests} / ${job.shaper.connections}`,
+      parts > 0
+        ? `${job.run.commands.CreateMultipartUpload ?? 0} upload(s), ${parts} parts`
+        : `none (${job.run.commands.PutObject ?? 0} PUTs)`,
+      `${f1(job.run.outputBytes / MIB)}`,
+      secs(compact?.wallMs ?? 0),
+      secs(compact?.s3OnlyMs ?? 0),
+      secs(compact?.engineBusyMs ?? 0),
+      // The rest of the step: neither an S3 call nor the engine running.
+      secs((compact?.wallMs ?? 0) - (compact?.engineBusyMs ?? 0) - (compact?.s3OnlyMs ?? 0)),
+      others.map((x) => `${x.step} ${secs(x.wallMs)} (S3 ${secs(x.s3OnlyMs)})`).join(', '),
+      secs(chainMs),
+      `${int((((compact?.s3OnlyMs ?? 0) + others.reduce((sum, x) => sum + x.s3OnlyMs, 0)) / Math.max(chainMs, 1)) * 100)}%`,
+    ];
+  });
+  return [
+    '',
+    '## S3 path behind a latency shaper',
+    '',
+    `The per-partition chain (compact, upload, verify, delete inputs, clear) over the product's S3 path (the real SDK and S3Store, built as the Lambdas build them) ` +
+      `against fauxqs behind a TCP shaper: every response's first byte ${s.firstByteLatencyMs} ms after its request's last byte, ${f1(s.bytesPerSecond / 1e6)} MB/s per connection each way ` +
+      `(from ${s.sources.join(' and ')}). Multipart parts are 8 MiB here (fauxqs refuses bodies over 11 MiB; the Lambda's are 64 MiB). ` +
+      `"S3 only": time with an S3 call in flight and no engine call running; "engine": time with the engine working (footer checks overlap the downloads); ` +
+      `"other": the rest of the step (JS work between calls). One run each, the median of three for the small jobs; seconds on this shared machine.`,
+    '',
+    table(
+      [
+        'job',
+        'files',
+        'MB',
+        'downloads in flight (max / planned)',
+        'requests awaiting first byte (max) / connections',
+        'multipart on upload',
+        'output MiB',
+        'compact s',
+        'S3 only s',
+        'engine s',
+        'other s',
+        'other steps s',
+        'chain s',
+        'waiting on S3 alone',
+      ],
+      rows,
+    ),
+  ];
+}
+
+/** The three user jobs priced term by term for both child types, against S3 Tables. */
+export function jobCostSection(r: BenchResults): string[] {
+  const jobs = r.cost?.jobs ?? [];
+  if (jobs.length === 0) return [];
+  const out: string[] = [
+    '',
+    '## Cost of the jobs users have',
+    '',
+    'Each term from the measured S3 run of that job (Lambda billed seconds = max(wall, CPU / vCPUs), requests counted on the wire) ' +
+      'or a stated assumption (marked). Prices: bench/cost.ts PRICES, each with its page.',
+  ];
+  for (const job of jobs) {
+    out.push(
+      '',
+      `### ${job.title}, ${job.childType} children: ${usd6(job.total)} vs ${usd6(job.target.limit)} (${job.target.text}): ${job.target.met ? 'met' : 'not met'}`,
+      '',
+      table(
+        ['term', 'arithmetic', 'USD'],
+        [
+          ...job.terms.map((t) => [t.name, t.arithmetic, usd6(t.usd)]),
+          ['**total**', '', `**${usd6(job.total)}**`],
+          ...job.s3Tables.terms.map((t) => [t.name, t.arithmetic, usd6(t.usd)]),
+          [`S3 Tables ${job.s3Tables.strategy} total`, '', usd6(job.s3Tables.total)],
+          [`target: ${job.target.text}`, '', usd6(job.target.limit)],
+        ],
+        '--- | --- | ---:',
+      ),
+    );
+    if (job.cause) out.push('', `Not met: ${job.cause}.`);
+  }
+  return out;
 }
 
 export function renderMarkdown(r: BenchResults): string {
@@ -319,6 +433,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
   }
+  lines.push(...s3Section(r), ...jobCostSection(r));
   if (r.cost) {
     const c = r.cost;
     lines.push('## Cost per GiB compacted', '');
@@ -357,10 +472,9 @@ export function renderMarkdown(r: BenchResults): string {
         `${c.assumptions.partitionsPerExecution} partitions; $${c.prices.lambdaArmGbSecond} per GB-s, $0.20 per 1M requests. ` +
         `S3: per job N input GETs + ${c.fixedCalls.get} GET/HEAD + ${c.fixedCalls.put} PUT/COPY + ${c.fixedCalls.list} LIST (measured above), ` +
         `each input listed ${c.assumptions.listingsPerInput} times by planning; PUT/COPY/LIST $0.005 and GET/HEAD $0.0004 per 1,000, DELETE free. ` +
-        `Step Functions: ${c.transitionsPerPartition} transitions per partition + ${c.transitionsPerExecution} per execution (${c.transitionsSource}), $0.025 per 1,000. ` +
-        `S3 wait: the local store is a folder; in Lambda the inputs come from S3, assumed ${c.assumptions.s3MegabytesPerSecond} MB/s and ` +
-        `${c.assumptions.s3GetLatencyMs} ms per GET with as many in flight as the compact step starts for that file size ` +
-        `(${[...new Set(c.rows.map((r) => r.s3ConcurrentGets))].join(', ')} here; 8 for large files, up to 32 for small ones), billed as compact Lambda time. ` +
+        `Step Functions: 1 transition per child execution started + ${c.transitionsPerPartition} per partition + ${c.transitionsPerExecution} per execution (${c.transitionsSource}), $0.025 per 1,000. ` +
+        `S3 wait: the local store is a folder; in Lambda the inputs come from S3: the compact step's measured time waiting on S3 alone over the S3 path behind the shaper ` +
+        `(the S3 section below; the 2 GiB row scales (i)'s by bytes; 0 where that section did not run), billed as compact Lambda time. ` +
         `S3 Tables: $0.005/GB binpack or $0.01/GB sort plus $0.002 per 1,000 objects. Glue: ${c.assumptions.glueDpus} DPU x max(${c.assumptions.glueMinimumSeconds} s, ` +
         `input / ${c.assumptions.glueMegabytesPerSecond} MB/s) at $0.44 per DPU-hour (a stated, not measured, throughput) plus the same input GETs. ` +
         `Target: $${c.targetPerGib}/GiB.`,
@@ -379,6 +493,7 @@ export function printTables(r: BenchResults): void {
     const write = writeGap(c);
     if (write) out.push(write);
   }
+  out.push(...s3Section(r), ...jobCostSection(r));
   out.push(
     '',
     'targets',

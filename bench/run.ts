@@ -17,6 +17,7 @@ import { type OrchestrationResult, runOrchestration } from './orchestration.ts';
 import { type PlannerScaleResult, runPlannerScale } from './planner-scale.ts';
 import { printTables, renderMarkdown, renderSvg } from './report.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
+import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
 
 /** What the compact Lambda runs with (cdk: 3008 MB -> DuckDB 2200MB, 2 threads). */
@@ -47,6 +48,7 @@ export interface BenchResults {
   readonly planner?: PlannerScaleResult;
   readonly memory?: MemoryResult;
   readonly transitions?: TransitionCount;
+  readonly s3Latency?: S3LatencyResult;
   readonly cost?: CostModel;
 }
 
@@ -57,7 +59,7 @@ interface Args {
   readonly quick: boolean;
 }
 
-const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory'];
+const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3'];
 
 const USAGE = `usage: npm run bench [-- options]
 
@@ -68,7 +70,8 @@ no results files.
   --runs N            measured rounds per tool (default 5; the median is reported)
   --datasets LIST     comma-separated dataset ids: ${DATASETS.map((d) => d.id).join(',')} (default all)
   --only LIST         comma-separated sections: ${SECTIONS.join(',')} (default all)
-  --quick             smaller request, orchestration, planner and memory cases
+  --quick             smaller request, orchestration, planner and memory cases; s3: the Firehose
+                      hour and 2 GiB job at 1/8 size, one run each
   --help              this text
 `;
 
@@ -149,6 +152,7 @@ async function main(): Promise<number> {
     planner?: PlannerScaleResult;
     memory?: MemoryResult;
     transitions?: TransitionCount;
+    s3Latency?: S3LatencyResult;
   } = { comparisons: [] };
   try {
     if (args.only.includes('compare')) {
@@ -205,6 +209,18 @@ async function main(): Promise<number> {
         log,
       });
     }
+    if (args.only.includes('s3')) {
+      log('S3 path behind the latency shaper');
+      const s3Dir = join(tmp, 's3');
+      results.s3Latency = await runS3Latency(engine, s3Dir, {
+        jobs: await s3JobSpecs(engine, s3Dir, { quick: args.quick, datasets: args.datasets }),
+        // The big jobs take minutes a run; their S3 waits are simulated, not noisy.
+        runs: (spec) => (args.quick ? 1 : spec.files * spec.rowsPerFile > 20e6 ? 1 : 3),
+        threads: THREADS,
+        memoryLimit: PRODUCT_MEMORY_LIMIT,
+        log,
+      });
+    }
     results.transitions = await countTransitions().catch((error: Error) => {
       log(
         `state transitions: could not synthesize the state machine (${error.message}); using the stated counts`,
@@ -241,6 +257,7 @@ async function main(): Promise<number> {
             comparisons: results.comparisons,
             requests: results.requests,
             transitions: results.transitions,
+            s3: results.s3Latency,
             lambdaMemoryMb: LAMBDA_MEMORY_MB,
           }),
         }

@@ -1,0 +1,149 @@
+/**
+ * The cost model's arithmetic (bench/cost.ts jobCost) on a hand-made S3 bench run: each term is
+ * checked against the prices worked out here by hand, so a changed price, a dropped term or a
+ * Standard transition billed to an Express child fails.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { billedSeconds, type ChildType, type JobCost, jobCost } from '../../bench/cost.ts';
+import type { CostJobId, S3Job } from '../../bench/s3-latency.ts';
+import type { StepTiming } from '../../bench/s3-worker.ts';
+
+const step = (name: StepTiming['step'], wallMs: number, cpuMs: number): StepTiming => ({
+  step: name,
+  status: 'done/x',
+  wallMs,
+  cpuMs,
+  s3BusyMs: wallMs / 2,
+  engineBusyMs: 0,
+  s3OnlyMs: wallMs / 2,
+});
+
+function job(costJob: CostJobId, files: number, bytes: number): S3Job & { costJob: CostJobId } {
+  return {
+    id: costJob,
+    title: costJob,
+    costJob,
+    scale: 1,
+    files,
+    bytes,
+    rows: 1,
+    compactWallMs: [2000],
+    shaper: {
+      connections: 1,
+      maxOpenConnections: 1,
+      responses: 1,
+      maxAwaitingRequests: 1,
+      bytesToServer: 1,
+      bytesToClient: 1,
+    },
+    run: {
+      // compact: 2 s wall, 4 s CPU -> 4 / (3008 / 1769) = 2.3524 s billed (CPU-bound on 1.70 vCPUs).
+      steps: [
+        step('compact', 2000, 4000),
+        step('upload', 100, 10),
+        step('verify', 50, 10),
+        step('delete', 60, 10),
+        step('clear', 40, 10),
+      ],
+      maxConcurrentDownloads: 32,
+      plannedConcurrency: 32,
+      commands: {
+        GetObject: files + 2,
+        HeadObject: 3,
+        PutObject: 4,
+        CopyObject: 1,
+        ListObjectsV2: 2,
+        DeleteObjects: 2,
+      },
+      downloadMs: 1000,
+      downloadedBytes: bytes,
+      stagingPutMs: 100,
+      outputBytes: 1,
+      outputRows: 1,
+      outputKeys: ['k'],
+      maxRssBytes: 1,
+    },
+  };
+}
+
+const price = (childType: ChildType, costJob: CostJobId = 'arc-hour', files = 120, bytes = 24e6): JobCost =>
+  jobCost({
+    job: job(costJob, files, bytes),
+    childType,
+    transitionsPerPartition: 7,
+    transitionsPerExecution: 9,
+    lambdaMemoryMb: 3008,
+  });
+
+const termUsd = (cost: JobCost, name: string) => {
+  const term = cost.terms.find((t) => t.name === name);
+  if (!term) throw new Error(`no term ${name}`);
+  return term.usd;
+};
+
+describe('the cost model of one job (bench/cost.ts)', () => {
+  it('bills a Lambda its wall time, or its CPU time over the vCPUs its memory buys if longer', () => {
+    expect(billedSeconds(step('compact', 2000, 4000), 3008)).toBeCloseTo(4 / (3008 / 1769), 6);
+    expect(billedSeconds(step('upload', 100, 10), 512)).toBeCloseTo(0.1, 6);
+  });
+
+  it('prices a Standard child: 1 child start + 7 states + 9/100 of the execution, $0.025 per 1,000', () => {
+    const cost = price('STANDARD');
+    expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((8.09 * 0.025) / 1000, 12);
+    expect(cost.terms.some((t) => t.name.startsWith('Express'))).toBe(false);
+  });
+
+  it('prices an Express child: the child start and execution share, $1 per million, 64 MB x the chain rounded up to 100 ms', () => {
+    const cost = price('EXPRESS');
+    expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((1.09 * 0.025) / 1000, 12);
+    expect(termUsd(cost, 'Express child request')).toBeCloseTo(1e-6, 12);
+    // Chain: 2.0 + 0.1 + 0.05 + 0.06 + 0.04 = 2.25 s -> 2.3 s x 0.0625 GB x $0.06 / 3600.
+    expect(termUsd(cost, 'Express child duration')).toBeCloseTo((2.3 * 0.0625 * 0.06) / 3600, 12);
+  });
+
+  it('prices the Lambdas and S3 requests from the measured run, term by term, and totals them', () => {
+    const cost = price('STANDARD');
+    const compactSeconds = 4 / (3008 / 1769);
+    expect(termUsd(cost, 'compact Lambda duration')).toBeCloseTo(
+      (3008 / 1024) * compactSeconds * 0.0000133334,
+      12,
+    );
+    // The 512 MB Lambdas get 0.289 vCPU: 10 ms of CPU bills 34.6 ms, less than each wall time here.
+    expect(termUsd(cost, 'upload, verify, delete, clear Lambdas')).toBeCloseTo(0.5 * 0.25 * 0.0000133334, 12);
+    expect(termUsd(cost, 'Lambda requests')).toBeCloseTo(5.03 * 0.2e-6, 12);
+    // 122 GetObject + 3 HeadObject; 4 PUT + 1 COPY + 2 LIST, and 2 listings x 120 keys / 1,000.
+    expect(termUsd(cost, 'S3 GET/HEAD (measured on the wire)')).toBeCloseTo((125 * 0.0004) / 1000, 12);
+    expect(termUsd(cost, 'S3 PUT/COPY/POST/LIST (measured on the wire, + planning)')).toBeCloseTo(
+      ((7 + 0.24) * 0.005) / 1000,
+      12,
+    );
+    expect(cost.total).toBeCloseTo(
+      cost.terms.reduce((sum, t) => sum + t.usd, 0),
+      15,
+    );
+    for (const t of cost.terms) expect(t.arithmetic).toMatch(/x \$/);
+  });
+
+  it('holds the Arc hour to 1/4 of S3 Tables binpack and the full job to 1/10 of sort, per GB and per object', () => {
+    const arc = price('EXPRESS');
+    const gb = 24e6 / 2 ** 30;
+    expect(arc.s3Tables.strategy).toBe('binpack');
+    expect(arc.s3Tables.total).toBeCloseTo(gb * 0.005 + (120 * 0.002) / 1000, 12);
+    expect(arc.target.limit).toBeCloseTo(arc.s3Tables.total / 4, 12);
+    expect(arc.target.met).toBe(arc.total <= arc.target.limit);
+
+    const full = price('EXPRESS', 'full-job', 2700, 2 * 2 ** 30);
+    expect(full.s3Tables.strategy).toBe('sort');
+    expect(full.s3Tables.total).toBeCloseTo(2 * 0.01 + (2700 * 0.002) / 1000, 12);
+    expect(full.target.limit).toBeCloseTo(full.s3Tables.total / 10, 12);
+  });
+
+  it('names the cause of a missed target: the largest terms, and those that alone exceed the limit', () => {
+    const arc = price('STANDARD');
+    // $0.000202 of transitions alone is above 1/4 of binpack ($0.000088) for 120 x 200 KB.
+    expect(arc.target.met).toBe(false);
+    expect(arc.cause).toContain('Step Functions transitions');
+    expect(arc.cause).toContain('alone exceed');
+  });
+});
