@@ -28,6 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../core/duckdb-sql.ts';
 import type {
   Column,
   CompactOutput,
@@ -43,6 +44,9 @@ import type {
 import { InputUnreadableError } from '../core/engine.ts';
 import { DedupError } from '../core/errors.ts';
 import { readFooter } from './parquet-footer.ts';
+
+// SQL quoting lives in the core (one copy, shared with the reader views); importers of the engine get it here too.
+export { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../core/duckdb-sql.ts';
 
 export interface DuckDbEngineOptions {
   /** DuckDB memory_limit, e.g. '1GB'. Leave headroom for Node itself. Default: 80% of RAM (DuckDB's). */
@@ -655,26 +659,6 @@ export function readAll(files: readonly string[]): string {
 export async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {
   const rows = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source}`)).getRowObjectsJS();
   return rows.map((row) => ({ name: String(row.column_name), type: String(row.column_type) }));
-}
-
-/** `"name"` with embedded quotes doubled: any column name is safe in SQL. */
-export function quoteIdentifier(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
-}
-
-/** `'text'` with embedded quotes doubled (DuckDB strings have no backslash escapes). */
-export function quoteString(text: string): string {
-  return `'${text.replaceAll("'", "''")}'`;
-}
-
-/** Escapes the glob characters DuckDB's file readers expand, so the path names exactly one file. */
-export function escapeGlob(path: string): string {
-  return path.replace(/[*?[\]]/g, (c) => `[${c}]`);
-}
-
-/** A local file path as a read_parquet / parquet_metadata argument. */
-export function parquetPath(path: string): string {
-  return quoteString(escapeGlob(path));
 }
 
 /** DuckDB's error classes for bytes it cannot decode (not memory, interrupts or binder errors). */

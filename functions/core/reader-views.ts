@@ -6,6 +6,7 @@
  * One quoting helper per language; every path goes through it.
  */
 
+import { parquetPath } from './duckdb-sql.ts';
 import type { Column } from './engine.ts';
 import { ConfigError } from './errors.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
@@ -33,22 +34,6 @@ export type ViewTarget =
     };
 
 // ---- quoting, one helper per language ----
-
-/**
- * A DuckDB SQL string literal: quotes are doubled (DuckDB has no backslash escapes in '...').
- * https://duckdb.org/docs/stable/sql/data_types/literal_types#string-literals
- */
-export function duckdbString(value: string): string {
-  return `'${value.replaceAll("'", "''")}'`;
-}
-
-/**
- * A read_parquet path literal: brackets, stars and question marks are glob characters in
- * read_parquet paths, so each is bracketed to match only itself.
- */
-export function duckdbPath(path: string): string {
-  return duckdbString(path.replace(/[[*?]/g, '[$&]'));
-}
 
 /**
  * A ClickHouse string literal: backslash is an escape character, so both it and the quote are
@@ -113,7 +98,7 @@ function noLineBreaks(keys: readonly string[], format: string): void {
 /** DuckDB: a view over exactly these files (an empty view when there are none). */
 export function duckdbStatement(paths: readonly string[], name = 'lake'): string {
   if (paths.length === 0) return `CREATE OR REPLACE VIEW ${name} AS SELECT NULL AS "time" WHERE false;`;
-  const list = paths.map(duckdbPath).join(',\n  ');
+  const list = paths.map(parquetPath).join(',\n  ');
   return `CREATE OR REPLACE VIEW ${name} AS\nSELECT * FROM read_parquet([\n  ${list}\n], union_by_name = true);`;
 }
 

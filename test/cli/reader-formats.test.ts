@@ -24,12 +24,12 @@ import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
+import { parquetPath } from '../../functions/core/duckdb-sql.ts';
 import {
   athenaStatement,
   athenaTables,
   clickhouseStatement,
   clickhouseString,
-  duckdbPath,
   duckdbStatement,
   hadoopGlobLiteral,
   hiveIdentifier,
@@ -122,7 +122,7 @@ async function athenaIds(dir: string): Promise<{ listed: string[]; visible: stri
       ? []
       : (
           await engine.query(
-            `SELECT id::BIGINT AS id FROM read_parquet([${listed.map(duckdbPath).join(', ')}], union_by_name = true) ORDER BY id`,
+            `SELECT id::BIGINT AS id FROM read_parquet([${listed.map(parquetPath).join(', ')}], union_by_name = true) ORDER BY id`,
           )
         ).map((r) => Number(r.id));
   const files = (JSON.parse(visible.out) as { files: { key: string }[] }).files.map((f) => join(dir, f.key));
@@ -238,9 +238,9 @@ describe('quoting: a key with a quote, a space, non-ASCII and glob characters', 
   const path = `/lake/db/cpu/2025/01/15/10/${ODD}`;
 
   it('DuckDB: the literal parses back to the path, glob characters bracketed', async () => {
-    expect(duckdbPath(path)).toBe("'/lake/db/cpu/2025/01/15/10/it''s a ü file [[]1][*].parquet'");
-    const [row] = await engine.query(`SELECT ${duckdbPath(path)} AS p`);
-    expect(row?.p).toBe("/lake/db/cpu/2025/01/15/10/it's a ü file [[]1][*].parquet");
+    expect(parquetPath(path)).toBe("'/lake/db/cpu/2025/01/15/10/it''s a ü file [[]1[]][*].parquet'");
+    const [row] = await engine.query(`SELECT ${parquetPath(path)} AS p`);
+    expect(row?.p).toBe("/lake/db/cpu/2025/01/15/10/it's a ü file [[]1[]][*].parquet");
   });
 
   it('Python (polars, spark): Python’s own parser reads the literal back as the path', () => {
