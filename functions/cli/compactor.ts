@@ -12,13 +12,11 @@ import { parseArgs } from 'node:util';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import type { CompactorConfig, ConfigInput, TierName } from '../core/config.ts';
-import { assignJobs, planJobs, runJob } from '../core/cycle.ts';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError, TransientStoreError } from '../core/errors.ts';
 import { readFailures } from '../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../core/manifest.ts';
 import { compareKeys, getBytesIfExists, type ObjectStore, type ObjectSummary } from '../core/object-store.ts';
-import { assertTierRuns } from '../core/planner.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import {
   athenaStatement,
@@ -35,13 +33,14 @@ import {
   type ViewTarget,
   writeAthenaManifests,
 } from '../core/reader-views.ts';
-import { type RecoveryReport, recover } from '../core/recovery.ts';
-import { findRepairs, repairPartition } from '../core/repair.ts';
-import { planRetention, type RetentionPlan } from '../core/retention.ts';
+import type { RecoveryReport } from '../core/recovery.ts';
+import type { repairPartition } from '../core/repair.ts';
+import type { RetentionPlan } from '../core/retention.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import type { SummaryOutput } from '../summary.ts';
-import { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE, type DoctorOptions, doctorCommand } from './commands/doctor.ts';
+import type { DoctorOptions } from './commands/doctor.ts';
+import { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './commands/doctor-options.ts';
 import {
   buildClock,
   buildConfig,
@@ -53,18 +52,12 @@ import {
   parseWhole,
   type StoreTarget,
 } from './context.ts';
-import { generateDemoLake } from './demo-lake.ts';
+import type { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
-import {
-  type LocalRunResult,
-  runWorkflowLocally,
-  stackStepSettings,
-  synthesizeWorkflow,
-} from './local-run.ts';
+import type { LocalRunResult } from './local-run.ts';
 import type { LocalExecution } from './local-workflow.ts';
-import { SFN_CLI_OPTIONS, SFN_COMMANDS, SFN_USAGE, type SfnCliOptions } from './sfn-commands.ts';
-import { assertCliStore } from './store-guard.ts';
+import { SFN_CLI_OPTIONS, SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
 
 export interface CliIo {
   readonly out: (line: string) => void;
@@ -228,9 +221,24 @@ const COMMANDS: Record<string, Handler> = {
   visible: visibleCommand,
   repair: repairCommand,
   retention: retentionCommand,
-  ...SFN_COMMANDS,
-  doctor: (options, io) => doctorCommand(options as DoctorOptions, io),
+  ...Object.fromEntries(
+    SFN_COMMAND_NAMES.map((name): [string, Handler] => [
+      name,
+      async (options, io) => (await import('./sfn-commands.ts')).SFN_COMMANDS[name](options, io),
+    ]),
+  ),
+  doctor: async (options, io) =>
+    (await import('./commands/doctor.ts')).doctorCommand(options as DoctorOptions, io),
 };
+
+/**
+ * The store probe (store-guard.ts) of the commands that write. It and the other modules only some
+ * commands need (the synthesized stack and its interpreter, the planner and protocol, DuckDB, the
+ * AWS SDKs) are loaded by those commands: `--help`, `status` and `visible` start without them.
+ */
+async function assertCliStore(...args: Parameters<typeof import('./store-guard.ts').assertCliStore>) {
+  await (await import('./store-guard.ts')).assertCliStore(...args);
+}
 
 interface Context {
   readonly target: StoreTarget;
@@ -238,8 +246,8 @@ interface Context {
   readonly clock: Clock;
 }
 
-function context(options: Parsed, overrides: ConfigInput = {}): Context {
-  const target = openStore(options);
+async function context(options: Parsed, overrides: ConfigInput = {}): Promise<Context> {
+  const target = await openStore(options);
   return {
     target,
     config: buildConfig(options, target.dataPrefix, overrides),
@@ -256,12 +264,13 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
+  const { runWorkflowLocally, stackStepSettings, synthesizeWorkflow } = await import('./local-run.ts');
   // The stack's table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier (cdk.json's
   // `compactor` context, then --context) reach the steps, as COMPACTOR_CONFIG carries them to the
   // Lambdas; the other protocol settings come from the options.
-  const ctx = context(options, await stackStepSettings(stackContext));
+  const ctx = await context(options, await stackStepSettings(stackContext));
   // A tier that is off or that the layout refuses fails here, before Recover writes anything.
-  if (tier !== 'retention') assertTierRuns(ctx.config, tier);
+  if (tier !== 'retention') (await import('../core/planner.ts')).assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
@@ -448,7 +457,8 @@ function formatFailedExecution(execution: LocalExecution, tier: string): string 
 
 async function planCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
-  const ctx = context(options);
+  const ctx = await context(options);
+  const { planJobs } = await import('../core/cycle.ts');
   const plan = await planJobs(ctx.target.store, ctx.config, ctx.clock, tier);
   emit(io, options, plan, () => {
     const rows = [
@@ -477,9 +487,10 @@ async function planCommand(options: Parsed, io: CliIo): Promise<number> {
 // ---- recover ----
 
 async function recoverCommand(options: Parsed, io: CliIo): Promise<number> {
-  const ctx = context(options);
+  const ctx = await context(options);
   await assertCliStore(ctx, io.err);
   return asLocalExecution(ctx, async (deps) => {
+    const { recover } = await import('../core/recovery.ts');
     const report = await recover({ ...deps, onEvent: (event) => logEvent(io, event) });
     emit(io, options, report, () => formatRecovery(report));
     return report.entries.some((e) => e.action === 'quarantined') ? 1 : 0;
@@ -530,7 +541,7 @@ function formatRecovery(report: RecoveryReport): string {
 // ---- status ----
 
 async function statusCommand(options: Parsed, io: CliIo): Promise<number> {
-  const ctx = context(options);
+  const ctx = await context(options);
   const { store } = ctx.target;
   const now = ctx.clock.now().getTime();
   const live: {
@@ -650,7 +661,7 @@ interface PartitionRows {
 }
 
 async function verifyCommand(options: Parsed, io: CliIo): Promise<number> {
-  const ctx = context(options);
+  const ctx = await context(options);
   const { layout } = ctx.config;
   const { engine } = await buildEngine(options);
   try {
@@ -773,7 +784,7 @@ const VERIFY_ATTEMPTS = 8;
 
 async function visibleCommand(options: Parsed, io: CliIo): Promise<number> {
   const format = parseViewFormat(options);
-  const ctx = context(options);
+  const ctx = await context(options);
   const view = await visibleFiles(ctx.target.store, ctx.config);
   const viewTarget = viewTargetOf(ctx, options);
   const keys = view.files.map((f) => f.key);
@@ -884,7 +895,7 @@ async function athenaView(
 // ---- repair ----
 
 async function repairCommand(options: Parsed, io: CliIo): Promise<number> {
-  const ctx = context(options);
+  const ctx = await context(options);
   if (!options['dry-run']) await assertCliStore(ctx, io.err);
   const { engine, workDir } = await buildEngine(options);
   try {
@@ -905,6 +916,7 @@ async function repairWith(
   io: CliIo,
   deps: Parameters<typeof repairPartition>[0],
 ): Promise<number> {
+  const { findRepairs, repairPartition } = await import('../core/repair.ts');
   const candidates = await findRepairs(deps);
   const results: { partition: string; result: StepResult }[] = [];
   for (const candidate of options['dry-run'] ? [] : candidates.filter((c) => c.inputs.length > 0)) {
@@ -952,7 +964,7 @@ interface RetentionRow {
 }
 
 async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
-  const ctx = context(options);
+  const ctx = await context(options);
   const { rules, bufferHours } = ctx.config.retention;
   if (rules.length === 0) {
     throw new ConfigError(
@@ -964,6 +976,11 @@ async function retentionCommand(options: Parsed, io: CliIo): Promise<number> {
   return asLocalExecution(ctx, async (base) => {
     const deps = { ...base, onEvent: (event: JobEvent) => logEvent(io, event) };
     // An applied run first resolves what an earlier one left, as every cycle does.
+    const [{ recover }, { planRetention }, { assignJobs, runJob }] = await Promise.all([
+      import('../core/recovery.ts'),
+      import('../core/retention.ts'),
+      import('../core/cycle.ts'),
+    ]);
     const recovery = dryRun ? undefined : await recover(deps);
     const plan: RetentionPlan = await planRetention(ctx.target.store, ctx.config, ctx.clock);
     const rows: RetentionRow[] = [];
@@ -1075,7 +1092,7 @@ async function demoCommand(options: Parsed, io: CliIo): Promise<number> {
   const started = Date.now();
   let lake: Awaited<ReturnType<typeof generateDemoLake>>;
   try {
-    lake = await generateDemoLake(
+    lake = await (await import('./demo-lake.ts')).generateDemoLake(
       engine,
       store,
       {
@@ -1129,7 +1146,7 @@ async function demoCommand(options: Parsed, io: CliIo): Promise<number> {
 }
 
 async function lakeSummary(options: Parsed): Promise<{ files: number; bytes: number; rows: number }> {
-  const ctx = context(options);
+  const ctx = await context(options);
   const view = await visibleFiles(ctx.target.store, ctx.config);
   const { engine } = await buildEngine(options);
   try {

@@ -3,9 +3,8 @@
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DuckDbEngine } from '../adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
-import { createS3Client, S3Store } from '../adapters/s3-store.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -53,13 +52,17 @@ export interface StoreTarget {
   readonly localRoot?: string;
 }
 
-export function openStore(options: Pick<CliOptions, 'store' | 'endpoint' | 'region'>): StoreTarget {
+/** The S3 SDK is loaded only for an s3:// store: commands over a folder start without it. */
+export async function openStore(
+  options: Pick<CliOptions, 'store' | 'endpoint' | 'region'>,
+): Promise<StoreTarget> {
   const target = options.store;
   if (!target) throw new ConfigError('--store is required: a local folder or s3://bucket/prefix');
   if (target.startsWith('s3://')) {
     const [bucket = '', ...rest] = target.slice('s3://'.length).split('/');
     if (bucket === '') throw new ConfigError(`--store ${target}: no bucket name`);
     const prefix = rest.filter(Boolean).join('/');
+    const { createS3Client, S3Store } = await import('../adapters/s3-store.ts');
     const client = createS3Client({
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
@@ -192,8 +195,15 @@ export function buildClock(now: string | undefined): Clock {
   return { now: () => new Date(Date.now() + offset) };
 }
 
+/** The local scratch folder: --work-dir, else the system temp folder's compactor-work. */
+export function workDirOf(options: Pick<CliOptions, 'work-dir'>): string {
+  return resolve(options['work-dir'] ?? join(tmpdir(), 'compactor-work'));
+}
+
 export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
-  const workDir = resolve(options['work-dir'] ?? join(tmpdir(), 'compactor-work'));
+  const workDir = workDirOf(options);
+  // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
+  const { DuckDbEngine } = await import('../adapters/duckdb-engine.ts');
   const engine = await DuckDbEngine.create({
     tempDirectory: join(workDir, 'spill'),
     ...(options['memory-limit'] !== undefined ? { memoryLimit: options['memory-limit'] } : {}),

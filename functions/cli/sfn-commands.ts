@@ -9,7 +9,6 @@
 
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { ParseArgsOptionsConfig } from 'node:util';
 import {
   DescribeExecutionCommand,
   type DescribeExecutionOutput,
@@ -26,34 +25,10 @@ import { isExecutionArn } from '../adapters/sfn-owners.ts';
 import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
 import { formatDuration, table } from './format.ts';
+import type { SfnCliOptions, SfnCommandName } from './sfn-options.ts';
 
-/** The parseArgs options these commands read; merge into the CLI's options (same types as its own). */
-export const SFN_CLI_OPTIONS = {
-  region: { type: 'string' },
-  tier: { type: 'string' },
-  now: { type: 'string' },
-  'state-machine': { type: 'string' },
-  execution: { type: 'string' },
-  wait: { type: 'boolean' },
-} as const satisfies ParseArgsOptionsConfig;
-
-/** Lines for the CLI's usage text. */
-export const SFN_USAGE = `Deployed state machine (region: --region, else the ARN's, else $AWS_REGION):
-  start --tier hourly|daily|retention [--wait] [--now ISO]
-                              start an execution of --state-machine ARN (or $COMPACTOR_STATE_MACHINE_ARN);
-                              --wait follows it and exits 0 on success, 1 on failure
-  watch [--execution ARN]     follow one execution, or list the state machine's 10 most recent
-  redrive --execution ARN [--wait]
-                              re-run a failed execution from its failed state, with the same input`;
-
-export interface SfnCliOptions {
-  readonly region?: string;
-  readonly tier?: string;
-  readonly now?: string;
-  readonly 'state-machine'?: string;
-  readonly execution?: string;
-  readonly wait?: boolean;
-}
+// The options and usage text live apart, so the CLI shows them without loading the SDK.
+export { SFN_CLI_OPTIONS, SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
 
 export interface SfnIo {
   readonly out: (line: string) => void;
@@ -188,7 +163,7 @@ export const redriveCommand: SfnCommand = (options, io, deps = {}) =>
   });
 
 /** The three handlers, keyed by command name, for the CLI's command table. */
-export const SFN_COMMANDS: Readonly<Record<'start' | 'watch' | 'redrive', SfnCommand>> = {
+export const SFN_COMMANDS: Readonly<Record<SfnCommandName, SfnCommand>> = {
   start: startCommand,
   watch: watchCommand,
   redrive: redriveCommand,

@@ -30,7 +30,6 @@
 
 import { randomBytes } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { ParseArgsOptionsConfig } from 'node:util';
 import {
   CloudFormationClient,
   CloudFormationServiceException,
@@ -84,18 +83,8 @@ import {
 } from './doctor-canary.ts';
 import { checkSchedules } from './doctor-schedules.ts';
 
-/** Options only this command reads; merged into the CLI's. */
-export const DOCTOR_CLI_OPTIONS = {
-  stack: { type: 'string' },
-  timeout: { type: 'string' },
-} as const satisfies ParseArgsOptionsConfig;
-
-export const DOCTOR_USAGE = `  doctor --stack NAME         after cdk deploy: probe the bucket, compact a canary table of its own
-                              with an execution scoped to it, check its rows exactly and that no
-                              state is left, remove it, and check each schedule started an execution
-                              within its last two periods; prints what to fix. Also --state-machine
-                              ARN --store s3://bucket/prefix, or --store FOLDER (the synthesized
-                              definition run locally); --timeout SECONDS to wait (900)`;
+// The options and usage text live apart, so the CLI shows them without loading the SDKs.
+export { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './doctor-options.ts';
 
 export interface DoctorOptions extends CliOptions {
   readonly stack?: string;
@@ -480,7 +469,7 @@ async function resolveTarget(
   stackContext: Record<string, unknown>,
 ): Promise<Target | undefined> {
   if (mode.kind === 'local') {
-    const opened = openStore(options);
+    const opened = await openStore(options);
     const config = buildConfig(options, opened.dataPrefix, await stackStepSettings(stackContext));
     report.add('stack outputs', 'n/a', `a local run over ${opened.store.location}`);
     return { store: opened.store, ...(opened.localRoot ? { localRoot: opened.localRoot } : {}), config };

@@ -1,0 +1,19 @@
+/**
+ * The options and usage text of `compactor doctor` (doctor.ts), apart from the command so the
+ * CLI's usage and option parsing do not load the AWS SDKs.
+ */
+
+import type { ParseArgsOptionsConfig } from 'node:util';
+
+/** Options only this command reads; merged into the CLI's. */
+export const DOCTOR_CLI_OPTIONS = {
+  stack: { type: 'string' },
+  timeout: { type: 'string' },
+} as const satisfies ParseArgsOptionsConfig;
+
+export const DOCTOR_USAGE = `  doctor --stack NAME         after cdk deploy: probe the bucket, compact a canary table of its own
+                              with an execution scoped to it, check its rows exactly and that no
+                              state is left, remove it, and check each schedule started an execution
+                              within its last two periods; prints what to fix. Also --state-machine
+                              ARN --store s3://bucket/prefix, or --store FOLDER (the synthesized
+                              definition run locally); --timeout SECONDS to wait (900)`;
