@@ -8,19 +8,31 @@
  * - ItemReader: a Task state before the Map evaluates the reader's own Parameters (so
  *   `Key.$` paths resolve as in AWS), reads that JSON object from the store, and the Map
  *   iterates over it (ItemsPath). MaxConcurrency is honoured by the interpreter itself.
- * - ToleratedFailurePercentage: the item processor runs inside a Parallel state whose Catch
- *   turns a failed item into a FAILED result instead of failing the Map; a Task state after the
- *   Map fails with `States.ExceedToleratedFailureThreshold` when failures exceed the tolerance.
+ * - Child workflows (ItemProcessor.ProcessorConfig, which the interpreter ignores): each item
+ *   runs as its own execution of the item processor, in a nested interpreter, from a Task state
+ *   whose Catch turns a failed child into a FAILED result instead of failing the Map; a Task
+ *   state after the Map fails with `States.ExceedToleratedFailureThreshold` when failures exceed
+ *   the tolerance. ExecutionType EXPRESS gives each child the Express limit as its execution
+ *   timeout (five minutes: it fails with States.Timeout while its handler runs on, as a Lambda
+ *   outlives its Express execution), and `childDeliveries` can deliver each Express child twice,
+ *   one after the other or overlapping, as at-least-once Express may
+ *   (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html).
+ *   STANDARD children are exactly-once.
  * - ResultWriter: that same Task writes the results as AWS does (`{prefix}/{runId}/manifest.json`
  *   naming `SUCCEEDED_0.json` / `FAILED_0.json`) and puts `{ResultWriterDetails: {Bucket, Key}}`
  *   where the Map's ResultPath points.
  * Redrive is emulated as AWS does it: the execution restarts at the state that failed, with the
- * input that state had; a Map re-runs only the items that did not succeed.
+ * input that state had; a Map re-runs only the items that did not succeed, each a new child from
+ * its start, as a Map Run redrive reruns Express children with StartExecution
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html).
+ * A Standard child would be redriven from its failed state instead; here it starts over too
+ * (every step is idempotent, so the outcome is the same).
  */
 
 import { randomBytes } from 'node:crypto';
 import {
   ExecutionError,
+  ExecutionTimeoutError,
   type RunOptions,
   StateMachine,
   type StateMachineDefinition,
@@ -45,7 +57,19 @@ interface MapEmulation {
   readonly bucket: string;
   readonly prefix: string;
   readonly tolerated: number;
+  /** The item processor without its ProcessorConfig: one child execution's definition. */
+  readonly processor: JsonObject;
+  readonly executionType: 'EXPRESS' | 'STANDARD';
 }
+
+/** An Express execution lasts at most five minutes (cdk/child-budget.ts EXPRESS_MAX_SECONDS). */
+export const EXPRESS_CHILD_TIMEOUT_SECONDS = 300;
+
+/**
+ * How many times each Express child is delivered: once; twice, the second after the first ended
+ * (a rerun); or twice at once (a duplicate overlapping the first). The Map records the first.
+ */
+export type ChildDeliveries = 'once' | 'twice' | 'overlapping';
 
 export interface LocalExecution {
   readonly executionId: string;
@@ -62,6 +86,8 @@ export interface LocalExecution {
   /** The input each top-level state last had (a redrive restarts with one of them). */
   readonly inputs: ReadonlyMap<string, Json>;
   readonly executionInput: JsonObject;
+  /** Child executions the Maps started (deliveries included), as a Map Run's executionCounts.total. */
+  readonly childExecutions: number;
 }
 
 interface ItemResult {
@@ -74,6 +100,19 @@ interface ItemResult {
 
 export class ExceedToleratedFailureThresholdError extends Error {
   override readonly name = 'States.ExceedToleratedFailureThreshold';
+}
+
+/** A child execution that ran past its execution timeout (an Express child's five minutes). */
+export class ChildTimeoutError extends Error {
+  override readonly name = 'States.Timeout';
+}
+
+/** A child execution's failure, as the Map records it: the error name and cause of the child. */
+class ChildFailedError extends Error {
+  constructor(name: string, message: string) {
+    super(message);
+    this.name = name;
+  }
 }
 
 function clone<T>(value: T): T {
@@ -132,11 +171,17 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
     const reader = state.ItemReader as JsonObject;
     const writer = state.ResultWriter as JsonObject | undefined;
     const writerParams = (writer?.Parameters ?? {}) as JsonObject;
+    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject;
+    const { ProcessorConfig: config, ...plainProcessor } = processor;
+    const executionType =
+      (config as JsonObject | undefined)?.ExecutionType === 'EXPRESS' ? 'EXPRESS' : 'STANDARD';
     maps.push({
       mapName: name,
       bucket: String(writerParams.Bucket ?? ''),
       prefix: String(writerParams.Prefix ?? ''),
       tolerated: Number(state.ToleratedFailurePercentage ?? 0),
+      processor: plainProcessor,
+      executionType,
     });
 
     const readerState = `${name}${ITEM_READER_SUFFIX}`;
@@ -150,8 +195,6 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
       ResultPath: '$.__items',
       Next: name,
     };
-    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject;
-    const { ProcessorConfig: _config, ...plainProcessor } = processor;
     const original = { ...state };
     delete original.ItemReader;
     delete original.ResultWriter;
@@ -165,16 +208,18 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
       ItemProcessor: {
         StartAt: ITEM_STATE,
         States: {
+          // One child execution (runLocalWorkflow's ChildExecution handler).
           [ITEM_STATE]: {
-            Type: 'Parallel',
-            Branches: [plainProcessor],
+            Type: 'Task',
+            Resource: 'arn:aws:states:::states:startExecution',
+            Parameters: { 'item.$': '$', __local: 'ChildExecution', map: name },
             ResultPath: '$.__result',
             Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.__error', Next: ITEM_FAILED_STATE }],
             Next: ITEM_SUCCEEDED_STATE,
           },
           [ITEM_SUCCEEDED_STATE]: {
             Type: 'Pass',
-            Parameters: { Status: 'SUCCEEDED', 'Output.$': '$.__result[0]', 'Item.$': '$' },
+            Parameters: { Status: 'SUCCEEDED', 'Output.$': '$.__result', 'Item.$': '$' },
             End: true,
           },
           [ITEM_FAILED_STATE]: {
@@ -219,6 +264,10 @@ export interface RunLocalOptions {
   readonly redriveOf?: LocalExecution;
   /** Retry waits in ms (0 in tests); default: the definition's own intervals. */
   readonly retryIntervalMs?: number;
+  /** Deliveries of each Express child (at-least-once); default once. Standard children: once only. */
+  readonly childDeliveries?: ChildDeliveries;
+  /** An Express child's execution timeout; default EXPRESS_CHILD_TIMEOUT_SECONDS (tests shorten it). */
+  readonly expressChildTimeoutSeconds?: number;
   readonly onStateEntered?: (name: string) => void;
 }
 
@@ -245,10 +294,83 @@ export async function runLocalWorkflow(
     pruneUnreachable(def);
   }
 
+  // Task states of the parent and of every child (item processor) definition.
+  const allTasks = taskFunctions(topStates);
+  for (const m of emulated.maps) taskFunctions(m.processor.States as Record<string, StateDef>, allTasks);
+  const stateOf = (name: string): StateDef | undefined =>
+    findState(topStates, name) ??
+    emulated.maps.map((m) => findState(m.processor.States as Record<string, StateDef>, name)).find(Boolean);
+  const retryOverrides: Record<string, number> = {};
+  if (options.retryIntervalMs !== undefined) {
+    for (const name of allTasks.keys()) retryOverrides[name] = options.retryIntervalMs;
+  }
+  const deliveries = options.childDeliveries ?? 'once';
+  for (const m of emulated.maps) {
+    if (m.executionType === 'STANDARD' && deliveries !== 'once')
+      throw new Error(`Map ${m.mapName} runs STANDARD children, which run exactly once: no ${deliveries}`);
+  }
+  let children = 0;
+
   const handlers: Record<string, (input: Json) => Promise<Json>> = {};
-  for (const [stateName, functionName] of taskFunctions(topStates)) {
-    const params = findState(topStates, stateName)?.Parameters as JsonObject | undefined;
-    if (params?.__local === 'ItemReader') {
+  /** One child execution of a Map's item processor, in its own interpreter (see the top). */
+  const runChild = async (map: MapEmulation, item: Json): Promise<Json> => {
+    const childDefinition = {
+      ...clone(map.processor),
+      ...(map.executionType === 'EXPRESS'
+        ? { TimeoutSeconds: options.expressChildTimeoutSeconds ?? EXPRESS_CHILD_TIMEOUT_SECONDS }
+        : {}),
+    };
+    const child = new StateMachine(childDefinition as unknown as StateMachineDefinition, {
+      validationOptions: { checkArn: false, checkPaths: true },
+    });
+    const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
+    const run = child.run(item, {
+      overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
+      context: {
+        Execution: {
+          Id: `${options.executionId}/${name}`,
+          Name: name,
+          Input: item as JsonObject,
+          StartTime: new Date().toISOString(),
+        },
+      },
+    });
+    try {
+      return (await run.result) as Json;
+    } catch (error) {
+      if (error instanceof ExecutionTimeoutError) {
+        throw new ChildTimeoutError(
+          `child ${name} ran past its ${childDefinition.TimeoutSeconds} s execution timeout`,
+        );
+      }
+      if (!(error instanceof ExecutionError)) throw error;
+      const cause = error.cause as { name?: string; message?: string } | undefined;
+      throw new ChildFailedError(cause?.name ?? error.name, cause?.message ?? error.message);
+    }
+  };
+  const settle = (p: Promise<Json>) =>
+    p.then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    );
+
+  for (const [stateName, functionName] of allTasks) {
+    const params = stateOf(stateName)?.Parameters as JsonObject | undefined;
+    if (params?.__local === 'ChildExecution') {
+      handlers[stateName] = async (taskInput) => {
+        const { item, map } = taskInput as { item: Json; map: string };
+        const emulation = emulated.maps.find((m) => m.mapName === map);
+        if (!emulation) throw new Error(`no Map named ${map}`);
+        if (emulation.executionType === 'STANDARD' || deliveries === 'once') return runChild(emulation, item);
+        // At-least-once: a second delivery of the same child, after the first or alongside it.
+        const [first] =
+          deliveries === 'twice'
+            ? [await settle(runChild(emulation, item)), await settle(runChild(emulation, item))]
+            : await Promise.all([settle(runChild(emulation, item)), settle(runChild(emulation, item))]);
+        if (first.ok) return first.value;
+        throw first.error;
+      };
+    } else if (params?.__local === 'ItemReader') {
       handlers[stateName] = async (taskInput) => {
         const { Bucket, Key } = taskInput as { Bucket: string; Key: string };
         if (Bucket !== deps.bucket)
@@ -291,10 +413,6 @@ export async function runLocalWorkflow(
   const machine = new StateMachine(def as unknown as StateMachineDefinition, {
     validationOptions: { checkArn: false, checkPaths: true },
   });
-  const retryOverrides: Record<string, number> = {};
-  if (options.retryIntervalMs !== undefined) {
-    for (const name of taskFunctions(topStates).keys()) retryOverrides[name] = options.retryIntervalMs;
-  }
   const runOptions: RunOptions = {
     overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
     context: {
@@ -323,6 +441,9 @@ export async function runLocalWorkflow(
     }
   })();
   const base = {
+    get childExecutions() {
+      return children;
+    },
     executionId: options.executionId,
     executionName: options.executionName,
     mapResults,

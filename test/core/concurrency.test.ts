@@ -198,3 +198,60 @@ describe.each(['daily', 'hourly'] as const)('zombie steps, %s tier', (tier) => {
     );
   }, 300_000);
 });
+
+/**
+ * Express child workflows are at-least-once
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html):
+ * the same child (same job, same owner execution) may run again after it ended, or a duplicate
+ * may start while it runs. Here the whole chain (runJob: the Map child's compact -> upload ->
+ * verify -> delete inputs -> clear) runs a second time after the first, and then, for every store
+ * call of the first, a duplicate starts at that call while the first runs on.
+ */
+describe.each(['daily', 'hourly'] as const)('a child chain delivered twice, %s tier', (tier) => {
+  it('run again after it ended, or started again at any of its calls while it runs, is harmless', async () => {
+    const outcomes = new Map<string, number>();
+    const count = (key: string) => outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
+    const settle = (p: Promise<{ status: string; error?: Error }>) =>
+      p.then(
+        (o) => (o.error ? `${o.status} (${o.error.name})` : o.status),
+        (error: Error) => error.name,
+      );
+    let overlapping = 0;
+    // startAt 0: the second delivery starts after the first ended.
+    for (let startAt = 0; ; startAt++) {
+      const reached = await withLake(tier, async ({ store, checker, template }) => {
+        const alive = new Set(['owner']);
+        const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+        const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
+        const plan = await planTier(store, template.config, deps.clock, tier);
+        const [job] = assignJobs(plan, deps);
+        if (!job) throw new Error('nothing planned');
+        let second: Promise<string> | undefined;
+        const firstStore = new FaultStore(store, {
+          beforeCall: checker.audit,
+          afterCall: checker.observe,
+          gate: async (call) => {
+            if (call.n === startAt) second = settle(runJob(deps, job));
+          },
+        });
+        const first = await settle(runJob({ ...deps, store: firstStore }, job));
+        if (startAt > 0 && second === undefined) return false;
+        const again = await (second ?? settle(runJob(deps, job)));
+        count(`${startAt === 0 ? 'rerun' : 'overlapping'}: ${first} + ${again}`);
+        // The first delivery always ends the job: no delivery may leave it unfinished.
+        expect(['compacted', 'skipped']).toContain(first === 'compacted' ? first : again);
+        await recoverUntilQuiet(deps, `twice-rec-${startAt}`);
+        await runCycle({ ...deps, executionId: 'after' }, tier);
+        expect(checker.violations).toEqual([]);
+        await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+        return true;
+      });
+      if (!reached) break;
+      if (startAt > 0) overlapping++;
+    }
+    expect(overlapping).toBeGreaterThan(15);
+    console.log(
+      `${tier} child delivered twice: ${overlapping} overlap points; outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
+    );
+  }, 600_000);
+});
