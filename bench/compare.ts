@@ -54,6 +54,8 @@ export interface Comparison {
   /** Median wall time of each polars mode over its warm-up and selection runs. */
   readonly polarsModes: readonly { readonly tool: Tool; readonly wallMs: number }[];
   readonly polarsBest: Tool;
+  /** Footer validation of every input: the product's pass and DuckDB's one query over the list (ms). */
+  readonly footerPass?: { readonly productMs: number; readonly duckdbListMs: number };
   readonly samples: readonly Sample[];
 }
 
@@ -94,7 +96,7 @@ export async function runComparison(
       const result = await runChild<WorkerResult>('worker.ts', task, join(runDir, 'task.json'), {
         POLARS_MAX_THREADS: String(options.threads),
       });
-      if (tool !== 'floor' && tool !== 'fetch') {
+      if (tool !== 'floor' && tool !== 'fetch' && tool !== 'footers') {
         await verifyOutputs(engine, `${ds.id}/${tool}`, result.outputs, ds.rows, true);
       }
       const sample: Sample = { ...result, round, kind };
@@ -114,7 +116,7 @@ export async function runComparison(
   // Warm-up: page cache, DuckDB and polars binaries, the floor's output size (the product's).
   const warm = await run('product', 0, 'warm-up');
   floorBytes = warm.outputBytes;
-  for (const tool of ['duckdb', ...POLARS_MODES, 'floor', 'fetch', 'write'] as const)
+  for (const tool of ['duckdb', ...POLARS_MODES, 'floor', 'fetch', 'write', 'footers'] as const)
     await run(tool, 0, 'warm-up');
   for (const tool of POLARS_MODES) await run(tool, 0, 'mode-selection');
   const polarsModes = POLARS_MODES.map((tool) => ({
@@ -123,7 +125,7 @@ export async function runComparison(
   }));
   const polarsBest = [...polarsModes].sort((a, b) => a.wallMs - b.wallMs)[0]?.tool ?? 'polars-scan';
 
-  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor', 'fetch', 'write'];
+  const tools: Tool[] = ['product', 'duckdb', polarsBest, 'floor', 'fetch', 'write', 'footers'];
   for (let round = 1; round <= options.runs; round++) {
     // Rotate who goes first, so no tool always runs right after the same neighbour.
     const order = tools.map((_, i) => tools[(i + round - 1) % tools.length] as Tool);
@@ -132,28 +134,45 @@ export async function runComparison(
 
   const measured = (tool: Tool) => samples.filter((s) => s.tool === tool && s.kind === 'measured');
   const duckWall = median(measured('duckdb').map((s) => s.wallMs));
-  const summaries = tools.map((tool): ToolSummary => {
-    const list = measured(tool);
-    const wallMs = median(list.map((s) => s.wallMs));
-    const phases = list[0]?.phases
-      ? Object.fromEntries(
-          Object.keys(list[0].phases).map((key) => [key, median(list.map((s) => s.phases?.[key] ?? 0))]),
-        )
+  const footerSamples = measured('footers');
+  const footerPass =
+    footerSamples.length > 0
+      ? {
+          productMs: median(footerSamples.map((s) => s.phases?.['product footer pass'] ?? 0)),
+          duckdbListMs: median(footerSamples.map((s) => s.phases?.['DuckDB list pass'] ?? 0)),
+        }
       : undefined;
-    return {
-      tool,
-      runs: list.length,
-      wallMs,
-      cpuMs: median(list.map((s) => s.cpuMs)),
-      maxRssBytes: median(list.map((s) => s.maxRssBytes)),
-      outputBytes: median(list.map((s) => s.outputBytes)),
-      mbPerS: ds.bytes / 1e6 / (wallMs / 1000),
-      rowsPerS: ds.rows / (wallMs / 1000),
-      ratioVsDuckDb: wallMs / duckWall,
-      ...(phases ? { phases } : {}),
-    };
-  });
-  return { dataset: datasetInfo(ds), tools: summaries, polarsModes, polarsBest, samples };
+  const summaries = tools
+    .filter((tool) => tool !== 'footers')
+    .map((tool): ToolSummary => {
+      const list = measured(tool);
+      const wallMs = median(list.map((s) => s.wallMs));
+      const phases = list[0]?.phases
+        ? Object.fromEntries(
+            Object.keys(list[0].phases).map((key) => [key, median(list.map((s) => s.phases?.[key] ?? 0))]),
+          )
+        : undefined;
+      return {
+        tool,
+        runs: list.length,
+        wallMs,
+        cpuMs: median(list.map((s) => s.cpuMs)),
+        maxRssBytes: median(list.map((s) => s.maxRssBytes)),
+        outputBytes: median(list.map((s) => s.outputBytes)),
+        mbPerS: ds.bytes / 1e6 / (wallMs / 1000),
+        rowsPerS: ds.rows / (wallMs / 1000),
+        ratioVsDuckDb: wallMs / duckWall,
+        ...(phases ? { phases } : {}),
+      };
+    });
+  return {
+    dataset: datasetInfo(ds),
+    tools: summaries,
+    polarsModes,
+    polarsBest,
+    ...(footerPass ? { footerPass } : {}),
+    samples,
+  };
 }
 
 /** Removes what a product run left: its staged output and its manifest (the claim). */

@@ -15,6 +15,7 @@ const TOOL_LABEL: Record<Tool, string> = {
   floor: 'I/O floor',
   fetch: 'fetch floor',
   write: 'DuckDB write only',
+  footers: 'footer pass',
 };
 
 const TOOL_COLOR: Record<Tool, string> = {
@@ -26,6 +27,7 @@ const TOOL_COLOR: Record<Tool, string> = {
   floor: '#2ca02c',
   fetch: '#98df8a',
   write: '#c7c7c7',
+  footers: '#dbdb8d',
 };
 
 function label(c: Comparison, tool: Tool): string {
@@ -102,6 +104,13 @@ export function targets(r: BenchResults): Target[] {
       value: `${f2(product.wallMs / 1000)} s vs ${f2(polars.wallMs / 1000)} s (${f2(product.wallMs / polars.wallMs)}x)`,
       met: product.wallMs < polars.wallMs,
     });
+    if (c.footerPass) {
+      out.push({
+        name: `${c.dataset.id}: footer validation of every input <= DuckDB's one query over the list`,
+        value: `${f1(c.footerPass.productMs)} ms vs ${f1(c.footerPass.duckdbListMs)} ms`,
+        met: c.footerPass.productMs <= c.footerPass.duckdbListMs,
+      });
+    }
     out.push({
       name: `${c.dataset.id}: output bytes <= raw DuckDB's`,
       value: `${f1(product.outputBytes / MIB)} MiB vs ${f1(duck.outputBytes / MIB)} MiB`,
@@ -175,6 +184,18 @@ export function writeGap(c: Comparison): string | undefined {
     `DuckDB write only ${f2(write.wallMs / 1000)} s: writing the rows, already read and sorted in memory, to one ZSTD file ` +
     `(${f2(write.wallMs / polars.wallMs)}x polars' whole run, ${f2(polars.wallMs / 1000)} s; ` +
     `${int((write.wallMs / (product.phases?.mergeMs ?? product.wallMs)) * 100)}% of the product's merge).`
+  );
+}
+
+/** The footer pass (issue 14 item 3): the product's validation of every input against DuckDB's list query. */
+export function footerGap(c: Comparison): string | undefined {
+  const f = c.footerPass;
+  if (!f) return undefined;
+  return (
+    `Footer pass: validating all ${int(c.dataset.files)} inputs' footers (rows, row groups, chunk bounds, schema, key-value metadata) ` +
+    `takes the product ${f1(f.productMs)} ms (the JS footer reader per file, one DESCRIBE per distinct schema), ` +
+    `DuckDB's one parquet_file_metadata + parquet_metadata query over the whole list ${f1(f.duckdbListMs)} ms ` +
+    `(${f2(f.productMs / Math.max(f.duckdbListMs, 0.001))}x); a file that fails is checked alone by DuckDB, only then.`
   );
 }
 
@@ -318,6 +339,8 @@ export function renderMarkdown(r: BenchResults): string {
     if (gap) lines.push(gap, '');
     const write = writeGap(c);
     if (write) lines.push(write, '');
+    const footers = footerGap(c);
+    if (footers) lines.push(footers, '');
   }
   lines.push('## Targets', '');
   lines.push(
@@ -492,6 +515,8 @@ export function printTables(r: BenchResults): void {
     if (gap) out.push(gap);
     const write = writeGap(c);
     if (write) out.push(write);
+    const footers = footerGap(c);
+    if (footers) out.push(footers);
   }
   out.push(...s3Section(r), ...jobCostSection(r));
   out.push(

@@ -19,7 +19,8 @@ export type Tool =
   | 'polars-read'
   | 'floor'
   | 'fetch'
-  | 'write';
+  | 'write'
+  | 'footers';
 
 export interface WorkerTask {
   readonly tool: Tool;
@@ -199,6 +200,57 @@ async function runFetch(task: WorkerTask): Promise<WorkerResult> {
 }
 
 /** Exactly what the compact Lambda runs for one partition: compactStep (claim, then stage). */
+/**
+ * Issue 14 item 3, one footer pass: the compact step validates every input's footer before the
+ * merge (DuckDbEngine.inspect: the JS footer reader per file, one DESCRIBE per distinct schema,
+ * DuckDB's own per-file check only for a file that fails). Timed against DuckDB's one query over
+ * the whole list (parquet_file_metadata and parquet_metadata: the same row and chunk checks), both
+ * over the same local files in this process, alternating, the median of three each.
+ */
+async function runFooters(task: WorkerTask): Promise<WorkerResult> {
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
+  const { parquetPath } = await import('../functions/core/duckdb-sql.ts');
+  const list = `[${task.paths.map(parquetPath).join(', ')}]`;
+  const listPass = `SELECT f.file_name, f.num_rows, m.row_group_rows, m.chunk_end, f.file_size_bytes
+       FROM parquet_file_metadata(${list}) AS f
+       JOIN (SELECT file_name, sum(n) AS row_group_rows, max(e) AS chunk_end
+               FROM (SELECT file_name, row_group_id, any_value(row_group_num_rows) AS n,
+                            max(data_page_offset + total_compressed_size) AS e
+                       FROM parquet_metadata(${list}) GROUP BY file_name, row_group_id)
+              GROUP BY file_name) AS m USING (file_name)`;
+  const product: number[] = [];
+  const duckdb: number[] = [];
+  let cpuMs = 0;
+  for (let round = 0; round < 3; round++) {
+    // A fresh engine each round: the product's DESCRIBE cache lives as long as one compact Lambda.
+    const engine = await DuckDbEngine.create({
+      threads: task.threads,
+      ...(task.memoryLimit ? { memoryLimit: task.memoryLimit } : {}),
+    });
+    const cpu = process.cpuUsage();
+    let start = performance.now();
+    const infos = await Promise.all(task.paths.map((path) => engine.inspect(path)));
+    product.push(performance.now() - start);
+    cpuMs += cpuMsSince(cpu);
+    start = performance.now();
+    const rows = await engine.query(listPass);
+    duckdb.push(performance.now() - start);
+    if (rows.length !== infos.length)
+      throw new Error(`list pass saw ${rows.length} of ${infos.length} files`);
+    await engine.close();
+  }
+  const mid = (values: number[]) => [...values].sort((a, b) => a - b)[1] as number;
+  return {
+    tool: task.tool,
+    wallMs: mid(product),
+    cpuMs: cpuMs / 3,
+    maxRssBytes: 0,
+    outputs: [],
+    outputBytes: 0,
+    phases: { 'product footer pass': mid(product), 'DuckDB list pass': mid(duckdb) },
+  };
+}
+
 async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
   const { LocalFolderStore } = await import('../functions/adapters/local-store.ts');
@@ -329,6 +381,9 @@ async function main(): Promise<void> {
       break;
     case 'write':
       result = await runWrite(task);
+      break;
+    case 'footers':
+      result = await runFooters(task);
       break;
     default:
       throw new Error(`unknown tool ${String(task.tool)}`);
