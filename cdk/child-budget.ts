@@ -67,8 +67,8 @@ export function taskTimeoutSeconds(lambdaTimeoutSeconds: number, type: ChildExec
 
 /**
  * The waits before each retry, at their longest: the interval times the backoff rate per retry,
- * capped at MaxDelaySeconds; full jitter only shortens them
- * (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
+ * capped at MaxDelaySeconds; full jitter only shortens them ("a random number between 0 and the
+ * computed backoff", https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_stepfunctions.JitterType.html).
  */
 export function retryDelaysSeconds(retry: ChildRetry): number[] {
   return Array.from({ length: retry.maxAttempts }, (_, k) =>
