@@ -7,6 +7,7 @@
 import { assignJobs, planJobs } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
+import { recordSweep } from './core/planner.ts';
 import { isRetentionPlan } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
@@ -28,6 +29,9 @@ export interface PlanOutput {
   readonly inputFiles: number;
   readonly inputBytes: number;
   readonly objectsListed: number;
+  /** 'windows' (a narrow cycle), 'sweep' (every table whole) or 'full' (one listing); see README Operate. */
+  readonly listing: string;
+  readonly listingReason: string;
   readonly plannedAt: string;
   /** The table the plan was scoped to (execution input `only`), or null for the whole lake. */
   readonly only: string | null;
@@ -41,19 +45,18 @@ export async function planStep(
   // `now` plans as if at that time (replays, tests); leases still use the real clock.
   const clock: Clock = event.now ? { now: () => new Date(event.now as string) } : deps.clock;
   // `retention` plans the expired files; the tiers plan their candidates.
-  const plan = await planJobs(
-    deps.store,
-    deps.config,
-    clock,
-    event.tier,
-    event.only !== undefined ? { only: event.only } : {},
-  );
+  const plan = await planJobs(deps.store, deps.config, clock, event.tier, {
+    ...(event.only !== undefined ? { only: event.only } : {}),
+    ...(event.sweep === true ? { sweep: true } : {}),
+  });
   const jobs = assignJobs(plan, {
     clock: deps.clock,
     randomHex: deps.randomHex,
     executionId: event.executionId,
   });
   const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
+  // Only once the plan is written: the narrow cycles until the next sweep rely on this one.
+  if (!isRetentionPlan(plan)) await recordSweep(deps.store, deps.config, plan);
   // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
   // not hide a schedule that starts nothing from the missed-start alarm.
   if (event.only === undefined) recordExecutionPlanned(tools, event.tier);
@@ -73,6 +76,8 @@ export async function planStep(
     inputFiles: items.reduce((sum, i) => sum + i.inputFiles, 0),
     inputBytes: items.reduce((sum, i) => sum + i.inputBytes, 0),
     objectsListed: plan.objectsListed,
+    listing: plan.listing?.mode ?? 'full',
+    listingReason: plan.listing?.reason ?? 'retention lists the whole data root',
     plannedAt: plan.now,
     only: event.only ?? null,
   };

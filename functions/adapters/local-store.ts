@@ -43,6 +43,7 @@ import type {
   DeleteOutcome,
   DeleteRequest,
   IncompleteUpload,
+  ListOptions,
   ObjectHead,
   ObjectStore,
   ObjectSummary,
@@ -137,7 +138,48 @@ export class LocalFolderStore implements ObjectStore {
     this.#staleLockMs = options.staleLockMs ?? 60_000;
   }
 
-  async *list(prefix: string, options: { readonly signal?: AbortSignal } = {}): AsyncIterable<ObjectSummary> {
+  async *list(prefix: string, options: ListOptions = {}): AsyncIterable<ObjectSummary> {
+    const { startAfter } = options;
+    if (startAfter === undefined) {
+      yield* this.#list(prefix, options);
+      return;
+    }
+    // S3 compares keys as UTF-8 bytes; the walk yields them in that order.
+    const after = Buffer.from(startAfter, 'utf8');
+    for await (const object of this.#list(prefix, options)) {
+      if (Buffer.compare(Buffer.from(object.key, 'utf8'), after) > 0) yield object;
+    }
+  }
+
+  /** The folders under `prefix` that hold an object (a folder left empty is none, as on S3). */
+  async *listFolders(prefix: string, options: { readonly signal?: AbortSignal } = {}): AsyncIterable<string> {
+    if (prefix !== '' && !prefix.endsWith('/'))
+      throw new RangeError(`listFolders: "${prefix}" must end in "/"`);
+    const dirPart = prefix.slice(0, -1);
+    const segments = dirPart === '' ? [] : dirPart.split('/');
+    if (segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR) return;
+    const dirAbs = join(this.#root, ...segments);
+    let dirents: Dirent[];
+    try {
+      dirents = await readdir(dirAbs, { withFileTypes: true });
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOENT' || code === 'ENOTDIR') return;
+      throw error;
+    }
+    const names = dirents
+      .filter((d) => d.isDirectory() && !(prefix === '' && d.name === RESERVED_DIR))
+      .map((d) => d.name)
+      .sort((a, b) => Buffer.compare(Buffer.from(`${a}/`), Buffer.from(`${b}/`)));
+    for (const name of names) {
+      for await (const _ of this.#walk(join(dirAbs, name), `${prefix}${name}/`, '', options.signal)) {
+        yield `${prefix}${name}/`;
+        break;
+      }
+    }
+  }
+
+  async *#list(prefix: string, options: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
     const { signal } = options;
     signal?.throwIfAborted();
     const slash = prefix.lastIndexOf('/');

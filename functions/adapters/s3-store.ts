@@ -34,6 +34,7 @@ import {
   type DeleteOutcome,
   type DeleteRequest,
   type IncompleteUpload,
+  type ListOptions,
   MAX_DELETE_BATCH,
   type ObjectHead,
   type ObjectStore,
@@ -119,7 +120,7 @@ export class S3Store implements ObjectStore {
     this.location = `s3://${options.bucket}`;
   }
 
-  async *list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+  async *list(prefix: string, options?: ListOptions): AsyncIterable<ObjectSummary> {
     let continuationToken: string | undefined;
     do {
       const page = await this.#client
@@ -127,6 +128,9 @@ export class S3Store implements ObjectStore {
           new ListObjectsV2Command({
             Bucket: this.#bucket,
             Prefix: prefix,
+            // StartAfter: S3 lists only keys after it in UTF-8 binary order; it "can be any key"
+            // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
+            ...(options?.startAfter !== undefined && { StartAfter: options.startAfter }),
             ...(continuationToken !== undefined && { ContinuationToken: continuationToken }),
           }),
           { abortSignal: options?.signal },
@@ -150,6 +154,47 @@ export class S3Store implements ObjectStore {
       }
       continuationToken = page.NextContinuationToken;
       // A truncated page without a token would otherwise end the listing early, silently.
+      if (page.IsTruncated === true && continuationToken === undefined) {
+        throw new Error(`ListObjectsV2 under ${prefix} is truncated but has no continuation token`);
+      }
+    } while (continuationToken !== undefined);
+  }
+
+  /**
+   * ListObjectsV2 with Delimiter '/': keys under `prefix` sharing the text up to the next '/' are
+   * rolled up into one CommonPrefixes entry, which counts once against the page's 1,000 results
+   * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html). Objects directly
+   * under `prefix` come back in Contents and are not folders.
+   */
+  async *listFolders(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<string> {
+    let continuationToken: string | undefined;
+    do {
+      const page = await this.#client
+        .send(
+          new ListObjectsV2Command({
+            Bucket: this.#bucket,
+            Prefix: prefix,
+            Delimiter: '/',
+            ...(continuationToken !== undefined && { ContinuationToken: continuationToken }),
+          }),
+          { abortSignal: options?.signal },
+        )
+        .catch((error: unknown) => {
+          throw mapS3Error(error, prefix);
+        });
+      for (const common of page.CommonPrefixes ?? []) {
+        if (
+          common.Prefix === undefined ||
+          !common.Prefix.startsWith(prefix) ||
+          !common.Prefix.endsWith('/')
+        ) {
+          throw new Error(
+            `ListObjectsV2 under ${prefix} returned a common prefix ${common.Prefix} not ending in "/"`,
+          );
+        }
+        yield common.Prefix;
+      }
+      continuationToken = page.NextContinuationToken;
       if (page.IsTruncated === true && continuationToken === undefined) {
         throw new Error(`ListObjectsV2 under ${prefix} is truncated but has no continuation token`);
       }

@@ -54,8 +54,25 @@ export interface DedupInput {
   readonly keys?: readonly string[];
 }
 
+/**
+ * How planning lists the lake (planner.ts). 'windowed': a cycle lists each table only from the
+ * first period that can still hold a candidate (its folder ended within `lookbackHours` of its
+ * minAge), tables in parallel; a sweep lists every table whole once the tier's last sweep is
+ * `sweepEveryHours` old, catching late data and backfills in older folders. 'full': every cycle
+ * lists the whole data root in one listing (as before).
+ */
+export interface PlanningConfig {
+  readonly listing: 'windowed' | 'full';
+  readonly lookbackHours: number;
+  /** 0: never by age, only when the execution input (or `compactor run --sweep`) asks. */
+  readonly sweepEveryHours: number;
+  /** Prefixes listed at once. */
+  readonly listConcurrency: number;
+}
+
 export interface CompactorConfig {
   readonly layout: Layout;
+  readonly planning: PlanningConfig;
   readonly tiers: Readonly<Record<TierName, TierConfig>>;
   /** A folder holding any object modified less than this long ago is still being written: skip it. */
   readonly quietSeconds: number;
@@ -102,6 +119,7 @@ export interface CompactorConfig {
 
 export interface ConfigInput {
   readonly layout?: string;
+  readonly planning?: Partial<PlanningConfig>;
   readonly dataPrefix?: string;
   /** Template segments readers map to partition columns (see LayoutOptions); default per preset. */
   readonly partitionSegments?: readonly string[];
@@ -149,6 +167,7 @@ export const DEFAULTS = {
   leaseSeconds: 20 * 60,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
   retentionBufferHours: 24,
+  planning: { listing: 'windowed', lookbackHours: 48, sweepEveryHours: 24, listConcurrency: 32 },
 } as const;
 
 /** A century: a longer retention is a typo, not a policy. */
@@ -332,6 +351,7 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
   if (monthlyEnabled && monthlyRefusal) throw new ConfigError(`tiers.monthly.enabled: ${monthlyRefusal}`);
   return {
     layout,
+    planning: parsePlanning(input.planning),
     tiers: { hourly: tier('hourly'), daily: tier('daily'), monthly: tier('monthly') },
     quietSeconds: nonNegative('quietSeconds', input.quietSeconds ?? DEFAULTS.quietSeconds),
     timeColumn,
@@ -361,6 +381,35 @@ export function parseConfig(input: ConfigInput = {}): CompactorConfig {
     },
     retention: parseRetention(input.retention, layout),
     unsafeSingleWriterStore: parseOptOut(input.unsafeSingleWriterStore),
+  };
+}
+
+function parsePlanning(input: ConfigInput['planning']): PlanningConfig {
+  const d = DEFAULTS.planning;
+  if (input !== undefined && !plainObject(input)) {
+    throw new ConfigError(
+      `planning must be an object, e.g. {"lookbackHours": 48}, got ${JSON.stringify(input)}`,
+    );
+  }
+  for (const field of Object.keys(input ?? {})) {
+    if (!(field in d))
+      throw new ConfigError(`planning.${field} is not a setting (known: ${Object.keys(d).join(', ')})`);
+  }
+  const listing = input?.listing ?? d.listing;
+  if (listing !== 'windowed' && listing !== 'full') {
+    throw new ConfigError(`planning.listing must be "windowed" or "full", got ${JSON.stringify(listing)}`);
+  }
+  const sweepEveryHours = input?.sweepEveryHours ?? d.sweepEveryHours;
+  if (typeof sweepEveryHours !== 'number' || !(sweepEveryHours >= 0) || !Number.isFinite(sweepEveryHours)) {
+    throw new ConfigError(
+      `planning.sweepEveryHours must be a number of hours >= 0 (0: only when asked), got ${JSON.stringify(sweepEveryHours)}`,
+    );
+  }
+  return {
+    listing,
+    lookbackHours: positive('planning.lookbackHours', input?.lookbackHours ?? d.lookbackHours),
+    sweepEveryHours,
+    listConcurrency: positive('planning.listConcurrency', input?.listConcurrency ?? d.listConcurrency, 1000),
   };
 }
 

@@ -74,13 +74,29 @@ export interface IncompleteUpload {
   readonly abandoned?: boolean;
 }
 
+export interface ListOptions {
+  readonly signal?: AbortSignal;
+  /**
+   * Only keys after this one in key order (S3's StartAfter). A store may ignore it and list more:
+   * callers filter what they do not want, never rely on its absence.
+   */
+  readonly startAfter?: string;
+}
+
 export interface ObjectStore {
   /** A stable name of the bucket (or folder) this store addresses; manifests record it. */
   readonly location: string;
   /** The largest object `copy` can copy in one request; absent means no limit. */
   readonly maxCopyBytes?: number;
   /** All objects under the prefix, in key order, paging internally. */
-  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary>;
+  list(prefix: string, options?: ListOptions): AsyncIterable<ObjectSummary>;
+  /**
+   * The folders directly under `prefix` (which ends in '/' or is ''): each distinct
+   * `prefix + segment + '/'` that some key under `prefix` starts with, in key order (S3's
+   * ListObjectsV2 with Delimiter '/': its CommonPrefixes). A folder holding no object is not one.
+   * Optional: planning lists the whole data root in one listing without it.
+   */
+  listFolders?(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<string>;
   /** undefined when the key does not exist; throws on any other failure. */
   head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined>;
   /** Small objects (manifests). Throws NotFoundError. */
@@ -169,8 +185,14 @@ export class ForwardingStore implements ObjectStore {
     return this.inner.maxCopyBytes;
   }
 
-  list(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
+  list(prefix: string, options?: ListOptions): AsyncIterable<ObjectSummary> {
     return this.inner.list(prefix, options);
+  }
+
+  get listFolders(): ObjectStore['listFolders'] {
+    const inner = this.inner;
+    const folders = inner.listFolders;
+    return folders === undefined ? undefined : (prefix, options) => folders.call(inner, prefix, options);
   }
 
   head(key: string, options?: { readonly signal?: AbortSignal }): Promise<ObjectHead | undefined> {

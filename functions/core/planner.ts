@@ -9,6 +9,7 @@ import type { Clock } from './engine.ts';
 import { ConfigError, InvalidManifestError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
 import type { DataFile } from './layout.ts';
+import { discoverTables, forEachLimited, tierFolderAt, windowRefusal, windowStart } from './list-windows.ts';
 import {
   hashedQuarantineRoot,
   type InputRef,
@@ -22,7 +23,7 @@ import {
   quarantineRoot,
   scanManifestText,
 } from './manifest.ts';
-import { compareKeys, getBytesIfExists, type ObjectStore } from './object-store.ts';
+import { compareKeys, getBytesIfExists, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { isParquetObject } from './parquet-sniff.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
@@ -42,12 +43,31 @@ export interface SkippedPartition {
   readonly reason: string;
 }
 
+/** How a plan listed the lake (see list-windows.ts). */
+export interface PlanListing {
+  /**
+   * 'windows': each table from `since` on (a narrow cycle); 'sweep': every table whole, in
+   * parallel; 'full': the data root (or the scoped table) in one listing.
+   */
+  readonly mode: 'windows' | 'sweep' | 'full';
+  /** Why this mode: the sweep's trigger, or why windows could not be used. */
+  readonly reason: string;
+  /** windows: start of the earliest period listed (ISO); folders before it wait for the sweep. */
+  readonly since?: string;
+  /** Tables found by folder listing (windows, sweep). */
+  readonly tables?: number;
+  /** Listing calls made: folder listings and object listings (on S3 each is one LIST per 1,000 keys). */
+  readonly listings: number;
+}
+
 export interface Plan {
   readonly tier: JobKind;
   readonly now: string;
   readonly jobs: readonly PlannedJob[];
   readonly skipped: readonly SkippedPartition[];
   readonly objectsListed: number;
+  /** Absent on retention plans, which always list the whole data root. */
+  readonly listing?: PlanListing;
 }
 
 interface Candidate {
@@ -267,6 +287,112 @@ export interface PlanScope {
    * canary). Manifests and quarantine are still read whole: they lease and exclude as always.
    */
   readonly only?: string;
+  /**
+   * true: list every table whole (a sweep) this cycle, whatever the last sweep was (the execution
+   * input's `sweep`, `compactor run --sweep`). Otherwise a cycle sweeps when the tier's last
+   * recorded sweep is `planning.sweepEveryHours` old, and lists windows in between.
+   */
+  readonly sweep?: boolean;
+}
+
+/** Where sweeps are recorded: one empty-bodied marker per sweep, named by its plan time. */
+export function sweepsRoot(config: CompactorConfig, tier: TierName): string {
+  // Under plans/: the plan step may already list and write there, and the bucket's lifecycle rule
+  // expires markers with the plans (after 15 days), so they never pile up.
+  return `${config.layout.stateRoot}plans/sweeps/${tier}/`;
+}
+
+/** The latest recorded sweep of `tier` at or before `now` (ms), if any. */
+export async function lastSweep(
+  store: ObjectStore,
+  config: CompactorConfig,
+  tier: TierName,
+  now: number,
+): Promise<number | undefined> {
+  const root = sweepsRoot(config, tier);
+  let latest: number | undefined;
+  for await (const object of store.list(root)) {
+    const at = Date.parse(object.key.slice(root.length).replace(/\.json$/, ''));
+    // A marker from a later plan time (a replay planned as if earlier) says nothing about now.
+    if (Number.isNaN(at) || at > now) continue;
+    latest = latest === undefined ? at : Math.max(latest, at);
+  }
+  return latest;
+}
+
+/**
+ * Records that `plan` swept its tier, once the plan is written (plan step): the narrow cycles
+ * that follow rely on it. A plan step retried after its record only lists windows again.
+ */
+export async function recordSweep(store: ObjectStore, config: CompactorConfig, plan: Plan): Promise<void> {
+  if (plan.listing?.mode !== 'sweep' || plan.tier === 'retention') return;
+  const body = Buffer.from(`${JSON.stringify({ plannedAt: plan.now, tables: plan.listing.tables })}\n`);
+  await store.put(`${sweepsRoot(config, plan.tier)}${plan.now}.json`, body, {
+    contentType: 'application/json',
+  });
+}
+
+interface ListingChoice {
+  readonly mode: PlanListing['mode'];
+  readonly reason: string;
+  readonly tables?: readonly string[];
+  readonly since?: number;
+  readonly listings: number;
+}
+
+/** Which listing a plan makes: see PlanListing and list-windows.ts. */
+async function chooseListing(
+  store: ObjectStore,
+  config: CompactorConfig,
+  tier: TierName,
+  now: number,
+  scope: PlanScope,
+): Promise<ListingChoice> {
+  if (scope.only !== undefined) {
+    return { mode: 'full', reason: `scoped to the table ${scope.only}, listed whole`, listings: 0 };
+  }
+  if (config.planning.listing === 'full') {
+    return { mode: 'full', reason: 'planning.listing is "full"', listings: 0 };
+  }
+  const { listFolders } = store;
+  if (listFolders === undefined) {
+    return { mode: 'full', reason: 'the store cannot list folders (no listFolders)', listings: 0 };
+  }
+  const found = await discoverTables(
+    (prefix) => listFolders.call(store, prefix),
+    config.layout,
+    config.planning.listConcurrency,
+  );
+  const refusal = windowRefusal(config.layout);
+  const sweep = (reason: string, listings = found.listings): ListingChoice => ({
+    mode: 'sweep',
+    reason,
+    tables: found.tables,
+    listings,
+  });
+  if (refusal) return sweep(`${refusal}: every table is listed whole`);
+  if (scope.sweep === true) return sweep('asked for (execution input "sweep")');
+  const every = config.planning.sweepEveryHours;
+  let since = '';
+  if (every > 0) {
+    const last = await lastSweep(store, config, tier, now);
+    if (last === undefined) return sweep(`no sweep of the ${tier} tier recorded`, found.listings + 1);
+    if (now - last >= every * 3_600_000) {
+      return sweep(
+        `the last sweep (${new Date(last).toISOString()}) is at least planning.sweepEveryHours (${every}) old`,
+        found.listings + 1,
+      );
+    }
+    since = `; last sweep ${new Date(last).toISOString()}, the next once ${every} h have passed`;
+  }
+  const start = windowStart(config, tier, now);
+  return {
+    mode: 'windows',
+    reason: `folders whose period ended within planning.lookbackHours (${config.planning.lookbackHours}) of their minAge${since}`,
+    tables: found.tables,
+    since: start,
+    listings: found.listings + (every > 0 ? 1 : 0),
+  };
 }
 
 /** The key prefix a scope lists, or a ConfigError naming what a table path of this layout is. */
@@ -331,15 +457,18 @@ export async function planTier(
   };
   let objectsListed = 0;
 
-  // 1. Data first (a table's keys all start with its path, so its folders are whole).
-  for await (const object of store.list(listed)) {
+  // `from`: the folder of the tier a windowed listing starts at. Keys at or before it are dropped
+  // even when a store lists them (it may ignore StartAfter): a folder of the tier before `from` is
+  // then never seen, and each one at or after it is whole (list-windows.ts).
+  const consider = (object: ObjectSummary, from?: string): void => {
     objectsListed++;
+    if (from !== undefined && compareKeys(object.key, from) <= 0) return;
     const file = layout.parse(object.key);
-    if (!file) continue;
+    if (!file) return;
     // Quiet check covers every data file of the period, whichever tier it belongs to.
     const folderKey = tierFolder(tier, file);
     const period = tierPeriod(tier, file);
-    if (folderKey === undefined || period === undefined) continue;
+    if (folderKey === undefined || period === undefined) return;
     let folder = folders.get(folderKey);
     if (!folder) {
       folder = {
@@ -352,15 +481,42 @@ export async function planTier(
       folders.set(folderKey, folder);
     }
     folder.newestModified = Math.max(folder.newestModified, object.lastModified.getTime());
-    if (partitionOf(tier, file) !== folderKey) continue;
+    if (partitionOf(tier, file) !== folderKey) return;
     // A tier's own outputs are merged again only while small; big ones are final.
-    if (file.level === TIER_SPECS[tier].output && object.size >= small) continue;
+    if (file.level === TIER_SPECS[tier].output && object.size >= small) return;
     if (file.level === 2 && (tier === 'daily') === monthlyTakes(file)) {
       if (tier === 'monthly') folder.waiting++;
-      continue;
+      return;
     }
     folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
+  };
+
+  // 1. Data first: every listing completes before manifests are read.
+  const choice = await chooseListing(store, config, tier, now, scope);
+  let listings = choice.listings;
+  const { tables, since } = choice;
+  if (tables === undefined) {
+    // A table's keys all start with its path, so its folders are whole.
+    listings++;
+    for await (const object of store.list(listed)) consider(object);
+  } else {
+    await forEachLimited(tables, config.planning.listConcurrency, async (table) => {
+      listings++;
+      if (since === undefined) {
+        for await (const object of store.list(table)) consider(object);
+        return;
+      }
+      const from = tierFolderAt(layout, tier, table, since);
+      for await (const object of store.list(table, { startAfter: from })) consider(object, from);
+    });
   }
+  const listing: PlanListing = {
+    mode: choice.mode,
+    reason: choice.reason,
+    ...(since !== undefined ? { since: new Date(since).toISOString() } : {}),
+    ...(tables !== undefined ? { tables: tables.length } : {}),
+    listings,
+  };
 
   // 2. Then manifests and quarantine, and partitions in failure backoff.
   const exclusions = await readExclusions(store, config);
@@ -462,7 +618,7 @@ export async function planTier(
           : `${candidates.length} candidate file(s)`,
     });
   }
-  return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed };
+  return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed, listing };
 }
 
 /**

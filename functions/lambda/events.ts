@@ -40,6 +40,8 @@ export interface ExecutionEvent {
    * it against the layout. Recovery is never scoped.
    */
   readonly only?: string;
+  /** true: this cycle lists every table whole (a sweep), whatever the last sweep was. */
+  readonly sweep?: boolean;
 }
 
 export function parseExecutionEvent(event: unknown): ExecutionEvent {
@@ -48,12 +50,16 @@ export function parseExecutionEvent(event: unknown): ExecutionEvent {
   if (now !== undefined && Number.isNaN(Date.parse(now)))
     throw new ConfigError(`execution input: "now" is not a time`);
   const only = e.only === undefined || e.only === null ? undefined : text(e.only, 'only', 'execution input');
+  const sweep = e.sweep === undefined || e.sweep === null ? undefined : e.sweep;
+  if (sweep !== undefined && typeof sweep !== 'boolean')
+    throw new ConfigError(`execution input: "sweep" must be true or false, got ${JSON.stringify(sweep)}`);
   return {
     tier: tier(e.tier, 'execution input'),
     executionId: text(e.executionId, 'executionId', 'execution input'),
     executionName: text(e.executionName, 'executionName', 'execution input'),
     ...(now !== undefined ? { now } : {}),
     ...(only !== undefined ? { only } : {}),
+    ...(sweep !== undefined ? { sweep } : {}),
   };
 }
 

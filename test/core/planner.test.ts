@@ -597,15 +597,19 @@ class HookedStore extends ForwardingStore {
   }
 }
 
-describe('data is listed before manifests', () => {
+// Both listings: one listing of the data root, and a sweep's listing per table (in parallel).
+describe.each([
+  { listing: 'full', dataList: '' },
+  { listing: 'windowed', dataList: 'mydb/cpu/' },
+] as const)('data is listed before manifests ($listing)', ({ listing, dataList }) => {
   it('excludes a file whose manifest appeared after the data listing', async () => {
-    const cfg = config({ tiers: { hourly: { minFiles: 1 } } });
+    const cfg = config({ tiers: { hourly: { minFiles: 1 } }, planning: { listing } });
     const raced = hourFolder(RECENT_HOUR);
     const other = hourFolder(RECENT_HOUR - HOUR);
     const racedKeys = await putL0(raced, 3);
     const otherKeys = await putL0(other, 3);
     let created = false;
-    const hooked = new HookedStore(store, cfg.layout.dataPrefix, async () => {
+    const hooked = new HookedStore(store, dataList, async () => {
       // Another planner claims the first file of `raced` between our two listings.
       await putManifest(cfg, manifest('hourly', raced, racedKeys.slice(0, 1)));
       created = true;
@@ -614,23 +618,24 @@ describe('data is listed before manifests', () => {
     expect(created).toBe(true);
     // The data listing saw the file (it counted), the manifest listing still excluded it.
     expect(plan.objectsListed).toBe(6);
-    const dataList = hooked.lists.indexOf(cfg.layout.dataPrefix);
+    const dataListed = hooked.lists.indexOf(dataList);
     const manifestList = hooked.lists.indexOf(manifestsRoot(cfg.layout));
-    expect(dataList).toBeGreaterThanOrEqual(0);
-    expect(manifestList).toBeGreaterThan(dataList);
+    expect(dataListed).toBeGreaterThanOrEqual(0);
+    expect(manifestList).toBeGreaterThan(dataListed);
     expect(plannedKeys(plan)).not.toContain(racedKeys[0]);
     expect(plannedKeys(plan)).toEqual(otherKeys);
     expect(skipFor(plan, raced)?.reason).toBe('a job holds this partition (live manifest)');
   });
 
   it('excludes a file quarantined after the data listing', async () => {
-    const cfg = config({ tiers: { hourly: { minFiles: 1 } } });
+    const cfg = config({ tiers: { hourly: { minFiles: 1 } }, planning: { listing } });
     const folder = hourFolder(RECENT_HOUR);
     const keys = await putL0(folder, 3);
-    const hooked = new HookedStore(store, cfg.layout.dataPrefix, async () => {
+    const hooked = new HookedStore(store, dataList, async () => {
       await store.put(quarantinedInputKey(cfg.layout, keys[0] as string), Buffer.from('{}'));
     });
     const plan = await planTier(hooked, cfg, later, 'hourly');
+    expect(plan.listing?.mode).toBe(listing === 'full' ? 'full' : 'sweep');
     expect(plannedKeys(plan)).toEqual(keys.slice(1));
   });
 });
