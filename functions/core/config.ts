@@ -64,8 +64,11 @@ export interface DedupInput {
 export interface PlanningConfig {
   readonly listing: 'windowed' | 'full';
   readonly lookbackHours: number;
-  /** 0: never by age, only when the execution input (or `compactor run --sweep`) asks. */
-  readonly sweepEveryHours: number;
+  /**
+   * Per tier: a cycle sweeps once the tier's last sweep is at least this old (a daily cycle that
+   * swept every day would never list windows). 0: only when the execution input asks.
+   */
+  readonly sweepEveryHours: Readonly<Record<TierName, number>>;
   /** Prefixes listed at once. */
   readonly listConcurrency: number;
 }
@@ -119,7 +122,13 @@ export interface CompactorConfig {
 
 export interface ConfigInput {
   readonly layout?: string;
-  readonly planning?: Partial<PlanningConfig>;
+  readonly planning?: {
+    readonly listing?: PlanningConfig['listing'];
+    readonly lookbackHours?: number;
+    /** One number for every tier, or per tier. */
+    readonly sweepEveryHours?: number | Partial<Record<TierName, number>>;
+    readonly listConcurrency?: number;
+  };
   readonly dataPrefix?: string;
   /** Template segments readers map to partition columns (see LayoutOptions); default per preset. */
   readonly partitionSegments?: readonly string[];
@@ -167,7 +176,12 @@ export const DEFAULTS = {
   leaseSeconds: 20 * 60,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
   retentionBufferHours: 24,
-  planning: { listing: 'windowed', lookbackHours: 48, sweepEveryHours: 24, listConcurrency: 32 },
+  planning: {
+    listing: 'windowed',
+    lookbackHours: 48,
+    sweepEveryHours: { hourly: 24, daily: 168, monthly: 336 },
+    listConcurrency: 32,
+  },
 } as const;
 
 /** A century: a longer retention is a typo, not a policy. */
@@ -399,16 +413,36 @@ function parsePlanning(input: ConfigInput['planning']): PlanningConfig {
   if (listing !== 'windowed' && listing !== 'full') {
     throw new ConfigError(`planning.listing must be "windowed" or "full", got ${JSON.stringify(listing)}`);
   }
-  const sweepEveryHours = input?.sweepEveryHours ?? d.sweepEveryHours;
-  if (typeof sweepEveryHours !== 'number' || !(sweepEveryHours >= 0) || !Number.isFinite(sweepEveryHours)) {
+  const every = input?.sweepEveryHours;
+  if (every !== undefined && typeof every !== 'number' && !plainObject(every)) {
     throw new ConfigError(
-      `planning.sweepEveryHours must be a number of hours >= 0 (0: only when asked), got ${JSON.stringify(sweepEveryHours)}`,
+      `planning.sweepEveryHours must be a number of hours or an object per tier, e.g. {"hourly": 24, "daily": 168}, got ${JSON.stringify(every)}`,
     );
+  }
+  const sweepHours = (tier: TierName): number => {
+    const value = typeof every === 'number' ? every : (every?.[tier] ?? d.sweepEveryHours[tier]);
+    // Sweep markers live under plans/, which the bucket's lifecycle rule expires after 15 days: a
+    // longer interval would find no marker and sweep every cycle.
+    if (typeof value !== 'number' || !(value >= 0 && value <= 336)) {
+      throw new ConfigError(
+        `planning.sweepEveryHours${typeof every === 'number' ? '' : `.${tier}`} must be a number of hours from 0 (only when asked) to 336 (14 days: sweep records expire with the plans after 15), got ${JSON.stringify(value)}`,
+      );
+    }
+    return value;
+  };
+  for (const key of plainObject(every) ? Object.keys(every) : []) {
+    if (!(TIERS as readonly string[]).includes(key)) {
+      throw new ConfigError(`planning.sweepEveryHours.${key} is not a tier (known: ${TIERS.join(', ')})`);
+    }
   }
   return {
     listing,
     lookbackHours: positive('planning.lookbackHours', input?.lookbackHours ?? d.lookbackHours),
-    sweepEveryHours,
+    sweepEveryHours: {
+      hourly: sweepHours('hourly'),
+      daily: sweepHours('daily'),
+      monthly: sweepHours('monthly'),
+    },
     listConcurrency: positive('planning.listConcurrency', input?.listConcurrency ?? d.listConcurrency, 1000),
   };
 }

@@ -372,7 +372,7 @@ async function chooseListing(
   });
   if (refusal) return sweep(`${refusal}: every table is listed whole`);
   if (scope.sweep === true) return sweep('asked for (execution input "sweep")');
-  const every = config.planning.sweepEveryHours;
+  const every = config.planning.sweepEveryHours[tier];
   let since = '';
   if (every > 0) {
     const last = await lastSweep(store, config, tier, now);

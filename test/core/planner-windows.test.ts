@@ -527,3 +527,37 @@ describe('S3Store folder listing and StartAfter on fauxqs (in-process S3 server,
     expect(sweep.jobs).toHaveLength(1006);
   });
 });
+
+describe('planning settings', () => {
+  it('default to windows over 48 h, a sweep a day (hourly), a week (daily), two weeks (monthly), 32 listings at once', () => {
+    expect(parseConfig({}).planning).toEqual({
+      listing: 'windowed',
+      lookbackHours: 48,
+      sweepEveryHours: { hourly: 24, daily: 168, monthly: 336 },
+      listConcurrency: 32,
+    });
+    expect(parseConfig({ planning: { sweepEveryHours: 12 } }).planning.sweepEveryHours).toEqual({
+      hourly: 12,
+      daily: 12,
+      monthly: 12,
+    });
+    expect(parseConfig({ planning: { sweepEveryHours: { daily: 0 } } }).planning.sweepEveryHours).toEqual({
+      hourly: 24,
+      daily: 0,
+      monthly: 336,
+    });
+  });
+
+  it.each([
+    [{ listing: 'some' }, 'planning.listing must be "windowed" or "full"'],
+    [{ lookbackHours: 0 }, 'planning.lookbackHours must be a whole number'],
+    [{ sweepEveryHours: -1 }, 'planning.sweepEveryHours must be a number of hours from 0'],
+    [{ sweepEveryHours: 337 }, 'sweep records expire with the plans after 15'],
+    [{ listConcurrency: 0 }, 'planning.listConcurrency must be a whole number'],
+    [{ lookback: 3 }, 'planning.lookback is not a setting'],
+    [{ sweepEveryHours: { weekly: 3 } }, 'planning.sweepEveryHours.weekly is not a tier'],
+    [{ sweepEveryHours: { daily: 400 } }, 'planning.sweepEveryHours.daily must be a number of hours from 0'],
+  ])('refuses %j, naming the key', (planning, message) => {
+    expect(() => parseConfig({ planning: planning as ConfigInput['planning'] })).toThrow(message);
+  });
+});
