@@ -8,7 +8,7 @@ import type { CompactorConfig, JobKind, TierName } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, InvalidManifestError } from './errors.ts';
 import { failureKey, readFailures } from './failures.ts';
-import type { DataFile } from './layout.ts';
+import { type DataFile, type Layout, levelOf } from './layout.ts';
 import { discoverTables, forEachLimited, tierFolderAt, windowRefusal, windowStart } from './list-windows.ts';
 import {
   hashedQuarantineRoot,
@@ -332,6 +332,49 @@ export async function recordSweep(store: ObjectStore, config: CompactorConfig, p
   });
 }
 
+/** Where one listing is: its last key, and the folder of the tier its last data file was in. */
+interface ListingStream {
+  lastKey?: string;
+  folder?: string;
+  /** The last data file parsed whole, and the folder it lies directly in. */
+  parsed?: { readonly dir: string; readonly file: DataFile };
+}
+
+/**
+ * `layout.parse(key)`, reusing the parse of the previous data file when `key` lies directly in
+ * the same folder: the folder's coordinates are the same, so only what parse decides by the file
+ * name is decided here, as parse does (the name's data-ness, and which levels the folder holds).
+ * A listing of millions of keys spends most of its time parsing otherwise.
+ */
+export function parseInFolder(
+  layout: Layout,
+  key: string,
+  stream: { parsed?: { readonly dir: string; readonly file: DataFile } },
+): DataFile | undefined {
+  const slash = key.lastIndexOf('/');
+  const dir = key.slice(0, slash + 1);
+  const cached = stream.parsed;
+  if (cached !== undefined && cached.dir === dir) {
+    const fileName = key.slice(slash + 1);
+    if (
+      !layout.isDataKey(key) ||
+      fileName === '' ||
+      fileName === '.parquet' ||
+      fileName === layout.dataSuffix ||
+      fileName.startsWith('.')
+    )
+      return undefined;
+    const level = levelOf(fileName);
+    const { file } = cached;
+    // Directly in a day folder only daily outputs, in a month folder only monthly ones (parse).
+    if (file.hourFolder === undefined && level !== (file.dayFolder === undefined ? 3 : 2)) return undefined;
+    return { ...file, key, fileName, level };
+  }
+  const file = layout.parse(key);
+  if (file) stream.parsed = { dir, file };
+  return file;
+}
+
 interface ListingChoice {
   readonly mode: PlanListing['mode'];
   readonly reason: string;
@@ -457,18 +500,46 @@ export async function planTier(
   };
   let objectsListed = 0;
 
+  // Only keys this deep can lie in a folder of the tier: in an hour folder (hourly), or also in a
+  // day folder (daily), or also in a month folder (monthly). Counting '/' is cheaper than parsing.
+  const depth = layout.template.slice(0, -1).split('/').length;
+  const minSlashes = depth - (tier === 'hourly' ? 0 : tier === 'daily' ? 1 : 2);
+  const prefixLength = layout.dataPrefix.length;
+
   // `from`: the folder of the tier a windowed listing starts at. Keys at or before it are dropped
   // even when a store lists them (it may ignore StartAfter): a folder of the tier before `from` is
   // then never seen, and each one at or after it is whole (list-windows.ts).
-  const consider = (object: ObjectSummary, from?: string): void => {
+  const consider = (object: ObjectSummary, stream: ListingStream, from?: string): void => {
     objectsListed++;
-    if (from !== undefined && compareKeys(object.key, from) <= 0) return;
-    const file = layout.parse(object.key);
+    const { key } = object;
+    if (from !== undefined && compareKeys(key, from) <= 0) return;
+    // A store lists in key order (object-store.ts): each folder's keys come together, so a
+    // folder left behind is whole and may be dropped when it holds nothing to plan. A store
+    // that breaks the order fails the plan rather than have a folder planned from part of it.
+    const previous = stream.lastKey;
+    if (
+      previous !== undefined &&
+      key < previous &&
+      Buffer.compare(Buffer.from(key), Buffer.from(previous)) < 0
+    ) {
+      throw new Error(`the listing returned ${key} after ${previous}: not in key order`);
+    }
+    stream.lastKey = key;
+    let slashes = 0;
+    for (let i = key.indexOf('/', prefixLength); i >= 0 && slashes <= depth; i = key.indexOf('/', i + 1))
+      slashes++;
+    if (slashes < minSlashes || slashes > depth) return;
+    const file = parseInFolder(layout, key, stream);
     if (!file) return;
     // Quiet check covers every data file of the period, whichever tier it belongs to.
     const folderKey = tierFolder(tier, file);
     const period = tierPeriod(tier, file);
     if (folderKey === undefined || period === undefined) return;
+    if (stream.folder !== folderKey) {
+      const done = stream.folder === undefined ? undefined : folders.get(stream.folder);
+      if (done && done.candidates.length === 0 && done.waiting === 0) folders.delete(stream.folder as string);
+      stream.folder = folderKey;
+    }
     let folder = folders.get(folderKey);
     if (!folder) {
       folder = {
@@ -498,16 +569,18 @@ export async function planTier(
   if (tables === undefined) {
     // A table's keys all start with its path, so its folders are whole.
     listings++;
-    for await (const object of store.list(listed)) consider(object);
+    const stream: ListingStream = {};
+    for await (const object of store.list(listed)) consider(object, stream);
   } else {
     await forEachLimited(tables, config.planning.listConcurrency, async (table) => {
       listings++;
+      const stream: ListingStream = {};
       if (since === undefined) {
-        for await (const object of store.list(table)) consider(object);
+        for await (const object of store.list(table)) consider(object, stream);
         return;
       }
       const from = tierFolderAt(layout, tier, table, since);
-      for await (const object of store.list(table, { startAfter: from })) consider(object, from);
+      for await (const object of store.list(table, { startAfter: from })) consider(object, stream, from);
     });
   }
   const listing: PlanListing = {

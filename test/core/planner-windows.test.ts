@@ -33,7 +33,7 @@ import {
   type ObjectStore,
   type ObjectSummary,
 } from '../../functions/core/object-store.ts';
-import { planTier, sweepsRoot } from '../../functions/core/planner.ts';
+import { parseInFolder, planTier, sweepsRoot } from '../../functions/core/planner.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { planStep } from '../../functions/plan.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
@@ -559,5 +559,61 @@ describe('planning settings', () => {
     [{ sweepEveryHours: { daily: 400 } }, 'planning.sweepEveryHours.daily must be a number of hours from 0'],
   ])('refuses %j, naming the key', (planning, message) => {
     expect(() => parseConfig({ planning: planning as ConfigInput['planning'] })).toThrow(message);
+  });
+});
+
+describe('parseInFolder: a folder parsed once serves the keys listed after it in the same folder', () => {
+  it.each([
+    ['arc', ''],
+    ['hive', 'lake/'],
+    ['firehose', ''],
+    ['{org}/{team}/{table}/y={YYYY}/m={MM}/d={DD}/h={HH}/', 'x/'],
+  ])('%s: equals layout.parse on every key, whatever came before it', (name, prefix) => {
+    const layout = Layout.create(name, prefix);
+    const table = `${prefix}${name === 'arc' ? 'db/cpu/' : name.startsWith('{') ? 'a/b/c/' : 't/'}`;
+    const month = tierFolderAt(layout, 'monthly', table, Date.UTC(2026, 0, 1));
+    const day = tierFolderAt(layout, 'daily', table, Date.UTC(2026, 0, 2));
+    const hour = tierFolderAt(layout, 'hourly', table, Date.UTC(2026, 0, 2, 5));
+    const names = [
+      'a.parquet',
+      'b_compacted.parquet',
+      'c_daily.parquet',
+      'd_monthly.parquet',
+      '_SUCCESS',
+      '.hidden.parquet',
+      '.parquet',
+      'part-0001',
+      'x.crc',
+      'y.tmp',
+      '',
+    ];
+    const keys = [month, day, hour, `${day}99/`, `${table}2026/13/`].flatMap((folder) =>
+      names.map((n) => `${folder}${n}`),
+    );
+    // Every order of two keys: the first one primes the folder, the second is served from it.
+    for (const first of keys) {
+      for (const second of keys) {
+        const stream = {};
+        expect(parseInFolder(layout, first, stream)).toEqual(layout.parse(first));
+        expect(parseInFolder(layout, second, stream)).toEqual(layout.parse(second));
+      }
+    }
+  });
+});
+
+describe('a listing out of key order', () => {
+  it('fails the plan rather than plan a folder from part of its keys', async () => {
+    await store.put('db/cpu/2026/01/01/00/a.parquet', Buffer.alloc(1));
+    await store.put('db/cpu/2026/01/01/01/b.parquet', Buffer.alloc(1));
+    const reversed = new (class extends ForwardingStore {
+      override async *list(prefix: string, options?: ListOptions): AsyncIterable<ObjectSummary> {
+        const all: ObjectSummary[] = [];
+        for await (const o of super.list(prefix, options)) all.push(o);
+        yield* all.reverse();
+      }
+    })(store);
+    await expect(planTier(reversed, parseConfig({}), later, 'hourly', { sweep: true })).rejects.toThrow(
+      'not in key order',
+    );
   });
 });
