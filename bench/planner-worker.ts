@@ -1,7 +1,8 @@
 /**
  * Child process of the planner-scale case: a synthetic store that lists N objects in Arc layout
  * (generated on the fly, in key order, never held in memory by the store) and holds no
- * manifests; planTier plans the hourly tier over it. Prints one JSON line.
+ * manifests; planTier plans the hourly tier over it. Or (task kind 'lake') one cycle of the
+ * lake-scale case over planner-lake.ts's LakeStore. Prints one JSON line.
  */
 
 import { readFile } from 'node:fs/promises';
@@ -10,7 +11,8 @@ import { NotFoundError } from '../functions/core/errors.ts';
 import type { ObjectStore, ObjectSummary } from '../functions/core/object-store.ts';
 import { planTier } from '../functions/core/planner.ts';
 import { peakRssBytes } from './peak-rss.ts';
-import type { PlannerScaleRun, PlannerScaleTask } from './planner-scale.ts';
+import { LakeStore, lakeObjectCount, RAW_PER_HOUR } from './planner-lake.ts';
+import type { PlannerLakeRun, PlannerLakeTask, PlannerScaleRun, PlannerScaleTask } from './planner-scale.ts';
 
 const HOUR_MS = 3_600_000;
 const MEASUREMENTS = 50;
@@ -85,10 +87,66 @@ class SyntheticListingStore implements ObjectStore {
   async abortIncompleteUpload(): Promise<void> {}
 }
 
+/**
+ * One plan of the synthetic lake (planner-lake.ts): a narrow cycle ('windows') or a sweep, and
+ * checks that it planned what the lake holds for that tier (else the run fails).
+ */
+async function planLake(task: PlannerLakeTask): Promise<PlannerLakeRun> {
+  const shape = { tables: task.tables, years: task.years, now: task.now, latencyMs: task.latencyMs };
+  const store = new LakeStore(shape);
+  // Sweeps by the execution input only: each run is the cycle it names.
+  const config = parseConfig({ planning: { sweepEveryHours: 0 } });
+  const clock = { now: () => new Date(task.now) };
+  const baselineRssBytes = process.memoryUsage().rss;
+  const start = performance.now();
+  const plan = await planTier(
+    store,
+    config,
+    clock,
+    task.tier,
+    task.listing === 'sweep' ? { sweep: true } : {},
+  );
+  const wallMs = performance.now() - start;
+  const plannedInputs = plan.jobs.reduce((total, job) => total + job.inputs.length, 0);
+  if (plan.listing?.mode !== task.listing)
+    throw new Error(`planned with ${plan.listing?.mode}, not ${task.listing}`);
+  // hourly: the due hour of every table (RAW_PER_HOUR files), and in a sweep also the late file;
+  // daily: yesterday's 24 hourly outputs of every table.
+  const late = task.tier === 'hourly' && task.listing === 'sweep' ? task.tables : 0;
+  const expectedJobs = task.tables + late;
+  const expectedInputs = task.tier === 'hourly' ? task.tables * RAW_PER_HOUR + late : task.tables * 24;
+  if (plan.jobs.length !== expectedJobs || plannedInputs !== expectedInputs) {
+    throw new Error(
+      `${task.tier} ${task.listing}: planned ${plan.jobs.length} jobs / ${plannedInputs} inputs, expected ${expectedJobs} / ${expectedInputs}`,
+    );
+  }
+  const lakeObjects = lakeObjectCount(shape);
+  if (task.listing === 'sweep' && plan.objectsListed !== lakeObjects) {
+    throw new Error(`the sweep listed ${plan.objectsListed} objects of ${lakeObjects}`);
+  }
+  return {
+    ...task,
+    lakeObjects,
+    objects: plan.objectsListed,
+    jobs: plan.jobs.length,
+    plannedInputs,
+    wallMs,
+    maxRssBytes: peakRssBytes(),
+    baselineRssBytes,
+    listRequests: store.listRequests,
+    ...(plan.listing.since !== undefined ? { since: plan.listing.since } : {}),
+  };
+}
+
 async function main(): Promise<void> {
   const taskFile = process.argv[2];
   if (!taskFile) throw new Error('usage: node bench/planner-worker.ts <task.json>');
-  const task = JSON.parse(await readFile(taskFile, 'utf8')) as PlannerScaleTask;
+  const parsed = JSON.parse(await readFile(taskFile, 'utf8')) as PlannerScaleTask | PlannerLakeTask;
+  if ('kind' in parsed && parsed.kind === 'lake') {
+    process.stdout.write(`${JSON.stringify(await planLake(parsed))}\n`);
+    return;
+  }
+  const task = parsed as PlannerScaleTask;
   const store = new SyntheticListingStore(task.partitions, task.filesPerPartition);
   const config = parseConfig({ quietSeconds: 0 });
   const clock = { now: () => new Date(Date.UTC(2026, 0, 1)) };
