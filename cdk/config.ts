@@ -93,6 +93,8 @@ export interface StackConfig {
   readonly naiveTimestampsUtc: readonly string[];
   /** Table path -> unit of its integer epoch time column; validated by the core's parser. */
   readonly timeUnits: Readonly<Record<string, TimeUnit>>;
+  /** How the plan step lists the lake (windows and sweeps); validated by the core's parser. */
+  readonly planning: NonNullable<ConfigInput['planning']>;
   readonly map: {
     readonly maxConcurrency: number;
     readonly toleratedFailurePercentage: number;
@@ -147,6 +149,7 @@ export const STACK_DEFAULTS: StackConfig = {
   dedup: {},
   naiveTimestampsUtc: [],
   timeUnits: {},
+  planning: {},
   map: { maxConcurrency: 10, toleratedFailurePercentage: 5, childExecutionType: 'EXPRESS' },
   lambda: {
     compact: {
@@ -376,6 +379,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     'dedup',
     'naiveTimestampsUtc',
     'timeUnits',
+    'planning',
     'map',
     'lambda',
     'alarmEmail',
@@ -493,6 +497,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     dedup,
     naiveTimestampsUtc: naiveTimestampsUtc as string[],
     timeUnits: timeUnits as Record<string, TimeUnit>,
+    planning: (json.planning ?? d.planning) as NonNullable<ConfigInput['planning']>,
     // Distributed Map limits.
     map: {
       maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
@@ -572,6 +577,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     ...(Object.keys(config.dedup).length > 0 ? { dedup: config.dedup } : {}),
     ...(config.naiveTimestampsUtc.length > 0 ? { naiveTimestampsUtc: config.naiveTimestampsUtc } : {}),
     ...(Object.keys(config.timeUnits).length > 0 ? { timeUnits: config.timeUnits } : {}),
+    ...(Object.keys(config.planning).length > 0 ? { planning: config.planning } : {}),
     targetFileBytes: config.targetFileBytes,
     rowGroupSize: config.rowGroupSize,
     maxJobBytes: config.maxJobBytes,

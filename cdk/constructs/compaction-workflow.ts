@@ -201,9 +201,10 @@ export class CompactionWorkflow extends Construct {
 
     // Optional input fields get defaults, so the schedule only has to pass {"tier": ...}.
     // `only` scopes planning to one table (compactor doctor's canary); null plans the whole lake.
+    // `sweep` true lists every table whole this cycle; null leaves it to planning.sweepEveryHours.
     const defaults = new sfn.Pass(this, STATES.defaults, {
       stateName: STATES.defaults,
-      result: sfn.Result.fromObject({ now: null, only: null }),
+      result: sfn.Result.fromObject({ now: null, only: null, sweep: null }),
       resultPath: '$.defaults',
     });
     const readInput = new sfn.Pass(this, STATES.input, {
@@ -212,7 +213,13 @@ export class CompactionWorkflow extends Construct {
     });
     const recover = invoke(STATES.recover, f.recover, execution, '$.recovery');
     // Recovery is never scoped: every manifest left anywhere is resolved first.
-    const plan = invoke(STATES.plan, f.plan, { ...execution, 'only.$': '$.args.only' }, '$.plan');
+    // `sweep: true` makes the plan list every table whole (planner.ts): late data, backfills.
+    const plan = invoke(
+      STATES.plan,
+      f.plan,
+      { ...execution, 'only.$': '$.args.only', 'sweep.$': '$.args.sweep' },
+      '$.plan',
+    );
 
     // One partition.
     // The Map item is the job itself: { tier, partition, jobId, executionId, jobKey, ... }.

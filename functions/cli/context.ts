@@ -160,6 +160,9 @@ export function buildConfig(
       : {}),
   };
   return parseConfig({
+    // A cycle run by hand lists the whole lake, as a sweep does: the schedule's narrow cycles
+    // (planning.listing "windowed", the stack's default) rely on sweep records a CLI lake has not.
+    planning: { listing: 'full' },
     ...overrides,
     dataPrefix,
     ...(options.layout !== undefined ? { layout: options.layout } : {}),

@@ -48,7 +48,7 @@ function state(name: string): Json {
 
 describe('the execution input "only" in the synthesized definition', () => {
   it('defaults to null, reaches Plan and not Recover', () => {
-    expect(state(STATES.defaults).Result).toEqual({ now: null, only: null });
+    expect(state(STATES.defaults).Result).toEqual({ now: null, only: null, sweep: null });
     const plan = (state(STATES.plan).Parameters as Json).Payload as Json;
     expect(plan['only.$']).toBe('$.args.only');
     const recover = (state(STATES.recover).Parameters as Json).Payload as Json;

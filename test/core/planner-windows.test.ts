@@ -9,6 +9,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { localObservability } from '../../functions/cli/local-lambdas.ts';
@@ -616,4 +617,41 @@ describe('a listing out of key order', () => {
       'not in key order',
     );
   });
+});
+
+describe('planning in the stack context (cdk.json compactor.planning)', () => {
+  it('reaches the Lambdas as COMPACTOR_CONFIG, and is left out when unset', () => {
+    expect(lambdaConfigInput(parseStackConfig({})).planning).toBeUndefined();
+    const config = parseStackConfig({ planning: { lookbackHours: 72, sweepEveryHours: { daily: 48 } } });
+    expect(parseConfig(lambdaConfigInput(config)).planning).toEqual({
+      listing: 'windowed',
+      lookbackHours: 72,
+      sweepEveryHours: { hourly: 24, daily: 48, monthly: 336 },
+      listConcurrency: 32,
+    });
+  });
+
+  it('a bad setting fails at synth, naming it', () => {
+    expect(() => parseStackConfig({ planning: { listing: 'all' } })).toThrow(
+      'context compactor: planning.listing must be "windowed" or "full"',
+    );
+  });
+});
+
+describe('the execution input "sweep" in the synthesized definition', () => {
+  it('defaults to null and reaches Plan, which validates it', async () => {
+    const { synthesizeWorkflow } = await import('../../functions/cli/local-run.ts');
+    const { STATES } = await import('../../cdk/constructs/compaction-workflow.ts');
+    const workflow = await synthesizeWorkflow({});
+    const states = (workflow.definition as unknown as { States: Record<string, Record<string, unknown>> })
+      .States;
+    expect(states[STATES.defaults]?.Result).toMatchObject({ sweep: null });
+    const payload = (states[STATES.plan]?.Parameters as { Payload: Record<string, unknown> }).Payload;
+    expect(payload['sweep.$']).toBe('$.args.sweep');
+    const { parseExecutionEvent } = await import('../../functions/lambda/events.ts');
+    const base = { tier: 'hourly', executionId: 'arn:x', executionName: 'x' };
+    expect(parseExecutionEvent({ ...base, sweep: null })).toEqual(base);
+    expect(parseExecutionEvent({ ...base, sweep: true })).toEqual({ ...base, sweep: true });
+    expect(() => parseExecutionEvent({ ...base, sweep: 'yes' })).toThrow('"sweep" must be true or false');
+  }, 120_000);
 });
