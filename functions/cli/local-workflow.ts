@@ -312,19 +312,30 @@ export async function runLocalWorkflow(
   let children = 0;
 
   const handlers: Record<string, (input: Json) => Promise<Json>> = {};
+  // One interpreter per Map, validated once (asl-validator takes hundreds of ms a definition) and
+  // run once per child: each run is its own execution, as the library's own Map runs its items.
+  const childMachines = new Map<MapEmulation, { machine: StateMachine; timeoutSeconds?: number }>();
   /** One child execution of a Map's item processor, in its own interpreter (see the top). */
   const runChild = async (map: MapEmulation, item: Json): Promise<Json> => {
-    const childDefinition = {
-      ...clone(map.processor),
-      ...(map.executionType === 'EXPRESS'
-        ? { TimeoutSeconds: options.expressChildTimeoutSeconds ?? EXPRESS_CHILD_TIMEOUT_SECONDS }
-        : {}),
-    };
-    const child = new StateMachine(childDefinition as unknown as StateMachineDefinition, {
-      validationOptions: { checkArn: false, checkPaths: true },
-    });
+    let compiled = childMachines.get(map);
+    if (compiled === undefined) {
+      const childDefinition = {
+        ...clone(map.processor),
+        ...(map.executionType === 'EXPRESS'
+          ? { TimeoutSeconds: options.expressChildTimeoutSeconds ?? EXPRESS_CHILD_TIMEOUT_SECONDS }
+          : {}),
+      };
+      const machine = new StateMachine(childDefinition as unknown as StateMachineDefinition, {
+        validationOptions: { checkArn: false, checkPaths: true },
+      });
+      compiled = {
+        machine,
+        ...('TimeoutSeconds' in childDefinition ? { timeoutSeconds: childDefinition.TimeoutSeconds } : {}),
+      };
+      childMachines.set(map, compiled);
+    }
     const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
-    const run = child.run(item, {
+    const run = compiled.machine.run(item, {
       overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
       context: {
         Execution: {
@@ -340,7 +351,7 @@ export async function runLocalWorkflow(
     } catch (error) {
       if (error instanceof ExecutionTimeoutError) {
         throw new ChildTimeoutError(
-          `child ${name} ran past its ${childDefinition.TimeoutSeconds} s execution timeout`,
+          `child ${name} ran past its ${compiled.timeoutSeconds} s execution timeout`,
         );
       }
       if (!(error instanceof ExecutionError)) throw error;

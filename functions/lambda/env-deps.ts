@@ -6,9 +6,6 @@
 import { randomBytes } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { SFNClient } from '@aws-sdk/client-sfn';
-import { createS3Client, S3Store } from '../adapters/s3-store.ts';
-import { StepFunctionsOwners } from '../adapters/sfn-owners.ts';
 import { type ConfigInput, parseConfig } from '../core/config.ts';
 import { type Engine, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
@@ -39,6 +36,13 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
     const config = configFromEnv();
     const workDir = process.env.WORK_DIR ?? '/tmp/compactor';
     const region = process.env.AWS_REGION;
+    // The SDK clients are loaded here, on a Lambda's first invocation, not on import: the local
+    // runner binds the same handlers in-process with its own store and owners, and never needs them.
+    const [{ SFNClient }, { createS3Client, S3Store }, { StepFunctionsOwners }] = await Promise.all([
+      import('@aws-sdk/client-sfn'),
+      import('../adapters/s3-store.ts'),
+      import('../adapters/sfn-owners.ts'),
+    ]);
     const owners = new StepFunctionsOwners({
       client: new SFNClient(region ? { region } : {}),
       // A Lambda a finished execution started may run until its timeout; the lease covers it.
