@@ -3,10 +3,16 @@
  * step, as runCycle does and the state machine mirrors) over many small partitions, against the
  * time the engine itself worked (footer checks + merges). The difference is what the protocol
  * costs: manifests, conditional writes, downloads, staging, publish, verify, deletes, clear.
+ *
+ * Then whole processes, timed from spawn to exit: `compactor run --tier hourly` over one 200-file
+ * partition against a Node process running raw DuckDB's COPY of the same files (bench/worker.ts),
+ * and the CLI's start-up for commands that need neither the stack nor an engine.
  */
 
-import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { copyFile, cp, mkdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../functions/adapters/local-store.ts';
 import { writeSampleParquet } from '../functions/adapters/sample-data.ts';
@@ -15,7 +21,10 @@ import { runCycle } from '../functions/core/cycle.ts';
 import { systemClock } from '../functions/core/engine.ts';
 import type { ObjectStore } from '../functions/core/object-store.ts';
 import { FaultStore } from '../test/support/fault-store.ts';
+import { DATASETS, type DatasetSpec, generateDataset } from './datasets.ts';
+import { median } from './stats.ts';
 import { TimedEngine } from './timed.ts';
+import type { WorkerTask } from './worker.ts';
 
 export interface OrchestrationRun {
   readonly concurrency: number;
@@ -67,7 +76,37 @@ export interface OrchestrationResult {
   /** Concurrency 1: cycle wall minus engine time, per partition. */
   readonly overheadPerPartitionMs: number;
   readonly overheadShare: number;
+  readonly wholeProcess?: WholeProcessResult;
+  readonly startup?: readonly StartupResult[];
 }
+
+/** `compactor run --tier hourly` over one partition against raw DuckDB, each a whole process. */
+export interface WholeProcessResult {
+  readonly files: number;
+  readonly rowsPerFile: number;
+  readonly runs: number;
+  /** Median, spawn to exit. */
+  readonly productWallMs: number;
+  readonly duckdbWallMs: number;
+  readonly ratio: number;
+  readonly productSamplesMs: readonly number[];
+  readonly duckdbSamplesMs: readonly number[];
+  /** The first run: it synthesizes the stack (the definition cache is empty). */
+  readonly coldProductWallMs: number;
+}
+
+export interface StartupResult {
+  readonly command: string;
+  /** Median, spawn to exit. */
+  readonly wallMs: number;
+  readonly samplesMs: readonly number[];
+  /** A target applies (commands that need neither the stack nor an engine). */
+  readonly light: boolean;
+}
+
+/** The targets of issue 14 item 7. */
+export const WHOLE_PROCESS_TARGET = 1.3;
+export const STARTUP_TARGET_MS = 500;
 
 const FILES = 10;
 const ROWS = 200;
@@ -76,7 +115,7 @@ const TEMPLATES = 5;
 export async function runOrchestration(
   engine: DuckDbEngine,
   dir: string,
-  options: { readonly partitions: number; readonly log: (line: string) => void },
+  options: { readonly partitions: number; readonly quick?: boolean; readonly log: (line: string) => void },
 ): Promise<OrchestrationResult> {
   await mkdir(dir, { recursive: true });
   const templates: string[] = [];
@@ -149,6 +188,11 @@ export async function runOrchestration(
     await rm(lake, { recursive: true, force: true });
   }
   const serial = runs[0] as OrchestrationRun;
+  const whole = await runWholeProcess(engine, join(dir, 'whole'), {
+    rowsPerFile: options.quick ? 2_000 : wholeDataset().rowsPerFile,
+    runs: options.quick ? 2 : 5,
+    log: options.log,
+  });
   return {
     partitions: options.partitions,
     filesPerPartition: FILES,
@@ -156,5 +200,209 @@ export async function runOrchestration(
     runs,
     overheadPerPartitionMs: (serial.cycleWallMs - serial.engineBusyMs) / options.partitions,
     overheadShare: (serial.cycleWallMs - serial.engineBusyMs) / serial.cycleWallMs,
+    ...whole,
   };
+}
+
+const BENCH_DIR = import.meta.dirname;
+const CLI = fileURLToPath(new URL('../functions/cli/main.ts', import.meta.url));
+const THREADS = 2;
+/** Dataset (i)'s shape: 200 files of one hour partition. */
+function wholeDataset(): DatasetSpec {
+  const spec = DATASETS.find((d) => d.id === 'i');
+  if (!spec) throw new Error('bench/datasets.ts has no dataset (i)');
+  return spec;
+}
+
+/** Runs a Node script with arguments; resolves its wall time (spawn to exit) and stdout. */
+function timedNode(args: readonly string[]): Promise<{ wallMs: number; stdout: string }> {
+  const start = performance.now();
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const wallMs = performance.now() - start;
+      if (error) reject(new Error(`node ${args.join(' ')} failed: ${error.message}\n${stderr.slice(-2000)}`));
+      else resolve({ wallMs, stdout });
+    });
+  });
+}
+
+async function runWholeProcess(
+  engine: DuckDbEngine,
+  dir: string,
+  options: { readonly rowsPerFile: number; readonly runs: number; readonly log: (line: string) => void },
+): Promise<{ wholeProcess: WholeProcessResult; startup: StartupResult[] }> {
+  const spec = { ...wholeDataset(), rowsPerFile: options.rowsPerFile };
+  const ds = await generateDataset(engine, join(dir, 'data'), spec);
+  const workDir = join(dir, 'work');
+  const lake = join(dir, 'lake');
+  const product = async (): Promise<number> => {
+    await rm(lake, { recursive: true, force: true });
+    await cp(ds.storeRoot, lake, { recursive: true });
+    const { wallMs, stdout } = await timedNode([
+      CLI,
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      lake,
+      '--quiet',
+      '0',
+      '--threads',
+      String(THREADS),
+      '--work-dir',
+      workDir,
+      '--json',
+    ]);
+    const out = JSON.parse(stdout) as { summary?: { compacted?: number }; partitions?: { rows?: number }[] };
+    const rows = out.partitions?.reduce((sum, p) => sum + (p.rows ?? 0), 0);
+    if (out.summary?.compacted !== 1 || rows !== ds.rows) {
+      throw new Error(
+        `compactor run compacted ${out.summary?.compacted} partition(s), ${rows} of ${ds.rows} rows`,
+      );
+    }
+    return wallMs;
+  };
+  const duckdb = async (): Promise<number> => {
+    const runDir = join(dir, 'duckdb-run');
+    await rm(runDir, { recursive: true, force: true });
+    await mkdir(runDir, { recursive: true });
+    const task: WorkerTask = {
+      tool: 'duckdb',
+      storeRoot: ds.storeRoot,
+      partition: ds.partition,
+      paths: ds.paths,
+      runDir,
+      threads: THREADS,
+    };
+    const taskFile = join(dir, 'duckdb-task.json');
+    await writeFile(taskFile, JSON.stringify(task));
+    return (await timedNode([join(BENCH_DIR, 'worker.ts'), taskFile])).wallMs;
+  };
+  // Warm-up: the page cache, the definition cache (this first run synthesizes the stack).
+  const coldProductWallMs = await product();
+  await duckdb();
+  const productSamplesMs: number[] = [];
+  const duckdbSamplesMs: number[] = [];
+  for (let round = 0; round < options.runs; round++) {
+    // Alternate who goes first.
+    if (round % 2 === 0) {
+      productSamplesMs.push(await product());
+      duckdbSamplesMs.push(await duckdb());
+    } else {
+      duckdbSamplesMs.push(await duckdb());
+      productSamplesMs.push(await product());
+    }
+  }
+  const productWallMs = median(productSamplesMs);
+  const duckdbWallMs = median(duckdbSamplesMs);
+  options.log(
+    `  whole process over ${ds.files} files x ${ds.rowsPerFile} rows: compactor run ${(productWallMs / 1000).toFixed(2)} s ` +
+      `(first, synthesizing: ${(coldProductWallMs / 1000).toFixed(2)} s), raw DuckDB ${(duckdbWallMs / 1000).toFixed(2)} s`,
+  );
+
+  // Start-up: the lake as the last run left it (compacted), an empty lake for `run`.
+  const empty = join(dir, 'empty');
+  await mkdir(empty, { recursive: true });
+  const commands: { command: string; args: string[]; light: boolean }[] = [
+    { command: 'compactor --help', args: ['--help'], light: true },
+    { command: 'compactor status', args: ['status', '--store', lake], light: true },
+    { command: 'compactor visible', args: ['visible', '--store', lake], light: true },
+    {
+      command: 'compactor run --tier hourly (empty lake)',
+      args: ['run', '--tier', 'hourly', '--store', empty, '--work-dir', workDir],
+      light: false,
+    },
+  ];
+  const startup: StartupResult[] = [];
+  for (const { command, args, light } of commands) {
+    await timedNode([CLI, ...args]);
+    const samplesMs: number[] = [];
+    for (let i = 0; i < Math.max(3, options.runs); i++)
+      samplesMs.push((await timedNode([CLI, ...args])).wallMs);
+    startup.push({ command, wallMs: median(samplesMs), samplesMs, light });
+    options.log(`  start-up ${command}: ${(median(samplesMs) / 1000).toFixed(2)} s`);
+  }
+  await rm(dir, { recursive: true, force: true });
+  return {
+    wholeProcess: {
+      files: ds.files,
+      rowsPerFile: ds.rowsPerFile,
+      runs: options.runs,
+      productWallMs,
+      duckdbWallMs,
+      ratio: productWallMs / duckdbWallMs,
+      productSamplesMs,
+      duckdbSamplesMs,
+      coldProductWallMs,
+    },
+    startup,
+  };
+}
+
+/** The rows of issue 14 item 7 for the bench's targets table. */
+export function wholeProcessTargets(
+  o: OrchestrationResult | undefined,
+): { readonly name: string; readonly value: string; readonly met: boolean }[] {
+  const out: { name: string; value: string; met: boolean }[] = [];
+  const w = o?.wholeProcess;
+  if (w) {
+    out.push({
+      name: `whole process: compactor run --tier hourly over ${w.files} files x ${w.rowsPerFile.toLocaleString('en-US')} rows <= ${WHOLE_PROCESS_TARGET.toFixed(2)}x raw DuckDB's`,
+      value: `${w.ratio.toFixed(2)}x (${(w.productWallMs / 1000).toFixed(2)} s vs ${(w.duckdbWallMs / 1000).toFixed(2)} s)`,
+      met: w.ratio <= WHOLE_PROCESS_TARGET,
+    });
+  }
+  for (const s of o?.startup ?? []) {
+    if (!s.light) continue;
+    out.push({
+      name: `start-up: ${s.command} < ${(STARTUP_TARGET_MS / 1000).toFixed(1)} s`,
+      value: `${(s.wallMs / 1000).toFixed(2)} s`,
+      met: s.wallMs < STARTUP_TARGET_MS,
+    });
+  }
+  return out;
+}
+
+/** The whole-process and start-up section of bench/results.md. */
+export function wholeProcessSection(o: OrchestrationResult): string[] {
+  const w = o.wholeProcess;
+  if (!w) return [];
+  return [
+    '## Whole process',
+    '',
+    `\`compactor run --tier hourly\` over one partition of ${w.files} files x ${w.rowsPerFile.toLocaleString('en-US')} rows, ` +
+      `spawn to exit (Node start-up, module loading, the cached definition run in the ASL interpreter, recovery, planning, ` +
+      `every step, the run records), against a Node process running raw DuckDB's COPY of the same files; medians of ${w.runs} runs each:`,
+    '',
+    table2(
+      ['process', 'wall s', 'runs s'],
+      [
+        [
+          'compactor run --tier hourly',
+          (w.productWallMs / 1000).toFixed(2),
+          w.productSamplesMs.map((ms) => (ms / 1000).toFixed(2)).join(', '),
+        ],
+        [
+          'raw DuckDB (node + COPY)',
+          (w.duckdbWallMs / 1000).toFixed(2),
+          w.duckdbSamplesMs.map((ms) => (ms / 1000).toFixed(2)).join(', '),
+        ],
+      ],
+    ),
+    '',
+    `${w.ratio.toFixed(2)}x raw DuckDB's whole process. The first run, which synthesizes the stack (an empty definition cache), took ${(w.coldProductWallMs / 1000).toFixed(2)} s.`,
+    '',
+    'Start-up, spawn to exit:',
+    '',
+    table2(
+      ['command', 'wall s'],
+      (o.startup ?? []).map((s) => [s.command, (s.wallMs / 1000).toFixed(2)]),
+    ),
+    '',
+  ];
+}
+
+function table2(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const sep = headers.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ');
+  return [`| ${headers.join(' | ')} |`, `| ${sep} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 }
