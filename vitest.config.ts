@@ -4,8 +4,10 @@ import SummaryReporter from './test/support/summary-reporter.ts';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // Hang guards, not budgets: a loaded 2-core machine stretches every test several times over.
+    // The long sweeps use test/support/hang-guard.ts.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     // DuckDB and the sweep are CPU-bound; two workers match the 2-core machine.
     reporters: ['default', new SummaryReporter()],
     pool: 'forks',

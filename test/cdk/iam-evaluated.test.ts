@@ -39,6 +39,7 @@ import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import type { RecoverOutput } from '../../functions/recover.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { writeLake } from '../support/lake-harness.ts';
 import {
   ACCOUNT,
@@ -527,7 +528,7 @@ describe('IAM evaluated against the synthesized stack (@cloud-copilot/iam-simula
     }
     const first = stacks['a created SSE-S3 bucket'];
     run = await recordCycles(first.json, first.iam);
-  }, 300_000);
+  }, HANG_GUARD_MS);
 
   it('recorded whole cycles: every step, recovery rolling forward and back, failures and quarantines', () => {
     const callers = new Set(run.store.map((r) => r.caller));

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { cli, dataKeys } from '../support/cli-lake.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 
 const dirs: string[] = [];
 
@@ -17,15 +18,19 @@ afterAll(async () => {
 });
 
 describe('demo', () => {
-  it('compacts the demo lake hourly then daily and reports equal rows, exit 0', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'demo-cmd-'));
-    dirs.push(dir);
-    const result = await cli('demo', '--dir', join(dir, 'lake'));
-    expect(result.code, result.err.slice(-5).join('\n')).toBe(0);
-    expect(result.text).toMatch(/^== hourly cycle ==$/m);
-    expect(result.text).toMatch(/^== daily cycle ==$/m);
-    expect(result.text).not.toMatch(/monthly|FAILED/);
-    expect(result.text).toMatch(/^rows equal: 306,000 before and after; files 1224 -> 6 \(204x fewer\)$/m);
-    expect(await dataKeys(join(dir, 'lake'))).toHaveLength(6);
-  }, 300_000);
+  it(
+    'compacts the demo lake hourly then daily and reports equal rows, exit 0',
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), 'demo-cmd-'));
+      dirs.push(dir);
+      const result = await cli('demo', '--dir', join(dir, 'lake'));
+      expect(result.code, result.err.slice(-5).join('\n')).toBe(0);
+      expect(result.text).toMatch(/^== hourly cycle ==$/m);
+      expect(result.text).toMatch(/^== daily cycle ==$/m);
+      expect(result.text).not.toMatch(/monthly|FAILED/);
+      expect(result.text).toMatch(/^rows equal: 306,000 before and after; files 1224 -> 6 \(204x fewer\)$/m);
+      expect(await dataKeys(join(dir, 'lake'))).toHaveLength(6);
+    },
+    HANG_GUARD_MS,
+  );
 });

@@ -41,6 +41,7 @@ import {
 } from '../../functions/core/reader-views.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
   copyLake,
   dailyTemplate,
@@ -132,31 +133,35 @@ async function athenaIds(dir: string): Promise<{ listed: string[]; visible: stri
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
 
 describe.each(['hourly', 'daily'] as const)('every --format during a %s job', (tier: TierName) => {
-  it('reads every row exactly once after each of the job’s store calls (DuckDB, nodejs-polars, the Athena manifest)', async () => {
-    const template: TemplateLake =
-      tier === 'hourly' ? await hourlyTemplate(engine) : await dailyTemplate(engine);
-    const dir = await copyLake(template);
-    const want = range(template.totalRows);
-    let checked = 0;
-    const afterCall = async (call: CallRecord) => {
-      const where = `after call ${call.n} ${call.op} ${call.key}`;
-      expect(await duckdbIds(dir), `duckdb ${where}`).toEqual(want);
-      expect(await polarsIds(dir), `polars ${where}`).toEqual(want);
-      const athena = await athenaIds(dir);
-      expect(athena.listed, `athena manifest ${where}`).toEqual(athena.visible);
-      expect(athena.ids, `athena ${where}`).toEqual(want);
-      checked++;
-    };
-    const store = new FaultStore(new LocalFolderStore(dir), { afterCall });
-    const report = await runCycle(
-      sweepDeps(store, template.config, engine, workDir, `formats-${tier}`, new Set()),
-      tier,
-    );
-    expect(report.jobs.every((j) => j.outcome.status === 'compacted')).toBe(true);
-    expect(checked).toBe(store.calls.length);
-    expect(checked).toBeGreaterThan(20);
-    await rm(dir, { recursive: true, force: true });
-  }, 300_000);
+  it(
+    'reads every row exactly once after each of the job’s store calls (DuckDB, nodejs-polars, the Athena manifest)',
+    async () => {
+      const template: TemplateLake =
+        tier === 'hourly' ? await hourlyTemplate(engine) : await dailyTemplate(engine);
+      const dir = await copyLake(template);
+      const want = range(template.totalRows);
+      let checked = 0;
+      const afterCall = async (call: CallRecord) => {
+        const where = `after call ${call.n} ${call.op} ${call.key}`;
+        expect(await duckdbIds(dir), `duckdb ${where}`).toEqual(want);
+        expect(await polarsIds(dir), `polars ${where}`).toEqual(want);
+        const athena = await athenaIds(dir);
+        expect(athena.listed, `athena manifest ${where}`).toEqual(athena.visible);
+        expect(athena.ids, `athena ${where}`).toEqual(want);
+        checked++;
+      };
+      const store = new FaultStore(new LocalFolderStore(dir), { afterCall });
+      const report = await runCycle(
+        sweepDeps(store, template.config, engine, workDir, `formats-${tier}`, new Set()),
+        tier,
+      );
+      expect(report.jobs.every((j) => j.outcome.status === 'compacted')).toBe(true);
+      expect(checked).toBe(store.calls.length);
+      expect(checked).toBeGreaterThan(20);
+      await rm(dir, { recursive: true, force: true });
+    },
+    HANG_GUARD_MS,
+  );
 });
 
 /**
@@ -167,68 +172,74 @@ describe.each(['hourly', 'daily'] as const)('every --format during a %s job', (t
 describe.each(['hourly', 'daily'] as const)(
   'every --format across crashes of a %s job and their recovery',
   (tier: TierName) => {
-    it('reads every row exactly once at every crash point and every recovery call', async () => {
-      const template: TemplateLake =
-        tier === 'hourly' ? await hourlyTemplate(engine) : await dailyTemplate(engine);
-      const want = range(template.totalRows);
-      const readAll = async (dir: string, where: string, withAthena = true) => {
-        expect(await duckdbIds(dir), `duckdb ${where}`).toEqual(want);
-        expect(await polarsIds(dir), `polars ${where}`).toEqual(want);
-        // The Athena manifest (a write, and a footer read per file) at crash points and ends only.
-        if (!withAthena) return;
-        const athena = await athenaIds(dir);
-        expect(athena.listed, `athena manifest ${where}`).toEqual(athena.visible);
-        expect(athena.ids, `athena ${where}`).toEqual(want);
-      };
-      const probe = await copyLake(template);
-      const clean = new FaultStore(new LocalFolderStore(probe));
-      await runCycle(
-        sweepDeps(clean, template.config, engine, workDir, `crash-${tier}-clean`, new Set()),
-        tier,
-      );
-      await rm(probe, { recursive: true, force: true });
-      expect(clean.calls.length).toBeGreaterThan(10);
-      let reads = 0;
-      for (let at = 1; at <= clean.calls.length; at++) {
-        const dir = await copyLake(template);
-        try {
-          const inner = new LocalFolderStore(dir);
-          const crashing = new FaultStore(inner, { fault: { at, kind: 'crash' } });
-          await runCycle(
-            sweepDeps(crashing, template.config, engine, workDir, `crash-${tier}-${at}`, new Set()),
-            tier,
-          ).catch((error: Error) => {
-            expect(['CrashedError', 'TransientStoreError', 'RecoveryIncompleteError']).toContain(error.name);
-          });
-          await readAll(dir, `after a crash before call ${at}`);
-          reads++;
-          const observed = new FaultStore(inner, {
-            afterCall: async (call) => {
-              await readAll(
-                dir,
-                `crash at ${at}, then recovery's call ${call.n} ${call.op} ${call.key}`,
-                false,
+    it(
+      'reads every row exactly once at every crash point and every recovery call',
+      async () => {
+        const template: TemplateLake =
+          tier === 'hourly' ? await hourlyTemplate(engine) : await dailyTemplate(engine);
+        const want = range(template.totalRows);
+        const readAll = async (dir: string, where: string, withAthena = true) => {
+          expect(await duckdbIds(dir), `duckdb ${where}`).toEqual(want);
+          expect(await polarsIds(dir), `polars ${where}`).toEqual(want);
+          // The Athena manifest (a write, and a footer read per file) at crash points and ends only.
+          if (!withAthena) return;
+          const athena = await athenaIds(dir);
+          expect(athena.listed, `athena manifest ${where}`).toEqual(athena.visible);
+          expect(athena.ids, `athena ${where}`).toEqual(want);
+        };
+        const probe = await copyLake(template);
+        const clean = new FaultStore(new LocalFolderStore(probe));
+        await runCycle(
+          sweepDeps(clean, template.config, engine, workDir, `crash-${tier}-clean`, new Set()),
+          tier,
+        );
+        await rm(probe, { recursive: true, force: true });
+        expect(clean.calls.length).toBeGreaterThan(10);
+        let reads = 0;
+        for (let at = 1; at <= clean.calls.length; at++) {
+          const dir = await copyLake(template);
+          try {
+            const inner = new LocalFolderStore(dir);
+            const crashing = new FaultStore(inner, { fault: { at, kind: 'crash' } });
+            await runCycle(
+              sweepDeps(crashing, template.config, engine, workDir, `crash-${tier}-${at}`, new Set()),
+              tier,
+            ).catch((error: Error) => {
+              expect(['CrashedError', 'TransientStoreError', 'RecoveryIncompleteError']).toContain(
+                error.name,
               );
-              reads++;
-            },
-          });
-          const base = sweepDeps(observed, template.config, engine, workDir, 'unused', new Set());
-          await recoverUntilQuiet(base, `crash-${tier}-${at}-recover`);
-          // The next cycle's calls are the clean run's states, read call by call above; here its end.
-          await runCycle(
-            sweepDeps(inner, template.config, engine, workDir, `crash-${tier}-${at}-again`, new Set()),
-            tier,
-          );
-          await readAll(dir, `crash at ${at}, recovery and the next cycle done`);
-          reads++;
-        } finally {
-          await rm(dir, { recursive: true, force: true });
+            });
+            await readAll(dir, `after a crash before call ${at}`);
+            reads++;
+            const observed = new FaultStore(inner, {
+              afterCall: async (call) => {
+                await readAll(
+                  dir,
+                  `crash at ${at}, then recovery's call ${call.n} ${call.op} ${call.key}`,
+                  false,
+                );
+                reads++;
+              },
+            });
+            const base = sweepDeps(observed, template.config, engine, workDir, 'unused', new Set());
+            await recoverUntilQuiet(base, `crash-${tier}-${at}-recover`);
+            // The next cycle's calls are the clean run's states, read call by call above; here its end.
+            await runCycle(
+              sweepDeps(inner, template.config, engine, workDir, `crash-${tier}-${at}-again`, new Set()),
+              tier,
+            );
+            await readAll(dir, `crash at ${at}, recovery and the next cycle done`);
+            reads++;
+          } finally {
+            await rm(dir, { recursive: true, force: true });
+          }
         }
-      }
-      console.log(
-        `${tier}: ${clean.calls.length} crash points, ${reads} reads (DuckDB and polars at each, the Athena manifest at crash points and ends), all exact`,
-      );
-    }, 600_000);
+        console.log(
+          `${tier}: ${clean.calls.length} crash points, ${reads} reads (DuckDB and polars at each, the Athena manifest at crash points and ends), all exact`,
+        );
+      },
+      HANG_GUARD_MS,
+    );
   },
 );
 

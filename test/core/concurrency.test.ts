@@ -24,6 +24,7 @@ import {
   verifyStep,
 } from '../../functions/core/protocol.ts';
 import { FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
   copyLake,
   dailyTemplate,
@@ -134,69 +135,73 @@ const STEPS: readonly [string, (deps: CompactDeps, job: JobSpec) => Promise<Step
 ];
 
 describe.each(['daily', 'hourly'] as const)('zombie steps, %s tier', (tier) => {
-  it('an attempt paused at any of its calls and resumed after its retry finished the job is harmless', async () => {
-    let scenarios = 0;
-    const outcomes = new Map<string, number>();
-    for (const [s, [stepName, step]] of STEPS.entries()) {
-      for (let pauseAt = 1; ; pauseAt++) {
-        const reached = await withLake(tier, async ({ store, checker, template }) => {
-          const alive = new Set(['owner']);
-          const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
-          const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
-          const plan = await planTier(store, template.config, deps.clock, tier);
-          const [job] = assignJobs(plan, deps);
-          if (!job) throw new Error('nothing planned');
-          for (const [, earlier] of STEPS.slice(0, s)) await earlier(deps, job);
+  it(
+    'an attempt paused at any of its calls and resumed after its retry finished the job is harmless',
+    async () => {
+      let scenarios = 0;
+      const outcomes = new Map<string, number>();
+      for (const [s, [stepName, step]] of STEPS.entries()) {
+        for (let pauseAt = 1; ; pauseAt++) {
+          const reached = await withLake(tier, async ({ store, checker, template }) => {
+            const alive = new Set(['owner']);
+            const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+            const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
+            const plan = await planTier(store, template.config, deps.clock, tier);
+            const [job] = assignJobs(plan, deps);
+            if (!job) throw new Error('nothing planned');
+            for (const [, earlier] of STEPS.slice(0, s)) await earlier(deps, job);
 
-          // The zombie: the same step with the same job and execution, paused before call `pauseAt`.
-          let release: () => void = () => {};
-          const released = new Promise<void>((resolve) => {
-            release = resolve;
-          });
-          let paused: () => void = () => {};
-          const pausedAt = new Promise<void>((resolve) => {
-            paused = resolve;
-          });
-          const zombieStore = new FaultStore(store, {
-            beforeCall: checker.audit,
-            afterCall: checker.observe,
-            gate: async (call) => {
-              if (call.n !== pauseAt) return;
-              paused();
-              await released;
-            },
-          });
-          const zombie = step({ ...deps, store: zombieStore }, job).then(
-            (result) => result.status,
-            (error: Error) => error.name,
-          );
-          const first = await Promise.race([pausedAt.then(() => 'paused' as const), zombie]);
-          if (first !== 'paused') return false;
+            // The zombie: the same step with the same job and execution, paused before call `pauseAt`.
+            let release: () => void = () => {};
+            const released = new Promise<void>((resolve) => {
+              release = resolve;
+            });
+            let paused: () => void = () => {};
+            const pausedAt = new Promise<void>((resolve) => {
+              paused = resolve;
+            });
+            const zombieStore = new FaultStore(store, {
+              beforeCall: checker.audit,
+              afterCall: checker.observe,
+              gate: async (call) => {
+                if (call.n !== pauseAt) return;
+                paused();
+                await released;
+              },
+            });
+            const zombie = step({ ...deps, store: zombieStore }, job).then(
+              (result) => result.status,
+              (error: Error) => error.name,
+            );
+            const first = await Promise.race([pausedAt.then(() => 'paused' as const), zombie]);
+            if (first !== 'paused') return false;
 
-          // The retry runs the step and every later one to the end of the job.
-          for (const [, later] of STEPS.slice(s)) await later(deps, job);
-          release();
-          const zombieOutcome = await zombie;
-          outcomes.set(
-            `${stepName}: ${zombieOutcome}`,
-            (outcomes.get(`${stepName}: ${zombieOutcome}`) ?? 0) + 1,
-          );
+            // The retry runs the step and every later one to the end of the job.
+            for (const [, later] of STEPS.slice(s)) await later(deps, job);
+            release();
+            const zombieOutcome = await zombie;
+            outcomes.set(
+              `${stepName}: ${zombieOutcome}`,
+              (outcomes.get(`${stepName}: ${zombieOutcome}`) ?? 0) + 1,
+            );
 
-          await recoverUntilQuiet(deps, `zombie-rec-${stepName}-${pauseAt}`);
-          await runCycle({ ...deps, executionId: 'after' }, tier);
-          expect(checker.violations).toEqual([]);
-          await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
-          return true;
-        });
-        if (!reached) break;
-        scenarios++;
+            await recoverUntilQuiet(deps, `zombie-rec-${stepName}-${pauseAt}`);
+            await runCycle({ ...deps, executionId: 'after' }, tier);
+            expect(checker.violations).toEqual([]);
+            await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+            return true;
+          });
+          if (!reached) break;
+          scenarios++;
+        }
       }
-    }
-    expect(scenarios).toBeGreaterThan(15);
-    console.log(
-      `${tier} zombies: ${scenarios} pause points; zombie outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
-    );
-  }, 300_000);
+      expect(scenarios).toBeGreaterThan(15);
+      console.log(
+        `${tier} zombies: ${scenarios} pause points; zombie outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });
 
 /**
@@ -208,50 +213,54 @@ describe.each(['daily', 'hourly'] as const)('zombie steps, %s tier', (tier) => {
  * call of the first, a duplicate starts at that call while the first runs on.
  */
 describe.each(['daily', 'hourly'] as const)('a child chain delivered twice, %s tier', (tier) => {
-  it('run again after it ended, or started again at any of its calls while it runs, is harmless', async () => {
-    const outcomes = new Map<string, number>();
-    const count = (key: string) => outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
-    const settle = (p: Promise<{ status: string; error?: Error }>) =>
-      p.then(
-        (o) => (o.error ? `${o.status} (${o.error.name})` : o.status),
-        (error: Error) => error.name,
-      );
-    let overlapping = 0;
-    // startAt 0: the second delivery starts after the first ended.
-    for (let startAt = 0; ; startAt++) {
-      const reached = await withLake(tier, async ({ store, checker, template }) => {
-        const alive = new Set(['owner']);
-        const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
-        const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
-        const plan = await planTier(store, template.config, deps.clock, tier);
-        const [job] = assignJobs(plan, deps);
-        if (!job) throw new Error('nothing planned');
-        let second: Promise<string> | undefined;
-        const firstStore = new FaultStore(store, {
-          beforeCall: checker.audit,
-          afterCall: checker.observe,
-          gate: async (call) => {
-            if (call.n === startAt) second = settle(runJob(deps, job));
-          },
+  it(
+    'run again after it ended, or started again at any of its calls while it runs, is harmless',
+    async () => {
+      const outcomes = new Map<string, number>();
+      const count = (key: string) => outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
+      const settle = (p: Promise<{ status: string; error?: Error }>) =>
+        p.then(
+          (o) => (o.error ? `${o.status} (${o.error.name})` : o.status),
+          (error: Error) => error.name,
+        );
+      let overlapping = 0;
+      // startAt 0: the second delivery starts after the first ended.
+      for (let startAt = 0; ; startAt++) {
+        const reached = await withLake(tier, async ({ store, checker, template }) => {
+          const alive = new Set(['owner']);
+          const observed = new FaultStore(store, { beforeCall: checker.audit, afterCall: checker.observe });
+          const deps = sweepDeps(observed, template.config, engine, workDir, 'owner', alive);
+          const plan = await planTier(store, template.config, deps.clock, tier);
+          const [job] = assignJobs(plan, deps);
+          if (!job) throw new Error('nothing planned');
+          let second: Promise<string> | undefined;
+          const firstStore = new FaultStore(store, {
+            beforeCall: checker.audit,
+            afterCall: checker.observe,
+            gate: async (call) => {
+              if (call.n === startAt) second = settle(runJob(deps, job));
+            },
+          });
+          const first = await settle(runJob({ ...deps, store: firstStore }, job));
+          if (startAt > 0 && second === undefined) return false;
+          const again = await (second ?? settle(runJob(deps, job)));
+          count(`${startAt === 0 ? 'rerun' : 'overlapping'}: ${first} + ${again}`);
+          // The first delivery always ends the job: no delivery may leave it unfinished.
+          expect(['compacted', 'skipped']).toContain(first === 'compacted' ? first : again);
+          await recoverUntilQuiet(deps, `twice-rec-${startAt}`);
+          await runCycle({ ...deps, executionId: 'after' }, tier);
+          expect(checker.violations).toEqual([]);
+          await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
+          return true;
         });
-        const first = await settle(runJob({ ...deps, store: firstStore }, job));
-        if (startAt > 0 && second === undefined) return false;
-        const again = await (second ?? settle(runJob(deps, job)));
-        count(`${startAt === 0 ? 'rerun' : 'overlapping'}: ${first} + ${again}`);
-        // The first delivery always ends the job: no delivery may leave it unfinished.
-        expect(['compacted', 'skipped']).toContain(first === 'compacted' ? first : again);
-        await recoverUntilQuiet(deps, `twice-rec-${startAt}`);
-        await runCycle({ ...deps, executionId: 'after' }, tier);
-        expect(checker.violations).toEqual([]);
-        await checker.assertQuiescent({ levels: new Set([tier === 'hourly' ? 1 : 2]) });
-        return true;
-      });
-      if (!reached) break;
-      if (startAt > 0) overlapping++;
-    }
-    expect(overlapping).toBeGreaterThan(15);
-    console.log(
-      `${tier} child delivered twice: ${overlapping} overlap points; outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
-    );
-  }, 600_000);
+        if (!reached) break;
+        if (startAt > 0) overlapping++;
+      }
+      expect(overlapping).toBeGreaterThan(15);
+      console.log(
+        `${tier} child delivered twice: ${overlapping} overlap points; outcomes: ${[...outcomes].map(([k, v]) => `${k} x${v}`).join(', ')}`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });

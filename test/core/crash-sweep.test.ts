@@ -17,6 +17,7 @@ import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { TIER_SPECS } from '../../functions/core/tiers.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
   copyLake,
   dailyTemplate,
@@ -105,21 +106,25 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
 }
 
 describe.each(['hourly', 'daily', 'monthly'] as const)('crash-point sweep, %s tier', (tier) => {
-  it('covers every call of a clean cycle with every fault kind', async () => {
-    const clean = await scenario(tier);
-    expect(clean.calls).toBeGreaterThan(10);
-    let covered = 0;
-    let observations = clean.observations;
-    for (let at = 1; at <= clean.calls; at++) {
-      for (const kind of FAULT_KINDS) {
-        const result = await scenario(tier, { at, kind });
-        observations += result.observations;
-        covered++;
+  it(
+    'covers every call of a clean cycle with every fault kind',
+    async () => {
+      const clean = await scenario(tier);
+      expect(clean.calls).toBeGreaterThan(10);
+      let covered = 0;
+      let observations = clean.observations;
+      for (let at = 1; at <= clean.calls; at++) {
+        for (const kind of FAULT_KINDS) {
+          const result = await scenario(tier, { at, kind });
+          observations += result.observations;
+          covered++;
+        }
       }
-    }
-    expect(covered).toBe(clean.calls * FAULT_KINDS.length);
-    console.log(
-      `${tier} sweep: ${clean.calls} calls x ${FAULT_KINDS.length} fault kinds = ${covered} crash points, ${observations} invariant checks`,
-    );
-  }, 600_000);
+      expect(covered).toBe(clean.calls * FAULT_KINDS.length);
+      console.log(
+        `${tier} sweep: ${clean.calls} calls x ${FAULT_KINDS.length} fault kinds = ${covered} crash points, ${observations} invariant checks`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });

@@ -15,6 +15,7 @@ import { manifestsRoot } from '../../functions/core/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
   copyLake,
   dailyTemplate,
@@ -89,42 +90,46 @@ async function recoveryScenario(
 }
 
 describe.each(['daily', 'hourly'] as const)('recovery crash-point sweep, %s tier', (tier) => {
-  it('resolves a job cut short after each of its writes, with a fault at every recovery call', async () => {
-    const template = tier === 'daily' ? await dailyTemplate(engine) : await hourlyTemplate(engine);
-    // The clean run's writes of its first job: a cut after each leaves every manifest state.
-    const probe = new FaultStore(new LocalFolderStore(await copyLake(template)));
-    await runCycle(sweepDeps(probe, template.config, engine, workDir, 'probe', new Set()), tier);
-    const firstJobEnd = probe.calls.findIndex(
-      (c) => c.op === 'deleteMany' && c.key.startsWith(manifestsRoot(template.config.layout)),
-    );
-    const cutPoints = probe.calls
-      .slice(0, firstJobEnd + 1)
-      .filter((c) => WRITES.has(c.op))
-      .map((c) => c.n + 1);
-    expect(cutPoints.length).toBeGreaterThanOrEqual(8);
+  it(
+    'resolves a job cut short after each of its writes, with a fault at every recovery call',
+    async () => {
+      const template = tier === 'daily' ? await dailyTemplate(engine) : await hourlyTemplate(engine);
+      // The clean run's writes of its first job: a cut after each leaves every manifest state.
+      const probe = new FaultStore(new LocalFolderStore(await copyLake(template)));
+      await runCycle(sweepDeps(probe, template.config, engine, workDir, 'probe', new Set()), tier);
+      const firstJobEnd = probe.calls.findIndex(
+        (c) => c.op === 'deleteMany' && c.key.startsWith(manifestsRoot(template.config.layout)),
+      );
+      const cutPoints = probe.calls
+        .slice(0, firstJobEnd + 1)
+        .filter((c) => WRITES.has(c.op))
+        .map((c) => c.n + 1);
+      expect(cutPoints.length).toBeGreaterThanOrEqual(8);
 
-    let scenarios = 0;
-    const states = new Set<string>();
-    for (const cut of cutPoints) {
-      const preState = await cutShort(template, tier, cut);
-      const manifests = new LocalFolderStore(preState);
-      for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
-        const { body } = await manifests.getBytes(m.key);
-        states.add(JSON.parse(body.toString()).state as string);
-      }
-      await rm(preState, { recursive: true, force: true });
-      const recoveryCalls = await recoveryScenario(template, tier, cut);
-      for (let at = 1; at <= recoveryCalls; at++) {
-        for (const kind of FAULT_KINDS) {
-          await recoveryScenario(template, tier, cut, { at, kind });
-          scenarios++;
+      let scenarios = 0;
+      const states = new Set<string>();
+      for (const cut of cutPoints) {
+        const preState = await cutShort(template, tier, cut);
+        const manifests = new LocalFolderStore(preState);
+        for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
+          const { body } = await manifests.getBytes(m.key);
+          states.add(JSON.parse(body.toString()).state as string);
+        }
+        await rm(preState, { recursive: true, force: true });
+        const recoveryCalls = await recoveryScenario(template, tier, cut);
+        for (let at = 1; at <= recoveryCalls; at++) {
+          for (const kind of FAULT_KINDS) {
+            await recoveryScenario(template, tier, cut, { at, kind });
+            scenarios++;
+          }
         }
       }
-    }
-    // Every manifest state was left behind by some cut and resolved under faults.
-    expect([...states].sort()).toEqual(['claimed', 'inputs-deleted', 'published', 'staged', 'verified']);
-    console.log(
-      `${tier} recovery sweep: ${cutPoints.length} cut points (states ${[...states].join(', ')}), ${scenarios} recovery crash points`,
-    );
-  }, 900_000);
+      // Every manifest state was left behind by some cut and resolved under faults.
+      expect([...states].sort()).toEqual(['claimed', 'inputs-deleted', 'published', 'staged', 'verified']);
+      console.log(
+        `${tier} recovery sweep: ${cutPoints.length} cut points (states ${[...states].join(', ')}), ${scenarios} recovery crash points`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });

@@ -16,6 +16,7 @@ import { runCli } from '../../functions/cli/compactor.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { findRepairs, repairPartition } from '../../functions/core/repair.ts';
 import { FAULT_KINDS, FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
 
 const config = parseConfig({ quietSeconds: 0 });
@@ -140,53 +141,63 @@ describe('compactor repair', () => {
 });
 
 describe('repair under faults', () => {
-  it('stays exact with a fault at every store call, with all three fault kinds', async () => {
-    // The calls of a clean repair of the whole lake.
-    const cleanDir = join(root, 'clean');
-    await cp(template, cleanDir, { recursive: true });
-    const probe = new FaultStore(new LocalFolderStore(cleanDir));
-    const probeDeps = { ...sweepDeps(probe, config, engine, join(root, 'work'), 'probe', new Set()), engine };
-    for (const c of await findRepairs(probeDeps)) await repairPartition(probeDeps, c);
-    const calls = probe.calls.length;
-    expect(calls).toBeGreaterThan(20);
+  it(
+    'stays exact with a fault at every store call, with all three fault kinds',
+    async () => {
+      // The calls of a clean repair of the whole lake.
+      const cleanDir = join(root, 'clean');
+      await cp(template, cleanDir, { recursive: true });
+      const probe = new FaultStore(new LocalFolderStore(cleanDir));
+      const probeDeps = {
+        ...sweepDeps(probe, config, engine, join(root, 'work'), 'probe', new Set()),
+        engine,
+      };
+      for (const c of await findRepairs(probeDeps)) await repairPartition(probeDeps, c);
+      const calls = probe.calls.length;
+      expect(calls).toBeGreaterThan(20);
 
-    let scenarios = 0;
-    for (let at = 1; at <= calls; at++) {
-      for (const kind of FAULT_KINDS) {
-        const dir = await mkdtemp(join(root, 'fault-'));
-        await cp(template, dir, { recursive: true });
-        const inner = new LocalFolderStore(dir);
-        const checker = new LakeChecker(engine, dir, inner, config, TOTAL);
-        checker.checkVisible = false; // the lake starts duplicated: only "no row lost" holds throughout
-        const store = new FaultStore(inner, {
-          fault: { at, kind },
-          beforeCall: checker.audit,
-          afterCall: checker.observe,
-        });
-        const deps = {
-          ...sweepDeps(store, config, engine, join(root, 'work'), `repair-${at}-${kind}`, new Set()),
-          engine,
-        };
-        try {
-          for (const c of await findRepairs(deps)) await repairPartition(deps, c);
-        } catch (error) {
-          expect(['TransientStoreError', 'CrashedError', 'ManifestConflictError']).toContain(
-            (error as Error).name,
-          );
+      let scenarios = 0;
+      for (let at = 1; at <= calls; at++) {
+        for (const kind of FAULT_KINDS) {
+          const dir = await mkdtemp(join(root, 'fault-'));
+          await cp(template, dir, { recursive: true });
+          const inner = new LocalFolderStore(dir);
+          const checker = new LakeChecker(engine, dir, inner, config, TOTAL);
+          checker.checkVisible = false; // the lake starts duplicated: only "no row lost" holds throughout
+          const store = new FaultStore(inner, {
+            fault: { at, kind },
+            beforeCall: checker.audit,
+            afterCall: checker.observe,
+          });
+          const deps = {
+            ...sweepDeps(store, config, engine, join(root, 'work'), `repair-${at}-${kind}`, new Set()),
+            engine,
+          };
+          try {
+            for (const c of await findRepairs(deps)) await repairPartition(deps, c);
+          } catch (error) {
+            expect(['TransientStoreError', 'CrashedError', 'ManifestConflictError']).toContain(
+              (error as Error).name,
+            );
+          }
+          const clean = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+          const base = {
+            ...sweepDeps(clean, config, engine, join(root, 'work'), 'unused', new Set()),
+            engine,
+          };
+          await recoverUntilQuiet(base, `repair-recover-${at}-${kind}`);
+          const again = { ...base, executionId: `repair-again-${at}-${kind}` };
+          for (const c of await findRepairs(again)) await repairPartition(again, c);
+          expect(checker.violations).toEqual([]);
+          expect(await allIds(dir), `fault ${kind} at call ${at}`).toEqual(range(1, TOTAL));
+          await rm(dir, { recursive: true, force: true });
+          scenarios++;
         }
-        const clean = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
-        const base = { ...sweepDeps(clean, config, engine, join(root, 'work'), 'unused', new Set()), engine };
-        await recoverUntilQuiet(base, `repair-recover-${at}-${kind}`);
-        const again = { ...base, executionId: `repair-again-${at}-${kind}` };
-        for (const c of await findRepairs(again)) await repairPartition(again, c);
-        expect(checker.violations).toEqual([]);
-        expect(await allIds(dir), `fault ${kind} at call ${at}`).toEqual(range(1, TOTAL));
-        await rm(dir, { recursive: true, force: true });
-        scenarios++;
       }
-    }
-    console.log(
-      `repair sweep: ${calls} calls x ${FAULT_KINDS.length} fault kinds = ${scenarios} crash points`,
-    );
-  }, 300_000);
+      console.log(
+        `repair sweep: ${calls} calls x ${FAULT_KINDS.length} fault kinds = ${scenarios} crash points`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });

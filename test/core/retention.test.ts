@@ -37,6 +37,7 @@ import { recover } from '../../functions/core/recovery.ts';
 import { expireStep, planRetention } from '../../functions/core/retention.ts';
 import { arcRawKey, hourFolderOf } from '../support/cli-lake.ts';
 import { type CallRecord, FAULT_KINDS, FaultStore, type FaultStoreOptions } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
 
 const NOW = new Date('2025-03-01T12:00:00Z');
@@ -554,55 +555,59 @@ const SWEEP_LAKE: readonly F[] = [
 ];
 
 describe('retention under faults', () => {
-  it('a fault at every store call of a retention cycle, then recovery, then a new run: exactly the expired files go', async () => {
-    const sweepTemplate = join(root, 'sweep-template');
-    await makeLake(sweepTemplate, SWEEP_LAKE);
-    const { expired, total: rows } = idsOf(SWEEP_LAKE);
-    const copy = async () => {
-      const dir = await mkdtemp(join(root, 'sweep-'));
-      await cp(sweepTemplate, dir, { recursive: true });
-      return dir;
-    };
-    const probeDir = await copy();
-    const probe = new FaultStore(new LocalFolderStore(probeDir));
-    const clean = await runCycle(deps(probe, 'probe-sweep'), 'retention');
-    expect(clean.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted']);
-    const calls = probe.calls.length;
+  it(
+    'a fault at every store call of a retention cycle, then recovery, then a new run: exactly the expired files go',
+    async () => {
+      const sweepTemplate = join(root, 'sweep-template');
+      await makeLake(sweepTemplate, SWEEP_LAKE);
+      const { expired, total: rows } = idsOf(SWEEP_LAKE);
+      const copy = async () => {
+        const dir = await mkdtemp(join(root, 'sweep-'));
+        await cp(sweepTemplate, dir, { recursive: true });
+        return dir;
+      };
+      const probeDir = await copy();
+      const probe = new FaultStore(new LocalFolderStore(probeDir));
+      const clean = await runCycle(deps(probe, 'probe-sweep'), 'retention');
+      expect(clean.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted']);
+      const calls = probe.calls.length;
 
-    let scenarios = 0;
-    for (let at = 1; at <= calls; at++) {
-      for (const kind of FAULT_KINDS) {
-        const dir = await copy();
-        const inner = new LocalFolderStore(dir);
-        const checker = new LakeChecker(engine, dir, inner, config, rows);
-        checker.expired = expired;
-        const faulty = new FaultStore(inner, {
-          fault: { at, kind },
-          beforeCall: checker.audit,
-          afterCall: checker.observe,
-        });
-        const first = `exec-ret-${kind}-${at}`;
-        const alive = new Set([first]);
-        await runCycle(deps(faulty, first, alive), 'retention').catch((error: Error) => {
-          expect(['TransientStoreError', 'CrashedError', 'RecoveryIncompleteError']).toContain(error.name);
-        });
-        alive.delete(first);
-        const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
-        await recoverUntilQuiet(deps(observed, 'unused', alive), `exec-ret-recover-${kind}-${at}`);
-        const again = await runCycle(deps(observed, `exec-ret-again-${kind}-${at}`, alive), 'retention');
-        expect(again.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
-        expect(checker.violations, `fault ${kind} at call ${at}`).toEqual([]);
-        await checker.assertQuiescent({ untouched: NOT_DATA });
-        expect(checker.auditedDeletes).toBeGreaterThan(0);
-        await rm(dir, { recursive: true, force: true });
-        scenarios++;
+      let scenarios = 0;
+      for (let at = 1; at <= calls; at++) {
+        for (const kind of FAULT_KINDS) {
+          const dir = await copy();
+          const inner = new LocalFolderStore(dir);
+          const checker = new LakeChecker(engine, dir, inner, config, rows);
+          checker.expired = expired;
+          const faulty = new FaultStore(inner, {
+            fault: { at, kind },
+            beforeCall: checker.audit,
+            afterCall: checker.observe,
+          });
+          const first = `exec-ret-${kind}-${at}`;
+          const alive = new Set([first]);
+          await runCycle(deps(faulty, first, alive), 'retention').catch((error: Error) => {
+            expect(['TransientStoreError', 'CrashedError', 'RecoveryIncompleteError']).toContain(error.name);
+          });
+          alive.delete(first);
+          const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+          await recoverUntilQuiet(deps(observed, 'unused', alive), `exec-ret-recover-${kind}-${at}`);
+          const again = await runCycle(deps(observed, `exec-ret-again-${kind}-${at}`, alive), 'retention');
+          expect(again.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
+          expect(checker.violations, `fault ${kind} at call ${at}`).toEqual([]);
+          await checker.assertQuiescent({ untouched: NOT_DATA });
+          expect(checker.auditedDeletes).toBeGreaterThan(0);
+          await rm(dir, { recursive: true, force: true });
+          scenarios++;
+        }
       }
-    }
-    expect(scenarios).toBe(calls * FAULT_KINDS.length);
-    console.log(
-      `retention sweep: ${calls} calls x ${FAULT_KINDS.length} fault kinds = ${scenarios} crash points`,
-    );
-  }, 600_000);
+      expect(scenarios).toBe(calls * FAULT_KINDS.length);
+      console.log(
+        `retention sweep: ${calls} calls x ${FAULT_KINDS.length} fault kinds = ${scenarios} crash points`,
+      );
+    },
+    HANG_GUARD_MS,
+  );
 });
 
 describe('retention overlapping an hourly cycle on the same folders', () => {

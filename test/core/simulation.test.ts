@@ -32,6 +32,7 @@ import {
 } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { FaultStore } from '../support/fault-store.ts';
+import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
   createSimContext,
   freshLake,
@@ -82,65 +83,69 @@ function failureReport(failures: readonly SeedResult[], options: SeedOptions = {
 }
 
 describe('seeded simulation', () => {
-  it(`${SEEDS} seeds keep I1-I9 under overlapping cycles, zombies, recovery and transient faults`, async () => {
-    const started = performance.now();
-    const results = await runSeeds(
-      ctx,
-      Array.from({ length: SEEDS }, (_, i) => i + 1),
-      CONCURRENCY,
-    );
-    const seconds = (performance.now() - started) / 1000;
-    const failures = results.filter((r) => r.violations.length > 0);
-    const scenarios = new Set(results.map((r) => r.scenario));
-    const faults = sumOf(results, (r) => r.faults);
-    const zombies = tally(results, (r) => (r.zombie ? [r.zombie.replace(/ -> .*/, '')] : []));
-    const recovery = sumOf(results, (r) => r.recoveryActions);
-    const jobs = sumOf(results, (r) => r.jobOutcomes);
-    const calls = results.reduce((n, r) => n + r.ticks, 0);
-    console.log(
-      `simulation: ${results.length} seeds, ${scenarios.size} scenarios, ${calls} scheduled store calls, ` +
-        `${results.reduce((n, r) => n + r.observations, 0)} invariant checks, ` +
-        `${results.reduce((n, r) => n + r.auditedDeletes, 0)} audited deletes in ${seconds.toFixed(1)} s ` +
-        `(${((seconds * 1000) / results.length).toFixed(0)} ms/seed, ${CONCURRENCY} at a time)\n` +
-        `  faults ${JSON.stringify(faults)}\n  zombies ${JSON.stringify(Object.fromEntries(zombies))}\n` +
-        `  recovery ${JSON.stringify(recovery)}\n  jobs ${JSON.stringify(jobs)}\n` +
-        `  engine memo ${JSON.stringify(ctx.stats)}`,
-    );
-    expect(
-      failures.map((f) => f.seed),
-      failureReport(failures),
-    ).toEqual([]);
+  it(
+    `${SEEDS} seeds keep I1-I9 under overlapping cycles, zombies, recovery and transient faults`,
+    async () => {
+      const started = performance.now();
+      const results = await runSeeds(
+        ctx,
+        Array.from({ length: SEEDS }, (_, i) => i + 1),
+        CONCURRENCY,
+      );
+      const seconds = (performance.now() - started) / 1000;
+      const failures = results.filter((r) => r.violations.length > 0);
+      const scenarios = new Set(results.map((r) => r.scenario));
+      const faults = sumOf(results, (r) => r.faults);
+      const zombies = tally(results, (r) => (r.zombie ? [r.zombie.replace(/ -> .*/, '')] : []));
+      const recovery = sumOf(results, (r) => r.recoveryActions);
+      const jobs = sumOf(results, (r) => r.jobOutcomes);
+      const calls = results.reduce((n, r) => n + r.ticks, 0);
+      console.log(
+        `simulation: ${results.length} seeds, ${scenarios.size} scenarios, ${calls} scheduled store calls, ` +
+          `${results.reduce((n, r) => n + r.observations, 0)} invariant checks, ` +
+          `${results.reduce((n, r) => n + r.auditedDeletes, 0)} audited deletes in ${seconds.toFixed(1)} s ` +
+          `(${((seconds * 1000) / results.length).toFixed(0)} ms/seed, ${CONCURRENCY} at a time)\n` +
+          `  faults ${JSON.stringify(faults)}\n  zombies ${JSON.stringify(Object.fromEntries(zombies))}\n` +
+          `  recovery ${JSON.stringify(recovery)}\n  jobs ${JSON.stringify(jobs)}\n` +
+          `  engine memo ${JSON.stringify(ctx.stats)}`,
+      );
+      expect(
+        failures.map((f) => f.seed),
+        failureReport(failures),
+      ).toEqual([]);
 
-    // The seeds exercised what they claim to (a run that covered nothing proves nothing).
-    if (SEEDS >= 1000) {
-      expect(scenarios.size).toBeGreaterThan(300);
-      for (const kind of SIM_FAULT_KINDS) expect(faults[kind], `fault ${kind}`).toBeGreaterThan(20);
-      for (const step of ['compact', 'publish', 'verify', 'delete-inputs', 'clear']) {
-        const resumed = [...zombies].filter(
-          ([k]) => k.startsWith(`${step}@`) && k.endsWith('paused+resumed'),
-        );
-        expect(
-          resumed.reduce((n, [, v]) => n + v, 0),
-          `zombie ${step} paused and resumed`,
-        ).toBeGreaterThan(5);
+      // The seeds exercised what they claim to (a run that covered nothing proves nothing).
+      if (SEEDS >= 1000) {
+        expect(scenarios.size).toBeGreaterThan(300);
+        for (const kind of SIM_FAULT_KINDS) expect(faults[kind], `fault ${kind}`).toBeGreaterThan(20);
+        for (const step of ['compact', 'publish', 'verify', 'delete-inputs', 'clear']) {
+          const resumed = [...zombies].filter(
+            ([k]) => k.startsWith(`${step}@`) && k.endsWith('paused+resumed'),
+          );
+          expect(
+            resumed.reduce((n, [, v]) => n + v, 0),
+            `zombie ${step} paused and resumed`,
+          ).toBeGreaterThan(5);
+        }
+        for (const action of ['left-alone', 'rolled-back', 'rolled-forward', 'cleared'])
+          expect(recovery[action] ?? 0, `recovery ${action}`).toBeGreaterThan(10);
+        const required: Record<string, number> = {
+          compacted: 500,
+          skipped: 50,
+          'failed:TransientStoreError': 20,
+          'failed:ManifestConflictError': 20,
+          'failed:LeaseExpiredError': 10,
+          'failed:CrashedError': 10,
+          'failed:DeleteFailedError': 1,
+        };
+        for (const [outcome, least] of Object.entries(required))
+          expect(jobs[outcome] ?? 0, `job outcome ${outcome}`).toBeGreaterThanOrEqual(least);
+        const daily = results.filter((r) => r.plan.tiers.includes('daily'));
+        expect(daily.length).toBeGreaterThan(300);
       }
-      for (const action of ['left-alone', 'rolled-back', 'rolled-forward', 'cleared'])
-        expect(recovery[action] ?? 0, `recovery ${action}`).toBeGreaterThan(10);
-      const required: Record<string, number> = {
-        compacted: 500,
-        skipped: 50,
-        'failed:TransientStoreError': 20,
-        'failed:ManifestConflictError': 20,
-        'failed:LeaseExpiredError': 10,
-        'failed:CrashedError': 10,
-        'failed:DeleteFailedError': 1,
-      };
-      for (const [outcome, least] of Object.entries(required))
-        expect(jobs[outcome] ?? 0, `job outcome ${outcome}`).toBeGreaterThanOrEqual(least);
-      const daily = results.filter((r) => r.plan.tiers.includes('daily'));
-      expect(daily.length).toBeGreaterThan(300);
-    }
-  }, 900_000);
+    },
+    HANG_GUARD_MS,
+  );
 
   it('replays a seed exactly, alone or next to other seeds: the same calls in the same order', async () => {
     const seeds = [3, 42, 64, 129, 500, 777];
@@ -353,17 +358,21 @@ describe('found by the simulation', () => {
 
   // The default seeds start the second tier once the first one's actors finish; these overlap
   // them (1,000 such seeds passed with `simulate.ts --seeds 1000 --overlap-tiers`).
-  it(`${OVERLAP_SEEDS} seeds with hourly and daily cycles overlapping keep I1-I9`, async () => {
-    const seeds = [42, ...Array.from({ length: OVERLAP_SEEDS - 1 }, (_, i) => 100_001 + i)];
-    const results = await runSeeds(ctx, seeds, CONCURRENCY, { overlapTiers: true });
-    console.log(
-      `simulation (tiers overlapping): ${results.length} seeds, ${new Set(results.map((r) => r.scenario)).size} scenarios`,
-    );
-    const failures = results.filter((r) => r.violations.length > 0);
-    expect(
-      failures.map((f) => f.seed),
-      failureReport(failures, { overlapTiers: true }),
-    ).toEqual([]);
-    // A hang guard, not a budget: the seeds' own work sets the time, which a loaded machine stretches.
-  }, 600_000);
+  it(
+    `${OVERLAP_SEEDS} seeds with hourly and daily cycles overlapping keep I1-I9`,
+    async () => {
+      const seeds = [42, ...Array.from({ length: OVERLAP_SEEDS - 1 }, (_, i) => 100_001 + i)];
+      const results = await runSeeds(ctx, seeds, CONCURRENCY, { overlapTiers: true });
+      console.log(
+        `simulation (tiers overlapping): ${results.length} seeds, ${new Set(results.map((r) => r.scenario)).size} scenarios`,
+      );
+      const failures = results.filter((r) => r.violations.length > 0);
+      expect(
+        failures.map((f) => f.seed),
+        failureReport(failures, { overlapTiers: true }),
+      ).toEqual([]);
+      // A hang guard, not a budget: the seeds' own work sets the time, which a loaded machine stretches.
+    },
+    HANG_GUARD_MS,
+  );
 });
