@@ -1,6 +1,8 @@
 /** Renders the bench results: console tables, bench/results.md and a hand-written SVG chart. */
 
 import type { Comparison, ToolSummary } from './compare.ts';
+import { wholeProcessSection, wholeProcessTargets } from './orchestration.ts';
+import { plannerLakeMarkdown, plannerLakeTargets } from './planner-scale.ts';
 import type { BenchResults } from './run.ts';
 import type { Tool } from './worker.ts';
 
@@ -117,6 +119,7 @@ export function targets(r: BenchResults): Target[] {
       met: product.outputBytes <= duck.outputBytes,
     });
   }
+  out.push(...wholeProcessTargets(r.orchestration));
   if (r.planner) {
     const p = r.planner;
     out.push({
@@ -127,6 +130,7 @@ export function targets(r: BenchResults): Target[] {
       met: p.capped.maxRssBytes <= 512 * MIB,
     });
   }
+  if (r.plannerLake) out.push(...plannerLakeTargets(r.plannerLake));
   for (const job of r.s3Latency?.jobs ?? []) {
     const planned = Math.min(job.run.plannedConcurrency, job.files);
     out.push({
@@ -411,6 +415,7 @@ export function renderMarkdown(r: BenchResults): string {
           )}; the local folder store fsyncs every object and its folder on each write, as S3 makes each write durable before it answers.`,
       '',
     );
+    lines.push(...wholeProcessSection(o));
   }
   if (r.planner) {
     const p = r.planner;
@@ -446,6 +451,7 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
   }
+  if (r.plannerLake) lines.push(...plannerLakeMarkdown(r.plannerLake));
   if (r.memory) {
     const m = r.memory;
     lines.push('## Memory: a partition larger than the engine memory', '');

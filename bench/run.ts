@@ -14,7 +14,13 @@ import { type CostModel, costModel } from './cost.ts';
 import { DATASETS, type Dataset, generateDataset } from './datasets.ts';
 import { type MemoryResult, runMemory } from './memory.ts';
 import { type OrchestrationResult, runOrchestration } from './orchestration.ts';
-import { type PlannerScaleResult, runPlannerScale } from './planner-scale.ts';
+import {
+  type PlannerLakeResult,
+  type PlannerScaleResult,
+  plannerLakeRows,
+  runPlannerLake,
+  runPlannerScale,
+} from './planner-scale.ts';
 import { printTables, renderMarkdown, renderSvg } from './report.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
@@ -46,6 +52,7 @@ export interface BenchResults {
   readonly requests?: RequestAccounting;
   readonly orchestration?: OrchestrationResult;
   readonly planner?: PlannerScaleResult;
+  readonly plannerLake?: PlannerLakeResult;
   readonly memory?: MemoryResult;
   readonly transitions?: TransitionCount;
   readonly s3Latency?: S3LatencyResult;
@@ -150,6 +157,7 @@ async function main(): Promise<number> {
     requests?: RequestAccounting;
     orchestration?: OrchestrationResult;
     planner?: PlannerScaleResult;
+    plannerLake?: PlannerLakeResult;
     memory?: MemoryResult;
     transitions?: TransitionCount;
     s3Latency?: S3LatencyResult;
@@ -185,6 +193,7 @@ async function main(): Promise<number> {
       log('orchestration overhead');
       results.orchestration = await runOrchestration(engine, join(tmp, 'orchestration'), {
         partitions: args.quick ? 10 : 100,
+        quick: args.quick,
         log,
       });
     }
@@ -199,6 +208,13 @@ async function main(): Promise<number> {
         `  ${p.objects.toLocaleString('en-US')} objects: ${(p.capped.wallMs / 1000).toFixed(1)} s, peak RSS ${(p.capped.maxRssBytes / 2 ** 20).toFixed(0)} MiB ` +
           `with a ${p.cappedHeapMb} MiB heap; ${(p.maxRssBytes / 2 ** 20).toFixed(0)} MiB with V8's default heap`,
       );
+      // The lake (issue 14 item 6): 500 tables x 5 years, about 10M objects; --quick: 50 tables.
+      log('planner at lake scale: narrow cycles and sweeps');
+      results.plannerLake = await runPlannerLake(join(tmp, 'planner'), {
+        tables: args.quick ? 50 : 500,
+        years: 5,
+      });
+      for (const line of plannerLakeRows(results.plannerLake)) log(`  ${line}`);
     }
     if (args.only.includes('memory')) {
       log('memory: spilling partition');
