@@ -51,6 +51,7 @@ import {
   parseTier,
   parseWhole,
   type StoreTarget,
+  workDirOf,
 } from './context.ts';
 import type { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
@@ -276,13 +277,17 @@ async function runCommand(options: Parsed, io: CliIo): Promise<number> {
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
   // with this run's Map concurrency.
-  const workflow = await synthesizeWorkflow({
-    ...stackContext,
-    // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
-    // with this dataPrefix would (an s3://bucket/prefix store).
-    dataPrefix: ctx.target.dataPrefix,
-    map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
-  });
+  const workflow = await synthesizeWorkflow(
+    {
+      ...stackContext,
+      // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
+      // with this dataPrefix would (an s3://bucket/prefix store).
+      dataPrefix: ctx.target.dataPrefix,
+      map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
+    },
+    // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
+    { cacheDir: join(workDirOf(options), 'definitions') },
+  );
   const { engine, workDir } = await buildEngine(options);
   const started = Date.now();
   let planned = 0;

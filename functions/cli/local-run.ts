@@ -5,8 +5,8 @@
  * Map concurrency and tolerated failures.
  */
 
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,8 +23,9 @@ import type { StepOutput } from '../lambda/events.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
+import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, localInvoker, type StepName } from './local-lambdas.ts';
-import { type LocalExecution, runLocalWorkflow } from './local-workflow.ts';
+import { type ChildDeliveries, type LocalExecution, runLocalWorkflow } from './local-workflow.ts';
 
 /** As the bucket's lifecycle rule expires them in AWS. */
 export const RUN_RECORD_DAYS = 15;
@@ -52,59 +53,46 @@ export interface SynthesizedWorkflow {
 }
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
-const CACHE_DIR = join(REPO, 'node_modules', '.cache', 'compactor-definition');
 
-/** Everything the synthesized definition depends on: the CDK sources, cdk.json, aws-cdk-lib. */
-async function definitionInputsHash(context: Record<string, unknown>): Promise<string> {
-  const hash = createHash('sha256');
-  hash.update(JSON.stringify(context));
-  const cdkLib = JSON.parse(await readFile(join(REPO, 'node_modules/aws-cdk-lib/package.json'), 'utf8')) as {
-    version: string;
-  };
-  hash.update(cdkLib.version);
-  const files = [
-    'cdk.json',
-    'functions/core/errors.ts',
-    'functions/core/config.ts',
-    'functions/core/layout.ts',
-    ...(await readdir(join(REPO, 'cdk'), { recursive: true }))
-      .filter((f) => f.endsWith('.ts'))
-      .map((f) => join('cdk', f)),
-  ].sort();
-  for (const file of files) {
-    hash.update(file);
-    hash.update(await readFile(join(REPO, file)));
-  }
-  return hash.digest('hex').slice(0, 32);
+/** Where a synthesis is cached unless the caller says: the CLI's default work dir. */
+export const DEFAULT_DEFINITION_CACHE = join(tmpdir(), 'compactor-work', 'definitions');
+
+/** What a synthesis runs (followed through their imports) and reads besides. */
+const SYNTH_ENTRIES = ['cdk/app.ts', 'cdk/synth-definition.ts'];
+const SYNTH_FILES = ['cdk.json', 'functions/cli/local-run.ts'];
+
+/** The cache key of synthesizeWorkflow(compactorContext): see definition-cache.ts. */
+export function workflowCacheKey(compactorContext: Record<string, unknown>, root = REPO): Promise<string> {
+  return definitionKey({
+    root,
+    entries: SYNTH_ENTRIES,
+    files: SYNTH_FILES,
+    context: compactorContext,
+    env: process.env,
+  });
 }
 
 /**
  * The definition `cdk deploy` would deploy, with the given `compactor` context (e.g. map
- * settings). Synthesis takes seconds, so the result is cached, keyed by a hash of everything it
- * depends on: any change to the stack's code or context synthesizes again.
+ * settings). Synthesis takes seconds, so the result is cached in `cacheDir`, keyed by a hash of
+ * everything it reads (definition-cache.ts): any change to the stack's code, its packages, cdk.json
+ * or the context synthesizes again.
  */
 export async function synthesizeWorkflow(
   compactorContext: Record<string, unknown> = {},
+  options: { readonly cacheDir?: string } = {},
 ): Promise<SynthesizedWorkflow> {
-  const cacheFile = join(CACHE_DIR, `${await definitionInputsHash(compactorContext)}.json`);
-  const cached = await readFile(cacheFile, 'utf8').then(
-    (text) =>
-      JSON.parse(text) as {
-        definition: StateMachineDefinition;
-        functionSteps: [string, StepName][];
-        bucket: string;
-      },
-    (error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') return undefined;
-      throw error;
-    },
-  );
-  if (cached) return { ...cached, functionSteps: new Map(cached.functionSteps) };
+  const cacheDir = options.cacheDir ?? DEFAULT_DEFINITION_CACHE;
+  const key = await workflowCacheKey(compactorContext);
+  const cached = (await readCachedDefinition(cacheDir, key)) as
+    | { definition: StateMachineDefinition; functionSteps: [string, string][]; bucket: string }
+    | undefined;
+  // The steps are checked against this code's as on a synthesis.
+  if (cached?.functionSteps.every(([, step]) => isStepName(step))) {
+    return { ...cached, functionSteps: new Map(cached.functionSteps as [string, StepName][]) };
+  }
   const workflow = await synthesizeUncached(compactorContext);
-  await mkdir(CACHE_DIR, { recursive: true });
-  const temp = `${cacheFile}.${randomBytes(4).toString('hex')}.tmp`;
-  await writeFile(temp, JSON.stringify({ ...workflow, functionSteps: [...workflow.functionSteps] }));
-  await rename(temp, cacheFile);
+  await writeCachedDefinition(cacheDir, key, { ...workflow, functionSteps: [...workflow.functionSteps] });
   return workflow;
 }
 
@@ -139,15 +127,20 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
 }
 
 /**
- * The table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier the deployed Lambdas
+ * The table settings (dedup, naiveTimestampsUtc, timeUnits), the job bounds (which follow
+ * map.childExecutionType: an Express chain's tasks time out sooner) and monthly tier the deployed Lambdas
  * get in COMPACTOR_CONFIG: cdk.json's `compactor` context with `compactorContext` merged over it (as the definition is synthesized), validated as
  * `cdk synth` validates it, so a bad setting fails here with the same message.
  */
 export async function stackStepSettings(
   compactorContext: Record<string, unknown> = {},
-): Promise<Pick<ConfigInput, 'dedup' | 'tiers' | 'naiveTimestampsUtc' | 'timeUnits'>> {
+): Promise<
+  Pick<ConfigInput, 'dedup' | 'tiers' | 'naiveTimestampsUtc' | 'timeUnits' | 'maxJobBytes' | 'maxJobFiles'>
+> {
   const input = lambdaConfigInput(await stackConfigOf(compactorContext));
   return {
+    maxJobBytes: input.maxJobBytes,
+    maxJobFiles: input.maxJobFiles,
     ...(input.dedup ? { dedup: input.dedup } : {}),
     ...(input.naiveTimestampsUtc ? { naiveTimestampsUtc: input.naiveTimestampsUtc } : {}),
     ...(input.timeUnits ? { timeUnits: input.timeUnits } : {}),
@@ -195,6 +188,9 @@ export interface LocalRunOptions {
   /** Plan only this table (the execution input's `only`). */
   readonly only?: string;
   readonly retryIntervalMs?: number;
+  /** Deliveries of each Express child (runLocalWorkflow's at-least-once emulation). */
+  readonly childDeliveries?: ChildDeliveries;
+  readonly expressChildTimeoutSeconds?: number;
   readonly redriveOf?: LocalExecution;
   readonly onStep?: (step: StepName, payload: unknown, result: unknown) => void;
   /** Errors the handlers log (quarantines, failed partitions). */
@@ -254,6 +250,10 @@ export async function runWorkflowLocally(
         executionName,
         ...(options.redriveOf ? { redriveOf: options.redriveOf } : {}),
         ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
+        ...(options.childDeliveries ? { childDeliveries: options.childDeliveries } : {}),
+        ...(options.expressChildTimeoutSeconds !== undefined
+          ? { expressChildTimeoutSeconds: options.expressChildTimeoutSeconds }
+          : {}),
         ...(options.onStateEntered ? { onStateEntered: options.onStateEntered } : {}),
       },
     );

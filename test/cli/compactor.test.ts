@@ -226,8 +226,12 @@ describe('run, status, verify, visible on a compacted lake', () => {
       ownWorkDir,
     );
     expect(hourly.code, hourly.err.join('\n')).toBe(0);
-    // No scratch left behind in the work folder (DuckDB's spill folder aside).
-    expect((await readdir(ownWorkDir)).filter((name) => name !== 'spill')).toEqual([]);
+    // No scratch left behind in the work folder (DuckDB's spill folder aside); the synthesized
+    // definition is kept there, one entry under its key.
+    expect((await readdir(ownWorkDir)).filter((name) => name !== 'spill')).toEqual(['definitions']);
+    expect(await readdir(join(ownWorkDir, 'definitions'))).toEqual([
+      expect.stringMatching(/^[0-9a-f]{32}\.json$/),
+    ]);
     // Straggler flush: the days are old, so even the one-file hour is compacted (minFiles 10).
     expect(hourly.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
     expect(hourly.text).toMatch(
