@@ -38,8 +38,7 @@ export interface DefinitionKeyInputs {
 // `from '...'`, `import '...'` and `import('...')` of a relative path.
 const RELATIVE_IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}\/[^'"\n]+)['"]/g;
 // The same of a package (not node: builtins, not relative): its name is the first one or two segments.
-const PACKAGE_IMPORT =
-  /(?:\bfrom\s*|\bimport\s*\(?\s*)['"]((?:@[\w.-]+\/)?\w[\w.-]*)(?:\/[^'"\n]*)?['"]/g;
+const PACKAGE_IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"]((?:@[\w.-]+\/)?\w[\w.-]*)(?:\/[^'"\n]*)?['"]/g;
 
 function sha256(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex');

@@ -142,3 +142,14 @@ describe('the Express job bound is derived from the measured throughput', () => 
     expect(265).toBeLessThanOrEqual(EXPRESS_BUDGET_SECONDS);
   });
 });
+
+describe('a local run takes the stack’s job bounds', () => {
+  it('Express bounds by default, Standard’s when configured (the steps then fit the definition’s task timeouts)', async () => {
+    const { stackStepSettings } = await import('../../functions/cli/local-run.ts');
+    expect(await stackStepSettings({})).toMatchObject({ maxJobBytes: 256 * MiB, maxJobFiles: 2000 });
+    expect(await stackStepSettings({ map: { childExecutionType: 'STANDARD' } })).toMatchObject({
+      maxJobBytes: 2048 * MiB,
+      maxJobFiles: 5000,
+    });
+  });
+});

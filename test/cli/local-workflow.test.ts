@@ -484,3 +484,142 @@ describe('compactor run over fauxqs (in-process S3 server, real SDK), which igno
     expect(second.err).toContain('WARNING (--unsafe-single-writer-store): UNSAFE');
   });
 });
+
+/**
+ * Express children on the synthesized definition (ExecutionType EXPRESS by default): the local
+ * runner runs each child as its own execution with the Express limit as its timeout, and can
+ * deliver each twice, as at-least-once Express may
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html).
+ */
+describe('Express children delivered twice, and past their five minutes, on the real protocol', () => {
+  async function freshLake(name: string): Promise<LocalFolderStore> {
+    const dir = join(root, name);
+    await rm(dir, { recursive: true, force: true });
+    await writeLake(engine, dir, FILES);
+    return new LocalFolderStore(dir);
+  }
+  const depsOf = (store: ObjectStore) => ({
+    store,
+    config,
+    clock: systemClock,
+    engine: async () => engine,
+    workDir: join(root, 'work'),
+  });
+
+  it('the synthesized Map runs EXPRESS children; STANDARD children run exactly once', async () => {
+    const processorConfig = (w: SynthesizedWorkflow) =>
+      (w.definition.States[STATES.map] as unknown as { ItemProcessor: { ProcessorConfig: unknown } })
+        .ItemProcessor.ProcessorConfig;
+    expect(processorConfig(workflow)).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'EXPRESS' });
+    const standard = await synthesizeWorkflow({ map: { childExecutionType: 'STANDARD' } });
+    expect(processorConfig(standard)).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
+    const store = await freshLake('standard-once');
+    await expect(
+      runWorkflowLocally(standard, depsOf(store), { tier: 'hourly', childDeliveries: 'twice' }),
+    ).rejects.toThrow(/STANDARD children, which run exactly once/);
+  });
+
+  it.each(['twice', 'overlapping'] as const)(
+    'every child delivered %s: hourly then daily end with exact rows and nothing left',
+    async (deliveries) => {
+      const store = await freshLake(`deliveries-${deliveries}`);
+      const compacts = new Map<string, number>();
+      const onStep = (step: string, payload: unknown) => {
+        if (step !== 'compact') return;
+        const partition = (payload as { partition: string }).partition;
+        compacts.set(partition, (compacts.get(partition) ?? 0) + 1);
+      };
+      const hourly = await runWorkflowLocally(workflow, depsOf(store), {
+        tier: 'hourly',
+        retryIntervalMs: 0,
+        childDeliveries: deliveries,
+        onStep,
+      });
+      // Each partition's chain ran twice: six child executions for three items.
+      expect(hourly.execution.childExecutions).toBe(6);
+      if (deliveries === 'twice') {
+        expect([...compacts.values()]).toEqual([2, 2, 2]);
+        // The Map records the first delivery; the rerun finds its job done and changes nothing.
+        expect(hourly.execution.status, hourly.execution.cause).toBe('SUCCEEDED');
+        expect(hourly.output?.summary).toMatchObject({ partitions: 3, compacted: 3, failed: 0 });
+      }
+      // An overlapping duplicate may lose the manifest CAS and fail its delivery
+      // (test/core/concurrency.test.ts); the next execution recovers whatever either left.
+      const settle = await runWorkflowLocally(workflow, depsOf(store), {
+        tier: 'hourly',
+        retryIntervalMs: 0,
+      });
+      expect(settle.execution.status, settle.execution.cause).toBe('SUCCEEDED');
+      expect(await ids(store)).toEqual(range(total));
+      const hourlyOutputs: string[] = [];
+      for await (const o of store.list('')) if (config.layout.isDataKey(o.key)) hourlyOutputs.push(o.key);
+      expect(hourlyOutputs).toHaveLength(3);
+
+      const daily = await runWorkflowLocally(workflow, depsOf(store), {
+        tier: 'daily',
+        retryIntervalMs: 0,
+        childDeliveries: deliveries,
+      });
+      if (deliveries === 'twice') expect(daily.execution.status, daily.execution.cause).toBe('SUCCEEDED');
+      await runWorkflowLocally(workflow, depsOf(store), { tier: 'daily', retryIntervalMs: 0 });
+      expect(await ids(store)).toEqual(range(total));
+      const data: string[] = [];
+      for await (const o of store.list('')) if (config.layout.isDataKey(o.key)) data.push(o.key);
+      expect(data).toHaveLength(1);
+      expect(await stateKeys(store, 'manifests/')).toEqual([]);
+      expect(await stateKeys(store, 'staging/')).toEqual([]);
+    },
+  );
+
+  it('a child past its Express limit (15 s here, inside its step’s 20 s task timeout) fails with States.Timeout while its step runs on; the next execution rolls it forward exactly', async () => {
+    const inner = await freshLake('express-timeout');
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let uploaded: () => void = () => {};
+    const zombieDone = new Promise<void>((resolve) => {
+      uploaded = resolve;
+    });
+    // Hour 02's publish copy waits, in its Lambda, until released: longer than its child may live.
+    const store = new FaultStore(inner, {
+      gate: async (call) => {
+        if (call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/')) await released;
+      },
+    });
+    const onStep = (step: string, payload: unknown) => {
+      if (step === 'upload' && (payload as { partition: string }).partition === 'db/cpu/2025/01/14/02/')
+        uploaded();
+    };
+    const first = await runWorkflowLocally(workflow, depsOf(store), {
+      tier: 'hourly',
+      retryIntervalMs: 0,
+      expressChildTimeoutSeconds: 15,
+      onStep,
+    });
+    expect(first.execution.status).toBe('FAILED');
+    expect(first.execution.error).toBe(PARTITIONS_FAILED_ERROR);
+    const summary = (
+      first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } }
+    )?.summary?.Payload;
+    expect(summary, JSON.stringify(summary?.failures)).toMatchObject({
+      partitions: 3,
+      compacted: 2,
+      failed: 1,
+    });
+    expect(JSON.stringify(summary?.failures)).toContain('States.Timeout');
+    // The child's execution timeout, not the upload task's (20 s), ended it.
+    expect(JSON.stringify(summary?.failures)).toContain('ran past its 15 s execution timeout');
+    // The child is gone, its Lambda is not: it publishes after the execution ended.
+    release();
+    await zombieDone;
+    // Published, inputs not yet deleted: what a plain glob reader may see until recovery (DESIGN).
+    expect(await stateKeys(inner, 'manifests/')).toHaveLength(1);
+    const next = await runWorkflowLocally(workflow, depsOf(inner), { tier: 'hourly', retryIntervalMs: 0 });
+    expect(next.execution.status, next.execution.cause).toBe('SUCCEEDED');
+    expect(next.output?.recovery).toMatchObject({ rolledForward: 1 });
+    expect(await ids(inner)).toEqual(range(total));
+    expect(await stateKeys(inner, 'manifests/')).toEqual([]);
+    expect(await stateKeys(inner, 'staging/')).toEqual([]);
+  });
+});

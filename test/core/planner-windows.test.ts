@@ -646,7 +646,9 @@ describe('the execution input "sweep" in the synthesized definition', () => {
     const states = (workflow.definition as unknown as { States: Record<string, Record<string, unknown>> })
       .States;
     expect(states[STATES.defaults]?.Result).toMatchObject({ sweep: null });
-    const payload = (states[STATES.plan]?.Parameters as { Payload: Record<string, unknown> }).Payload;
+    const payload = (states[STATES.plan]?.Parameters as { Payload: Record<string, unknown> } | undefined)
+      ?.Payload;
+    if (payload === undefined) throw new Error('Plan has no Payload');
     expect(payload['sweep.$']).toBe('$.args.sweep');
     const { parseExecutionEvent } = await import('../../functions/lambda/events.ts');
     const base = { tier: 'hourly', executionId: 'arn:x', executionName: 'x' };
