@@ -95,6 +95,10 @@ Options:
   --endpoint URL              S3-compatible endpoint (path-style), with an s3:// store
   --region REGION             AWS region (default $AWS_REGION or us-east-1)
   --layout arc|hive|firehose|TEMPLATE  partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'
+  --partition-segments a,b    the template segments your readers map to partition columns (default the
+                              layout's; '' for glob readers only): no tier writes above the finest one
+  --data-suffix SUFFIX        suffix of raw input names (default the layout's; '' = any name, read as
+                              Parquet by its magic and footer)
   --now ISO-TIME              act as if at this time (plans against it; leases still run in real time)
   --tier TIER                 hourly, daily, monthly or retention (run, plan; a compaction tier also
                               scopes --min-files/--min-age)
@@ -151,6 +155,8 @@ const OPTIONS = {
   'max-job-files': { type: 'string' },
   'sort-keys': { type: 'string' },
   'time-column': { type: 'string' },
+  'partition-segments': { type: 'string' },
+  'data-suffix': { type: 'string' },
   'memory-limit': { type: 'string' },
   threads: { type: 'string' },
   'work-dir': { type: 'string' },

@@ -36,6 +36,9 @@ export interface CliOptions {
   readonly 'max-job-files'?: string;
   readonly 'sort-keys'?: string;
   readonly 'time-column'?: string;
+  /** Comma-separated template segments readers map to partition columns ('' for none). */
+  readonly 'partition-segments'?: string;
+  readonly 'data-suffix'?: string;
   readonly 'memory-limit'?: string;
   readonly threads?: string;
   readonly 'work-dir'?: string;
@@ -185,6 +188,10 @@ export function buildConfig(
       ? { sortKeys: options['sort-keys'].split(',').filter(Boolean) }
       : {}),
     ...(options['time-column'] !== undefined ? { timeColumn: options['time-column'] } : {}),
+    ...(options['partition-segments'] !== undefined
+      ? { partitionSegments: options['partition-segments'].split(',').filter(Boolean) }
+      : {}),
+    ...(options['data-suffix'] !== undefined ? { dataSuffix: options['data-suffix'] } : {}),
     ...(options['unsafe-single-writer-store'] === true ? { unsafeSingleWriterStore: true } : {}),
   });
 }
