@@ -25,8 +25,8 @@
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { NotFoundError } from '../functions/core/errors.ts';
-import type { ListOptions, ObjectStore, ObjectSummary } from '../functions/core/object-store.ts';
+import type { ListOptions, ObjectSummary } from '../functions/core/object-store.ts';
+import { ReadOnlyListingStore } from './read-only-store.ts';
 
 export const LIST_LATENCY_MS = 75;
 export const DAILY_FILES = 11;
@@ -141,7 +141,7 @@ function* tableObjects(
 }
 
 /** The lake as an ObjectStore: lists, and lists folders; everything else is absent or refused. */
-export class LakeStore implements ObjectStore {
+export class LakeStore extends ReadOnlyListingStore {
   readonly location = 'synthetic://lake';
   readonly #shape: LakeShape;
   readonly #tables: readonly string[];
@@ -150,6 +150,7 @@ export class LakeStore implements ObjectStore {
   objectsListed = 0;
 
   constructor(shape: LakeShape) {
+    super();
     this.#shape = shape;
     this.#tables = lakeTables(shape);
   }
@@ -207,36 +208,6 @@ export class LakeStore implements ObjectStore {
       yield* folders.slice(i, i + PAGE);
     }
   }
-
-  async head(): Promise<undefined> {
-    return undefined;
-  }
-
-  async getBytes(key: string): Promise<never> {
-    throw new NotFoundError(key);
-  }
-
-  async getToFile(key: string): Promise<never> {
-    throw new NotFoundError(key);
-  }
-
-  async put(): Promise<never> {
-    throw new Error('the synthetic lake is read-only');
-  }
-
-  async copy(): Promise<never> {
-    throw new Error('the synthetic lake is read-only');
-  }
-
-  async deleteMany(): Promise<never> {
-    throw new Error('the synthetic lake is read-only');
-  }
-
-  async listIncompleteUploads(): Promise<[]> {
-    return [];
-  }
-
-  async abortIncompleteUpload(): Promise<void> {}
 }
 
 /** Objects in the lake (counted without listing it). */

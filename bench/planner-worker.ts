@@ -7,24 +7,25 @@
 
 import { readFile } from 'node:fs/promises';
 import { parseConfig } from '../functions/core/config.ts';
-import { NotFoundError } from '../functions/core/errors.ts';
-import type { ObjectStore, ObjectSummary } from '../functions/core/object-store.ts';
+import type { ObjectSummary } from '../functions/core/object-store.ts';
 import { planTier } from '../functions/core/planner.ts';
 import { peakRssBytes } from './peak-rss.ts';
 import { LakeStore, lakeObjectCount, RAW_PER_HOUR } from './planner-lake.ts';
 import type { PlannerLakeRun, PlannerLakeTask, PlannerScaleRun, PlannerScaleTask } from './planner-scale.ts';
+import { ReadOnlyListingStore } from './read-only-store.ts';
 
 const HOUR_MS = 3_600_000;
 const MEASUREMENTS = 50;
 const FIRST_HOUR = Date.UTC(2025, 0, 1);
 
 /** Lists `partitions` hour folders (spread over MEASUREMENTS measurements) of `files` objects each. */
-class SyntheticListingStore implements ObjectStore {
+class SyntheticListingStore extends ReadOnlyListingStore {
   readonly location = 'synthetic://bench';
   readonly #partitions: number;
   readonly #files: number;
 
   constructor(partitions: number, files: number) {
+    super();
     this.#partitions = partitions;
     this.#files = files;
   }
@@ -55,36 +56,6 @@ class SyntheticListingStore implements ObjectStore {
       }
     }
   }
-
-  async head(): Promise<undefined> {
-    return undefined;
-  }
-
-  async getBytes(key: string): Promise<never> {
-    throw new NotFoundError(key);
-  }
-
-  async getToFile(key: string): Promise<never> {
-    throw new NotFoundError(key);
-  }
-
-  async put(): Promise<never> {
-    throw new Error('the synthetic store is read-only');
-  }
-
-  async copy(): Promise<never> {
-    throw new Error('the synthetic store is read-only');
-  }
-
-  async deleteMany(): Promise<never> {
-    throw new Error('the synthetic store is read-only');
-  }
-
-  async listIncompleteUploads(): Promise<[]> {
-    return [];
-  }
-
-  async abortIncompleteUpload(): Promise<void> {}
 }
 
 /**

@@ -51,6 +51,17 @@ import type {
 } from '../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../core/object-store.ts';
 
+/** A folder's entries, or undefined when it does not exist (or vanished while we walked). */
+async function entriesOf(dirAbs: string): Promise<Dirent[] | undefined> {
+  try {
+    return await readdir(dirAbs, { withFileTypes: true });
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+}
+
 /** Top-level folder reserved for the store's own bookkeeping; keys may not start with it. */
 export const RESERVED_DIR = '.compactor-store';
 
@@ -159,14 +170,8 @@ export class LocalFolderStore implements ObjectStore {
     const segments = dirPart === '' ? [] : dirPart.split('/');
     if (segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR) return;
     const dirAbs = join(this.#root, ...segments);
-    let dirents: Dirent[];
-    try {
-      dirents = await readdir(dirAbs, { withFileTypes: true });
-    } catch (error) {
-      const code = errorCode(error);
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
-      throw error;
-    }
+    const dirents = await entriesOf(dirAbs);
+    if (dirents === undefined) return;
     const names = dirents
       .filter((d) => d.isDirectory() && !(prefix === '' && d.name === RESERVED_DIR))
       .map((d) => d.name)
@@ -494,15 +499,8 @@ export class LocalFolderStore implements ObjectStore {
     signal: AbortSignal | undefined,
   ): AsyncGenerator<ObjectSummary> {
     signal?.throwIfAborted();
-    let dirents: Dirent[];
-    try {
-      dirents = await readdir(dirAbs, { withFileTypes: true });
-    } catch (error) {
-      const code = errorCode(error);
-      // The folder does not exist (or vanished while we walked): nothing under it.
-      if (code === 'ENOENT' || code === 'ENOTDIR') return;
-      throw error;
-    }
+    const dirents = await entriesOf(dirAbs);
+    if (dirents === undefined) return;
     const children: { name: string; isDir: boolean; order: Buffer }[] = [];
     for (const d of dirents) {
       if (!d.name.startsWith(namePrefix)) continue;

@@ -23,6 +23,7 @@ import {
   type HeadObjectCommandOutput,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
   PutObjectCommand,
   S3Client,
   type S3ClientConfig,
@@ -121,23 +122,10 @@ export class S3Store implements ObjectStore {
   }
 
   async *list(prefix: string, options?: ListOptions): AsyncIterable<ObjectSummary> {
-    let continuationToken: string | undefined;
-    do {
-      const page = await this.#client
-        .send(
-          new ListObjectsV2Command({
-            Bucket: this.#bucket,
-            Prefix: prefix,
-            // StartAfter: S3 lists only keys after it in UTF-8 binary order; it "can be any key"
-            // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
-            ...(options?.startAfter !== undefined && { StartAfter: options.startAfter }),
-            ...(continuationToken !== undefined && { ContinuationToken: continuationToken }),
-          }),
-          { abortSignal: options?.signal },
-        )
-        .catch((error: unknown) => {
-          throw mapS3Error(error, prefix);
-        });
+    // StartAfter: S3 lists only keys after it in UTF-8 binary order; it "can be any key"
+    // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
+    const request = options?.startAfter !== undefined ? { StartAfter: options.startAfter } : {};
+    for await (const page of this.#pages(prefix, request, options?.signal)) {
       for (const object of page.Contents ?? []) {
         if (object.Key === undefined || object.Size === undefined || object.ETag === undefined) {
           throw new Error(`ListObjectsV2 under ${prefix} returned an entry without Key, Size or ETag`);
@@ -152,12 +140,7 @@ export class S3Store implements ObjectStore {
           lastModified: object.LastModified,
         };
       }
-      continuationToken = page.NextContinuationToken;
-      // A truncated page without a token would otherwise end the listing early, silently.
-      if (page.IsTruncated === true && continuationToken === undefined) {
-        throw new Error(`ListObjectsV2 under ${prefix} is truncated but has no continuation token`);
-      }
-    } while (continuationToken !== undefined);
+    }
   }
 
   /**
@@ -167,21 +150,7 @@ export class S3Store implements ObjectStore {
    * under `prefix` come back in Contents and are not folders.
    */
   async *listFolders(prefix: string, options?: { readonly signal?: AbortSignal }): AsyncIterable<string> {
-    let continuationToken: string | undefined;
-    do {
-      const page = await this.#client
-        .send(
-          new ListObjectsV2Command({
-            Bucket: this.#bucket,
-            Prefix: prefix,
-            Delimiter: '/',
-            ...(continuationToken !== undefined && { ContinuationToken: continuationToken }),
-          }),
-          { abortSignal: options?.signal },
-        )
-        .catch((error: unknown) => {
-          throw mapS3Error(error, prefix);
-        });
+    for await (const page of this.#pages(prefix, { Delimiter: '/' }, options?.signal)) {
       for (const common of page.CommonPrefixes ?? []) {
         if (
           common.Prefix === undefined ||
@@ -194,7 +163,33 @@ export class S3Store implements ObjectStore {
         }
         yield common.Prefix;
       }
+    }
+  }
+
+  /** Every ListObjectsV2 page under `prefix`, following continuation tokens. */
+  async *#pages(
+    prefix: string,
+    request: { readonly StartAfter?: string; readonly Delimiter?: string },
+    signal: AbortSignal | undefined,
+  ): AsyncIterable<ListObjectsV2CommandOutput> {
+    let continuationToken: string | undefined;
+    do {
+      const page = await this.#client
+        .send(
+          new ListObjectsV2Command({
+            Bucket: this.#bucket,
+            Prefix: prefix,
+            ...request,
+            ...(continuationToken !== undefined && { ContinuationToken: continuationToken }),
+          }),
+          { abortSignal: signal },
+        )
+        .catch((error: unknown) => {
+          throw mapS3Error(error, prefix);
+        });
+      yield page;
       continuationToken = page.NextContinuationToken;
+      // A truncated page without a token would otherwise end the listing early, silently.
       if (page.IsTruncated === true && continuationToken === undefined) {
         throw new Error(`ListObjectsV2 under ${prefix} is truncated but has no continuation token`);
       }
