@@ -38,6 +38,7 @@ import { parseInFolder, planTier, sweepsRoot } from '../../functions/core/planne
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { planStep } from '../../functions/plan.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
+import { mulberry32 } from '../support/sim-scheduler.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -153,17 +154,8 @@ describe('the windows chosen for each tier', () => {
 // ---------------------------------------------------------------------------------------------
 // Plans over a lake: the narrow plan is the full plan restricted to the windows.
 
-/** Deterministic pseudo-random numbers (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic pseudo-random numbers. */
+const rng = mulberry32;
 
 // Files get their real mtime; the clock runs 6 h ahead so every folder is quiet.
 const LATER = Date.now() + 6 * HOUR;
