@@ -12,6 +12,7 @@ import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InputRef } from '../functions/core/manifest.ts';
 import { peakRssBytes } from './peak-rss.ts';
+import { exclusiveMs, type Span, unionMs } from './stats.ts';
 
 export interface S3Task {
   readonly endpoint: string;
@@ -52,36 +53,6 @@ export interface S3RunResult {
   readonly outputRows: number;
   readonly outputKeys: readonly string[];
   readonly maxRssBytes: number;
-}
-
-interface Span {
-  readonly start: number;
-  readonly end: number;
-}
-
-/** Length of the union of the spans that fall in [from, to]. */
-export function unionMs(spans: readonly Span[], from = -Infinity, to = Infinity): number {
-  const clipped = spans
-    .map((s) => ({ start: Math.max(s.start, from), end: Math.min(s.end, to) }))
-    .filter((s) => s.end > s.start)
-    .sort((a, b) => a.start - b.start);
-  let total = 0;
-  let end = -Infinity;
-  for (const s of clipped) {
-    if (s.start >= end) {
-      total += s.end - s.start;
-      end = s.end;
-    } else if (s.end > end) {
-      total += s.end - end;
-      end = s.end;
-    }
-  }
-  return total;
-}
-
-/** Length of the time in `a`'s spans not covered by any of `b`'s, within [from, to]. */
-export function exclusiveMs(a: readonly Span[], b: readonly Span[], from: number, to: number): number {
-  return unionMs([...a, ...b], from, to) - unionMs(b, from, to);
 }
 
 async function main(): Promise<void> {

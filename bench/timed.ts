@@ -12,6 +12,7 @@ import type {
   InputInfo,
 } from '../functions/core/engine.ts';
 import { ForwardingStore, type WriteOptions } from '../functions/core/object-store.ts';
+import { unionMs } from './stats.ts';
 
 interface Span {
   readonly name: string;
@@ -40,19 +41,7 @@ class Spans {
 
   /** Time during which at least one call was running (the union of the intervals), in ms. */
   busy(): number {
-    const sorted = [...this.list].sort((a, b) => a.start - b.start);
-    let total = 0;
-    let end = Number.NEGATIVE_INFINITY;
-    for (const s of sorted) {
-      if (s.start > end) {
-        total += s.end - s.start;
-        end = s.end;
-      } else if (s.end > end) {
-        total += s.end - end;
-        end = s.end;
-      }
-    }
-    return total;
+    return unionMs(this.list);
   }
 
   /** Sum of the named calls' durations, in ms. */
