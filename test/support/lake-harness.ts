@@ -26,7 +26,7 @@ import {
   quarantineRoot,
   stagingRoot,
 } from '../../functions/core/manifest.ts';
-import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-store.ts';
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import type { CallRecord } from './fault-store.ts';
@@ -282,8 +282,11 @@ export class LakeChecker {
   async liveManifests(): Promise<Manifest[]> {
     const out: Manifest[] = [];
     for await (const object of this.#store.list(manifestsRoot(this.#config.layout))) {
-      const { body } = await this.#store.getBytes(object.key);
-      out.push(parseManifest(this.#config, this.#store.location, object.key, body));
+      // A manifest cleared between the listing and the read (a concurrent delivery of the same
+      // job finished it) is no longer live; any other read error still fails the check.
+      const read = await getBytesIfExists(this.#store, object.key);
+      if (read !== undefined)
+        out.push(parseManifest(this.#config, this.#store.location, object.key, read.body));
     }
     return out;
   }
