@@ -342,14 +342,26 @@ async function runWholeProcess(
 /** The rows of issue 14 item 7 for the bench's targets table. */
 export function wholeProcessTargets(
   o: OrchestrationResult | undefined,
-): { readonly name: string; readonly value: string; readonly met: boolean }[] {
-  const out: { name: string; value: string; met: boolean }[] = [];
+): { readonly name: string; readonly value: string; readonly met: boolean; readonly cause?: string }[] {
+  const out: { name: string; value: string; met: boolean; cause?: string }[] = [];
   const w = o?.wholeProcess;
   if (w) {
+    const met = w.ratio <= WHOLE_PROCESS_TARGET;
+    // The same command on an empty lake: everything but the partition's own work.
+    const empty = o?.startup?.find((s) => !s.light);
+    const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
     out.push({
       name: `whole process: compactor run --tier hourly over ${w.files} files x ${w.rowsPerFile.toLocaleString('en-US')} rows <= ${WHOLE_PROCESS_TARGET.toFixed(2)}x raw DuckDB's`,
       value: `${w.ratio.toFixed(2)}x (${(w.productWallMs / 1000).toFixed(2)} s vs ${(w.duckdbWallMs / 1000).toFixed(2)} s)`,
-      met: w.ratio <= WHOLE_PROCESS_TARGET,
+      met,
+      ...(met || !empty
+        ? {}
+        : {
+            cause:
+              `${empty.command} takes ${s(empty.wallMs)} (Node start-up, modules, the cached definition in the ASL interpreter, recovery, planning, run records), ` +
+              `so the partition's own five steps take ${s(w.productWallMs - empty.wallMs)} against raw DuckDB's whole process ${s(w.duckdbWallMs)} ` +
+              `(${((w.productWallMs - empty.wallMs) / w.duckdbWallMs).toFixed(2)}x); the steps add the fetch copy, the staging upload, the publish copy and the local store's fsyncs`,
+          }),
     });
   }
   for (const s of o?.startup ?? []) {

@@ -75,6 +75,7 @@ function* tableObjects(
   shape: LakeShape,
   table: string,
   startAfter: string | undefined,
+  prefix = '',
 ): Generator<ObjectSummary> {
   const name = table.split('/')[1] as string;
   const today = Math.floor(shape.now / DAY) * DAY;
@@ -82,17 +83,26 @@ function* tableObjects(
   const first = today - Math.round(shape.years * 365) * DAY;
   const lateHour = today - LATE_DAYS_AGO * DAY + 7 * HOUR;
   let n = 0;
+  let day = 0;
   const object = (key: string, size: number, modified: number): ObjectSummary => ({
     key,
     size,
-    etag: `${table}${(n++).toString(16)}`,
+    // Counted within the day, so an object's ETag is the same whichever listing skipped which days.
+    etag: `${table}${day}-${(n++).toString(16)}`,
     lastModified: new Date(modified),
   });
-  for (let day = first; day <= today; day += DAY) {
+  for (day = first; day <= today; day += DAY) {
+    n = 0;
     const { y, m, d, compact } = ymd(day);
     const folder = `${table}${y}/${m}/${d}/`;
     // Skip whole days at or before StartAfter cheaply: every key of the day starts with its folder.
     if (startAfter !== undefined && folder < startAfter && !startAfter.startsWith(folder)) continue;
+    // Days wholly before or after the prefix hold none of its keys; S3 answers from its index
+    // without reading them, so the generator skips them too and stops past the prefix's end.
+    if (!folder.startsWith(prefix) && !prefix.startsWith(folder)) {
+      if (folder < prefix) continue;
+      return;
+    }
     const keys: ObjectSummary[] = [];
     // Hour folders ('00/'..'23/') sort before the day's files ('m..').
     for (let h = 0; h < 24; h++) {
@@ -169,7 +179,7 @@ export class LakeStore extends ReadOnlyListingStore {
       return out;
     };
     for (const table of tables) {
-      for (const object of tableObjects(this.#shape, table, startAfter)) {
+      for (const object of tableObjects(this.#shape, table, startAfter, prefix)) {
         if (!object.key.startsWith(prefix)) continue;
         page.push(object);
         if (page.length === PAGE) {

@@ -70,6 +70,12 @@ export interface PlannerLakeRun extends PlannerLakeTask {
   readonly baselineRssBytes: number;
   /** LIST requests (pages of at most 1,000 keys or folders), every listing counted. */
   readonly listRequests: number;
+  /** CPU of the plan process while planning (user + system). */
+  readonly cpuMs: number;
+  /** CPU the synthetic store spends generating those listings' keys (replayed without latency). */
+  readonly storeCpuMs: number;
+  /** LIST requests the planner keeps in flight at most (planning.listConcurrency). */
+  readonly listConcurrency: number;
   readonly since?: string;
 }
 
@@ -184,12 +190,30 @@ function lakeMet(run: PlannerLakeRun): boolean {
 }
 
 /** Target rows (bench/report.ts): each cycle's plan step within 60 s and 512 MB. */
-export function plannerLakeTargets(r: PlannerLakeResult): { name: string; value: string; met: boolean }[] {
+export function plannerLakeTargets(
+  r: PlannerLakeResult,
+): { name: string; value: string; met: boolean; cause?: string }[] {
   return r.runs.map((run) => ({
     name: `planner, ${(r.lakeObjects / 1e6).toFixed(1)}M-object lake, ${cycleName(run)}: <= ${LAKE_TARGETS.wallSeconds} s and <= ${LAKE_TARGETS.peakRssMb} MB`,
     value: `${(run.wallMs / 1000).toFixed(1)} s, ${(run.maxRssBytes / 2 ** 20).toFixed(0)} MB, ${run.listRequests.toLocaleString('en-US')} LIST ($${((run.listRequests * r.listPricePer1000) / 1000).toFixed(4)})`,
     met: lakeMet(run),
+    ...(lakeMet(run) ? {} : { cause: plannerLakeCause(r, run) }),
   }));
+}
+
+/** Where a plan's wall time went: LIST waits, the synthetic store's key generation, the planner's CPU. */
+export function plannerLakeCause(r: PlannerLakeResult, run: PlannerLakeRun): string {
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const waitFloorMs = (run.listRequests * r.latencyMs) / run.listConcurrency;
+  const plannerCpuMs = Math.max(0, run.cpuMs - run.storeCpuMs);
+  return (
+    `of ${s(run.wallMs)}: CPU ${s(run.cpuMs)} (the synthetic store generating ${run.objects.toLocaleString('en-US')} keys ${s(run.storeCpuMs)}, ` +
+    `the planner ${s(plannerCpuMs)}, ${Math.round((run.objects / Math.max(plannerCpuMs, 1)) * 1000).toLocaleString('en-US')} keys per CPU s); ` +
+    `LIST wait at least ${s(waitFloorMs)} (${run.listRequests.toLocaleString('en-US')} requests x ${r.latencyMs} ms / ${run.listConcurrency} in flight)` +
+    (run.maxRssBytes / 2 ** 20 > LAKE_TARGETS.peakRssMb
+      ? `; peak RSS ${(run.maxRssBytes / 2 ** 20).toFixed(0)} MB`
+      : '')
+  );
 }
 
 /** The bench/results.md section of the lake case. */

@@ -7,7 +7,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { parseConfig } from '../functions/core/config.ts';
-import type { ObjectSummary } from '../functions/core/object-store.ts';
+import type { ListOptions, ObjectSummary } from '../functions/core/object-store.ts';
 import { planTier } from '../functions/core/planner.ts';
 import { peakRssBytes } from './peak-rss.ts';
 import { LakeStore, lakeObjectCount, RAW_PER_HOUR } from './planner-lake.ts';
@@ -65,19 +65,44 @@ class SyntheticListingStore extends ReadOnlyListingStore {
 async function planLake(task: PlannerLakeTask): Promise<PlannerLakeRun> {
   const shape = { tables: task.tables, years: task.years, now: task.now, latencyMs: task.latencyMs };
   const store = new LakeStore(shape);
+  // Every listing the planner asks for, so the synthetic store's own cost can be measured apart.
+  const calls: { readonly folders: boolean; readonly prefix: string; readonly options: ListOptions }[] = [];
+  const recording = Object.assign(Object.create(store) as LakeStore, {
+    list: (prefix: string, options: ListOptions = {}) => {
+      calls.push({ folders: false, prefix, options });
+      return store.list(prefix, options);
+    },
+    listFolders: (prefix: string) => {
+      calls.push({ folders: true, prefix, options: {} });
+      return store.listFolders(prefix);
+    },
+  });
   // Sweeps by the execution input only: each run is the cycle it names.
   const config = parseConfig({ planning: { sweepEveryHours: 0 } });
   const clock = { now: () => new Date(task.now) };
   const baselineRssBytes = process.memoryUsage().rss;
+  const cpuStart = process.cpuUsage();
   const start = performance.now();
   const plan = await planTier(
-    store,
+    recording,
     config,
     clock,
     task.tier,
     task.listing === 'sweep' ? { sweep: true } : {},
   );
   const wallMs = performance.now() - start;
+  const cpu = process.cpuUsage(cpuStart);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
+  // The same listings again without the planner and without LIST latency: the CPU the synthetic
+  // store spends generating keys, which an S3 LIST costs the plan Lambda nothing of.
+  const bare = new LakeStore({ ...shape, latencyMs: 0 });
+  const replayStart = process.cpuUsage();
+  for (const call of calls) {
+    const listing = call.folders ? bare.listFolders(call.prefix) : bare.list(call.prefix, call.options);
+    for await (const _ of listing);
+  }
+  const replay = process.cpuUsage(replayStart);
+  const storeCpuMs = (replay.user + replay.system) / 1000;
   const plannedInputs = plan.jobs.reduce((total, job) => total + job.inputs.length, 0);
   if (plan.listing?.mode !== task.listing)
     throw new Error(`planned with ${plan.listing?.mode}, not ${task.listing}`);
@@ -105,6 +130,9 @@ async function planLake(task: PlannerLakeTask): Promise<PlannerLakeRun> {
     maxRssBytes: peakRssBytes(),
     baselineRssBytes,
     listRequests: store.listRequests,
+    cpuMs,
+    storeCpuMs,
+    listConcurrency: config.planning.listConcurrency,
     ...(plan.listing.since !== undefined ? { since: plan.listing.since } : {}),
   };
 }

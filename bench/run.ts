@@ -5,7 +5,7 @@
  * Options (for development; `npm run bench` uses none): see USAGE, or `npm run bench -- --help`.
  */
 
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
@@ -24,6 +24,7 @@ import {
 import { printTables, renderMarkdown, renderSvg } from './report.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
+import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
 
 /** What the compact Lambda runs with (cdk: 3008 MB -> DuckDB 2200MB, 2 threads). */
@@ -146,6 +147,19 @@ async function main(): Promise<number> {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`bench: ${error.message}\n\n${USAGE}`);
     return 2;
+  }
+  // A full run rewrites the summary blocks at its end: find them missing now, not after it.
+  if (!args.quick && args.only.length === SECTIONS.length && args.datasets.length === DATASETS.length) {
+    for (const file of SUMMARY_FILES) {
+      const path = join(import.meta.dirname, '..', file.path);
+      try {
+        replaceSummaryBlock(await readFile(path, 'utf8'), '', file.path);
+      } catch (error) {
+        if (!(error instanceof Error)) throw error;
+        process.stderr.write(`bench: ${error.message}\n`);
+        return 2;
+      }
+    }
   }
   const started = Date.now();
   const loadAverageStart = loadavg();
@@ -288,6 +302,13 @@ async function main(): Promise<number> {
     await writeFile(join(dir, 'results.md'), renderMarkdown(full));
     await writeFile(join(dir, 'results.svg'), renderSvg(full));
     log('wrote bench/results.json, bench/results.md, bench/results.svg');
+    // The README's and docs' numbers come from this run, never by hand.
+    for (const file of SUMMARY_FILES) {
+      const path = join(dir, '..', file.path);
+      const text = await readFile(path, 'utf8');
+      await writeFile(path, replaceSummaryBlock(text, renderSummaryBlock(full, file), file.path));
+      log(`wrote the bench summary in ${file.path}`);
+    }
   } else {
     log('partial run (options given): results files not written');
   }
