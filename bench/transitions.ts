@@ -6,7 +6,7 @@
  * per retry (none assumed).
  */
 
-import { synthesizeWorkflow } from '../functions/cli/local-run.ts';
+import { synthesizeWorkflow } from '../functions/local-runner/run.ts';
 
 interface StateDef {
   readonly Type: string;

@@ -38,6 +38,8 @@ import type { repairPartition } from '../core/repair.ts';
 import type { RetentionPlan } from '../core/retention.ts';
 import { type VisibleView, visibleFiles } from '../core/visible.ts';
 import type { StepOutput } from '../lambda/events.ts';
+import type { LocalRunResult } from '../local-runner/run.ts';
+import type { LocalExecution } from '../local-runner/workflow.ts';
 import type { SummaryOutput } from '../summary.ts';
 import type { DoctorOptions } from './commands/doctor.ts';
 import { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './commands/doctor-options.ts';
@@ -56,8 +58,6 @@ import {
 import type { generateDemoLake } from './demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from './format.ts';
 import { footerRows, listData } from './lake-stats.ts';
-import type { LocalRunResult } from './local-run.ts';
-import type { LocalExecution } from './local-workflow.ts';
 import { SFN_CLI_OPTIONS, SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
 
 export interface CliIo {
@@ -271,7 +271,9 @@ function emit(io: CliIo, options: Parsed, value: unknown, text: () => string): v
 async function runCommand(options: Parsed, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  const { runWorkflowLocally, stackStepSettings, synthesizeWorkflow } = await import('./local-run.ts');
+  const { runWorkflowLocally, stackStepSettings, synthesizeWorkflow } = await import(
+    '../local-runner/run.ts'
+  );
   // The stack's table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier (cdk.json's
   // `compactor` context, then --context) reach the steps, as COMPACTOR_CONFIG carries them to the
   // Lambdas; the other protocol settings come from the options.

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { cdkJsonContext } from '../../cdk/app.ts';
 import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../../cdk/constructs/compactor-functions.ts';
-import { stackStepSettings } from '../../functions/cli/local-run.ts';
 import { parseConfig } from '../../functions/core/config.ts';
+import { stackStepSettings } from '../../functions/local-runner/run.ts';
 
 describe('stack config: defaults', () => {
   it('gives every default when the context is absent', () => {

@@ -24,8 +24,6 @@ import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { localObservability, STEP_HANDLERS, type StepName } from '../../functions/cli/local-lambdas.ts';
-import { runLocalWorkflow } from '../../functions/cli/local-workflow.ts';
 import { type JobKind, parseConfig } from '../../functions/core/config.ts';
 import {
   type CopyOptions,
@@ -36,6 +34,8 @@ import {
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { localObservability, STEP_HANDLERS, type StepName } from '../../functions/local-runner/lambdas.ts';
+import { runLocalWorkflow } from '../../functions/local-runner/workflow.ts';
 import type { RecoverOutput } from '../../functions/recover.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';

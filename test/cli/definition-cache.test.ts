@@ -1,5 +1,5 @@
 /**
- * The synthesized definition's cache (definition-cache.ts, local-run.ts): its key changes with
+ * The synthesized definition's cache (definition-cache.ts, run.ts in functions/local-runner/): its key changes with
  * everything the synthesis reads, so a stale entry cannot be used, and an entry is read only under
  * its own key. The key is computed over a copy of the project's sources, which the tests edit.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { synthesizeWorkflow, workflowCacheKey } from '../../functions/cli/local-run.ts';
+import { synthesizeWorkflow, workflowCacheKey } from '../../functions/local-runner/run.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -33,7 +33,7 @@ async function projectCopy(name: string): Promise<string> {
   for (const file of [
     'cdk',
     'functions/core',
-    'functions/cli/local-run.ts',
+    'functions/local-runner/run.ts',
     'cdk.json',
     'package.json',
     'package-lock.json',
@@ -90,7 +90,7 @@ describe('definition cache key', () => {
     await record('a new import');
     await writeFile(join(root, 'functions/core/new-limit.ts'), 'export const LIMIT = 2;\n');
     await record('the newly imported file');
-    await edit(root, 'functions/cli/local-run.ts', (t) => `${t}\n// edited\n`);
+    await edit(root, 'functions/local-runner/run.ts', (t) => `${t}\n// edited\n`);
     await record('the runner');
     await setPackageVersion(root, 'cdk-nag', '3.0.1');
     await record('an imported package version');

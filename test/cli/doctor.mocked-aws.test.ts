@@ -41,16 +41,16 @@ import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type DoctorDeps, type DoctorOptions, doctorCommand } from '../../functions/cli/commands/doctor.ts';
+import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import { ForwardingStore, type ObjectStore, type WriteOptions } from '../../functions/core/object-store.ts';
 import {
   type LocalRunResult,
   runWorkflowLocally,
   type SynthesizedWorkflow,
   stackConfigOf,
   synthesizeWorkflow,
-} from '../../functions/cli/local-run.ts';
-import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
-import { systemClock } from '../../functions/core/engine.ts';
-import { ForwardingStore, type ObjectStore, type WriteOptions } from '../../functions/core/object-store.ts';
+} from '../../functions/local-runner/run.ts';
 
 const REGION = 'eu-west-1';
 const ACCOUNT = '123456789012';

@@ -14,14 +14,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import { manifestKey, newJobId, serializeManifest } from '../../functions/core/manifest.ts';
 import {
   runWorkflowLocally,
   type SynthesizedWorkflow,
   synthesizeWorkflow,
-} from '../../functions/cli/local-run.ts';
-import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
-import { systemClock } from '../../functions/core/engine.ts';
-import { manifestKey, newJobId, serializeManifest } from '../../functions/core/manifest.ts';
+} from '../../functions/local-runner/run.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 type Json = Record<string, unknown>;

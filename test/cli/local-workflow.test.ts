@@ -24,16 +24,16 @@ import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
-import {
-  runWorkflowLocally,
-  type SynthesizedWorkflow,
-  synthesizeWorkflow,
-} from '../../functions/cli/local-run.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { InputRef } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { newClaim } from '../../functions/core/protocol.ts';
+import {
+  runWorkflowLocally,
+  type SynthesizedWorkflow,
+  synthesizeWorkflow,
+} from '../../functions/local-runner/run.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';

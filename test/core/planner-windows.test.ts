@@ -12,7 +12,6 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
-import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -36,6 +35,7 @@ import {
 } from '../../functions/core/object-store.ts';
 import { parseInFolder, planTier, sweepsRoot } from '../../functions/core/planner.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { mulberry32 } from '../support/sim-scheduler.ts';
@@ -632,7 +632,7 @@ describe('planning in the stack context (cdk.json compactor.planning)', () => {
 
 describe('the execution input "sweep" in the synthesized definition', () => {
   it('defaults to null and reaches Plan, which validates it', async () => {
-    const { synthesizeWorkflow } = await import('../../functions/cli/local-run.ts');
+    const { synthesizeWorkflow } = await import('../../functions/local-runner/run.ts');
     const { STATES } = await import('../../cdk/constructs/compaction-workflow.ts');
     const workflow = await synthesizeWorkflow({});
     const states = (workflow.definition as unknown as { States: Record<string, Record<string, unknown>> })

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
 import { metricTotal } from '../support/emf.ts';
 

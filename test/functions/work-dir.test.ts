@@ -11,11 +11,11 @@ import type { Context } from 'aws-lambda';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { localObservability } from '../../functions/cli/local-lambdas.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { envDeps } from '../../functions/lambda/env-deps.ts';
 import { clearWorkDir, SPILL_DIR } from '../../functions/lambda/work-dir.ts';
+import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
 

@@ -54,6 +54,13 @@ import { systemClock } from '../../core/engine.ts';
 import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { type ProbeReport, probeStore } from '../../core/store-probe.ts';
+import {
+  runWorkflowLocally,
+  type SynthesizedWorkflow,
+  stackConfigOf,
+  stackStepSettings,
+  synthesizeWorkflow,
+} from '../../local-runner/run.ts';
 import type { PlanOutput } from '../../plan.ts';
 import {
   buildConfig,
@@ -64,13 +71,6 @@ import {
   parseWhole,
 } from '../context.ts';
 import { formatDuration, table } from '../format.ts';
-import {
-  runWorkflowLocally,
-  type SynthesizedWorkflow,
-  stackConfigOf,
-  stackStepSettings,
-  synthesizeWorkflow,
-} from '../local-run.ts';
 import { consoleUrl } from '../sfn-commands.ts';
 import {
   type Canary,

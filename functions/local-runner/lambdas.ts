@@ -15,7 +15,7 @@ import { createHandler as recover } from '../recover.ts';
 import { createHandler as summary } from '../summary.ts';
 import { createHandler as upload } from '../upload.ts';
 import { createHandler as verify } from '../verify.ts';
-import type { LambdaInvoker } from './local-workflow.ts';
+import type { LambdaInvoker } from './workflow.ts';
 
 /** Step names as the stack tags each function (its COMPACTOR_STEP environment variable). */
 export const STEP_HANDLERS = {

@@ -24,8 +24,8 @@ import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
-import { isStepName, localInvoker, type StepName } from './local-lambdas.ts';
-import { type ChildDeliveries, type LocalExecution, runLocalWorkflow } from './local-workflow.ts';
+import { isStepName, localInvoker, type StepName } from './lambdas.ts';
+import { type ChildDeliveries, type LocalExecution, runLocalWorkflow } from './workflow.ts';
 
 /** As the bucket's lifecycle rule expires them in AWS. */
 export const RUN_RECORD_DAYS = 15;
@@ -59,7 +59,7 @@ export const DEFAULT_DEFINITION_CACHE = join(tmpdir(), 'compactor-work', 'defini
 
 /** What a synthesis runs (followed through their imports) and reads besides. */
 const SYNTH_ENTRIES = ['cdk/app.ts', 'cdk/synth-definition.ts'];
-const SYNTH_FILES = ['cdk.json', 'functions/cli/local-run.ts'];
+const SYNTH_FILES = ['cdk.json', 'functions/local-runner/run.ts'];
 
 /** The cache key of synthesizeWorkflow(compactorContext): see definition-cache.ts. */
 export function workflowCacheKey(compactorContext: Record<string, unknown>, root = REPO): Promise<string> {
