@@ -158,6 +158,35 @@ export interface ConfigInput {
   readonly unsafeSingleWriterStore?: boolean;
 }
 
+/**
+ * Every top-level key of ConfigInput (COMPACTOR_CONFIG). A Record over keyof ConfigInput, so the
+ * compiler fails when a key is added to one and not the other; test/repo/docs-names.test.ts
+ * checks the docs name only these.
+ */
+const CONFIG_INPUT_KEYS: Readonly<Record<keyof ConfigInput, true>> = {
+  layout: true,
+  planning: true,
+  dataPrefix: true,
+  partitionSegments: true,
+  dataSuffix: true,
+  tiers: true,
+  quietSeconds: true,
+  timeColumn: true,
+  sortKeys: true,
+  dedup: true,
+  naiveTimestampsUtc: true,
+  timeUnits: true,
+  targetFileBytes: true,
+  rowGroupSize: true,
+  maxJobBytes: true,
+  maxJobFiles: true,
+  leaseSeconds: true,
+  failureBackoff: true,
+  retention: true,
+  unsafeSingleWriterStore: true,
+};
+export const CONFIG_KEYS = Object.keys(CONFIG_INPUT_KEYS) as readonly (keyof ConfigInput)[];
+
 const MiB = 1024 * 1024;
 const FIVE_GB = 5 * 1024 * MiB;
 
