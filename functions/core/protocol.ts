@@ -316,6 +316,51 @@ function summary(manifest: Manifest): Partial<StepResult> {
 }
 
 /**
+ * Express children are at-least-once
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html):
+ * a twin delivery of this very job (same job id, same execution) may move the manifest on
+ * between our read and our write. When a step's write is refused, the store tells whether the
+ * twin did the step: the manifest holds our job past `from`, or, the manifest cleared, the job's
+ * first output is published under our job id. Then this delivery has nothing left to do, exactly
+ * as if it had arrived after its twin. Anything else (recovery took the job over or rolled it
+ * back, or the output is gone) stays the conflict it is.
+ */
+async function orTwinsWork(
+  deps: StepDeps,
+  ref: JobRef,
+  from: ManifestState,
+  step: () => Promise<StepResult>,
+): Promise<StepResult> {
+  try {
+    return await step();
+  } catch (error) {
+    if (!(error instanceof ManifestConflictError)) throw error;
+    const loaded = await loadManifest(deps, ref.tier, ref.partition);
+    if (loaded) {
+      const { manifest } = loaded;
+      if (!ownedBy(loaded, ref) || manifest.state === from || !isAtOrPast(manifest, from)) throw error;
+      return result(ref, 'already-done', manifest.state, {
+        ...summary(manifest),
+        reason: 'a twin delivery of this job did this step',
+      });
+    }
+    if (ref.tier === 'retention') throw error;
+    const first = outputKey(
+      deps.config.layout,
+      ref.tier,
+      partitionDataFile(deps, ref.tier, ref.partition),
+      ref.jobId,
+      0,
+    );
+    const head = await deps.store.head(first, withSignal(deps));
+    if (head?.metadata[META_JOB_ID] !== ref.jobId) throw error;
+    return result(ref, 'already-done', 'cleared', {
+      reason: `a twin delivery of this job published ${first} and cleared the job`,
+    });
+  }
+}
+
+/**
  * Loads the job's manifest for a step that needs it in `from` state. Returns a StepResult when
  * there is nothing (more) for this step to do.
  */
@@ -420,6 +465,10 @@ export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<Ste
     );
   }
   const job = spec;
+  return orTwinsWork(deps, job, 'claimed', () => compact(deps, job));
+}
+
+async function compact(deps: CompactDeps, job: CompactionJob): Promise<StepResult> {
   const loaded = await claimOrLoad(deps, job, 'partition', () => newClaim(deps, job, job.inputs));
   if (!('manifest' in loaded)) return loaded;
   if (loaded.manifest.state !== 'claimed')
@@ -981,6 +1030,10 @@ function isOurOutput(head: ObjectHead | undefined, output: OutputRef, jobId: str
 }
 
 export async function publishStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return orTwinsWork(deps, ref, 'staged', () => publish(deps, ref));
+}
+
+async function publish(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'staged');
   if ('done' in step) return step.done;
   let { loaded } = step;
@@ -1042,6 +1095,10 @@ async function checkFinals(deps: StepDeps, manifest: Manifest): Promise<string |
 }
 
 export async function verifyStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return orTwinsWork(deps, ref, 'published', () => verify(deps, ref));
+}
+
+async function verify(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'published');
   if ('done' in step) return step.done;
   let { loaded } = step;
@@ -1060,6 +1117,10 @@ export async function verifyStep(deps: StepDeps, ref: JobRef): Promise<StepResul
 // ---- step 4: delete inputs ----
 
 export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return orTwinsWork(deps, ref, 'verified', () => deleteInputs(deps, ref));
+}
+
+async function deleteInputs(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'verified');
   if ('done' in step) return step.done;
   let { loaded } = step;
@@ -1100,6 +1161,10 @@ export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<Ste
 // ---- step 5: clear ----
 
 export async function clearStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return orTwinsWork(deps, ref, 'inputs-deleted', () => clear(deps, ref));
+}
+
+async function clear(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'inputs-deleted');
   if ('done' in step) {
     return step.done.status === 'superseded' && step.done.state === 'none'
