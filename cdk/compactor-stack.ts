@@ -59,16 +59,7 @@ export class CompactorStack extends Stack {
     const f = this.functions;
 
     this.workflow = new CompactionWorkflow(this, 'Workflow', {
-      functions: {
-        recover: f.recover,
-        plan: f.plan,
-        compact: f.compact,
-        upload: f.upload,
-        verify: f.verify,
-        deleteInputs: f.deleteInputs,
-        clearManifest: f.clearManifest,
-        summary: f.summary,
-      },
+      functions: f.byStep,
       bucket,
       dataPrefix: config.dataPrefix,
       maxConcurrency: config.map.maxConcurrency,

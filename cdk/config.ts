@@ -7,6 +7,7 @@
  * the Lambdas would reject fails `cdk synth` with the same message instead of every execution.
  */
 
+import { type LambdaSize, METRICS_NAMESPACE } from '../functions/contract.ts';
 import {
   type ConfigInput,
   DEFAULTS,
@@ -62,11 +63,7 @@ export interface RetentionSettings {
   readonly enabled: boolean;
 }
 
-export interface LambdaSize {
-  readonly memoryMb: number;
-  readonly ephemeralStorageMb: number;
-  readonly timeoutSeconds: number;
-}
+export type { LambdaSize };
 
 export interface StackConfig {
   readonly bucket: BucketSettings;
@@ -165,7 +162,7 @@ export const STACK_DEFAULTS: StackConfig = {
     others: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 },
   },
   alarmEmail: undefined,
-  metricsNamespace: 'Compactor',
+  metricsNamespace: METRICS_NAMESPACE,
   removalPolicy: 'retain',
 };
 

@@ -7,10 +7,11 @@
 import { join } from 'node:path';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DuckDbEngine } from './adapters/duckdb-engine.ts';
+import { METRICS } from './contract.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
 import { compactStep, isCompactionJob } from './core/protocol.ts';
 import { expireStep } from './core/retention.ts';
-import { envDeps, envObservability } from './lambda/env-deps.ts';
+import { duckDbSettingsFromEnv, envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
 import {
   createLambdaHandler,
@@ -19,7 +20,7 @@ import {
   type HandlerTools,
   type Observability,
 } from './lambda/handler-kit.ts';
-import { METRICS, onJobEvent } from './lambda/telemetry.ts';
+import { onJobEvent } from './lambda/telemetry.ts';
 import { SPILL_DIR } from './lambda/work-dir.ts';
 
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
@@ -41,12 +42,7 @@ export function createHandler(getDeps: DepsFactory, observability: Observability
 
 /** DuckDB sized by the stack (memory limit below the Lambda's, threads per vCPU), spilling to /tmp. */
 function lambdaEngine(workDir: string) {
-  const threads = Number(process.env.DUCKDB_THREADS ?? '0');
-  return DuckDbEngine.create({
-    tempDirectory: join(workDir, SPILL_DIR),
-    ...(process.env.DUCKDB_MEMORY_LIMIT ? { memoryLimit: process.env.DUCKDB_MEMORY_LIMIT } : {}),
-    ...(threads > 0 ? { threads } : {}),
-  });
+  return DuckDbEngine.create({ tempDirectory: join(workDir, SPILL_DIR), ...duckDbSettingsFromEnv() });
 }
 
 export const handler = createHandler(envDeps(lambdaEngine), envObservability());

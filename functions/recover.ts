@@ -5,6 +5,7 @@
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { METRICS } from './contract.ts';
 import { RecoveryIncompleteError, type RecoveryReport, recover } from './core/recovery.ts';
 import { truncateCause } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
@@ -17,7 +18,7 @@ import {
   type Observability,
 } from './lambda/handler-kit.ts';
 import { assertHandlerStore } from './lambda/store-guarantees.ts';
-import { METRICS, onJobEvent } from './lambda/telemetry.ts';
+import { onJobEvent } from './lambda/telemetry.ts';
 
 export interface RecoverOutput {
   readonly examined: number;

@@ -4,6 +4,7 @@
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { METRICS } from './contract.ts';
 import { EMPTY_SUMMARY, type RunSummary, summarizeMapRun, withinTolerance } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseSummaryEvent, type SummaryEvent } from './lambda/events.ts';
@@ -14,7 +15,6 @@ import {
   type HandlerTools,
   type Observability,
 } from './lambda/handler-kit.ts';
-import { METRICS } from './lambda/telemetry.ts';
 
 export interface SummaryOutput extends RunSummary {
   readonly tier: string;

@@ -19,20 +19,12 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { ErrorNames } from '../../functions/core/errors.ts';
+import { STEP_STATE_NAMES, type StepName, TRANSIENT_ERRORS } from '../../functions/contract.ts';
 import { type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
-export interface WorkflowFunctions {
-  readonly recover: lambda.IFunction;
-  readonly plan: lambda.IFunction;
-  readonly compact: lambda.IFunction;
-  readonly upload: lambda.IFunction;
-  readonly verify: lambda.IFunction;
-  readonly deleteInputs: lambda.IFunction;
-  readonly clearManifest: lambda.IFunction;
-  readonly summary: lambda.IFunction;
-}
+/** Each step's function, by step name. */
+export type WorkflowFunctions = Readonly<Record<StepName, lambda.IFunction>>;
 
 export interface CompactionWorkflowProps {
   readonly functions: WorkflowFunctions;
@@ -84,21 +76,8 @@ export interface CompactionWorkflowProps {
   readonly logRetention?: logs.RetentionDays;
 }
 
-/**
- * Errors worth retrying the same step for; everything else fails the partition. The Lambda.*
- * names are the set Step Functions recommends retrying for every Lambda task
- * (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html), plus
- * throttling.
- */
-export const TRANSIENT_ERRORS: readonly string[] = [
-  ErrorNames.TransientStore,
-  ErrorNames.DeleteFailed,
-  'Lambda.ClientExecutionTimeoutException',
-  'Lambda.ServiceException',
-  'Lambda.AWSLambdaException',
-  'Lambda.SdkClientException',
-  'Lambda.TooManyRequestsException',
-];
+/** The errors each step's Retry names (the contract lists them). */
+export { TRANSIENT_ERRORS };
 
 export const RESULT_WRITER_V2_FLAG = '@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2';
 
@@ -106,20 +85,20 @@ export const RESULT_WRITER_V2_FLAG = '@aws-cdk/aws-stepfunctions:useDistributedM
 export const STATES = {
   defaults: 'Defaults',
   input: 'Read input',
-  recover: 'Recover',
-  plan: 'Plan',
+  recover: STEP_STATE_NAMES.recover,
+  plan: STEP_STATE_NAMES.plan,
   anything: 'Anything to compact?',
   nothing: 'Nothing to compact',
   map: 'Compact partitions',
-  compact: 'Compact',
+  compact: STEP_STATE_NAMES.compact,
   staged: 'Staged?',
   skipped: 'Skipped',
-  upload: 'Upload',
-  verify: 'Verify',
-  deleteInputs: 'Delete inputs',
-  clearManifest: 'Clear manifest',
+  upload: STEP_STATE_NAMES.upload,
+  verify: STEP_STATE_NAMES.verify,
+  deleteInputs: STEP_STATE_NAMES['delete-inputs'],
+  clearManifest: STEP_STATE_NAMES['clear-manifest'],
   done: 'Partition done',
-  summary: 'Summary',
+  summary: STEP_STATE_NAMES.summary,
   tolerance: 'Within tolerance?',
   partitionsFailed: 'Partitions failed',
   output: 'Output',
@@ -147,7 +126,7 @@ export class CompactionWorkflow extends Construct {
     const lambdaTimeout = (fn: lambda.IFunction) =>
       fn === f.compact
         ? (props.compactTimeout ?? Duration.minutes(15))
-        : [f.upload, f.verify, f.deleteInputs, f.clearManifest].includes(fn)
+        : [f.upload, f.verify, f['delete-inputs'], f['clear-manifest']].includes(fn)
           ? (props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5))
           : (props.stepTimeout ?? Duration.minutes(5));
 
@@ -247,8 +226,8 @@ export class CompactionWorkflow extends Construct {
     });
     const steps = invoke(STATES.upload, f.upload, job, '$.upload', childType)
       .next(invoke(STATES.verify, f.verify, job, '$.verify', childType))
-      .next(invoke(STATES.deleteInputs, f.deleteInputs, job, '$.deleteInputs', childType))
-      .next(invoke(STATES.clearManifest, f.clearManifest, job, '$.clear', childType))
+      .next(invoke(STATES.deleteInputs, f['delete-inputs'], job, '$.deleteInputs', childType))
+      .next(invoke(STATES.clearManifest, f['clear-manifest'], job, '$.clear', childType))
       .next(done);
     const staged = new sfn.Choice(this, STATES.staged, { stateName: STATES.staged })
       .when(

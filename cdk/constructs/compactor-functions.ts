@@ -21,20 +21,19 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import {
+  DEFAULT_WORK_DIR,
+  ENV,
+  type LambdaSize,
+  METRICS_NAMESPACE,
+  SERVICE_NAME,
+  STEPS,
+  type StepName,
+} from '../../functions/contract.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 
-/** The steps, named after their handler files in `functions/`. */
-export const STEPS = [
-  'recover',
-  'plan',
-  'compact',
-  'upload',
-  'verify',
-  'delete-inputs',
-  'clear-manifest',
-  'summary',
-] as const;
-export type StepName = (typeof STEPS)[number];
+/** The steps, named after their handler files in `functions/` (the contract lists them). */
+export { STEPS, type StepName };
 
 /** The chain's steps after compact, sized by `partitionStepSize`. */
 export const PARTITION_STEPS: ReadonlySet<StepName> = new Set([
@@ -43,12 +42,6 @@ export const PARTITION_STEPS: ReadonlySet<StepName> = new Set([
   'delete-inputs',
   'clear-manifest',
 ]);
-
-export interface FunctionSize {
-  readonly memoryMb: number;
-  readonly ephemeralStorageMb: number;
-  readonly timeoutSeconds: number;
-}
 
 export interface CompactorFunctionsProps {
   /** The data bucket every step works in. */
@@ -70,24 +63,15 @@ export interface CompactorFunctionsProps {
   readonly compactorConfigJson?: string;
   /**
    * CloudWatch namespace of the EMF metrics (Powertools).
-   * @default 'Compactor'
+   * @default METRICS_NAMESPACE ('Compactor')
    */
   readonly metricsNamespace?: string;
-  /**
-   * Size of the compact (DuckDB) Lambda.
-   * @default 3008 MB memory, 10240 MB /tmp, 900 s
-   */
-  readonly compactSize?: FunctionSize;
-  /**
-   * Size of the chain's other steps: upload, verify, delete-inputs, clear-manifest.
-   * @default otherSize
-   */
-  readonly partitionStepSize?: FunctionSize;
-  /**
-   * Size of every other step (recover, plan, summary, and the chain's steps without partitionStepSize).
-   * @default 512 MB memory, 512 MB /tmp, 300 s
-   */
-  readonly otherSize?: FunctionSize;
+  /** Size of the compact (DuckDB) Lambda (the stack's `lambda.compact`, defaults in STACK_DEFAULTS). */
+  readonly compactSize: LambdaSize;
+  /** Size of the chain's other steps: upload, verify, delete-inputs, clear-manifest (`lambda.partitionSteps`). */
+  readonly partitionStepSize: LambdaSize;
+  /** Size of recover, plan and summary (`lambda.others`). */
+  readonly otherSize: LambdaSize;
   /**
    * Retention of each function's log group.
    * @default logs.RetentionDays.THREE_MONTHS
@@ -107,8 +91,6 @@ export interface CompactorFunctionsProps {
 
 /** The repository root: cdk/constructs/ -> ../../ */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-const SERVICE_NAME = 'compactor';
 
 /** Lambda gives 1 vCPU per 1,769 MB of memory, up to 6. */
 export function vcpusFor(memoryMb: number): number {
@@ -198,26 +180,20 @@ export class CompactorFunctions extends Construct {
     super(scope, id);
     const dataPrefix = props.dataPrefix ?? '';
     const stateRoot = `${dataPrefix}_compaction/`;
-    const compactSize = props.compactSize ?? {
-      memoryMb: 3008,
-      ephemeralStorageMb: 10240,
-      timeoutSeconds: 900,
-    };
-    const otherSize = props.otherSize ?? { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 };
-    const partitionStepSize = props.partitionStepSize ?? otherSize;
+    const { compactSize, otherSize, partitionStepSize } = props;
     const functionsDir = props.functionsDir ?? join(PROJECT_ROOT, 'functions');
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
 
     const environment = {
-      DATA_BUCKET: props.bucket.bucketName,
-      DATA_PREFIX: dataPrefix,
-      COMPACTOR_CONFIG: props.compactorConfigJson ?? '{}',
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
-      POWERTOOLS_METRICS_NAMESPACE: props.metricsNamespace ?? 'Compactor',
+      [ENV.dataBucket]: props.bucket.bucketName,
+      [ENV.dataPrefix]: dataPrefix,
+      [ENV.config]: props.compactorConfigJson ?? '{}',
+      [ENV.serviceName]: SERVICE_NAME,
+      [ENV.metricsNamespace]: props.metricsNamespace ?? METRICS_NAMESPACE,
       NODE_OPTIONS: '--enable-source-maps',
     };
 
-    const make = (step: StepName, size: FunctionSize, extra: Partial<BundlingOptions>, env = {}) => {
+    const make = (step: StepName, size: LambdaSize, extra: Partial<BundlingOptions>, env = {}) => {
       const name = constructName(step);
       const logGroup = new logs.LogGroup(this, `${name}Logs`, {
         retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
@@ -244,7 +220,7 @@ export class CompactorFunctions extends Construct {
         logGroup,
         tracing: lambda.Tracing.ACTIVE,
         awsSdkConnectionReuse: false,
-        environment: { ...environment, COMPACTOR_STEP: step, ...env },
+        environment: { ...environment, [ENV.step]: step, ...env },
         bundling: bundling(extra),
       });
       acknowledge(
@@ -273,9 +249,9 @@ export class CompactorFunctions extends Construct {
             },
           },
           {
-            WORK_DIR: '/tmp/compactor',
-            DUCKDB_MEMORY_LIMIT: duckDbMemoryLimit(compactSize.memoryMb),
-            DUCKDB_THREADS: String(vcpusFor(compactSize.memoryMb)),
+            [ENV.workDir]: DEFAULT_WORK_DIR,
+            [ENV.duckDbMemoryLimit]: duckDbMemoryLimit(compactSize.memoryMb),
+            [ENV.duckDbThreads]: String(vcpusFor(compactSize.memoryMb)),
           },
         );
       } else {

@@ -14,27 +14,8 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
+import { METRICS, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from '../../functions/contract.ts';
 import { acknowledge } from '../nag.ts';
-
-/** The EMF metrics the handlers publish (functions/lambda/telemetry.ts), dimension service=<service>. */
-export const COMPACTOR_METRICS = [
-  'PartitionsCompacted',
-  'PartitionsSkipped',
-  'PartitionsFailed',
-  'BytesIn',
-  'BytesOut',
-  'RowsIn',
-  'RowsOut',
-  'FilesIn',
-  'FilesOut',
-  'Quarantined',
-  'RecoveryActions',
-  'RecoveryUnresolved',
-] as const;
-export type CompactorMetric = (typeof COMPACTOR_METRICS)[number];
-
-/** One per execution, from its Plan step (functions/plan.ts), with dimensions service and tier. */
-export const TIER_METRIC = 'ExecutionsPlanned';
 
 export interface MonitoringProps {
   readonly stateMachine: sfn.IStateMachine;
@@ -42,12 +23,12 @@ export interface MonitoringProps {
   readonly functions: Readonly<Record<string, lambda.IFunction>>;
   /**
    * Namespace of the handlers' EMF metrics (POWERTOOLS_METRICS_NAMESPACE).
-   * @default 'Compactor'
+   * @default METRICS_NAMESPACE ('Compactor')
    */
   readonly metricsNamespace?: string;
   /**
    * The `service` dimension Powertools adds (POWERTOOLS_SERVICE_NAME).
-   * @default 'compactor'
+   * @default SERVICE_NAME ('compactor')
    */
   readonly serviceName?: string;
   /**
@@ -93,8 +74,8 @@ export class Monitoring extends Construct {
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
     super(scope, id);
-    this.#namespace = props.metricsNamespace ?? 'Compactor';
-    this.#service = props.serviceName ?? 'compactor';
+    this.#namespace = props.metricsNamespace ?? METRICS_NAMESPACE;
+    this.#service = props.serviceName ?? SERVICE_NAME;
     const sm = props.stateMachine;
     const period = Duration.minutes(5);
     const functions = Object.entries(props.functions);
@@ -118,7 +99,7 @@ export class Monitoring extends Construct {
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       });
-    this.quarantineAlarm = this.metric('Quarantined', period).createAlarm(this, 'Quarantined', {
+    this.quarantineAlarm = this.metric(METRICS.quarantined, period).createAlarm(this, 'Quarantined', {
       alarmDescription:
         'A job or input was quarantined: nothing of it is deleted until an operator looks. `compactor status` lists the records under _compaction/quarantine/ with their reasons.',
       threshold: 1,
@@ -160,7 +141,7 @@ export class Monitoring extends Construct {
       if (alarm) missed[tier] = alarm;
     }
     this.missedStartAlarms = missed;
-    this.recoveryUnresolvedAlarm = this.metric('RecoveryUnresolved', period).createAlarm(
+    this.recoveryUnresolvedAlarm = this.metric(METRICS.recoveryUnresolved, period).createAlarm(
       this,
       'RecoveryUnresolved',
       {
@@ -208,7 +189,7 @@ export class Monitoring extends Construct {
       defaultInterval: Duration.days(2),
     });
     const hour = Duration.hours(1);
-    const sum = (name: CompactorMetric) => this.metric(name, hour);
+    const sum = (name: MetricName) => this.metric(name, hour);
     this.dashboard.addWidgets(
       new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: [...this.alarms], width: 24, height: 3 }),
     );
@@ -229,25 +210,29 @@ export class Monitoring extends Construct {
       }),
       new cloudwatch.GraphWidget({
         title: 'Partitions',
-        left: [sum('PartitionsCompacted'), sum('PartitionsSkipped'), sum('PartitionsFailed')],
+        left: [sum(METRICS.compacted), sum(METRICS.skipped), sum(METRICS.failed)],
         width: 8,
       }),
       new cloudwatch.GraphWidget({
         title: 'Quarantines and recovery actions',
-        left: [sum('Quarantined'), sum('RecoveryActions'), sum('RecoveryUnresolved')],
+        left: [sum(METRICS.quarantined), sum(METRICS.recoveryActions), sum(METRICS.recoveryUnresolved)],
         width: 8,
       }),
     );
     this.dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: 'Bytes in / out',
-        left: [sum('BytesIn'), sum('BytesOut')],
+        left: [sum(METRICS.bytesIn), sum(METRICS.bytesOut)],
         width: 8,
       }),
-      new cloudwatch.GraphWidget({ title: 'Rows in / out', left: [sum('RowsIn'), sum('RowsOut')], width: 8 }),
+      new cloudwatch.GraphWidget({
+        title: 'Rows in / out',
+        left: [sum(METRICS.rowsIn), sum(METRICS.rowsOut)],
+        width: 8,
+      }),
       new cloudwatch.GraphWidget({
         title: 'Files in / out',
-        left: [sum('FilesIn'), sum('FilesOut')],
+        left: [sum(METRICS.filesIn), sum(METRICS.filesOut)],
         width: 8,
       }),
     );
@@ -313,7 +298,7 @@ export class Monitoring extends Construct {
   tierMetric(tier: string, period: Duration): cloudwatch.Metric {
     return new cloudwatch.Metric({
       namespace: this.#namespace,
-      metricName: TIER_METRIC,
+      metricName: METRICS.executionsPlanned,
       dimensionsMap: { service: this.#service, tier },
       statistic: 'Sum',
       period,
@@ -321,7 +306,7 @@ export class Monitoring extends Construct {
   }
 
   /** One of the handlers' EMF metrics (sum). */
-  metric(name: CompactorMetric, period = Duration.minutes(5)): cloudwatch.Metric {
+  metric(name: MetricName, period = Duration.minutes(5)): cloudwatch.Metric {
     return new cloudwatch.Metric({
       namespace: this.#namespace,
       metricName: name,

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { DEFAULT_WORK_DIR, ENV, METRICS_NAMESPACE, SERVICE_NAME } from '../contract.ts';
 import { type ConfigInput, parseConfig } from '../core/config.ts';
 import { type Engine, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
@@ -22,19 +23,19 @@ function required(name: string): string {
 export function configFromEnv(): HandlerDeps['config'] {
   let input: ConfigInput;
   try {
-    input = JSON.parse(process.env.COMPACTOR_CONFIG ?? '{}') as ConfigInput;
+    input = JSON.parse(process.env[ENV.config] ?? '{}') as ConfigInput;
   } catch (error) {
-    throw new ConfigError('environment variable COMPACTOR_CONFIG is not valid JSON', { cause: error });
+    throw new ConfigError(`environment variable ${ENV.config} is not valid JSON`, { cause: error });
   }
-  return parseConfig({ ...input, dataPrefix: process.env.DATA_PREFIX ?? input.dataPrefix ?? '' });
+  return parseConfig({ ...input, dataPrefix: process.env[ENV.dataPrefix] ?? input.dataPrefix ?? '' });
 }
 
 /** The deps factory for deployed Lambdas; the compact Lambda passes its engine factory. */
 export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFactory {
   return once(async () => {
-    const bucket = required('DATA_BUCKET');
+    const bucket = required(ENV.dataBucket);
     const config = configFromEnv();
-    const workDir = process.env.WORK_DIR ?? '/tmp/compactor';
+    const workDir = process.env[ENV.workDir] ?? DEFAULT_WORK_DIR;
     const region = process.env.AWS_REGION;
     // The SDK clients are loaded here, on a Lambda's first invocation, not on import: the local
     // runner binds the same handlers in-process with its own store and owners, and never needs them.
@@ -72,10 +73,17 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
 
 export function envObservability(): Observability {
   return {
-    logger: new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'compactor' }),
+    logger: new Logger({ serviceName: process.env[ENV.serviceName] ?? SERVICE_NAME }),
     metrics: new Metrics({
-      namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? 'Compactor',
-      serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? 'compactor',
+      namespace: process.env[ENV.metricsNamespace] ?? METRICS_NAMESPACE,
+      serviceName: process.env[ENV.serviceName] ?? SERVICE_NAME,
     }),
   };
+}
+
+/** The compact Lambda's DuckDB settings the stack sets for its size (absent: DuckDB's defaults). */
+export function duckDbSettingsFromEnv(): { readonly memoryLimit?: string; readonly threads?: number } {
+  const memoryLimit = process.env[ENV.duckDbMemoryLimit];
+  const threads = Number(process.env[ENV.duckDbThreads] ?? '0');
+  return { ...(memoryLimit ? { memoryLimit } : {}), ...(threads > 0 ? { threads } : {}) };
 }

@@ -116,23 +116,8 @@ export function parseSummaryEvent(event: unknown): SummaryEvent {
   };
 }
 
-/** A step's result as the console shows it: small and flat. */
-export interface StepOutput {
-  readonly partition: string;
-  readonly jobId: string;
-  readonly status: StepResult['status'];
-  readonly state: StepResult['state'];
-  readonly reason?: string;
-  readonly inputs?: number;
-  readonly inputBytes?: number;
-  readonly inputRows?: number;
-  readonly distinctRows?: number;
-  readonly outputs?: number;
-  readonly outputBytes?: number;
-  readonly outputRows?: number;
-  readonly keptInputs?: number;
-  readonly quarantinedInputs?: number;
-}
+/** A step's result as the console shows it: small and flat (the tier is the execution's). */
+export type StepOutput = Omit<StepResult, 'tier'>;
 
 export function stepOutput(result: StepResult): StepOutput {
   const { tier: _tier, ...rest } = result;

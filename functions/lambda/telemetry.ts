@@ -1,25 +1,9 @@
 /** Job events and step results as logs and EMF metrics (the dashboard and alarms read these). */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { METRICS } from '../contract.ts';
 import type { JobEvent, StepResult } from '../core/protocol.ts';
 import type { Observability } from './handler-kit.ts';
-
-export const METRICS = {
-  compacted: 'PartitionsCompacted',
-  skipped: 'PartitionsSkipped',
-  failed: 'PartitionsFailed',
-  bytesIn: 'BytesIn',
-  bytesOut: 'BytesOut',
-  rowsIn: 'RowsIn',
-  rowsOut: 'RowsOut',
-  filesIn: 'FilesIn',
-  filesOut: 'FilesOut',
-  quarantined: 'Quarantined',
-  recoveryActions: 'RecoveryActions',
-  /** Manifests the Recover step could not resolve (their partitions wait; the rest is planned). */
-  recoveryUnresolved: 'RecoveryUnresolved',
-  executionsPlanned: 'ExecutionsPlanned',
-} as const;
 
 export function onJobEvent(tools: Observability): (event: JobEvent) => void {
   return (event) => {

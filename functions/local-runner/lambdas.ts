@@ -8,6 +8,7 @@ import type { LogItemExtraInput, LogItemMessage } from '@aws-lambda-powertools/l
 import type { Context } from 'aws-lambda';
 import { createHandler as clearManifest } from '../clear-manifest.ts';
 import { createHandler as compact } from '../compact.ts';
+import type { StepName } from '../contract.ts';
 import { createHandler as deleteInputs } from '../delete-inputs.ts';
 import type { DepsFactory, Observability } from '../lambda/handler-kit.ts';
 import { createHandler as plan } from '../plan.ts';
@@ -17,7 +18,7 @@ import { createHandler as upload } from '../upload.ts';
 import { createHandler as verify } from '../verify.ts';
 import type { LambdaInvoker } from './workflow.ts';
 
-/** Step names as the stack tags each function (its COMPACTOR_STEP environment variable). */
+/** Each step's handler by the name the stack tags its function with (COMPACTOR_STEP): the contract's steps. */
 export const STEP_HANDLERS = {
   recover,
   plan,
@@ -27,9 +28,9 @@ export const STEP_HANDLERS = {
   'delete-inputs': deleteInputs,
   'clear-manifest': clearManifest,
   summary,
-} as const;
+} as const satisfies Record<StepName, unknown>;
 
-export type StepName = keyof typeof STEP_HANDLERS;
+export type { StepName };
 
 export function isStepName(name: string): name is StepName {
   return Object.hasOwn(STEP_HANDLERS, name);

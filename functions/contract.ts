@@ -1,0 +1,101 @@
+/**
+ * The names the stack (cdk/) and the code (functions/) must agree on, written once: the steps,
+ * the EMF metrics the dashboard and alarms read, their namespace and service, the environment
+ * variables the stack sets and the Lambdas read, the errors Step Functions retries, and the shape
+ * of a Lambda's size. Pure: no SDK, no process.env, nothing happens on import.
+ */
+
+import { RETRYABLE_ERRORS } from './core/errors.ts';
+
+/** The steps, in workflow order, each named after its handler file `functions/<step>.ts`. */
+export const STEPS = [
+  'recover',
+  'plan',
+  'compact',
+  'upload',
+  'verify',
+  'delete-inputs',
+  'clear-manifest',
+  'summary',
+] as const;
+export type StepName = (typeof STEPS)[number];
+
+/** Each step's state name in the state machine (the console and execution history show these). */
+export const STEP_STATE_NAMES: Readonly<Record<StepName, string>> = {
+  recover: 'Recover',
+  plan: 'Plan',
+  compact: 'Compact',
+  upload: 'Upload',
+  verify: 'Verify',
+  'delete-inputs': 'Delete inputs',
+  'clear-manifest': 'Clear manifest',
+  summary: 'Summary',
+};
+
+/** The EMF metrics the handlers publish and the dashboard and alarms read. */
+export const METRICS = {
+  compacted: 'PartitionsCompacted',
+  skipped: 'PartitionsSkipped',
+  failed: 'PartitionsFailed',
+  bytesIn: 'BytesIn',
+  bytesOut: 'BytesOut',
+  rowsIn: 'RowsIn',
+  rowsOut: 'RowsOut',
+  filesIn: 'FilesIn',
+  filesOut: 'FilesOut',
+  quarantined: 'Quarantined',
+  recoveryActions: 'RecoveryActions',
+  /** Manifests the Recover step could not resolve (their partitions wait; the rest is planned). */
+  recoveryUnresolved: 'RecoveryUnresolved',
+  /** One per execution that reached Plan, the only metric with dimension `tier` (missed-start alarms). */
+  executionsPlanned: 'ExecutionsPlanned',
+} as const;
+export type MetricName = (typeof METRICS)[keyof typeof METRICS];
+
+/** The EMF metrics' default CloudWatch namespace (the stack's `metricsNamespace`). */
+export const METRICS_NAMESPACE = 'Compactor';
+
+/** Powertools' service name: the logs' `service` and every metric's `service` dimension. */
+export const SERVICE_NAME = 'compactor';
+
+/** The environment variables the stack sets on the step Lambdas. */
+export const ENV = {
+  dataBucket: 'DATA_BUCKET',
+  /** Data root, '' or ending with '/'. */
+  dataPrefix: 'DATA_PREFIX',
+  /** The core's ConfigInput as JSON. */
+  config: 'COMPACTOR_CONFIG',
+  /** Which step the function runs (the local runner binds handlers by it). */
+  step: 'COMPACTOR_STEP',
+  serviceName: 'POWERTOOLS_SERVICE_NAME',
+  metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
+  /** The compact Lambda's only: its work folder, DuckDB's memory limit and threads. */
+  workDir: 'WORK_DIR',
+  duckDbMemoryLimit: 'DUCKDB_MEMORY_LIMIT',
+  duckDbThreads: 'DUCKDB_THREADS',
+} as const;
+
+/** Where a Lambda works in /tmp (the stack sets it on the compact Lambda; the others default to it). */
+export const DEFAULT_WORK_DIR = '/tmp/compactor';
+
+/**
+ * Errors worth retrying the same step for; everything else fails the partition. The Lambda.*
+ * names are the set Step Functions recommends retrying for every Lambda task
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html), plus
+ * throttling.
+ */
+export const TRANSIENT_ERRORS: readonly string[] = [
+  ...RETRYABLE_ERRORS,
+  'Lambda.ClientExecutionTimeoutException',
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+];
+
+/** A step Lambda's size; the defaults are the stack's (`STACK_DEFAULTS.lambda` in cdk/config.ts). */
+export interface LambdaSize {
+  readonly memoryMb: number;
+  readonly ephemeralStorageMb: number;
+  readonly timeoutSeconds: number;
+}
