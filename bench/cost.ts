@@ -310,9 +310,13 @@ export function jobCost(input: {
     const sorted = [...terms].sort((x, y) => y.usd - x.usd);
     const alone = sorted.filter((t) => t.usd > limit);
     const top = sorted.slice(0, 3).map((t) => `${t.name} ${usd(t.usd)} (${f((t.usd / total) * 100, 0)}%)`);
+    // Reading every input once is the floor of any compactor that does not keep the data itself.
+    const inputGets = (job.files * p.s3GetHeadPer1000) / 1000;
+    const s3Requests = terms.filter((t) => t.name.startsWith('S3 ')).reduce((sum, t) => sum + t.usd, 0);
     cause =
       `${usd(total)} against ${usd(limit)}: largest terms ${top.join(', ')}` +
-      (alone.length > 0 ? `; ${alone.map((t) => t.name).join(' and ')} alone exceed the limit` : '');
+      (alone.length > 0 ? `; ${alone.map((t) => t.name).join(' and ')} alone exceed the limit` : '') +
+      `; S3 requests together ${usd(s3Requests)} (${f((s3Requests / limit) * 100, 0)}% of the limit), of which one GET per input, which any compactor pays, ${usd(inputGets)}`;
   }
   return {
     job: job.costJob,
