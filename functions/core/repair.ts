@@ -15,10 +15,10 @@ import { join } from 'node:path';
 import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
+import { isExcluded, readExclusions } from './exclusions.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
-import { isExcluded, readExclusions } from './planner.ts';
 import {
   clearStep,
   deleteInputsStep,

@@ -15,6 +15,7 @@
 import type { CompactorConfig, RetentionRule } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError } from './errors.ts';
+import { isExcluded, readExclusions } from './exclusions.ts';
 import { failureKey, readFailures } from './failures.ts';
 import { type DataFile, periodEnd } from './layout.ts';
 import {
@@ -28,7 +29,7 @@ import {
 } from './manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
-import { isExcluded, type Plan, type PlannedJob, readExclusions, type SkippedPartition } from './planner.ts';
+import type { Plan, PlannedJob, SkippedPartition } from './planner.ts';
 import {
   advance,
   claimOrLoad,

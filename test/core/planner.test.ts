@@ -12,6 +12,7 @@ import {
 import { planJobs } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
+import { readExclusions } from '../../functions/core/exclusions.ts';
 import { compactDate, type DataFile } from '../../functions/core/layout.ts';
 import {
   type InputRef,
@@ -27,7 +28,7 @@ import {
   stagingPrefix,
 } from '../../functions/core/manifest.ts';
 import { ForwardingStore, type ObjectStore, type ObjectSummary } from '../../functions/core/object-store.ts';
-import { type Plan, planTier, readExclusions } from '../../functions/core/planner.ts';
+import { type Plan, planTier } from '../../functions/core/planner.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;

@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import { parquetPath, quoteIdentifier, readAll } from '../../adapters/duckdb-engine.ts';
 import type { CompactorConfig } from '../../core/config.ts';
 import { ConfigError } from '../../core/errors.ts';
+import { readExclusions } from '../../core/exclusions.ts';
 import { readFailures } from '../../core/failures.ts';
 import { HOURLY_SUFFIX, type Layout, levelOf } from '../../core/layout.ts';
 import { jobIdOfOutput, stagingPrefix } from '../../core/manifest.ts';
 import { MAX_DELETE_BATCH, type ObjectStore, type ObjectSummary } from '../../core/object-store.ts';
-import { readExclusions } from '../../core/planner.ts';
 import { visibleFiles } from '../../core/visible.ts';
 
 const HOUR = 3_600_000;
