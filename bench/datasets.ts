@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
 import { quoteString } from '../functions/adapters/duckdb-engine.ts';
 import { writeSampleParquet } from '../functions/adapters/sample-data.ts';
+import { forEachLimit } from '../functions/core/limit.ts';
 
 export const PARTITION = 'db/cpu/2025/01/15/10/';
 export const HOUR_START_MS = Date.UTC(2025, 0, 15, 10);
@@ -127,19 +128,4 @@ export async function generateSpillDataset(
     bytes,
     columns: 3 + options.doubles,
   };
-}
-
-export async function forEachLimit<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      await fn(items[index] as T, index);
-    }
-  });
-  await Promise.all(workers);
 }

@@ -185,7 +185,8 @@ async function runFloor(task: WorkerTask): Promise<WorkerResult> {
  * step downloads (its folders, its concurrency), then the folder removed, as the step does.
  */
 async function runFetch(task: WorkerTask): Promise<WorkerResult> {
-  const { downloadConcurrency, forEachLimit, inputPaths } = await import('../functions/core/protocol.ts');
+  const { downloadConcurrency, inputPaths } = await import('../functions/core/protocol.ts');
+  const { forEachLimit } = await import('../functions/core/limit.ts');
   const sizes = await Promise.all(task.paths.map(async (path) => ({ path, size: (await stat(path)).size })));
   const dir = join(task.runDir, 'fetch');
   const cpu = process.cpuUsage();

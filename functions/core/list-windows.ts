@@ -23,6 +23,7 @@
 
 import type { CompactorConfig, TierName } from './config.ts';
 import type { Layout } from './layout.ts';
+import { forEachLimit } from './limit.ts';
 import { compareKeys } from './object-store.ts';
 
 const DATE_ORDER = ['YYYY', 'MM', 'DD', 'HH'] as const;
@@ -126,19 +127,6 @@ export function windowStart(config: CompactorConfig, tier: TierName, now: number
   return start;
 }
 
-/** Runs `task` over `items`, at most `limit` at once; the first failure fails the whole. */
-export async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  task: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await task(items[next++] as T);
-  });
-  await Promise.all(workers);
-}
-
 export interface DiscoveredTables {
   /** Table paths with the data prefix, in key order. */
   readonly tables: readonly string[];
@@ -160,7 +148,7 @@ export async function discoverTables(
   let listings = 0;
   for (let depth = 0; depth < layout.tableDepth; depth++) {
     const found: string[] = [];
-    await forEachLimited(level, concurrency, async (prefix) => {
+    await forEachLimit(level, concurrency, async (prefix) => {
       listings++;
       for await (const folder of listFolders(prefix)) {
         if (!folder.startsWith(layout.stateRoot)) found.push(folder);

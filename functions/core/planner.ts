@@ -10,7 +10,8 @@ import { ConfigError } from './errors.ts';
 import { isExcluded, readExclusions } from './exclusions.ts';
 import { failureKey, readFailures } from './failures.ts';
 import { type DataFile, type Layout, levelOf } from './layout.ts';
-import { discoverTables, forEachLimited, tierFolderAt, windowRefusal, windowStart } from './list-windows.ts';
+import { forEachLimit } from './limit.ts';
+import { discoverTables, tierFolderAt, windowRefusal, windowStart } from './list-windows.ts';
 import { type InputRef, keysTooLong, manifestKey } from './manifest.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { isParquetObject } from './parquet-sniff.ts';
@@ -368,7 +369,7 @@ export async function planTier(
     const stream: ListingStream = {};
     for await (const object of store.list(listed)) consider(object, stream);
   } else {
-    await forEachLimited(tables, config.planning.listConcurrency, async (table) => {
+    await forEachLimit(tables, config.planning.listConcurrency, async (table) => {
       listings++;
       const stream: ListingStream = {};
       if (since === undefined) {

@@ -50,6 +50,7 @@ import {
 import { failureKey, recordFailure } from './failures.ts';
 import { mergeFooterMetadata } from './footer-metadata.ts';
 import type { DataFile } from './layout.ts';
+import { forEachLimit } from './limit.ts';
 import {
   type InputRef,
   isAtOrPast,
@@ -1270,30 +1271,3 @@ export async function checkStaged(deps: StepDeps, manifest: Manifest): Promise<s
 }
 
 export { advance, checkFinals, deleteManifest, isOurOutput, type Loaded, result, summary, writeManifest };
-
-/**
- * Runs fn over items with bounded concurrency. After the first failure no new item starts, and
- * every started call settles before the error is rethrown: nothing of a failed step runs on.
- */
-export async function forEachLimit<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (!failed && next < items.length) {
-      const item = items[next++] as T;
-      try {
-        await fn(item);
-      } catch (error) {
-        failed = true;
-        throw error;
-      }
-    }
-  });
-  const settled = await Promise.allSettled(workers);
-  const rejected = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (rejected) throw rejected.reason;
-}

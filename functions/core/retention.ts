@@ -18,6 +18,7 @@ import { ConfigError } from './errors.ts';
 import { isExcluded, readExclusions } from './exclusions.ts';
 import { failureKey, readFailures } from './failures.ts';
 import { type DataFile, periodEnd } from './layout.ts';
+import { forEachLimit } from './limit.ts';
 import {
   type Expiry,
   type InputRef,
@@ -34,7 +35,6 @@ import {
   advance,
   claimOrLoad,
   deleteManifest,
-  forEachLimit,
   type JobSpec,
   type Loaded,
   newClaim,
