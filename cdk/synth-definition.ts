@@ -5,6 +5,7 @@
  */
 
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
+import { ENV } from '../functions/contract.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Resource = { Type: string; Properties?: Record<string, Json> };
@@ -65,7 +66,8 @@ export function extractWorkflow(template: { Resources: Record<string, Resource> 
     if (resource.Type !== 'AWS::Lambda::Function') continue;
     const env = (resource.Properties?.Environment as { Variables?: Record<string, string> } | undefined)
       ?.Variables;
-    if (env?.COMPACTOR_STEP) functionSteps.set(localFunctionArn(logicalId), env.COMPACTOR_STEP);
+    const step = env?.[ENV.step];
+    if (step) functionSteps.set(localFunctionArn(logicalId), step);
   }
   return { definition, functionSteps, bucket: LOCAL_BUCKET };
 }

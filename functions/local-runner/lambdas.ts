@@ -8,7 +8,7 @@ import type { LogItemExtraInput, LogItemMessage } from '@aws-lambda-powertools/l
 import type { Context } from 'aws-lambda';
 import { createHandler as clearManifest } from '../clear-manifest.ts';
 import { createHandler as compact } from '../compact.ts';
-import type { StepName } from '../contract.ts';
+import { SERVICE_NAME, type StepName } from '../contract.ts';
 import { createHandler as deleteInputs } from '../delete-inputs.ts';
 import type { DepsFactory, Observability } from '../lambda/handler-kit.ts';
 import { createHandler as plan } from '../plan.ts';
@@ -44,7 +44,7 @@ class LocalLogger extends Logger {
   readonly #onError: ((message: string, details: Record<string, unknown>) => void) | undefined;
 
   constructor(onError?: (message: string, details: Record<string, unknown>) => void) {
-    super({ serviceName: 'compactor', logLevel: 'SILENT' });
+    super({ serviceName: SERVICE_NAME, logLevel: 'SILENT' });
     this.#onError = onError;
   }
 
