@@ -30,7 +30,7 @@ import {
   type SfnCommandDeps,
   startCommand,
   watchCommand,
-} from '../../functions/cli/sfn-commands.ts';
+} from '../../functions/cli/commands/sfn.ts';
 
 const REGION = 'eu-west-1';
 const MACHINE = `arn:aws:states:${REGION}:123456789012:stateMachine:Compactor`;

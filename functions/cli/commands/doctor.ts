@@ -71,7 +71,6 @@ import {
   parseWhole,
 } from '../context.ts';
 import { formatDuration, table } from '../format.ts';
-import { consoleUrl } from '../sfn-commands.ts';
 import {
   type Canary,
   checkCanaryRows,
@@ -82,6 +81,7 @@ import {
   writeCanary,
 } from './doctor-canary.ts';
 import { checkSchedules } from './doctor-schedules.ts';
+import { consoleUrl } from './sfn.ts';
 
 // The options and usage text live apart, so the CLI shows them without loading the SDKs.
 export { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './doctor-options.ts';

@@ -1,11 +1,11 @@
 /**
- * The options and usage text of `compactor start | watch | redrive` (sfn-commands.ts), apart from
+ * The options and usage text of `compactor start | watch | redrive` (sfn.ts), apart from
  * the commands so the CLI's usage and option parsing do not load the Step Functions SDK.
  */
 
 import type { ParseArgsOptionsConfig } from 'node:util';
 
-/** The commands sfn-commands.ts runs. */
+/** The commands sfn.ts runs. */
 export const SFN_COMMAND_NAMES = ['start', 'watch', 'redrive'] as const;
 export type SfnCommandName = (typeof SFN_COMMAND_NAMES)[number];
 

@@ -21,10 +21,10 @@ import {
   SFNServiceException,
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
-import { isExecutionArn } from '../adapters/sfn-owners.ts';
-import { JOB_KINDS, type JobKind } from '../core/config.ts';
-import { ConfigError } from '../core/errors.ts';
-import { formatDuration, table } from './format.ts';
+import { isExecutionArn } from '../../adapters/sfn-owners.ts';
+import { JOB_KINDS, type JobKind } from '../../core/config.ts';
+import { ConfigError } from '../../core/errors.ts';
+import { formatDuration, table } from '../format.ts';
 import type { SfnCliOptions, SfnCommandName } from './sfn-options.ts';
 
 // The options and usage text live apart, so the CLI shows them without loading the SDK.

@@ -1,0 +1,38 @@
+/**
+ * `compactor plan --tier TIER`: the dry run of a cycle, what it would compact (or expire) and why the rest
+ * is skipped.
+ */
+
+import { type CliIo, commandContext, emit } from '../command.ts';
+import { parseTier } from '../context.ts';
+import { formatBytes, table } from '../format.ts';
+import type { ParsedOptions } from '../options.ts';
+
+export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+  const tier = parseTier(options.tier);
+  const ctx = await commandContext(options);
+  const { planJobs } = await import('../../core/cycle.ts');
+  const plan = await planJobs(ctx.target.store, ctx.config, ctx.clock, tier);
+  emit(io, options, plan, () => {
+    const rows = [
+      ...plan.jobs.map((j) => [
+        j.partition,
+        tier === 'retention' ? 'expire' : 'compact',
+        j.inputs.length,
+        j.candidates,
+        formatBytes(j.inputBytes),
+        j.reason,
+      ]),
+      ...plan.skipped.map((s) => [s.partition, 'skip', 0, 0, '', s.reason]),
+    ];
+    return [
+      `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,
+      rows.length > 0
+        ? table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows)
+        : tier === 'retention' && ctx.config.retention.rules.length === 0
+          ? 'nothing to do: no retention rule (--retention)'
+          : 'nothing to do',
+    ].join('\n');
+  });
+  return 0;
+}

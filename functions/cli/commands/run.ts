@@ -1,0 +1,206 @@
+/**
+ * `compactor run --tier TIER`: one cycle, the synthesized state machine run locally
+ * (functions/local-runner/), reported per partition.
+ */
+
+import { join } from 'node:path';
+import { compareKeys } from '../../core/object-store.ts';
+import type { StepOutput } from '../../lambda/events.ts';
+import type { LocalRunResult } from '../../local-runner/run.ts';
+import type { LocalExecution } from '../../local-runner/workflow.ts';
+import type { SummaryOutput } from '../../summary.ts';
+import { type CliIo, commandContext, emit } from '../command.ts';
+import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
+import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
+import type { ParsedOptions } from '../options.ts';
+import { assertCliStore } from '../store-guard.ts';
+
+export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+  const tier = parseTier(options.tier);
+  const stackContext = parseStackContext(options.context);
+  const { runWorkflowLocally, stackStepSettings, synthesizeWorkflow } = await import(
+    '../../local-runner/run.ts'
+  );
+  // The stack's table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier (cdk.json's
+  // `compactor` context, then --context) reach the steps, as COMPACTOR_CONFIG carries them to the
+  // Lambdas; the other protocol settings come from the options.
+  const ctx = await commandContext(options, await stackStepSettings(stackContext));
+  // A tier that is off or that the layout refuses fails here, before Recover writes anything.
+  if (tier !== 'retention') (await import('../../core/planner.ts')).assertTierRuns(ctx.config, tier);
+  await assertCliStore(ctx, io.err);
+  const concurrency =
+    options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
+  // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
+  // with this run's Map concurrency.
+  const workflow = await synthesizeWorkflow(
+    {
+      ...stackContext,
+      // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
+      // with this dataPrefix would (an s3://bucket/prefix store).
+      dataPrefix: ctx.target.dataPrefix,
+      map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
+    },
+    // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
+    { cacheDir: join(workDirOf(options), 'definitions') },
+  );
+  const { engine, workDir } = await buildEngine(options);
+  const started = Date.now();
+  let planned = 0;
+  let done = 0;
+  try {
+    const { execution, output } = await runWorkflowLocally(
+      workflow,
+      { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
+      {
+        tier,
+        ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
+        onError: options.json
+          ? undefined
+          : (message, details) => {
+              if (message === 'quarantined') {
+                const where =
+                  details.type === 'input-quarantined'
+                    ? `input ${details.key} (partition ${details.partition})`
+                    : details.key;
+                io.err(`QUARANTINED ${where}: ${details.reason}`);
+              }
+            },
+        onStep: options.json
+          ? undefined
+          : (step, payload, result) => {
+              const r = result as StepOutput & { jobs?: number };
+              if (step === 'plan') planned = r.jobs ?? 0;
+              const finished =
+                step === 'clear-manifest' ||
+                (step === 'compact' && (r.status === 'skipped' || r.status === 'superseded'));
+              if (!finished) return;
+              done++;
+              const status = step === 'compact' ? r.status : tier === 'retention' ? 'expired' : 'compacted';
+              const partition = (payload as { partition?: string }).partition ?? r.partition;
+              io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
+            },
+      },
+    );
+    if (execution.status === 'FAILED' || !output) {
+      emit(
+        io,
+        options,
+        {
+          status: execution.status,
+          execution: execution.executionName,
+          error: execution.error,
+          cause: execution.cause,
+          failedState: execution.failedState?.name,
+          ...(failedSummary(execution) ? { summary: failedSummary(execution) } : {}),
+          states: execution.statesEntered,
+          partitions: partitionRows(execution, tier),
+        },
+        () => formatFailedExecution(execution, tier),
+      );
+      return 1;
+    }
+    emit(io, options, { ...output, partitions: partitionRows(execution, tier) }, () =>
+      formatRun(output, execution),
+    );
+    // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
+    const quarantined =
+      output.recovery.quarantined > 0 ||
+      partitionRows(execution, tier).some((p) => (p.quarantinedInputs ?? 0) > 0);
+    return quarantined || output.summary.failed > 0 ? 1 : 0;
+  } finally {
+    await engine.close();
+  }
+}
+
+interface PartitionRow {
+  readonly partition: string;
+  readonly result: string;
+  readonly inputs: number;
+  readonly inputBytes: number;
+  readonly outputs: number;
+  readonly outputBytes: number;
+  readonly rows: number;
+  readonly quarantinedInputs?: number;
+  readonly note: string;
+}
+
+/** One row per Map item, from the items' results (as the ResultWriter files hold them). */
+function partitionRows(execution: LocalExecution, tier: string): PartitionRow[] {
+  // A retention job's committed result is the expiry of its files, not a merge.
+  const done = tier === 'retention' ? 'expired' : 'compacted';
+  const rows: PartitionRow[] = [];
+  for (const results of execution.mapResults.values()) {
+    for (const r of results) {
+      const item = r.Item as { partition?: string; inputFiles?: number; inputBytes?: number };
+      const out = (r.Output ?? {}) as { status?: string; compact?: StepOutput; clear?: StepOutput };
+      const compact = out.compact;
+      const compacted = out.clear?.state === 'cleared';
+      rows.push({
+        partition: item.partition ?? '?',
+        result: r.Status === 'FAILED' ? 'failed' : compacted ? done : (compact?.status ?? 'skipped'),
+        inputs: compact?.inputs ?? item.inputFiles ?? 0,
+        inputBytes: compact?.inputBytes ?? item.inputBytes ?? 0,
+        outputs: compacted ? (compact?.outputs ?? 0) : 0,
+        outputBytes: compacted ? (compact?.outputBytes ?? 0) : 0,
+        rows: compacted ? (compact?.outputRows ?? 0) : 0,
+        ...(compact?.quarantinedInputs ? { quarantinedInputs: compact.quarantinedInputs } : {}),
+        note: r.Status === 'FAILED' ? `${r.Error}: ${r.Cause}` : (compact?.reason ?? ''),
+      });
+    }
+  }
+  return rows.sort((a, b) => compareKeys(a.partition, b.partition));
+}
+
+function formatRun(output: NonNullable<LocalRunResult['output']>, execution: LocalExecution): string {
+  const r = output.recovery;
+  const lines = [
+    `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted`,
+    '',
+    `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
+  ];
+  const rows = partitionRows(execution, output.tier);
+  if (rows.length > 0) {
+    lines.push(
+      table(
+        ['partition', 'result', 'inputs', 'in bytes', 'outputs', 'out bytes', 'rows', 'note'],
+        rows.map((p) => [
+          p.partition,
+          p.result,
+          p.inputs,
+          formatBytes(p.inputBytes),
+          p.outputs,
+          formatBytes(p.outputBytes),
+          formatCount(p.rows),
+          p.note,
+        ]),
+      ),
+    );
+  }
+  const s = output.summary;
+  lines.push(
+    output.tier === 'retention'
+      ? `summary: ${s.compacted} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${s.skipped} skipped, ${s.failed} failed`
+      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.failed} failed`,
+  );
+  return lines.join('\n');
+}
+
+/** The Summary step's output when the execution failed after it (too many failed partitions). */
+function failedSummary(execution: LocalExecution): SummaryOutput | undefined {
+  const input = execution.failedState?.input as { summary?: { Payload?: SummaryOutput } } | undefined;
+  return input?.summary?.Payload;
+}
+
+function formatFailedExecution(execution: LocalExecution, tier: string): string {
+  const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
+  const s = failedSummary(execution);
+  return [
+    `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
+    ...rows.map((p) => `  ${p.partition}: ${p.note}`),
+    ...(s
+      ? [
+          `summary: ${s.compacted} compacted, ${s.skipped} skipped, ${s.failed} failed of ${s.partitions} (tolerated: ${s.toleratedFailurePercentage}%)`,
+        ]
+      : []),
+  ].join('\n');
+}

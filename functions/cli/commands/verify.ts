@@ -1,0 +1,147 @@
+/**
+ * `compactor verify`: row counts per partition, plain glob against the visible view, and the partitions a
+ * non-atomic compactor left suspect.
+ */
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TransientStoreError } from '../../core/errors.ts';
+import type { ObjectSummary } from '../../core/object-store.ts';
+import { type VisibleView, visibleFiles } from '../../core/visible.ts';
+import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
+import { buildEngine } from '../context.ts';
+import { formatCount, table } from '../format.ts';
+import { footerRows, listData } from '../lake-stats.ts';
+import type { ParsedOptions } from '../options.ts';
+
+interface PartitionRows {
+  partition: string;
+  files: number;
+  rows: number;
+  visibleFiles: number;
+  visibleRows: number;
+  unreadable: number;
+  note: string;
+}
+
+export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+  const ctx = await commandContext(options);
+  const { layout } = ctx.config;
+  const { engine } = await buildEngine(options);
+  try {
+    const { view, all, rows } = await stableSnapshot(ctx, engine);
+    const visible = new Set(view.files.map((f) => `${f.key}\0${f.etag}`));
+    const byPartition = new Map<string, PartitionRows>();
+    const modified = new Map(all.map((o) => [o.key, o.lastModified.getTime()]));
+    for (const [i, file] of rows.entries()) {
+      const parsed = layout.parse(file.key);
+      // Monthly outputs count under their month folder.
+      const partition = parsed?.dayFolder ?? parsed?.monthFolder ?? '(outside the layout)';
+      const entry = byPartition.get(partition) ?? {
+        partition,
+        files: 0,
+        rows: 0,
+        visibleFiles: 0,
+        visibleRows: 0,
+        unreadable: 0,
+        note: '',
+      };
+      entry.files++;
+      entry.rows += file.rows ?? 0;
+      if (file.rows === undefined) entry.unreadable++;
+      const object = all[i];
+      if (object && visible.has(`${object.key}\0${object.etag}`)) {
+        entry.visibleFiles++;
+        entry.visibleRows += file.rows ?? 0;
+      }
+      byPartition.set(partition, entry);
+    }
+    // An output next to inputs older than itself, with no job holding them, is what a
+    // non-atomic compactor leaves behind (the seed bug): flag it.
+    const suspects = new Set<string>();
+    const hours = new Map<string, { outputs: number[]; inputs: number[]; day: string }>();
+    for (const object of all) {
+      const parsed = layout.parse(object.key);
+      if (!parsed?.hourFolder || !visible.has(`${object.key}\0${object.etag}`)) continue;
+      const h = hours.get(parsed.hourFolder) ?? {
+        outputs: [],
+        inputs: [],
+        day: parsed.dayFolder ?? parsed.hourFolder,
+      };
+      (parsed.level === 0 ? h.inputs : h.outputs).push(modified.get(object.key) ?? 0);
+      hours.set(parsed.hourFolder, h);
+    }
+    for (const h of hours.values()) {
+      if (h.outputs.length > 0 && h.inputs.some((t) => t < Math.max(...h.outputs))) suspects.add(h.day);
+    }
+    const result = [...byPartition.values()].map((p) => ({
+      ...p,
+      note: [
+        p.rows !== p.visibleRows
+          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a job is in flight)`
+          : '',
+        p.unreadable > 0 ? `${p.unreadable} unreadable file(s)` : '',
+        suspects.has(p.partition) ? 'SUSPECT: an output coexists with older raw files' : '',
+      ]
+        .filter(Boolean)
+        .join('; '),
+    }));
+    const problems = result.filter((p) => p.note.includes('SUSPECT') || p.unreadable > 0).length;
+    emit(io, options, { partitions: result, problems, visibleView: view }, () =>
+      [
+        table(
+          ['partition', 'files', 'rows', 'visible files', 'visible rows', 'note'],
+          result.map((p) => [
+            p.partition,
+            p.files,
+            formatCount(p.rows),
+            p.visibleFiles,
+            formatCount(p.visibleRows),
+            p.note,
+          ]),
+        ),
+        `total: ${formatCount(result.reduce((s, p) => s + p.visibleRows, 0))} visible rows in ${view.files.length} files; ${view.liveManifests} live and ${view.quarantinedManifests} quarantined manifest(s); ${problems} partition(s) need attention`,
+      ].join('\n'),
+    );
+    return problems > 0 ? 1 : 0;
+  } finally {
+    await engine.close();
+  }
+}
+
+/**
+ * The visible view, the plain listing and their footers, taken again until nothing changed while
+ * they were read: a cycle running meanwhile deletes files between the listing and the reading,
+ * which would otherwise show as unreadable files and wrong row counts.
+ */
+async function stableSnapshot(
+  ctx: CommandContext,
+  engine: Awaited<ReturnType<typeof buildEngine>>['engine'],
+) {
+  const { store, localRoot } = ctx.target;
+  const { layout } = ctx.config;
+  const list = () => listData(store, (k) => layout.isDataKey(k), layout.dataPrefix);
+  const same = (a: readonly ObjectSummary[], b: readonly ObjectSummary[]) =>
+    a.length === b.length && a.every((o, i) => o.key === b[i]?.key && o.etag === b[i]?.etag);
+  // The view's own retries can run out while a cycle moves many jobs: that is a change too.
+  const viewOrChanged = (): Promise<VisibleView | undefined> =>
+    visibleFiles(store, ctx.config).catch((error: unknown) => {
+      if (error instanceof TransientStoreError) return undefined;
+      throw error;
+    });
+  for (let attempt = 1; ; attempt++) {
+    const view = await viewOrChanged();
+    const all = await list();
+    const rows = await footerRows(store, localRoot, engine, all);
+    const viewAfter = await viewOrChanged();
+    if (view && viewAfter && same(view.files, viewAfter.files) && same(all, await list()))
+      return { view, all, rows };
+    if (attempt >= VERIFY_ATTEMPTS) {
+      throw new TransientStoreError(
+        `the lake changed while it was read, ${VERIFY_ATTEMPTS} times (a cycle is running?); try again`,
+      );
+    }
+    await sleep(250 * attempt);
+  }
+}
+
+const VERIFY_ATTEMPTS = 8;
