@@ -7,6 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
+import { processAlive } from './process-alive.ts';
 
 const PREFIX = 'local:';
 
@@ -30,12 +31,7 @@ export class LocalOwners {
     const pid = Number(pidText);
     if (!Number.isInteger(pid) || pid <= 0) return true;
     if (pid === process.pid) return this.#active.has(executionId);
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch (error) {
-      // EPERM: the process exists but belongs to someone else.
-      return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-    }
+    // Alive unless surely gone: recovery then waits for the lease.
+    return processAlive(pid, () => true);
   };
 }

@@ -15,26 +15,11 @@
  */
 
 import { createHash, randomBytes } from 'node:crypto';
-import { type BigIntStats, constants, type Dirent, type Stats } from 'node:fs';
+import type { BigIntStats, Dirent } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import {
-  copyFile,
-  link,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  readFile,
-  rename,
-  rm,
-  rmdir,
-  stat,
-  unlink,
-  writeFile,
-} from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { dirname, join, resolve, sep } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { dirname, join, resolve } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
 import type {
@@ -50,6 +35,24 @@ import type {
   WriteOptions,
 } from '../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../core/object-store.ts';
+import {
+  copyHandle,
+  errorCode,
+  fsyncDir,
+  isMissing,
+  openObject,
+  placeFile,
+  pruneEmptyDirs,
+  renameIntoPlace,
+  statObject,
+  statOrUndefined,
+  unlinkIfExists,
+  writeAll,
+  writeDurably,
+} from './durable-fs.ts';
+import { KeyLocks } from './local-store-lock.ts';
+import { isRecord, parseJson, parseSidecar, type Sidecar, type SidecarEntry } from './local-store-sidecar.ts';
+import { processAlive } from './process-alive.ts';
 
 /** A folder's entries, or undefined when it does not exist (or vanished while we walked). */
 async function entriesOf(dirAbs: string): Promise<Dirent[] | undefined> {
@@ -70,10 +73,8 @@ const MAX_KEY_BYTES = 1024;
 const MAX_SEGMENT_BYTES = 255;
 const SIDECAR_SUFFIX = '.json';
 const MAX_LAST_SEGMENT_BYTES = MAX_SEGMENT_BYTES - SIDECAR_SUFFIX.length;
-const COPY_CHUNK_BYTES = 1 << 20;
 // Reads that race with writers retry; a key rewritten this many times in a row is a live-lock.
 const MAX_READ_ATTEMPTS = 50;
-const MAX_RENAME_ATTEMPTS = 20;
 
 export interface LocalFolderStoreOptions {
   /** How long a write waits for another writer's lock on the same key before TransientStoreError. */
@@ -83,20 +84,6 @@ export interface LocalFolderStoreOptions {
    * another host sharing the folder). Locks are held only for the few syscalls of a commit.
    */
   readonly staleLockMs?: number;
-}
-
-interface SidecarEntry {
-  readonly etag: string;
-  readonly ino: string;
-  readonly size: number;
-  readonly metadata: Readonly<Record<string, string>>;
-  readonly checksum?: Checksum;
-}
-
-interface Sidecar {
-  readonly version: 1;
-  readonly key: string;
-  readonly entries: readonly SidecarEntry[];
 }
 
 interface Attributes {
@@ -112,18 +99,6 @@ interface Staged {
   readonly crc: number;
 }
 
-interface LockOwner {
-  readonly pid: number;
-  readonly host: string;
-  readonly token: string;
-}
-
-interface LockFile {
-  readonly stat: Stats;
-  /** undefined when the file does not hold a lock record (foreign or damaged). */
-  readonly owner: LockOwner | undefined;
-}
-
 interface Conditions {
   readonly ifNoneMatch?: '*';
   readonly ifMatch?: string;
@@ -134,9 +109,7 @@ export class LocalFolderStore implements ObjectStore {
   readonly #root: string;
   readonly #tmpDir: string;
   readonly #metaDir: string;
-  readonly #locksDir: string;
-  readonly #lockTimeoutMs: number;
-  readonly #staleLockMs: number;
+  readonly #locks: KeyLocks;
 
   constructor(rootDir: string, options: LocalFolderStoreOptions = {}) {
     this.#root = resolve(rootDir);
@@ -144,9 +117,11 @@ export class LocalFolderStore implements ObjectStore {
     const reserved = join(this.#root, RESERVED_DIR);
     this.#tmpDir = join(reserved, 'tmp');
     this.#metaDir = join(reserved, 'meta');
-    this.#locksDir = join(reserved, 'locks');
-    this.#lockTimeoutMs = options.lockTimeoutMs ?? 30_000;
-    this.#staleLockMs = options.staleLockMs ?? 60_000;
+    this.#locks = new KeyLocks(
+      join(reserved, 'locks'),
+      options.lockTimeoutMs ?? 30_000,
+      options.staleLockMs ?? 60_000,
+    );
   }
 
   async *list(prefix: string, options: ListOptions = {}): AsyncIterable<ObjectSummary> {
@@ -600,7 +575,7 @@ export class LocalFolderStore implements ObjectStore {
   ): Promise<void> {
     const path = this.#dataPath(key);
     const sidecarPath = this.#sidecarPath(key);
-    const release = await this.#lock(key, signal);
+    const release = await this.#locks.lock(key, signal);
     try {
       const current = await statObject(path);
       if (conditions.ifNoneMatch === '*' && current !== undefined) throw new PreconditionFailedError(key);
@@ -645,7 +620,7 @@ export class LocalFolderStore implements ObjectStore {
     const { key } = request;
     const path = this.#dataPath(key);
     try {
-      const release = await this.#lock(key, signal);
+      const release = await this.#locks.lock(key, signal);
       try {
         const current = await statObject(path);
         if (current === undefined) return { key, status: 'not-found' };
@@ -676,85 +651,6 @@ export class LocalFolderStore implements ObjectStore {
   }
 
   // ---- per-key locks ----
-
-  /**
-   * Takes the key's lock: a lock file linked into place from a fully written claim file, so the
-   * lock never exists half-written. Returns the release function.
-   */
-  async #lock(key: string, signal: AbortSignal | undefined): Promise<() => Promise<void>> {
-    const lockPath = join(this.#locksDir, lockFileName(key));
-    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
-    const claimPath = join(this.#locksDir, `${owner.token}.claim`);
-    await mkdir(this.#locksDir, { recursive: true });
-    await writeFile(claimPath, JSON.stringify(owner), { flag: 'wx' });
-    try {
-      const deadline = Date.now() + this.#lockTimeoutMs;
-      let delayMs = 1;
-      for (;;) {
-        signal?.throwIfAborted();
-        if (await tryLink(claimPath, lockPath)) {
-          return () => this.#unlockIfOwned(lockPath, owner.token);
-        }
-        await this.#breakIfStale(lockPath, claimPath, owner.token);
-        if (Date.now() >= deadline) {
-          throw new TransientStoreError(
-            `timed out after ${this.#lockTimeoutMs} ms waiting for the lock on ${key}`,
-          );
-        }
-        await sleep(delayMs * (0.5 + Math.random()));
-        delayMs = Math.min(delayMs * 2, 20);
-      }
-    } finally {
-      await unlinkIfExists(claimPath);
-    }
-  }
-
-  async #unlockIfOwned(lockPath: string, token: string): Promise<void> {
-    const current = await readLockFile(lockPath);
-    // Someone broke our lock as stale (we stalled past staleLockMs): theirs now, leave it.
-    if (current?.owner?.token === token) await unlinkIfExists(lockPath);
-  }
-
-  #isStale(lock: LockFile): boolean {
-    // link() updates ctime, so ctime is when the lock was taken.
-    if (Date.now() - lock.stat.ctimeMs > this.#staleLockMs) return true;
-    if (lock.owner === undefined || lock.owner.host !== hostname()) return false;
-    return !pidAlive(lock.owner.pid);
-  }
-
-  /**
-   * Removes a lock whose holder is dead. Breakers first take `<lock>.breaker` (same link trick),
-   * then re-check the lock: two breakers cannot both remove it, and a fresh lock taken after one
-   * breaker finished is never mistaken for the dead one.
-   */
-  async #breakIfStale(lockPath: string, claimPath: string, token: string): Promise<void> {
-    const seen = await readLockFile(lockPath);
-    if (seen === undefined || !this.#isStale(seen)) return;
-    const breakerPath = `${lockPath}.breaker`;
-    if (!(await tryLink(claimPath, breakerPath))) {
-      const breaker = await readLockFile(breakerPath);
-      // A breaker that died mid-break (a crash within microseconds of the holder's): set it aside.
-      if (breaker !== undefined && this.#isStale(breaker)) await removeIfSame(breakerPath, breaker.stat.ino);
-      return;
-    }
-    try {
-      const again = await readLockFile(lockPath);
-      if (again !== undefined && again.stat.ino === seen.stat.ino && this.#isStale(again)) {
-        await unlinkIfExists(lockPath);
-        // The dead holder's claim file is litter now.
-        if (again.owner !== undefined && /^[0-9a-f]+$/.test(again.owner.token)) {
-          await unlinkIfExists(join(this.#locksDir, `${again.owner.token}.claim`));
-        }
-      }
-    } finally {
-      await this.#unlockIfOwned(breakerPath, token);
-    }
-  }
-}
-
-/** The lock file name of a key (exported for tests and operators inspecting a stuck lock). */
-export function lockFileName(key: string): string {
-  return `${createHash('sha256').update(key, 'utf8').digest('hex')}.lock`;
 }
 
 /** Throws unless `key` is a key this store can hold. */
@@ -816,123 +712,6 @@ function toHead(key: string, st: BigIntStats, etag: string, entry: SidecarEntry 
   };
 }
 
-function errorCode(error: unknown): string | undefined {
-  if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
-  return undefined;
-}
-
-function isMissing(error: unknown): boolean {
-  const code = errorCode(error);
-  return code === 'ENOENT' || code === 'ENOTDIR';
-}
-
-/** The stats of the object's file; undefined when there is no file (or a folder) there. */
-async function statObject(path: string): Promise<BigIntStats | undefined> {
-  try {
-    const st = await stat(path, { bigint: true });
-    return st.isFile() ? st : undefined;
-  } catch (error) {
-    if (isMissing(error)) return undefined;
-    throw error;
-  }
-}
-
-async function statOrUndefined(path: string): Promise<Stats | undefined> {
-  try {
-    return await stat(path);
-  } catch (error) {
-    if (isMissing(error)) return undefined;
-    throw error;
-  }
-}
-
-async function openObject(path: string): Promise<{ handle: FileHandle; stat: BigIntStats } | undefined> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    if (isMissing(error) || errorCode(error) === 'EISDIR') return undefined;
-    throw error;
-  }
-  let keep = false;
-  try {
-    const st = await handle.stat({ bigint: true });
-    if (!st.isFile()) return undefined;
-    keep = true;
-    return { handle, stat: st };
-  } finally {
-    if (!keep) await handle.close();
-  }
-}
-
-/**
- * link(2) errors that mean no hard link can be made here, so the file is copied instead: another
- * file system (EXDEV), one without hard links or a protected one (EPERM, EOPNOTSUPP, ENOTSUP,
- * ENOSYS), or an inode at its link limit (EMLINK). https://man7.org/linux/man-pages/man2/link.2.html
- */
-const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS', 'EMLINK']);
-
-/**
- * Puts the file at `source` at `path`, replacing what is there: a hard link where the file system
- * allows, else a copy (a copy-on-write clone where the file system can clone). Returns the stats
- * that say which version `path` holds: the linked inode's own, or, for a copy, the source's after
- * the copy (the version before the copy, unchanged, is then the one copied); undefined if the
- * source is gone. Nothing is ever written through an existing `path` (it may be a link to an object).
- */
-async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await link(source, path);
-    } catch (error) {
-      const code = errorCode(error);
-      if (code === 'EEXIST' && attempt === 0) {
-        await unlink(path);
-        continue;
-      }
-      if (code === undefined || !NO_HARD_LINK.has(code)) throw error;
-      break;
-    }
-    const linked = await lstat(path, { bigint: true });
-    if (linked.isFile()) return linked;
-    // A symlinked object: link(2) linked the symlink itself, whose target may be relative to the
-    // store's folder. Copy what it points to instead.
-    await unlink(path);
-    break;
-  }
-  await unlinkIfExists(path);
-  await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
-  return statObject(source);
-}
-
-async function writeAll(out: FileHandle, chunk: Uint8Array): Promise<void> {
-  let offset = 0;
-  while (offset < chunk.length) {
-    const { bytesWritten } = await out.write(chunk, offset, chunk.length - offset, null);
-    offset += bytesWritten;
-  }
-}
-
-/** Streams src (from its current position) to out, with the running CRC32 of what was copied. */
-async function copyHandle(
-  src: FileHandle,
-  out: FileHandle,
-  signal: AbortSignal | undefined,
-): Promise<{ bytes: number; crc: number }> {
-  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
-  let bytes = 0;
-  let crc = 0;
-  for (;;) {
-    signal?.throwIfAborted();
-    // Sequential reads (position null) so pipes work as put sources too.
-    const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
-    if (bytesRead === 0) return { bytes, crc };
-    const chunk = buffer.subarray(0, bytesRead);
-    crc = crc32(chunk, crc);
-    await writeAll(out, chunk);
-    bytes += bytesRead;
-  }
-}
-
 /** Writes `<dir>/data` with `fill`, fsyncs it, and returns its identity. */
 async function stageData(dir: string, fill: (out: FileHandle) => Promise<number>): Promise<Staged> {
   const dataPath = join(dir, 'data');
@@ -948,202 +727,9 @@ async function stageData(dir: string, fill: (out: FileHandle) => Promise<number>
   }
 }
 
-async function writeDurably(path: string, text: string): Promise<void> {
-  const out = await open(path, 'wx');
-  try {
-    await writeAll(out, Buffer.from(text, 'utf8'));
-    await out.sync();
-  } finally {
-    await out.close();
-  }
-}
-
-/**
- * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
- * between our mkdir and rename; that is retried.
- */
-async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await rename(from, to);
-      return;
-    } catch (error) {
-      const code = errorCode(error);
-      if (code === 'ENOTDIR' || code === 'EISDIR') {
-        throw new Error(
-          `cannot store ${key}: a folder of that name holds other objects, or one of its parent ` +
-            'folders is an object (a local folder cannot hold both "a" and "a/b")',
-          { cause: error },
-        );
-      }
-      if (code !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw error;
-      // The staged file itself is gone: the upload was aborted.
-      if ((await statOrUndefined(from)) === undefined) throw error;
-      try {
-        await mkdir(dirname(to), { recursive: true });
-      } catch (mkdirError) {
-        const mkdirCode = errorCode(mkdirError);
-        if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
-          throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
-            cause: mkdirError,
-          });
-        }
-        throw mkdirError;
-      }
-    }
-  }
-}
-
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
-  try {
-    await handle.sync();
-  } catch (error) {
-    // Some file systems cannot fsync a directory; the rename is then as durable as they allow.
-    if (errorCode(error) !== 'EINVAL') throw error;
-  } finally {
-    await handle.close();
-  }
-}
-
-async function unlinkIfExists(path: string): Promise<boolean> {
-  try {
-    await unlink(path);
-    return true;
-  } catch (error) {
-    if (isMissing(error)) return false;
-    throw error;
-  }
-}
-
-/** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
-async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
-  let dir = from;
-  while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
-    try {
-      await rmdir(dir);
-    } catch (error) {
-      const code = errorCode(error);
-      // Not empty (a concurrent write landed there): done. Gone already: keep going up.
-      if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
-      if (code !== 'ENOENT') throw error;
-    }
-    dir = dirname(dir);
-  }
-}
-
-async function tryLink(from: string, to: string): Promise<boolean> {
-  try {
-    await link(from, to);
-    return true;
-  } catch (error) {
-    if (errorCode(error) === 'EEXIST') return false;
-    throw error;
-  }
-}
-
-async function readLockFile(path: string): Promise<LockFile | undefined> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, 'r');
-  } catch (error) {
-    if (isMissing(error)) return undefined;
-    throw error;
-  }
-  try {
-    // fstat and read through one fd, so the content and the inode belong together.
-    const st = await handle.stat();
-    const text = await handle.readFile('utf8');
-    return { stat: st, owner: parseLockOwner(text) };
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Removes `path` only if it is still the file `ino`; puts back anything else it took. */
-async function removeIfSame(path: string, ino: number): Promise<void> {
-  const aside = `${path}.stale-${randomBytes(8).toString('hex')}`;
-  try {
-    await rename(path, aside);
-  } catch (error) {
-    if (isMissing(error)) return;
-    throw error;
-  }
-  if ((await lstat(aside)).ino !== ino) {
-    // Took a fresh one: restore it (if someone raced in meanwhile, theirs stands).
-    await tryLink(aside, path);
-  }
-  await unlink(aside);
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    const code = errorCode(error);
-    if (code === 'ESRCH') return false;
-    if (code === 'EPERM') return true; // exists, owned by another user
-    throw error;
-  }
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    if (error instanceof SyntaxError) return undefined;
-    throw error;
-  }
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function parseLockOwner(text: string): LockOwner | undefined {
-  const value = parseJson(text);
-  if (!isRecord(value)) return undefined;
-  const { pid, host, token } = value;
-  if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') return undefined;
-  return { pid, host, token };
-}
-
 function parseIntentKey(text: string): string | undefined {
   const value = parseJson(text);
   return isRecord(value) && typeof value.key === 'string' ? value.key : undefined;
-}
-
-function parseSidecar(path: string, text: string): Sidecar {
-  const value = parseJson(text);
-  const corrupt = (): never => {
-    throw new Error(`corrupt metadata sidecar ${path}`);
-  };
-  if (!isRecord(value) || value.version !== 1 || !Array.isArray(value.entries)) return corrupt();
-  const entries: SidecarEntry[] = value.entries.map((raw: unknown): SidecarEntry => {
-    if (!isRecord(raw) || typeof raw.etag !== 'string' || !isRecord(raw.metadata)) return corrupt();
-    const metadata: Record<string, string> = {};
-    for (const [k, v] of Object.entries(raw.metadata)) {
-      if (typeof v !== 'string') return corrupt();
-      metadata[k] = v;
-    }
-    const checksum = raw.checksum;
-    if (checksum !== undefined) {
-      if (!isRecord(checksum) || checksum.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
-        return corrupt();
-      }
-    }
-    return {
-      etag: raw.etag,
-      ino: typeof raw.ino === 'string' ? raw.ino : '',
-      size: typeof raw.size === 'number' ? raw.size : -1,
-      metadata,
-      ...(checksum === undefined
-        ? {}
-        : { checksum: { algorithm: 'CRC32', value: checksum.value as string } }),
-    };
-  });
-  return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
 }
 
 /** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
@@ -1163,10 +749,6 @@ function uploadIdPid(uploadId: string): number {
 
 function processGone(pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return false;
-  } catch (error) {
-    return errorCode(error) === 'ESRCH';
-  }
+  // Not surely gone is not gone: the upload is left alone.
+  return !processAlive(pid, () => true);
 }

@@ -1,0 +1,245 @@
+/**
+ * Durable file-system primitives of the local folder store (local-store.ts): a file is written and
+ * fsynced before it is renamed or linked into place, and the folder is fsynced after, so a crash
+ * leaves either the old file or the new one, never a torn one.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { type BigIntStats, constants, type Stats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { copyFile, link, lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { dirname, sep } from 'node:path';
+import { crc32 } from 'node:zlib';
+
+const COPY_CHUNK_BYTES = 1 << 20;
+
+const MAX_RENAME_ATTEMPTS = 20;
+
+export function errorCode(error: unknown): string | undefined {
+  if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
+  return undefined;
+}
+
+export function isMissing(error: unknown): boolean {
+  const code = errorCode(error);
+  return code === 'ENOENT' || code === 'ENOTDIR';
+}
+
+/** The stats of the object's file; undefined when there is no file (or a folder) there. */
+export async function statObject(path: string): Promise<BigIntStats | undefined> {
+  try {
+    const st = await stat(path, { bigint: true });
+    return st.isFile() ? st : undefined;
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
+export async function statOrUndefined(path: string): Promise<Stats | undefined> {
+  try {
+    return await stat(path);
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
+export async function openObject(
+  path: string,
+): Promise<{ handle: FileHandle; stat: BigIntStats } | undefined> {
+  let handle: FileHandle;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if (isMissing(error) || errorCode(error) === 'EISDIR') return undefined;
+    throw error;
+  }
+  let keep = false;
+  try {
+    const st = await handle.stat({ bigint: true });
+    if (!st.isFile()) return undefined;
+    keep = true;
+    return { handle, stat: st };
+  } finally {
+    if (!keep) await handle.close();
+  }
+}
+
+/**
+ * link(2) errors that mean no hard link can be made here, so the file is copied instead: another
+ * file system (EXDEV), one without hard links or a protected one (EPERM, EOPNOTSUPP, ENOTSUP,
+ * ENOSYS), or an inode at its link limit (EMLINK). https://man7.org/linux/man-pages/man2/link.2.html
+ */
+const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS', 'EMLINK']);
+
+/**
+ * Puts the file at `source` at `path`, replacing what is there: a hard link where the file system
+ * allows, else a copy (a copy-on-write clone where the file system can clone). Returns the stats
+ * that say which version `path` holds: the linked inode's own, or, for a copy, the source's after
+ * the copy (the version before the copy, unchanged, is then the one copied); undefined if the
+ * source is gone. Nothing is ever written through an existing `path` (it may be a link to an object).
+ */
+export async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await link(source, path);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'EEXIST' && attempt === 0) {
+        await unlink(path);
+        continue;
+      }
+      if (code === undefined || !NO_HARD_LINK.has(code)) throw error;
+      break;
+    }
+    const linked = await lstat(path, { bigint: true });
+    if (linked.isFile()) return linked;
+    // A symlinked object: link(2) linked the symlink itself, whose target may be relative to the
+    // store's folder. Copy what it points to instead.
+    await unlink(path);
+    break;
+  }
+  await unlinkIfExists(path);
+  await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
+  return statObject(source);
+}
+
+export async function writeAll(out: FileHandle, chunk: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < chunk.length) {
+    const { bytesWritten } = await out.write(chunk, offset, chunk.length - offset, null);
+    offset += bytesWritten;
+  }
+}
+
+/** Streams src (from its current position) to out, with the running CRC32 of what was copied. */
+export async function copyHandle(
+  src: FileHandle,
+  out: FileHandle,
+  signal: AbortSignal | undefined,
+): Promise<{ bytes: number; crc: number }> {
+  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  let bytes = 0;
+  let crc = 0;
+  for (;;) {
+    signal?.throwIfAborted();
+    // Sequential reads (position null) so pipes work as put sources too.
+    const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) return { bytes, crc };
+    const chunk = buffer.subarray(0, bytesRead);
+    crc = crc32(chunk, crc);
+    await writeAll(out, chunk);
+    bytes += bytesRead;
+  }
+}
+
+export async function writeDurably(path: string, text: string): Promise<void> {
+  const out = await open(path, 'wx');
+  try {
+    await writeAll(out, Buffer.from(text, 'utf8'));
+    await out.sync();
+  } finally {
+    await out.close();
+  }
+}
+
+/**
+ * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
+ * between our mkdir and rename; that is retried.
+ */
+export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await rename(from, to);
+      return;
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOTDIR' || code === 'EISDIR') {
+        throw new Error(
+          `cannot store ${key}: a folder of that name holds other objects, or one of its parent ` +
+            'folders is an object (a local folder cannot hold both "a" and "a/b")',
+          { cause: error },
+        );
+      }
+      if (code !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw error;
+      // The staged file itself is gone: the upload was aborted.
+      if ((await statOrUndefined(from)) === undefined) throw error;
+      try {
+        await mkdir(dirname(to), { recursive: true });
+      } catch (mkdirError) {
+        const mkdirCode = errorCode(mkdirError);
+        if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
+          throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
+            cause: mkdirError,
+          });
+        }
+        throw mkdirError;
+      }
+    }
+  }
+}
+
+export async function fsyncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } catch (error) {
+    // Some file systems cannot fsync a directory; the rename is then as durable as they allow.
+    if (errorCode(error) !== 'EINVAL') throw error;
+  } finally {
+    await handle.close();
+  }
+}
+
+export async function unlinkIfExists(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (error) {
+    if (isMissing(error)) return false;
+    throw error;
+  }
+}
+
+/** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
+export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+  let dir = from;
+  while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
+    try {
+      await rmdir(dir);
+    } catch (error) {
+      const code = errorCode(error);
+      // Not empty (a concurrent write landed there): done. Gone already: keep going up.
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
+      if (code !== 'ENOENT') throw error;
+    }
+    dir = dirname(dir);
+  }
+}
+
+export async function tryLink(from: string, to: string): Promise<boolean> {
+  try {
+    await link(from, to);
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+/** Removes `path` only if it is still the file `ino`; puts back anything else it took. */
+export async function removeIfSame(path: string, ino: number): Promise<void> {
+  const aside = `${path}.stale-${randomBytes(8).toString('hex')}`;
+  try {
+    await rename(path, aside);
+  } catch (error) {
+    if (isMissing(error)) return;
+    throw error;
+  }
+  if ((await lstat(aside)).ino !== ino) {
+    // Took a fresh one: restore it (if someone raced in meanwhile, theirs stands).
+    await tryLink(aside, path);
+  }
+  await unlink(aside);
+}
