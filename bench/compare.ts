@@ -12,7 +12,7 @@ import { LocalFolderStore } from '../functions/adapters/local-store.ts';
 import { parseConfig } from '../functions/core/config.ts';
 import { systemClock } from '../functions/core/engine.ts';
 import { manifestKey, stagingRoot } from '../functions/core/manifest.ts';
-import { deletePrefix } from '../functions/core/protocol.ts';
+import { deletePrefix } from '../functions/core/manifest-cas.ts';
 import { runChild } from './child.ts';
 import type { Dataset } from './datasets.ts';
 import { median } from './stats.ts';

@@ -258,7 +258,8 @@ async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   const { parseConfig } = await import('../functions/core/config.ts');
   const { systemClock } = await import('../functions/core/engine.ts');
   const { newJobId } = await import('../functions/core/manifest.ts');
-  const { compactStep, loadManifest } = await import('../functions/core/protocol.ts');
+  const { compactStep } = await import('../functions/core/protocol.ts');
+  const { loadManifest } = await import('../functions/core/manifest-cas.ts');
   const { TimedEngine, TimedStore } = await import('./timed.ts');
 
   const config = parseConfig({ quietSeconds: 0 });

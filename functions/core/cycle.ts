@@ -7,22 +7,17 @@
 import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
+import type { CompactDeps, JobSpec, StepDeps, StepResult } from './job.ts';
 import { newJobId } from './manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner.ts';
-import {
-  type CompactDeps,
-  clearStep,
-  compactStep,
-  deleteInputsStep,
-  type JobSpec,
-  publishStep,
-  type StepDeps,
-  type StepResult,
-  verifyStep,
-} from './protocol.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { expireStep, planRetention } from './retention.ts';
+import { clearStep } from './steps/clear.ts';
+import { compactStep } from './steps/compact.ts';
+import { deleteInputsStep } from './steps/delete-inputs.ts';
+import { publishStep } from './steps/publish.ts';
+import { verifyStep } from './steps/verify.ts';
 
 /** How a step is retried on a transient error, as the state machine's Retry does. */
 export interface RetryPolicy {

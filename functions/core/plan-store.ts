@@ -7,10 +7,10 @@
 
 import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
+import type { JobRef, JobSpec } from './job.ts';
 import type { Layout } from './layout.ts';
 import type { InputRef } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
-import type { JobRef, JobSpec } from './protocol.ts';
 
 /** One Map item: the job and where its inputs are. */
 export interface JobItem extends JobRef {

@@ -15,6 +15,7 @@ import {
   VerificationFailedError,
 } from './errors.ts';
 import { recordFailure } from './failures.ts';
+import type { JobRef, StepDeps } from './job.ts';
 import {
   type Manifest,
   manifestsRoot,
@@ -23,23 +24,13 @@ import {
   stagingPrefix,
   stagingRoot,
 } from './manifest.ts';
+import { deleteManifest, deletePrefix, type Loaded, takeOver } from './manifest-cas.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH } from './object-store.ts';
-import {
-  checkFinals,
-  checkStaged,
-  clearStep,
-  deleteInputsStep,
-  deleteManifest,
-  deletePrefix,
-  isOurOutput,
-  type JobRef,
-  type Loaded,
-  publishStep,
-  quarantineManifest,
-  type StepDeps,
-  takeOver,
-  verifyStep,
-} from './protocol.ts';
+import { quarantineManifest } from './quarantine.ts';
+import { clearStep } from './steps/clear.ts';
+import { deleteInputsStep } from './steps/delete-inputs.ts';
+import { checkStaged, isOurOutput, publishStep } from './steps/publish.ts';
+import { checkFinals, verifyStep } from './steps/verify.ts';
 
 export interface RecoveryDeps extends StepDeps {
   /** The recovering execution: it becomes the owner of every job it takes over. */

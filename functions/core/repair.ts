@@ -16,19 +16,13 @@ import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
 import { isExcluded, readExclusions } from './exclusions.ts';
+import type { JobRef, StepDeps, StepResult } from './job.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest.ts';
+import { loadManifest, newClaim, writeManifest } from './manifest-cas.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
-import {
-  clearStep,
-  deleteInputsStep,
-  type JobRef,
-  loadManifest,
-  newClaim,
-  type StepDeps,
-  type StepResult,
-  writeManifest,
-} from './protocol.ts';
+import { clearStep } from './steps/clear.ts';
+import { deleteInputsStep } from './steps/delete-inputs.ts';
 import { outputFolderOf, TIER_SPECS, tierFolder } from './tiers.ts';
 
 export interface RepairDeps extends StepDeps {

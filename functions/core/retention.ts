@@ -17,6 +17,7 @@ import type { Clock } from './engine.ts';
 import { ConfigError } from './errors.ts';
 import { isExcluded, readExclusions } from './exclusions.ts';
 import { failureKey, readFailures } from './failures.ts';
+import { type JobSpec, result, type StepDeps, type StepResult, summary, withSignal } from './job.ts';
 import { type DataFile, periodEnd } from './layout.ts';
 import { forEachLimit } from './limit.ts';
 import {
@@ -28,23 +29,17 @@ import {
   leaseOf,
   tierFolderFile,
 } from './manifest.ts';
-import { compareKeys, type ObjectStore } from './object-store.ts';
-import { parseDataObject } from './parquet-sniff.ts';
-import type { Plan, PlannedJob, SkippedPartition } from './planner.ts';
 import {
   advance,
   claimOrLoad,
   deleteManifest,
-  type JobSpec,
   type Loaded,
   newClaim,
-  result,
-  type StepDeps,
-  type StepResult,
-  summary,
-  withSignal,
   writeManifest,
-} from './protocol.ts';
+} from './manifest-cas.ts';
+import { compareKeys, type ObjectStore } from './object-store.ts';
+import { parseDataObject } from './parquet-sniff.ts';
+import type { Plan, PlannedJob, SkippedPartition } from './planner.ts';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;

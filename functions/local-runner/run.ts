@@ -15,9 +15,10 @@ import { lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import type { CompactorConfig, ConfigInput, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
+import { deletePrefix } from '../core/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
-import { deletePrefix, type StepDeps } from '../core/protocol.ts';
+import type { StepDeps } from '../core/protocol.ts';
 import type { RunSummary } from '../core/run-summary.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';

@@ -27,8 +27,8 @@ import { runCli } from '../../functions/cli/compactor.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { InputRef } from '../../functions/core/manifest.ts';
+import { newClaim } from '../../functions/core/manifest-cas.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import { newClaim } from '../../functions/core/protocol.ts';
 import {
   runWorkflowLocally,
   type SynthesizedWorkflow,

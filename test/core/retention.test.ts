@@ -26,13 +26,8 @@ import {
   serializeManifest,
 } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import {
-  clearStep,
-  compactStep,
-  deleteInputsStep,
-  type JobSpec,
-  quarantineManifest,
-} from '../../functions/core/protocol.ts';
+import { clearStep, compactStep, deleteInputsStep, type JobSpec } from '../../functions/core/protocol.ts';
+import { quarantineManifest } from '../../functions/core/quarantine.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { expireStep, planRetention } from '../../functions/core/retention.ts';
 import { arcRawKey, hourFolderOf } from '../support/cli-lake.ts';

@@ -1,0 +1,133 @@
+/**
+ * What a job is (its ref, spec and deps) and what each step returns: the types every step,
+ * recovery, the cycle and the Lambdas share.
+ */
+
+import type { CompactorConfig, JobKind, TierName } from './config.ts';
+import type { Clock, Engine } from './engine.ts';
+import type { InputRef, Manifest, ManifestState } from './manifest.ts';
+import type { ObjectStore } from './object-store.ts';
+
+/** User metadata every staged and final output carries. */
+export const META_JOB_ID = 'compactor-job-id';
+
+export const META_ROWS = 'compactor-rows';
+
+export type JobEvent =
+  | {
+      readonly type: 'claimed' | 'staged' | 'published' | 'verified' | 'inputs-deleted' | 'cleared';
+      readonly job: JobRef;
+    }
+  | {
+      readonly type: 'rolled-back' | 'skipped' | 'failure-not-recorded';
+      readonly job: JobRef;
+      readonly reason: string;
+    }
+  | { readonly type: 'quarantined'; readonly key: string; readonly reason: string }
+  | {
+      readonly type: 'input-quarantined';
+      readonly key: string;
+      readonly partition: string;
+      readonly reason: string;
+    };
+
+export interface StepDeps {
+  readonly store: ObjectStore;
+  readonly config: CompactorConfig;
+  readonly clock: Clock;
+  readonly signal?: AbortSignal;
+  /** Progress, logs and metrics hook; must not throw. */
+  readonly onEvent?: (event: JobEvent) => void;
+}
+
+export interface CompactDeps extends StepDeps {
+  readonly engine: Engine;
+  /** Local scratch folder (Lambda: /tmp); each job works in its own subfolder and removes it. */
+  readonly workDir: string;
+}
+
+/** Identifies a job and who runs it. Steps act only when the manifest names both. */
+export interface JobRef {
+  readonly tier: JobKind;
+  readonly partition: string;
+  readonly jobId: string;
+  readonly executionId: string;
+}
+
+export interface JobSpec extends JobRef {
+  readonly inputs: readonly InputRef[];
+}
+
+/** A job that merges its inputs into outputs (retention jobs run expireStep instead). */
+export interface CompactionJob extends JobSpec {
+  readonly tier: TierName;
+}
+
+export function isCompactionJob(job: JobSpec): job is CompactionJob {
+  return job.tier !== 'retention';
+}
+
+export type StepStatus =
+  /** The step did its work. */
+  | 'done'
+  /** An earlier attempt already did it (retry, redrive). */
+  | 'already-done'
+  /** Nothing to do: the partition is leased by another job, or an input changed. */
+  | 'skipped'
+  /** The manifest is gone (cleared or rolled back) or now names another owner. */
+  | 'superseded';
+
+export interface StepResult {
+  readonly jobId: string;
+  readonly tier: JobKind;
+  readonly partition: string;
+  readonly status: StepStatus;
+  /** The manifest state after the step ('cleared' once the manifest is gone). */
+  readonly state: ManifestState | 'cleared' | 'none';
+  readonly reason?: string;
+  readonly inputs?: number;
+  readonly inputBytes?: number;
+  readonly inputRows?: number;
+  /** With dedup: the inputs' distinct rows (exact) or keys (last), which the outputs hold. */
+  readonly distinctRows?: number;
+  readonly outputs?: number;
+  readonly outputBytes?: number;
+  readonly outputRows?: number;
+  readonly keptInputs?: number;
+  readonly quarantinedInputs?: number;
+  /** Footer key-value metadata keys of the inputs that the outputs do not carry (footer-metadata.ts). */
+  readonly droppedMetadataKeys?: readonly string[];
+}
+
+export function withSignal(deps: StepDeps): { signal?: AbortSignal } {
+  return deps.signal ? { signal: deps.signal } : {};
+}
+
+export function result(
+  ref: JobRef,
+  status: StepStatus,
+  state: StepResult['state'],
+  extra: Partial<StepResult> = {},
+): StepResult {
+  return { jobId: ref.jobId, tier: ref.tier, partition: ref.partition, status, state, ...extra };
+}
+
+export function summary(manifest: Manifest): Partial<StepResult> {
+  const outputs = manifest.outputs ?? [];
+  return {
+    inputs: manifest.inputs.length,
+    inputBytes: manifest.inputs.reduce((sum, i) => sum + i.size, 0),
+    ...(manifest.inputRows === undefined ? {} : { inputRows: manifest.inputRows }),
+    ...(manifest.distinctRows === undefined ? {} : { distinctRows: manifest.distinctRows }),
+    ...(outputs.length === 0
+      ? {}
+      : {
+          outputs: outputs.length,
+          outputBytes: outputs.reduce((sum, o) => sum + o.size, 0),
+          outputRows: outputs.reduce((sum, o) => sum + o.rows, 0),
+        }),
+    ...(manifest.keptInputs?.length ? { keptInputs: manifest.keptInputs.length } : {}),
+    ...(manifest.quarantinedInputs?.length ? { quarantinedInputs: manifest.quarantinedInputs.length } : {}),
+    ...(manifest.droppedMetadataKeys?.length ? { droppedMetadataKeys: manifest.droppedMetadataKeys } : {}),
+  };
+}

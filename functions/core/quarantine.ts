@@ -1,0 +1,89 @@
+import { DeleteFailedError, ManifestConflictError } from './errors.ts';
+import type { StepDeps } from './job.ts';
+import {
+  type KeptInput,
+  type Manifest,
+  quarantinedInputKey,
+  quarantinedManifestKey,
+  serializeManifest,
+} from './manifest.ts';
+import { describeOutcome } from './manifest-cas.ts';
+
+export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: Manifest): Promise<void> {
+  const input = manifest.inputs.find((i) => i.key === bad.key);
+  const record = {
+    key: bad.key,
+    etag: input?.etag,
+    partition: manifest.partition,
+    reason: bad.reason,
+    jobId: manifest.jobId,
+    quarantinedAt: deps.clock.now().toISOString(),
+    fix: 'Replace or remove the object, then delete this record to let it be compacted again.',
+  };
+  await deps.store.put(
+    quarantinedInputKey(deps.config.layout, bad.key),
+    Buffer.from(JSON.stringify(record, null, 2)),
+    {
+      contentType: 'application/json',
+    },
+  );
+  deps.onEvent?.({
+    type: 'input-quarantined',
+    key: bad.key,
+    partition: manifest.partition,
+    reason: bad.reason,
+  });
+}
+
+/**
+ * Moves a manifest into quarantine: a record that keeps the manifest text and the reason, then
+ * the live manifest is removed if it is still the version we read. Quarantined jobs' inputs and
+ * outputs are never candidates and nothing of theirs is deleted until an operator acts.
+ */
+export async function quarantineManifest(
+  deps: StepDeps,
+  target: {
+    readonly key: string;
+    readonly etag: string;
+    readonly body?: Buffer;
+    readonly manifest?: Manifest;
+    /** For an invalid manifest, the job id it seems to name: its staging is kept with the record. */
+    readonly jobId?: string;
+  },
+  reason: string,
+): Promise<string> {
+  const text =
+    target.body?.toString('utf8') ??
+    (target.manifest ? serializeManifest(target.manifest).toString('utf8') : '');
+  // Only the manifest version we judged may be quarantined: a stale step (a zombie whose job
+  // another attempt finished) must not raise a false alarm.
+  const current = await deps.store.head(target.key);
+  if (current?.etag !== target.etag) {
+    throw new ManifestConflictError(`manifest ${target.key} changed before it could be quarantined`);
+  }
+  const recordKey = quarantinedManifestKey(
+    deps.config.layout,
+    target.key,
+    target.etag.replace(/[^A-Za-z0-9]/g, ''),
+  );
+  const record = {
+    manifestKey: target.key,
+    etag: target.etag,
+    reason,
+    quarantinedAt: deps.clock.now().toISOString(),
+    jobId: target.manifest?.jobId ?? target.jobId,
+    manifest: text,
+    fix: 'Inspect the job; when resolved, delete this record. Nothing of this job is deleted while it exists.',
+  };
+  await deps.store.put(recordKey, Buffer.from(`${JSON.stringify(record, null, 2)}\n`), {
+    contentType: 'application/json',
+  });
+  const [outcome] = await deps.store.deleteMany([{ key: target.key, etag: target.etag }]);
+  if (outcome?.status === 'error') {
+    throw new DeleteFailedError(
+      `could not remove quarantined manifest ${target.key}: ${describeOutcome(outcome)}`,
+    );
+  }
+  deps.onEvent?.({ type: 'quarantined', key: target.key, reason });
+  return recordKey;
+}

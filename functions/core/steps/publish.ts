@@ -1,0 +1,90 @@
+/**
+ * Step 2, publish (the Upload state): copy each staged output to its final key with a
+ * conditional create, then advance the manifest to `published`, the commit point.
+ */
+
+import {
+  FinalKeyConflictError,
+  ManifestConflictError,
+  NotFoundError,
+  PreconditionFailedError,
+  TransientStoreError,
+} from '../errors.ts';
+import {
+  type JobRef,
+  META_JOB_ID,
+  result,
+  type StepDeps,
+  type StepResult,
+  summary,
+  withSignal,
+} from '../job.ts';
+import type { Manifest, OutputRef } from '../manifest.ts';
+import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest-cas.ts';
+import type { ObjectHead } from '../object-store.ts';
+import { quarantineManifest } from '../quarantine.ts';
+
+export function isOurOutput(head: ObjectHead | undefined, output: OutputRef, jobId: string): boolean {
+  return (
+    head !== undefined &&
+    head.size === output.size &&
+    head.metadata[META_JOB_ID] === jobId &&
+    (head.checksum === undefined || head.checksum.value === output.checksum.value)
+  );
+}
+
+export async function publishStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return orTwinsWork(deps, ref, 'staged', () => publish(deps, ref));
+}
+
+async function publish(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  const step = await loadForStep(deps, ref, 'staged');
+  if ('done' in step) return step.done;
+  let { loaded } = step;
+  for (const output of loaded.manifest.outputs ?? []) {
+    checkLease(deps, loaded.manifest);
+    try {
+      await deps.store.copy(output.stagingKey, output.finalKey, { ifNoneMatch: '*', ...withSignal(deps) });
+    } catch (error) {
+      if (error instanceof PreconditionFailedError) {
+        // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
+        const head = await deps.store.head(output.finalKey, withSignal(deps));
+        if (isOurOutput(head, output, ref.jobId)) continue;
+        // Nothing there: a 409 from a concurrent conditional write that did not land. Retry.
+        if (head === undefined) {
+          throw new TransientStoreError(
+            `conditional copy to ${output.finalKey} conflicted; the key is still free`,
+            {
+              cause: error,
+            },
+          );
+        }
+        const reason = `final key ${output.finalKey} already holds an object that is not this job's output`;
+        await quarantineManifest(deps, loaded, reason);
+        throw new FinalKeyConflictError(`${reason}; the job was quarantined and nothing was deleted`);
+      }
+      if (error instanceof NotFoundError) {
+        throw new ManifestConflictError(
+          `staged output ${output.stagingKey} of job ${ref.jobId} is missing; recovery resolves the job`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+  // The commit point: from here on the outputs replace the inputs.
+  loaded = await writeManifest(deps, loaded, advance(deps, loaded.manifest, { state: 'published' }));
+  deps.onEvent?.({ type: 'published', job: ref });
+  return result(ref, 'done', 'published', summary(loaded.manifest));
+}
+
+/** Checks that the staged outputs are exactly what the manifest recorded. */
+export async function checkStaged(deps: StepDeps, manifest: Manifest): Promise<string | undefined> {
+  for (const output of manifest.outputs ?? []) {
+    const head = await deps.store.head(output.stagingKey, withSignal(deps));
+    if (!head) return `staged output ${output.stagingKey} is missing`;
+    if (!isOurOutput(head, output, manifest.jobId))
+      return `staged output ${output.stagingKey} does not match the manifest`;
+  }
+  return undefined;
+}
