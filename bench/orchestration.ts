@@ -360,7 +360,7 @@ export function wholeProcessTargets(
             cause:
               `${empty.command} takes ${s(empty.wallMs)} (Node start-up, modules, the cached definition in the ASL interpreter, recovery, planning, run records), ` +
               `so the partition's own five steps take ${s(w.productWallMs - empty.wallMs)} against raw DuckDB's whole process ${s(w.duckdbWallMs)} ` +
-              `(${((w.productWallMs - empty.wallMs) / w.duckdbWallMs).toFixed(2)}x); the steps add the fetch copy, the staging upload, the publish copy and the local store's fsyncs`,
+              `(${((w.productWallMs - empty.wallMs) / w.duckdbWallMs).toFixed(2)}x); the steps add each input's hard link and ETag check, the staging upload, the publish copy and the local store's fsync of every object and folder written`,
           }),
     });
   }

@@ -65,6 +65,8 @@ interface Args {
   readonly datasets: readonly string[];
   readonly only: readonly string[];
   readonly quick: boolean;
+  /** Only re-render results.md, results.svg and the summary blocks from bench/results.json. */
+  readonly render: boolean;
 }
 
 const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3'];
@@ -80,6 +82,9 @@ no results files.
   --only LIST         comma-separated sections: ${SECTIONS.join(',')} (default all)
   --quick             smaller request, orchestration, planner and memory cases; s3: the Firehose
                       hour and 2 GiB job at 1/8 size, one run each
+  --render            measure nothing: re-render results.md, results.svg and the README's and
+                      docs/performance.md's summaries from bench/results.json (after editing
+                      the report's wording, or text around a summary block)
   --help              this text
 `;
 
@@ -93,6 +98,7 @@ function parseArgs(argv: readonly string[]): Args | 'help' {
   let datasets = DATASETS.map((d) => d.id);
   let only = SECTIONS;
   let quick = false;
+  let render = false;
   const list = (arg: string, text: string, known: readonly string[]) => {
     const items = text.split(',').filter((item) => item !== '');
     const unknown = items.filter((item) => !known.includes(item));
@@ -122,9 +128,10 @@ function parseArgs(argv: readonly string[]): Args | 'help' {
       );
     else if (arg === '--only') only = list(arg, value(), SECTIONS);
     else if (arg === '--quick') quick = true;
+    else if (arg === '--render') render = true;
     else throw new UsageError(`unknown option ${arg}`);
   }
-  return { runs, datasets, only, quick };
+  return { runs, datasets, only, quick, render };
 }
 
 async function versions(): Promise<{ duckdb: string; polars: string }> {
@@ -147,6 +154,13 @@ async function main(): Promise<number> {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`bench: ${error.message}\n\n${USAGE}`);
     return 2;
+  }
+  if (args.render) {
+    const full = JSON.parse(
+      await readFile(join(import.meta.dirname, 'results.json'), 'utf8'),
+    ) as BenchResults;
+    await writeResults(full, (line) => process.stderr.write(`${line}\n`));
+    return 0;
   }
   // A full run rewrites the summary blocks at its end: find them missing now, not after it.
   if (!args.quick && args.only.length === SECTIONS.length && args.datasets.length === DATASETS.length) {
@@ -297,23 +311,28 @@ async function main(): Promise<number> {
   const complete =
     !args.quick && args.only.length === SECTIONS.length && results.comparisons.length === DATASETS.length;
   if (complete) {
-    const dir = import.meta.dirname;
-    await writeFile(join(dir, 'results.json'), `${JSON.stringify(full, null, 2)}\n`);
-    await writeFile(join(dir, 'results.md'), renderMarkdown(full));
-    await writeFile(join(dir, 'results.svg'), renderSvg(full));
-    log('wrote bench/results.json, bench/results.md, bench/results.svg');
-    // The README's and docs' numbers come from this run, never by hand.
-    for (const file of SUMMARY_FILES) {
-      const path = join(dir, '..', file.path);
-      const text = await readFile(path, 'utf8');
-      await writeFile(path, replaceSummaryBlock(text, renderSummaryBlock(full, file), file.path));
-      log(`wrote the bench summary in ${file.path}`);
-    }
+    await writeFile(join(import.meta.dirname, 'results.json'), `${JSON.stringify(full, null, 2)}\n`);
+    await writeResults(full, log);
   } else {
     log('partial run (options given): results files not written');
   }
   log(`bench finished in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   return 0;
+}
+
+/** results.md, results.svg and the summary blocks, all rendered from one run's results. */
+async function writeResults(full: BenchResults, log: (line: string) => void): Promise<void> {
+  const dir = import.meta.dirname;
+  await writeFile(join(dir, 'results.md'), renderMarkdown(full));
+  await writeFile(join(dir, 'results.svg'), renderSvg(full));
+  log('wrote bench/results.md, bench/results.svg');
+  // The README's and docs' numbers come from this run, never by hand.
+  for (const file of SUMMARY_FILES) {
+    const path = join(dir, '..', file.path);
+    const text = await readFile(path, 'utf8');
+    await writeFile(path, replaceSummaryBlock(text, renderSummaryBlock(full, file), file.path));
+    log(`wrote the bench summary in ${file.path}`);
+  }
 }
 
 process.exitCode = await main();
