@@ -134,11 +134,12 @@ export async function copyHandle(
   }
 }
 
-export async function writeDurably(path: string, text: string): Promise<void> {
+/** Writes a new file; with `sync` (the default) fsyncs it before returning. */
+export async function writeDurably(path: string, text: string, sync = true): Promise<void> {
   const out = await open(path, 'wx');
   try {
     await writeAll(out, Buffer.from(text, 'utf8'));
-    await out.sync();
+    if (sync) await out.sync();
   } finally {
     await out.close();
   }

@@ -84,6 +84,14 @@ export interface LocalFolderStoreOptions {
    * another host sharing the folder). Locks are held only for the few syscalls of a commit.
    */
   readonly staleLockMs?: number;
+  /**
+   * 'machine' (the default): every write is fsynced before it is renamed into place, and its
+   * folder after, so a write or delete survives the machine losing power
+   * (https://man7.org/linux/man-pages/man2/fsync.2.html). 'process': no fsync; a write or delete
+   * still survives its process being killed at any point (kill -9), since the page cache is the
+   * kernel's, but not a kernel crash or power loss. For tests and throwaway lakes.
+   */
+  readonly durability?: 'machine' | 'process';
 }
 
 interface Attributes {
@@ -110,9 +118,11 @@ export class LocalFolderStore implements ObjectStore {
   readonly #tmpDir: string;
   readonly #metaDir: string;
   readonly #locks: KeyLocks;
+  readonly #fsync: boolean;
 
   constructor(rootDir: string, options: LocalFolderStoreOptions = {}) {
     this.#root = resolve(rootDir);
+    this.#fsync = (options.durability ?? 'machine') === 'machine';
     this.location = `file://${this.#root}`;
     const reserved = join(this.#root, RESERVED_DIR);
     this.#tmpDir = join(reserved, 'tmp');
@@ -311,7 +321,7 @@ export class LocalFolderStore implements ObjectStore {
     }
     const dir = await this.#beginUpload(key, 'put');
     try {
-      const staged = await stageData(dir, async (out) => {
+      const staged = await stageData(dir, this.#fsync, async (out) => {
         if (Buffer.isBuffer(body)) {
           signal?.throwIfAborted();
           await writeAll(out, body);
@@ -357,7 +367,11 @@ export class LocalFolderStore implements ObjectStore {
     const dir = await this.#beginUpload(target, 'copy');
     try {
       try {
-        staged = await stageData(dir, async (out) => (await copyHandle(src.handle, out, signal)).crc);
+        staged = await stageData(
+          dir,
+          this.#fsync,
+          async (out) => (await copyHandle(src.handle, out, signal)).crc,
+        );
       } finally {
         await src.handle.close();
       }
@@ -602,12 +616,12 @@ export class LocalFolderStore implements ObjectStore {
         };
         const sidecar: Sidecar = { version: 1, key, entries: [...kept, entry] };
         const tmp = join(staged.dir, 'meta.json');
-        await writeDurably(tmp, JSON.stringify(sidecar));
+        await writeDurably(tmp, JSON.stringify(sidecar), this.#fsync);
         await renameIntoPlace(tmp, sidecarPath, key);
-        await fsyncDir(dirname(sidecarPath));
+        if (this.#fsync) await fsyncDir(dirname(sidecarPath));
       }
       await renameIntoPlace(staged.dataPath, path, key);
-      await fsyncDir(dirname(path));
+      if (this.#fsync) await fsyncDir(dirname(path));
       if (attrs === undefined && (await unlinkIfExists(sidecarPath))) {
         await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
       }
@@ -629,7 +643,7 @@ export class LocalFolderStore implements ObjectStore {
         }
         if (!(await unlinkIfExists(path))) return { key, status: 'not-found' };
         // The protocol records "inputs deleted" next; the delete must not come back after a crash.
-        await fsyncDir(dirname(path));
+        if (this.#fsync) await fsyncDir(dirname(path));
         const sidecarPath = this.#sidecarPath(key);
         if (await unlinkIfExists(sidecarPath)) await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
         await pruneEmptyDirs(dirname(path), this.#root);
@@ -712,13 +726,17 @@ function toHead(key: string, st: BigIntStats, etag: string, entry: SidecarEntry 
   };
 }
 
-/** Writes `<dir>/data` with `fill`, fsyncs it, and returns its identity. */
-async function stageData(dir: string, fill: (out: FileHandle) => Promise<number>): Promise<Staged> {
+/** Writes `<dir>/data` with `fill`, fsyncs it (with `sync`), and returns its identity. */
+async function stageData(
+  dir: string,
+  sync: boolean,
+  fill: (out: FileHandle) => Promise<number>,
+): Promise<Staged> {
   const dataPath = join(dir, 'data');
   const out = await open(dataPath, 'wx');
   try {
     const crc = await fill(out);
-    await out.sync();
+    if (sync) await out.sync();
     // Rename keeps inode, size and mtime, so this is the ETag the object will have.
     const st = await out.stat({ bigint: true });
     return { dir, dataPath, stat: st, etag: etagOf(st), crc };

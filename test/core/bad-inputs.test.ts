@@ -23,7 +23,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -43,6 +43,7 @@ import { cli } from '../support/cli-lake.ts';
 import { metricTotal } from '../support/emf.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import { LakeChecker, type LakeFile, SWEEP_CONFIG, sweepDeps, writeLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 
@@ -76,7 +77,7 @@ const CONFIG: ConfigInput = { ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024
 async function lake(files: readonly LakeFile[], config: ConfigInput = CONFIG): Promise<Lake> {
   const dir = await mkdtemp(join(root, 'lake-'));
   const total = await writeLake(engine, dir, files);
-  return { dir, store: new LocalFolderStore(dir), config: parseConfig(config), total };
+  return { dir, store: testStore(dir), config: parseConfig(config), total };
 }
 
 /** `n` raw files of `rows` rows in the Arc hour folder `hh` of 2025-01-15 (table db/cpu). */

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import { planTier } from '../../functions/core/planner.ts';
@@ -34,6 +34,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
 let workDir: string;
@@ -63,7 +64,7 @@ async function withLake<T>(
   const template = templates[tier] as TemplateLake;
   const dir = await copyLake(template);
   try {
-    const store = new LocalFolderStore(dir);
+    const store = testStore(dir);
     const checker = new LakeChecker(engine, dir, store, template.config, template.totalRows);
     return await fn({ dir, store, checker, template });
   } finally {

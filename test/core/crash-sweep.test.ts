@@ -12,7 +12,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { TIER_SPECS } from '../../functions/core/tiers.ts';
@@ -29,6 +28,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
 let workDir: string;
@@ -56,7 +56,7 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
   const template = templates[tier] as TemplateLake;
   const dir = await copyLake(template);
   try {
-    const inner = new LocalFolderStore(dir);
+    const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
     const alive = new Set<string>();
     const faulty = new FaultStore(inner, {

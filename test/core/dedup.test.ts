@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -34,6 +34,7 @@ import { planTier } from '../../functions/core/planner.ts';
 import { type CompactDeps, compactStep, type JobSpec } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { recoverUntilQuiet, sweepDeps } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const CPU_10 = 'mydb/cpu/2025/01/14/10/';
 const CPU_11 = 'mydb/cpu/2025/01/14/11/';
@@ -117,7 +118,7 @@ const EXPECTED = {
 async function dupLake(config: ConfigInput = CONFIG): Promise<Lake> {
   const dir = await mkdtemp(join(tmpdir(), 'dedup-lake-'));
   lakes.push(dir);
-  const l = { dir, store: new LocalFolderStore(dir), config: parseConfig(config) };
+  const l = { dir, store: testStore(dir), config: parseConfig(config) };
   // cpu ('exact'): a file sent twice, a partial re-send, a row differing in one column, NULLs.
   const cpu1 = `${CPU_10}cpu_20250114_100500_1.parquet`;
   const cpu2 = `${CPU_10}cpu_20250114_101500_2.parquet`;
@@ -386,7 +387,7 @@ describe('dedup is verified, not assumed', () => {
   it('a "last" table whose data hides the row order (a file_row_number column) fails with DedupError, claim released', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'dedup-lake-'));
     lakes.push(dir);
-    const l = { dir, store: new LocalFolderStore(dir), config: parseConfig(CONFIG) };
+    const l = { dir, store: testStore(dir), config: parseConfig(CONFIG) };
     for (const name of ['mem_20250114_100500_1', 'mem_20250114_101500_2']) {
       await put(
         l,
@@ -447,7 +448,7 @@ describe('dedup through whole cycles', () => {
   it('"last" in the daily tier: an hourly output beside a daily one is newer, whatever their keys sort as', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'dedup-lake-'));
     lakes.push(dir);
-    const l = { dir, store: new LocalFolderStore(dir), config: parseConfig(CONFIG) };
+    const l = { dir, store: testStore(dir), config: parseConfig(CONFIG) };
     // A daily output from an earlier run (in the day folder, whose key sorts after the hour
     // folders), and an hourly output of late data compacted after it, for the same key.
     await put(

@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
@@ -18,6 +17,7 @@ import { ForwardingStore, type ObjectStore } from '../../functions/core/object-s
 import { planTier } from '../../functions/core/planner.ts';
 import type { JobEvent } from '../../functions/core/protocol.ts';
 import { sweepDeps, writeLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const BAD = 'db/cpu/2025/01/15/10/cpu_20250115_104500_bad.parquet';
 const config = parseConfig({
@@ -51,7 +51,7 @@ async function putBadFile(lake: string): Promise<void> {
   await engine.query(
     `COPY (SELECT 1000 AS id, TIMESTAMP '2025-01-15 10:50:00' AS time, 'h' AS host, 'r' AS region, 1.0 AS value, 'text' AS count) TO '${bad}' (FORMAT parquet)`,
   );
-  await new LocalFolderStore(lake).put(BAD, { file: bad });
+  await testStore(lake).put(BAD, { file: bad });
   await rm(bad);
 }
 
@@ -63,7 +63,7 @@ afterAll(async () => {
 
 describe('a partition that keeps failing', () => {
   it('is skipped with backoff after 3 failures, never blocks others, and recovers once fixed', async () => {
-    const store = new LocalFolderStore(dir);
+    const store = testStore(dir);
     let now = Date.now() + 3600_000;
     const clock = { now: () => new Date(now) };
     const cycle = async (n: number) =>
@@ -135,7 +135,7 @@ describe('a partition that keeps failing', () => {
       const report = await runCycle(
         {
           ...sweepDeps(
-            new DeniedFailures(new LocalFolderStore(lake)),
+            new DeniedFailures(testStore(lake)),
             config,
             engine,
             join(work, 'steps'),
@@ -153,7 +153,7 @@ describe('a partition that keeps failing', () => {
       expect(warned[0] && 'reason' in warned[0] && warned[0].reason).toMatch(
         /^the failure record of hourly db\/cpu\/2025\/01\/15\/10\/ could not be written \(Error: AccessDenied \(test\)\); its backoff starts over$/,
       );
-      expect((await readFailures(new LocalFolderStore(lake), config)).size).toBe(0);
+      expect((await readFailures(testStore(lake), config)).size).toBe(0);
     } finally {
       await rm(lake, { recursive: true, force: true });
     }

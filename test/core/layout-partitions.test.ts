@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
@@ -17,6 +16,7 @@ import { isParquetObject, parseDataObject } from '../../functions/core/parquet-s
 import { planTier } from '../../functions/core/planner.ts';
 import { configError } from '../support/config-error.ts';
 import { int96ParquetBytes } from '../support/int96-parquet.ts';
+import { testStore } from '../support/test-store.ts';
 
 describe('partition segments and the tiers they allow', () => {
   it('hive: both k=v segments are partition columns; hourly only', () => {
@@ -122,7 +122,7 @@ describe('planning a refused tier', () => {
         listed++;
         return super.list(prefix);
       }
-    })(new LocalFolderStore(dir));
+    })(testStore(dir));
     const config = parseConfig({ layout: 'hive' });
     await expect(planTier(store, config, { now: () => new Date() }, 'daily')).rejects.toThrow(
       /^tiers\.daily: the daily tier would write its outputs in the day folder, above the partition segment "hour=\{HH\}"/,
@@ -169,7 +169,7 @@ describe('recognising inputs whose name does not say Parquet (dataSuffix "")', (
     const dir = await mkdtemp(join(tmpdir(), 'layout-sniff-'));
     const engine = await DuckDbEngine.create({ threads: 1 });
     try {
-      const store = new LocalFolderStore(dir);
+      const store = testStore(dir);
       const parquet = int96ParquetBytes([{ id: 1n, timeMicros: 0n }]);
       // DuckDB's own (large) file: its head is read by a second ranged read.
       await engine.query(
@@ -217,7 +217,7 @@ describe('recognising inputs whose name does not say Parquet (dataSuffix "")', (
   it('parseDataObject: a non-Parquet object named like a Firehose delivery is no data file', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'layout-sniff-'));
     try {
-      const store = new LocalFolderStore(dir);
+      const store = testStore(dir);
       const { mkdir } = await import('node:fs/promises');
       await mkdir(join(dir, hour), { recursive: true });
       await writeFile(

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import {
   type CompactorConfig,
@@ -39,6 +39,7 @@ import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { mulberry32 } from '../support/sim-scheduler.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -48,7 +49,7 @@ let store: LocalFolderStore;
 
 beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), 'planner-windows-'));
-  store = new LocalFolderStore(root);
+  store = testStore(root);
 });
 
 afterEach(async () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -29,6 +29,7 @@ import {
 } from '../../functions/core/manifest.ts';
 import { ForwardingStore, type ObjectStore, type ObjectSummary } from '../../functions/core/object-store.ts';
 import { type Plan, planTier } from '../../functions/core/planner.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -51,7 +52,7 @@ let store: LocalFolderStore;
 
 beforeEach(async () => {
   root = await mkdtemp(join(tmpdir(), 'planner-'));
-  store = new LocalFolderStore(root);
+  store = testStore(root);
 });
 
 afterEach(async () => {

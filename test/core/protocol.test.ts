@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
@@ -56,6 +56,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
@@ -106,7 +107,7 @@ interface Lake {
 async function lake(template: TemplateLake = hourly): Promise<Lake> {
   const dir = await copyLake(template);
   lakes.push(dir);
-  return { dir, store: new LocalFolderStore(dir), config: template.config };
+  return { dir, store: testStore(dir), config: template.config };
 }
 
 function deps(l: Lake, store: ObjectStore = l.store, clock: Clock = systemClock): CompactDeps {

@@ -8,7 +8,6 @@
 import { rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { manifestsRoot } from '../../functions/core/manifest.ts';
@@ -25,6 +24,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
 let workDir: string;
@@ -39,7 +39,7 @@ const WRITES = new Set(['put', 'copy', 'deleteMany']);
 /** Cuts a clean cycle short right after its write number `write`; returns the lake folder. */
 async function cutShort(template: TemplateLake, tier: TierName, crashAt: number): Promise<string> {
   const dir = await copyLake(template);
-  const store = new FaultStore(new LocalFolderStore(dir), { fault: { at: crashAt, kind: 'crash' } });
+  const store = new FaultStore(testStore(dir), { fault: { at: crashAt, kind: 'crash' } });
   const alive = new Set<string>();
   await runCycle(sweepDeps(store, template.config, engine, workDir, `cut-${crashAt}`, alive), tier).catch(
     (error: Error) => expect(error.name).toBe('CrashedError'),
@@ -56,7 +56,7 @@ async function recoveryScenario(
   // Built afresh each time: manifests name their store's location, so a copied folder is another store.
   const dir = await cutShort(template, tier, cut);
   try {
-    const inner = new LocalFolderStore(dir);
+    const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
     const alive = new Set<string>();
     const faulty = new FaultStore(inner, {
@@ -95,7 +95,7 @@ describe.each(['daily', 'hourly'] as const)('recovery crash-point sweep, %s tier
     async () => {
       const template = tier === 'daily' ? await dailyTemplate(engine) : await hourlyTemplate(engine);
       // The clean run's writes of its first job: a cut after each leaves every manifest state.
-      const probe = new FaultStore(new LocalFolderStore(await copyLake(template)));
+      const probe = new FaultStore(testStore(await copyLake(template)));
       await runCycle(sweepDeps(probe, template.config, engine, workDir, 'probe', new Set()), tier);
       const firstJobEnd = probe.calls.findIndex(
         (c) => c.op === 'deleteMany' && c.key.startsWith(manifestsRoot(template.config.layout)),
@@ -110,7 +110,7 @@ describe.each(['daily', 'hourly'] as const)('recovery crash-point sweep, %s tier
       const states = new Set<string>();
       for (const cut of cutPoints) {
         const preState = await cutShort(template, tier, cut);
-        const manifests = new LocalFolderStore(preState);
+        const manifests = testStore(preState);
         for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
           const { body } = await manifests.getBytes(m.key);
           states.add(JSON.parse(body.toString()).state as string);

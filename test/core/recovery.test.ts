@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle } from '../../functions/core/cycle.ts';
@@ -48,6 +48,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
@@ -95,7 +96,7 @@ interface Lake {
 async function lake(): Promise<Lake> {
   const dir = await copyLake(template);
   lakes.push(dir);
-  return { dir, store: new LocalFolderStore(dir), config: template.config };
+  return { dir, store: testStore(dir), config: template.config };
 }
 
 const randomHex = () => randomBytes(4).toString('hex');

@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { parseConfig } from '../../functions/core/config.ts';
@@ -18,6 +17,7 @@ import { findRepairs, repairPartition } from '../../functions/core/repair.ts';
 import { FAULT_KINDS, FaultStore } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const config = parseConfig({ quietSeconds: 0 });
 let engine: DuckDbEngine;
@@ -36,7 +36,7 @@ async function duplicatedLake(dir: string, extraRaw = false): Promise<void> {
     { key: 'db/cpu/2025/01/15/12/cpu_20250115_120500_6.parquet', rows: 25 },
     { key: 'db/cpu/2025/01/15/12/cpu_20250115_121500_7.parquet', rows: 25 },
   ]);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   for (const hour of ['10', '11']) {
     const out = join(root, `${hour}-${Math.random().toString(36).slice(2)}.parquet`);
     await engine.query(
@@ -58,7 +58,7 @@ async function duplicatedLake(dir: string, extraRaw = false): Promise<void> {
 
 async function allIds(dir: string): Promise<bigint[]> {
   const files: string[] = [];
-  for await (const o of new LocalFolderStore(dir).list('db/'))
+  for await (const o of testStore(dir).list('db/'))
     if (config.layout.isDataKey(o.key)) files.push(join(dir, o.key));
   return readIds(engine, files);
 }
@@ -111,7 +111,7 @@ describe('compactor repair', () => {
     expect(result.text).toContain('repaired 2 partition(s), 150 duplicated rows removed');
     expect(await allIds(dir)).toEqual(range(1, TOTAL));
     const keys: string[] = [];
-    for await (const o of new LocalFolderStore(dir).list('')) keys.push(o.key);
+    for await (const o of testStore(dir).list('')) keys.push(o.key);
     expect(keys.filter((k) => k.startsWith('db/cpu/2025/01/15/10/'))).toEqual([
       'db/cpu/2025/01/15/10/cpu_20250115_100000_compacted.parquet',
     ]);
@@ -147,7 +147,7 @@ describe('repair under faults', () => {
       // The calls of a clean repair of the whole lake.
       const cleanDir = join(root, 'clean');
       await cp(template, cleanDir, { recursive: true });
-      const probe = new FaultStore(new LocalFolderStore(cleanDir));
+      const probe = new FaultStore(testStore(cleanDir));
       const probeDeps = {
         ...sweepDeps(probe, config, engine, join(root, 'work'), 'probe', new Set()),
         engine,
@@ -161,7 +161,7 @@ describe('repair under faults', () => {
         for (const kind of FAULT_KINDS) {
           const dir = await mkdtemp(join(root, 'fault-'));
           await cp(template, dir, { recursive: true });
-          const inner = new LocalFolderStore(dir);
+          const inner = testStore(dir);
           const checker = new LakeChecker(engine, dir, inner, config, TOTAL);
           checker.checkVisible = false; // the lake starts duplicated: only "no row lost" holds throughout
           const store = new FaultStore(inner, {

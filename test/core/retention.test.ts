@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { assignJobs, planJobs, runCycle } from '../../functions/core/cycle.ts';
@@ -34,6 +34,7 @@ import { arcRawKey, hourFolderOf } from '../support/cli-lake.ts';
 import { type CallRecord, FAULT_KINDS, FaultStore, type FaultStoreOptions } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const NOW = new Date('2025-03-01T12:00:00Z');
 const clock = { now: () => NOW };
@@ -93,14 +94,14 @@ function idsOf(files: readonly F[], firstId = 1): { expired: Set<number>; total:
 
 async function makeLake(dir: string, files: readonly F[]): Promise<void> {
   await writeLake(engine, dir, files);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   for (const key of NOT_DATA) await store.put(key, Buffer.from('x'));
 }
 
 async function fresh(name: string): Promise<{ dir: string; store: LocalFolderStore }> {
   const dir = join(root, `${name}-${Math.random().toString(36).slice(2)}`);
   await cp(template, dir, { recursive: true });
-  return { dir, store: new LocalFolderStore(dir) };
+  return { dir, store: testStore(dir) };
 }
 
 async function keysUnder(store: ObjectStore, prefix = ''): Promise<string[]> {
@@ -310,7 +311,7 @@ describe('retention plan and run', () => {
       { key: december, rows: 10, expired: true },
       { key: january, rows: 10, expired: false },
     ]);
-    const store = new LocalFolderStore(dir);
+    const store = testStore(dir);
     const report = await runCycle(deps(store, 'exec-monthly'), 'retention');
     expect(report.plan.jobs.map((j) => j.partition)).toEqual(['db/cpu/2024/12/']);
     expect(report.jobs.map((j) => j.outcome.status)).toEqual(['compacted']);
@@ -562,7 +563,7 @@ describe('retention under faults', () => {
         return dir;
       };
       const probeDir = await copy();
-      const probe = new FaultStore(new LocalFolderStore(probeDir));
+      const probe = new FaultStore(testStore(probeDir));
       const clean = await runCycle(deps(probe, 'probe-sweep'), 'retention');
       expect(clean.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted']);
       const calls = probe.calls.length;
@@ -571,7 +572,7 @@ describe('retention under faults', () => {
       for (let at = 1; at <= calls; at++) {
         for (const kind of FAULT_KINDS) {
           const dir = await copy();
-          const inner = new LocalFolderStore(dir);
+          const inner = testStore(dir);
           const checker = new LakeChecker(engine, dir, inner, config, rows);
           checker.expired = expired;
           const faulty = new FaultStore(inner, {
@@ -653,7 +654,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
   async function scenario(outer: 'hourly' | 'retention', at: number | undefined): Promise<number> {
     const dir = await mkdtemp(join(root, 'overlap-'));
     await cp(overlapTemplate, dir, { recursive: true });
-    const inner = new LocalFolderStore(dir);
+    const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, config, rows);
     checker.expired = expired;
     const observe = (c: CallRecord) => (writes.has(c.op) ? checker.observe(c) : Promise.resolve());
@@ -718,7 +719,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
   it('a merge that claims after the retention job re-checked sees its lease and backs off: nothing expired comes back', async () => {
     const dir = await mkdtemp(join(root, 'race-'));
     await cp(overlapTemplate, dir, { recursive: true });
-    const inner = new LocalFolderStore(dir);
+    const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, config, rows);
     checker.expired = expired;
     const alive = new Set(['ret', 'hr']);

@@ -11,7 +11,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import {
   MAX_CAUSE_CHARS,
@@ -19,6 +19,7 @@ import {
   summarizeMapRun,
   withinTolerance,
 } from '../../functions/core/run-summary.ts';
+import { testStore } from '../support/test-store.ts';
 
 const config = parseConfig({});
 let root: string;
@@ -26,7 +27,7 @@ let store: LocalFolderStore;
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'run-summary-'));
-  store = new LocalFolderStore(root);
+  store = testStore(root);
 });
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });

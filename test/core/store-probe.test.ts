@@ -10,7 +10,7 @@ import { mkdtemp, readdir, rm, utimes } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { ConfigError, StoreGuaranteesError, TransientStoreError } from '../../functions/core/errors.ts';
 import { type CopyOptions, ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
@@ -25,6 +25,7 @@ import {
 } from '../../functions/core/store-probe.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { ALL_CONDITIONS, IgnoringStore } from '../support/ignoring-store.ts';
+import { testStore } from '../support/test-store.ts';
 
 const STATE_ROOT = 'lake/_compaction/';
 let root: string;
@@ -40,7 +41,7 @@ afterAll(async () => {
 
 async function freshStore(): Promise<{ store: LocalFolderStore; dir: string }> {
   const dir = join(root, `store-${++n}`);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   // An object the probe must leave alone.
   await store.put('lake/db/cpu/2025/01/15/10/cpu_20250115_100000_1.parquet', Buffer.from('data'));
   return { store, dir };

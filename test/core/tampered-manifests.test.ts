@@ -18,7 +18,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs } from '../../functions/core/cycle.ts';
@@ -34,6 +34,7 @@ import { recoverStep } from '../../functions/recover.ts';
 import { metricNames, metricTotal } from '../support/emf.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { copyLake, hourlyTemplate, LakeChecker, type TemplateLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
 const HOUR_10 = 'db/cpu/2025/01/15/10/';
@@ -71,7 +72,7 @@ type Json = Record<string, unknown>;
 async function lake(): Promise<Lake> {
   const dir = await copyLake(template);
   lakes.push(dir);
-  return { dir, store: new LocalFolderStore(dir), config: template.config };
+  return { dir, store: testStore(dir), config: template.config };
 }
 
 let counter = 0;

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type ConfigInput, parseConfig, TIERS, type TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
@@ -19,6 +19,7 @@ import { outputKey } from '../../functions/core/manifest.ts';
 import { type Plan, planTier } from '../../functions/core/planner.ts';
 import { partitionOf, tierFolder, tierPeriod } from '../../functions/core/tiers.ts';
 import { LakeChecker, SWEEP_CONFIG, sweepDeps, writeLake } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -97,7 +98,7 @@ describe('monthly planning', () => {
 
   beforeEach(async () => {
     root = await mkdtemp(join(tmpdir(), 'tiers-'));
-    store = new LocalFolderStore(root);
+    store = testStore(root);
   });
 
   afterEach(async () => {
@@ -245,7 +246,7 @@ describe('hourly -> daily -> monthly on a real lake', () => {
         }
       }
       const total = await writeLake(engine, dir, keys);
-      const store = new LocalFolderStore(dir);
+      const store = testStore(dir);
       const config = parseConfig({
         ...SWEEP_CONFIG,
         tiers: { ...SWEEP_CONFIG.tiers, monthly: { enabled: true } },

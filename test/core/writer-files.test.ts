@@ -13,13 +13,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import { quarantineRoot } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
 import { forgeInt64Statistics, stripStatistics } from '../support/strip-statistics.ts';
+import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
 let root: string;
@@ -44,7 +45,7 @@ async function emptyLake(): Promise<Lake> {
   const dir = await mkdtemp(join(root, 'lake-'));
   return {
     dir,
-    store: new LocalFolderStore(dir),
+    store: testStore(dir),
     config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024 }),
   };
 }
@@ -301,7 +302,7 @@ describe('naive TIMESTAMP beside TIMESTAMPTZ (issue 13 item 5)', () => {
     const dir = await mkdtemp(join(root, 'lake-'));
     const l = {
       dir,
-      store: new LocalFolderStore(dir),
+      store: testStore(dir),
       config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024, ...extra }),
     };
     // An older writer's naive times (UTC wall clock) beside Arc's TIMESTAMPTZ.
@@ -387,7 +388,7 @@ describe('time stored as an integer epoch (issue 13 item 6)', () => {
     const dir = await mkdtemp(join(root, 'lake-'));
     return {
       dir,
-      store: new LocalFolderStore(dir),
+      store: testStore(dir),
       config: parseConfig({ ...SWEEP_CONFIG, targetFileBytes: 64 * 1024 * 1024, ...extra }),
     };
   }

@@ -8,7 +8,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -30,6 +29,7 @@ import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import type { CallRecord } from './fault-store.ts';
+import { testStore } from './test-store.ts';
 
 const HOUR = 3_600_000;
 
@@ -51,7 +51,7 @@ export async function writeLake(
   files: readonly LakeFile[],
   firstId = 1,
 ): Promise<number> {
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   const scratch = await mkdtemp(join(tmpdir(), 'lake-gen-'));
   let id = firstId;
   try {
@@ -95,7 +95,7 @@ export async function hourlyTemplate(engine: DuckDbEngine): Promise<TemplateLake
     { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_4.parquet', rows: 30 },
     { key: 'db/cpu/2025/01/15/11/cpu_20250115_113000_5.parquet', rows: 30 },
   ]);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   await store.put('db/cpu/2025/01/15/10/_SUCCESS', Buffer.from(''));
   await store.put('db/cpu/2025/01/15/10/.cpu_20250115_100500_1.parquet.crc', Buffer.from('crc'));
   return { dir, totalRows, config: parseConfig(SWEEP_CONFIG) };

@@ -16,7 +16,7 @@ import { link, mkdir, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
+import { type LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, type ConfigInput, parseConfig } from '../../functions/core/config.ts';
 import {
   type Manifest,
@@ -27,6 +27,7 @@ import {
   stagingPrefix,
 } from '../../functions/core/manifest.ts';
 import { type LakeFile, writeLake } from './lake-harness.ts';
+import { testStore } from './test-store.ts';
 
 // The hive layout: three folder levels instead of Arc's six, so every listing (the store's, the
 // planner's, the checkers' after every call) walks half the folders. The protocol is the same.
@@ -100,7 +101,7 @@ export async function simTemplate(engine: DuckDbEngine, root: string): Promise<S
   const dir = join(root, 'template');
   await mkdir(dir);
   const totalRows = await writeLake(engine, dir, SIM_FILES);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   await store.put(SIM_UNTOUCHED[0] as string, Buffer.from(''));
   await store.put(SIM_UNTOUCHED[1] as string, Buffer.from('crc'));
   // The unresolved job's published output: the same rows as its input (it failed verification).

@@ -15,7 +15,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, type SqlRunner } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { type CycleDeps, type CycleReport, runCycle } from '../../functions/core/cycle.ts';
@@ -54,6 +54,7 @@ import {
 } from './sim-lake.ts';
 import { Rng, Scheduler, type SimActor } from './sim-scheduler.ts';
 import { type FaultCounts, type FaultPolicy, noFaults, SimStore } from './sim-store.ts';
+import { testStore } from './test-store.ts';
 
 /** The one-line command that replays a seed (with the options it ran with). */
 export function REPLAY(seed: number, options: SeedOptions = {}): string {
@@ -242,7 +243,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
   const workDir = `${dir}.work`;
   await mkdir(dir);
   await linkLake(template, dir);
-  const inner = new LocalFolderStore(dir);
+  const inner = testStore(dir);
   const violations: string[] = [];
   const faults = noFaults();
   const jobOutcomes: Record<string, number> = {};
@@ -593,7 +594,7 @@ export async function freshLake(
   const dir = join(ctx.root, `lake-${++lakeCounter}`);
   await mkdir(dir);
   await linkLake(ctx.template, dir);
-  const store = new LocalFolderStore(dir);
+  const store = testStore(dir);
   const config = simConfig(targetFileBytes);
   await writeFixtureRecord(store, config, ctx.template);
   return { dir, store, config };

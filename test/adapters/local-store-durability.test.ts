@@ -1,0 +1,77 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+
+let root: string;
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'durability-'));
+});
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await rm(root, { recursive: true, force: true });
+});
+
+/** FileHandle.sync calls (fsync of files and folders alike) made while `work` runs. */
+async function fsyncsDuring(work: () => Promise<void>): Promise<number> {
+  const probe = await open(join(root, '.probe'), 'w');
+  const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
+  await probe.close();
+  const spy = vi.spyOn(proto, 'sync');
+  await work();
+  const calls = spy.mock.calls.length;
+  spy.mockRestore();
+  return calls;
+}
+
+describe('the local folder store: durability', () => {
+  it.each([
+    ['machine', true],
+    ['process', false],
+  ] as const)('%s: puts (bytes, file, with metadata) and deletes fsync: %s', async (durability, syncs) => {
+    const store = new LocalFolderStore(join(root, 'lake'), { durability });
+    const source = join(root, 'source.bin');
+    await writeFile(source, 'from a file');
+    const calls = await fsyncsDuring(async () => {
+      await store.put('a/one', Buffer.from('one'));
+      await store.put('a/two', { file: source }, { metadata: { k: 'v' } });
+      await store.deleteMany([{ key: 'a/one' }]);
+    });
+    if (syncs) expect(calls).toBeGreaterThanOrEqual(6);
+    else expect(calls).toBe(0);
+    // Either way the store's contract holds: what was put reads back with its ETag and metadata.
+    const head = await store.head('a/two');
+    expect(head?.metadata).toEqual({ k: 'v' });
+    expect((await store.getBytes('a/two')).etag).toBe(head?.etag);
+    expect(await store.head('a/one')).toBeUndefined();
+  });
+
+  // Without fsync a write still outlives its process: the page cache is the kernel's.
+  it('process: a put whose process is killed (SIGKILL) right after it returned is there, whole, with its ETag', async () => {
+    const lake = join(root, 'lake');
+    const script = [
+      `import { LocalFolderStore } from ${JSON.stringify(new URL('../../functions/adapters/local-store.ts', import.meta.url).href)};`,
+      `const store = new LocalFolderStore(${JSON.stringify(lake)}, { durability: 'process' });`,
+      `const { etag } = await store.put('k/v', Buffer.alloc(1 << 20, 7), { metadata: { n: '1' } });`,
+      'process.stdout.write(etag);',
+      "process.kill(process.pid, 'SIGKILL');",
+    ].join('\n');
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const [, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+    expect(signal).toBe('SIGKILL');
+    const store = new LocalFolderStore(lake);
+    const { body, etag } = await store.getBytes('k/v');
+    expect(etag).toBe(out);
+    expect(body.equals(Buffer.alloc(1 << 20, 7))).toBe(true);
+    expect((await store.head('k/v'))?.metadata).toEqual({ n: '1' });
+  });
+});
