@@ -148,3 +148,47 @@ export async function writeCachedDefinition(dir: string, key: string, value: unk
   await writeFile(temp, JSON.stringify({ key, value }));
   await rename(temp, target);
 }
+
+/**
+ * Definitions the ASL validator already accepted. aws-local-stepfunctions validates a definition
+ * with asl-validator each time a StateMachine is built, which compiles the validator's JSON
+ * schemas anew: about a third of `compactor run`'s start-up, for the same text every run. The
+ * outcome depends only on the definition's text, the validation options and the installed
+ * validator, so a marker keyed by a hash of all three (the lock file standing for the validator's
+ * version, as it does for the definition cache) says it passed before. Only a definition that
+ * passed is ever marked.
+ */
+export function validatedKey(root: string, definition: unknown, validationOptions: unknown): string {
+  let lock = '';
+  try {
+    lock = sha256(readFileSync(join(root, 'package-lock.json')));
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw error;
+  }
+  return sha256(
+    JSON.stringify({
+      format: ENTRY_FORMAT,
+      lock,
+      interpreter: installedVersion(root, 'aws-local-stepfunctions') ?? null,
+      validationOptions,
+      definition,
+    }),
+  ).slice(0, 32);
+}
+
+/** Whether a definition with this validatedKey passed validation before. */
+export async function wasValidated(dir: string, key: string): Promise<boolean> {
+  try {
+    await readFile(join(dir, 'validated', key));
+    return true;
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+/** Marks a definition as validated (call only after the validator accepted it). */
+export async function markValidated(dir: string, key: string): Promise<void> {
+  await mkdir(join(dir, 'validated'), { recursive: true });
+  await writeFile(join(dir, 'validated', key), '');
+}

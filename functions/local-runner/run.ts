@@ -197,6 +197,8 @@ export interface LocalRunOptions {
   /** Errors the handlers log (quarantines, failed partitions). */
   readonly onError?: (message: string, details: Record<string, unknown>) => void;
   readonly onStateEntered?: (name: string) => void;
+  /** Where validated definitions are marked (runLocalWorkflow); default the definition cache. */
+  readonly definitionCacheDir?: string;
 }
 
 export interface LocalRunResult {
@@ -256,6 +258,7 @@ export async function runWorkflowLocally(
           ? { expressChildTimeoutSeconds: options.expressChildTimeoutSeconds }
           : {}),
         ...(options.onStateEntered ? { onStateEntered: options.onStateEntered } : {}),
+        validatedCache: { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO },
       },
     );
     await rm(handlerDeps.workDir, { recursive: true, force: true });

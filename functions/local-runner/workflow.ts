@@ -38,6 +38,7 @@ import {
   type StateMachineDefinition,
 } from 'aws-local-stepfunctions';
 import type { ObjectStore } from '../core/object-store.ts';
+import { markValidated, validatedKey, wasValidated } from './definition-cache.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type JsonObject = { [key: string]: Json };
@@ -269,6 +270,27 @@ export interface RunLocalOptions {
   /** An Express child's execution timeout; default EXPRESS_CHILD_TIMEOUT_SECONDS (tests shorten it). */
   readonly expressChildTimeoutSeconds?: number;
   readonly onStateEntered?: (name: string) => void;
+  /**
+   * Where definitions the validator accepted are marked (definition-cache.ts validatedKey), so a
+   * definition run before is not validated again; default: every definition is validated.
+   */
+  readonly validatedCache?: { readonly dir: string; readonly root: string };
+}
+
+const VALIDATION = { checkArn: false, checkPaths: true } as const;
+
+/** The interpreter for a definition, validated unless the same text passed before. */
+async function compileDefinition(
+  definition: JsonObject,
+  cache: RunLocalOptions['validatedCache'],
+): Promise<StateMachine> {
+  const key = cache ? validatedKey(cache.root, definition, VALIDATION) : undefined;
+  const known = cache !== undefined && key !== undefined && (await wasValidated(cache.dir, key));
+  const machine = new StateMachine(definition as unknown as StateMachineDefinition, {
+    validationOptions: known ? { ...VALIDATION, noValidate: true } : VALIDATION,
+  });
+  if (cache && key !== undefined && !known) await markValidated(cache.dir, key);
+  return machine;
 }
 
 export async function runLocalWorkflow(
@@ -325,9 +347,7 @@ export async function runLocalWorkflow(
           ? { TimeoutSeconds: options.expressChildTimeoutSeconds ?? EXPRESS_CHILD_TIMEOUT_SECONDS }
           : {}),
       };
-      const machine = new StateMachine(childDefinition as unknown as StateMachineDefinition, {
-        validationOptions: { checkArn: false, checkPaths: true },
-      });
+      const machine = await compileDefinition(childDefinition as JsonObject, options.validatedCache);
       compiled = {
         machine,
         ...('TimeoutSeconds' in childDefinition ? { timeoutSeconds: childDefinition.TimeoutSeconds } : {}),
@@ -421,9 +441,7 @@ export async function runLocalWorkflow(
     }
   }
 
-  const machine = new StateMachine(def as unknown as StateMachineDefinition, {
-    validationOptions: { checkArn: false, checkPaths: true },
-  });
+  const machine = await compileDefinition(def, options.validatedCache);
   const runOptions: RunOptions = {
     overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
     context: {

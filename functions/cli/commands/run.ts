@@ -32,6 +32,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
   // with this run's Map concurrency.
+  const definitionCacheDir = join(workDirOf(options), 'definitions');
   const workflow = await synthesizeWorkflow(
     {
       ...stackContext,
@@ -41,7 +42,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
     },
     // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
-    { cacheDir: join(workDirOf(options), 'definitions') },
+    { cacheDir: definitionCacheDir },
   );
   const { engine, workDir } = await buildEngine(options);
   const started = Date.now();
@@ -53,6 +54,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
       {
         tier,
+        definitionCacheDir,
         ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
         onError: options.json
           ? undefined
