@@ -1,3 +1,8 @@
+/**
+ * Quarantine records: a corrupt input or a manifest set aside with its reason. Nothing a record
+ * names is merged or deleted until an operator deletes the record.
+ */
+
 import { DeleteFailedError, ManifestConflictError } from './errors.ts';
 import type { StepDeps } from './job.ts';
 import {

@@ -1,3 +1,7 @@
+/**
+ * Step 5, clear: the job's staging and failure record go, then its manifest.
+ */
+
 import { failureKey } from '../failures.ts';
 import { type JobRef, result, type StepDeps, type StepResult, summary } from '../job.ts';
 import { stagingPrefix } from '../manifest.ts';

@@ -1,3 +1,8 @@
+/**
+ * The compact step's checks of what may be merged: integer and float columns proven exact as
+ * DOUBLE, epoch times inside the folder's period, and the dedup request.
+ */
+
 import { type CompactorConfig, dedupOf, type TierName, type TimeUnit } from '../config.ts';
 import type { DedupRequest, Engine, InputInfo } from '../engine.ts';
 import { epochOutsideReason, epochRange, isEpochIntegerType } from '../epoch-time.ts';

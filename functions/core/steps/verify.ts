@@ -1,3 +1,8 @@
+/**
+ * Step 3, verify: the published outputs are exactly what the manifest recorded, or the job is
+ * quarantined and no input is deleted.
+ */
+
 import { VerificationFailedError } from '../errors.ts';
 import {
   type JobRef,
