@@ -124,15 +124,15 @@ export function chainWorstCase(settings: {
  * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
  * if a newer run is slower.
  */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0185, secondsPerFile: 0.00093 } as const;
+export const MEASURED_COMPACT = { secondsPerMB: 0.0246, secondsPerFile: 0.00058 } as const;
 
 /**
- * The S3 wait of a compact Lambda, which the local bench does not see: the cost model's stated
- * S3 GET throughput and first-byte latency (bench/cost.ts ASSUMPTIONS, until the latency-true S3
- * bench measures them), with the fewest downloads in flight the compact step uses
- * (downloadConcurrency: 8).
+ * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3
+ * bench's stated first-byte latency and per-connection throughput (bench/s3-shaper.ts, from the
+ * public measurements it cites; bench/results.json s3Latency), with the fewest downloads in
+ * flight the compact step uses (downloadConcurrency: 8).
  */
-export const S3_WAIT = { megabytesPerSecond: 90, firstByteMs: 20, minInFlight: 8 } as const;
+export const S3_WAIT = { megabytesPerSecond: 90, firstByteMs: 25, minInFlight: 8 } as const;
 
 /** A job at its bounds must be estimated to take at most this share of the compact timeout. */
 export const JOB_TIMEOUT_SHARE = 0.5;
@@ -158,8 +158,8 @@ export interface ChildDefaults {
  * Express: compact 40 s and the four partition steps 10 s give a worst case of
  * 2 x (40 + 10) + 1 + 4 x (2 x (10 + 10) + 1) = 101 + 164 = 265 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
- * 268.4 MB x 0.0185 + 2000 x 0.00093 + 268.4 / 90 + 2000 x 0.020 / 8 = 4.97 + 1.86 + 2.98 + 5.00
- * = 14.8 s, under half of 40 s; 512 MiB would be 22.8 s, over it. An Arc hour (120 x 200 KB) is
+ * 268.4 MB x 0.0246 + 2000 x 0.00058 + 268.4 / 90 + 2000 x 0.025 / 8 = 6.60 + 1.16 + 2.98 + 6.25
+ * = 17.0 s, under half of 40 s; 512 MiB would be 26.6 s, over it. An Arc hour (120 x 200 KB) is
  * one job; a Firehose hour (12 x 64 MB), three.
  * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files, as before.
  */

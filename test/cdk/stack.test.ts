@@ -498,7 +498,11 @@ describe('stack with overrides', () => {
 
   it('Express children: the chain’s tasks wait their Lambda’s timeout + 10 s (Init), the parent’s + 60 s', () => {
     const s = synth({
-      compactor: { lambda: { compact: { timeoutSeconds: 30 }, partitionSteps: { timeoutSeconds: 12 } } },
+      // A 30 s compact Lambda needs smaller jobs than the Express default (child-budget.ts).
+      compactor: {
+        maxJobBytes: 128 * 2 ** 20,
+        lambda: { compact: { timeoutSeconds: 30 }, partitionSteps: { timeoutSeconds: 12 } },
+      },
     });
     const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine')[0] as [string, CfnResource];
     const states = allStates(JSON.parse(flatten(sm.Properties.DefinitionString)) as AslStates);

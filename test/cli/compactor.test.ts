@@ -227,10 +227,16 @@ describe('run, status, verify, visible on a compacted lake', () => {
     );
     expect(hourly.code, hourly.err.join('\n')).toBe(0);
     // No scratch left behind in the work folder (DuckDB's spill folder aside); the synthesized
-    // definition is kept there, one entry under its key.
+    // definition is kept there, one entry under its key, with the markers of the definitions the
+    // ASL validator accepted (the root and the Map's child).
     expect((await readdir(ownWorkDir)).filter((name) => name !== 'spill')).toEqual(['definitions']);
     expect(await readdir(join(ownWorkDir, 'definitions'))).toEqual([
       expect.stringMatching(/^[0-9a-f]{32}\.json$/),
+      'validated',
+    ]);
+    expect(await readdir(join(ownWorkDir, 'definitions', 'validated'))).toEqual([
+      expect.stringMatching(/^[0-9a-f]{32}$/),
+      expect.stringMatching(/^[0-9a-f]{32}$/),
     ]);
     // Straggler flush: the days are old, so even the one-file hour is compacted (minFiles 10).
     expect(hourly.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
