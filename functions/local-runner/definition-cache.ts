@@ -159,21 +159,26 @@ export async function writeCachedDefinition(dir: string, key: string, value: unk
  * passed is ever marked.
  */
 export function validatedKey(root: string, definition: unknown, validationOptions: unknown): string {
-  let lock = '';
-  try {
-    lock = sha256(readFileSync(join(root, 'package-lock.json')));
-  } catch (error) {
-    if (errorCode(error) !== 'ENOENT') throw error;
-  }
   return sha256(
-    JSON.stringify({
-      format: ENTRY_FORMAT,
-      lock,
-      interpreter: installedVersion(root, 'aws-local-stepfunctions') ?? null,
-      validationOptions,
-      definition,
-    }),
+    JSON.stringify({ format: ENTRY_FORMAT, ...validatorIdentity(root), validationOptions, definition }),
   ).slice(0, 32);
+}
+
+/** The lock file's hash and the interpreter's version, read once per process and root. */
+const validatorIdentities = new Map<string, { readonly lock: string; readonly interpreter: string | null }>();
+function validatorIdentity(root: string): { readonly lock: string; readonly interpreter: string | null } {
+  let identity = validatorIdentities.get(root);
+  if (identity === undefined) {
+    let lock = '';
+    try {
+      lock = sha256(readFileSync(join(root, 'package-lock.json')));
+    } catch (error) {
+      if (errorCode(error) !== 'ENOENT') throw error;
+    }
+    identity = { lock, interpreter: installedVersion(root, 'aws-local-stepfunctions') ?? null };
+    validatorIdentities.set(root, identity);
+  }
+  return identity;
 }
 
 /** Whether a definition with this validatedKey passed validation before. */

@@ -284,12 +284,15 @@ async function compileDefinition(
   definition: JsonObject,
   cache: RunLocalOptions['validatedCache'],
 ): Promise<StateMachine> {
-  const key = cache ? validatedKey(cache.root, definition, VALIDATION) : undefined;
-  const known = cache !== undefined && key !== undefined && (await wasValidated(cache.dir, key));
-  const machine = new StateMachine(definition as unknown as StateMachineDefinition, {
-    validationOptions: known ? { ...VALIDATION, noValidate: true } : VALIDATION,
-  });
-  if (cache && key !== undefined && !known) await markValidated(cache.dir, key);
+  const build = (noValidate: boolean) =>
+    new StateMachine(definition as unknown as StateMachineDefinition, {
+      validationOptions: noValidate ? { ...VALIDATION, noValidate } : VALIDATION,
+    });
+  if (!cache) return build(false);
+  const key = validatedKey(cache.root, definition, VALIDATION);
+  if (await wasValidated(cache.dir, key)) return build(true);
+  const machine = build(false);
+  await markValidated(cache.dir, key);
   return machine;
 }
 
