@@ -1,6 +1,7 @@
 /**
  * Quarantine records: a corrupt input or a manifest set aside with its reason. Nothing a record
- * names is merged or deleted until an operator deletes the record.
+ * names is merged or deleted until an operator deletes the record. The writers and the reader
+ * that shows a record live here together, so the fields stay in step.
  */
 
 import { DeleteFailedError, ManifestConflictError } from './errors.ts';
@@ -91,4 +92,36 @@ export async function quarantineManifest(
   }
   deps.onEvent?.({ type: 'quarantined', key: target.key, reason });
   return recordKey;
+}
+
+export interface QuarantineRecordRow {
+  readonly holds: string;
+  readonly reason: string;
+  readonly at: string;
+}
+
+/**
+ * What a quarantine record (as quarantineInput or quarantineManifest above write it) says, for
+ * display (`compactor status`): the fields both kinds share; a record that does not parse is shown
+ * as unreadable and left in place.
+ */
+export function describeQuarantineRecord(body: Buffer): QuarantineRecordRow {
+  let reason = 'unreadable quarantine record';
+  let at = '';
+  let holds = '';
+  try {
+    const record = JSON.parse(body.toString('utf8')) as {
+      reason?: string;
+      quarantinedAt?: string;
+      key?: string;
+      manifestKey?: string;
+    };
+    reason = record.reason ?? reason;
+    at = record.quarantinedAt ?? '';
+    // The input or manifest it holds (a hash-named record's own key does not say).
+    holds = record.key ?? record.manifestKey ?? '';
+  } catch {
+    // Shown as unreadable; the record stays for the operator.
+  }
+  return { holds, reason, at };
 }

@@ -6,6 +6,7 @@
 import { readFailures } from '../../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest.ts';
 import { getBytesIfExists } from '../../core/object-store.ts';
+import { describeQuarantineRecord, type QuarantineRecordRow } from '../../core/quarantine.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { formatDuration, table } from '../format.ts';
 import type { ParsedOptions } from '../options.ts';
@@ -99,35 +100,4 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
     ].join('\n'),
   );
   return quarantined.length > 0 ? 1 : 0;
-}
-
-interface QuarantineRecordRow {
-  readonly holds: string;
-  readonly reason: string;
-  readonly at: string;
-}
-
-/**
- * What a quarantine record (written by the protocol's quarantine writers) says, for display: the
- * fields both kinds share; a record that does not parse is shown as unreadable and left in place.
- */
-function describeQuarantineRecord(body: Buffer): QuarantineRecordRow {
-  let reason = 'unreadable quarantine record';
-  let at = '';
-  let holds = '';
-  try {
-    const record = JSON.parse(body.toString('utf8')) as {
-      reason?: string;
-      quarantinedAt?: string;
-      key?: string;
-      manifestKey?: string;
-    };
-    reason = record.reason ?? reason;
-    at = record.quarantinedAt ?? '';
-    // The input or manifest it holds (a hash-named record's own key does not say).
-    holds = record.key ?? record.manifestKey ?? '';
-  } catch {
-    // Shown as unreadable; the record stays for the operator.
-  }
-  return { holds, reason, at };
 }
