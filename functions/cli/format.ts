@@ -1,4 +1,4 @@
-/** Plain-text formatting for the CLI: aligned tables, sizes, durations. */
+/** Plain-text formatting for the CLI: aligned tables, sizes, durations, text on one line. */
 
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -30,4 +30,10 @@ export function table(header: readonly string[], rows: readonly (readonly (strin
       .join('  ')
       .trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.slice(1).map(line)].join('\n');
+}
+
+/** Text on one line (whitespace runs collapsed), cut at `max` characters: a message or cause in a row. */
+export function oneLine(text: string, max = 500): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}...` : flat;
 }
