@@ -12,65 +12,24 @@
  * prints one row per check with what to fix. Exit 0 when every check passes, 1 when one fails,
  * 2 on bad usage.
  *
- * AWS behaviour it relies on:
- * - DescribeStacks returns the stack's status and its Outputs (OutputKey, OutputValue), and
- *   answers ValidationError for a stack that does not exist
- *   https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_DescribeStacks.html;
- *   ListStackResources names the schedule group (ResourceType, PhysicalResourceId)
- *   https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_ListStackResources.html.
- * - DescribeStateMachine returns the deployed definition (ASL JSON)
- *   https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeStateMachine.html.
- * - StartExecution with a name and JSON input
- *   https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html;
- *   DescribeExecution for its status, output, error and cause; it is eventually consistent, so a
- *   just-started execution may briefly not exist
- *   https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html.
- * - Schedules and executions: see doctor-schedules.ts.
+ * This file runs the checks in order. Its parts: doctor-target.ts (the form asked for and the
+ * stack outputs), doctor-canary.ts (the canary table), doctor-execution.ts (the scoped
+ * execution), doctor-schedules.ts (the schedules), doctor-report.ts (the rows and their output);
+ * each cites the AWS behaviour it relies on.
+ *
+ * AWS behaviour this file relies on: DescribeStateMachine returns the deployed definition (ASL
+ * JSON) https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeStateMachine.html.
  */
 
 import { randomBytes } from 'node:crypto';
-import { setTimeout as delay } from 'node:timers/promises';
-import {
-  CloudFormationClient,
-  CloudFormationServiceException,
-  DescribeStacksCommand,
-  type DescribeStacksCommandOutput,
-  ListStackResourcesCommand,
-} from '@aws-sdk/client-cloudformation';
-import { SchedulerClient, SchedulerServiceException } from '@aws-sdk/client-scheduler';
-import {
-  DescribeExecutionCommand,
-  type DescribeExecutionOutput,
-  DescribeStateMachineCommand,
-  ExecutionDoesNotExist,
-  SFNClient,
-  SFNServiceException,
-  StartExecutionCommand,
-} from '@aws-sdk/client-sfn';
-import { lambdaConfigInput, type StackConfig } from '../../../cdk/config.ts';
-import { createS3Client, S3Store } from '../../adapters/s3-store.ts';
-import { type CompactorConfig, parseConfig } from '../../core/config.ts';
-import { systemClock } from '../../core/engine.ts';
+import type { CloudFormationClient } from '@aws-sdk/client-cloudformation';
+import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { DescribeStateMachineCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { type ProbeReport, probeStore } from '../../core/store-probe.ts';
-import {
-  runWorkflowLocally,
-  type SynthesizedWorkflow,
-  stackConfigOf,
-  stackStepSettings,
-  synthesizeWorkflow,
-} from '../../local-runner/run.ts';
-import type { PlanOutput } from '../../plan.ts';
-import {
-  buildConfig,
-  buildEngine,
-  type CliOptions,
-  openStore,
-  parseStackContext,
-  parseWhole,
-} from '../context.ts';
-import { formatDuration, table } from '../format.ts';
+import { type SynthesizedWorkflow, synthesizeWorkflow } from '../../local-runner/run.ts';
+import { buildEngine, type CliOptions, parseStackContext, parseWhole } from '../context.ts';
 import {
   type Canary,
   checkCanaryRows,
@@ -80,8 +39,10 @@ import {
   type Sql,
   writeCanary,
 } from './doctor-canary.ts';
+import { definitionScopes, iso, judgeExecution, runDeployed, runLocal } from './doctor-execution.ts';
+import { guard, printReport, Report } from './doctor-report.ts';
 import { checkSchedules } from './doctor-schedules.ts';
-import { consoleUrl } from './sfn.ts';
+import { type Mode, resolveMode, resolveTarget, type Target } from './doctor-target.ts';
 
 // The options and usage text live apart, so the CLI shows them without loading the SDKs.
 export { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './doctor-options.ts';
@@ -110,122 +71,7 @@ export interface DoctorDeps {
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
-export type Result = 'pass' | 'FAIL' | 'n/a' | 'skipped';
-
-export interface DoctorRow {
-  readonly check: string;
-  readonly result: Result;
-  readonly detail: string;
-  readonly fix: string;
-}
-
-const STATE_MACHINE_ARN = /^arn:aws[a-z-]*:states:([a-z0-9-]+):\d{12}:stateMachine:[^:]+$/;
 const DEFAULT_TIMEOUT_S = 900;
-const FIRST_POLL_MS = 2_000;
-const MAX_POLL_MS = 15_000;
-/** DescribeExecution is eventually consistent: a just-started execution may not be visible yet. */
-const NOT_YET_VISIBLE_MS = 30_000;
-const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED']);
-/** The states the scoped input passes through (cdk/constructs/compaction-workflow.ts STATES). */
-const DEFAULTS_STATE = 'Defaults';
-const PLAN_STATE = 'Plan';
-
-type Mode =
-  | { readonly kind: 'stack'; readonly stack: string; readonly region: string }
-  | {
-      readonly kind: 'state-machine';
-      readonly stateMachineArn: string;
-      readonly region: string;
-      readonly bucket: string;
-      readonly dataPrefix: string;
-    }
-  | { readonly kind: 'local' };
-
-/** Which of the three forms was asked for; anything else is a usage error (exit 2). */
-function resolveMode(options: DoctorOptions, env: Readonly<Record<string, string | undefined>>): Mode {
-  const machine = options['state-machine'];
-  if (options.stack !== undefined) {
-    if (machine !== undefined || options.store !== undefined) {
-      throw new ConfigError(
-        '--stack reads the state machine and the bucket from the stack outputs: drop --state-machine and --store',
-      );
-    }
-    if (!/^[A-Za-z][A-Za-z0-9-]{0,127}$/.test(options.stack)) {
-      throw new ConfigError(`--stack ${options.stack}: not a stack name (letters, digits and hyphens)`);
-    }
-    const region = options.region ?? env.AWS_REGION;
-    if (!region) throw new ConfigError('--region is required with --stack (or set AWS_REGION)');
-    return { kind: 'stack', stack: options.stack, region };
-  }
-  if (machine !== undefined) {
-    const match = STATE_MACHINE_ARN.exec(machine);
-    if (!match) {
-      throw new ConfigError(
-        `--state-machine ${machine}: not a state machine ARN; use the StateMachineArn output of the stack`,
-      );
-    }
-    const store = options.store;
-    if (store === undefined || !store.startsWith('s3://')) {
-      throw new ConfigError(
-        '--state-machine needs --store s3://BUCKET/PREFIX: the bucket and data prefix it compacts (the BucketName and DataPrefix outputs)',
-      );
-    }
-    const [bucket = '', ...rest] = store.slice('s3://'.length).split('/');
-    if (bucket === '') throw new ConfigError(`--store ${store}: no bucket name`);
-    const prefix = rest.filter(Boolean).join('/');
-    const region = match[1] ?? '';
-    if (options.region !== undefined && options.region !== region) {
-      throw new ConfigError(
-        `--region ${options.region} differs from the ARN's region ${region}: drop --region`,
-      );
-    }
-    return {
-      kind: 'state-machine',
-      stateMachineArn: machine,
-      region,
-      bucket,
-      dataPrefix: prefix === '' ? '' : `${prefix}/`,
-    };
-  }
-  if (options.store !== undefined) return { kind: 'local' };
-  throw new ConfigError(
-    'say what to check: --stack NAME (after cdk deploy), --state-machine ARN --store s3://BUCKET/PREFIX, or --store FOLDER (a local run)',
-  );
-}
-
-/** Errors of the AWS APIs themselves (denied, throttled, not found): a failed check, not a crash. */
-function isServiceError(error: unknown): error is Error {
-  return (
-    error instanceof SFNServiceException ||
-    error instanceof CloudFormationServiceException ||
-    error instanceof SchedulerServiceException
-  );
-}
-
-const PERMISSIONS =
-  'your credentials need cloudformation:DescribeStacks and ListStackResources, states:DescribeStateMachine, ' +
-  'StartExecution, DescribeExecution and ListExecutions, scheduler:ListSchedules and GetSchedule, and ' +
-  's3:ListBucket, GetObject, PutObject and DeleteObject on the bucket';
-
-function serviceFix(error: Error): string {
-  if (/AccessDenied|UnauthorizedOperation|not authorized/i.test(`${error.name} ${error.message}`))
-    return PERMISSIONS;
-  if (error.name === 'ThrottlingException' || error.name === 'Throttling')
-    return 'run compactor doctor again in a minute';
-  return 'check the region and the names the stack outputs';
-}
-
-class Report {
-  readonly rows: DoctorRow[] = [];
-  add(check: string, result: Result, detail: string, fix = ''): void {
-    this.rows.push({ check, result, detail, fix });
-  }
-  failed(): boolean {
-    return this.rows.some((r) => r.result === 'FAIL');
-  }
-}
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** Runs the doctor; returns the exit code. */
 export async function doctorCommand(
@@ -254,36 +100,11 @@ export async function doctorCommand(
     io.err(`compactor doctor: ${error.message}`);
     return 2;
   }
-  if (options.json) {
-    io.out(JSON.stringify({ ok: !report.failed(), checks: report.rows }, null, 2));
-  } else {
-    io.out(
-      table(
-        ['check', 'result', 'detail', 'fix'],
-        report.rows.map((r) => [r.check, r.result, r.detail, r.fix]),
-      ),
-    );
-    const failed = report.rows.filter((r) => r.result === 'FAIL').length;
-    io.out(
-      failed === 0
-        ? `doctor: every check passed (${report.rows.filter((r) => r.result === 'pass').length} pass, ${report.rows.filter((r) => r.result !== 'pass').length} n/a)`
-        : `doctor: ${failed} check(s) FAILED: see the fix column`,
-    );
-  }
+  printReport(report, options.json, io);
   return report.failed() ? 1 : 0;
 }
 
-interface Target {
-  readonly store: ObjectStore;
-  readonly localRoot?: string;
-  readonly config: CompactorConfig;
-  /** The deployed stack's settings (AWS), for the schedules each enabled tier should have. */
-  readonly stackConfig?: StackConfig;
-  readonly stateMachineArn?: string;
-  readonly region?: string;
-  readonly group?: string;
-}
-
+/** Runs the checks in order, each adding its rows; one that cannot go on marks the rest skipped. */
 async function diagnose(
   mode: Mode,
   options: DoctorOptions,
@@ -443,151 +264,6 @@ async function diagnose(
   else report.add('schedules', 'n/a', 'a local run has no schedules');
 }
 
-/** Runs `body`; an AWS API error becomes a FAIL row for `check` (and undefined), anything else propagates. */
-async function guard<T>(report: Report, check: string, body: () => Promise<T>): Promise<T | undefined> {
-  try {
-    return await body();
-  } catch (error) {
-    if (!isServiceError(error)) throw error;
-    report.add(check, 'FAIL', `${error.name}: ${oneLine(error.message)}`, serviceFix(error));
-    return undefined;
-  }
-}
-
-function oneLine(text: string, max = 300): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max)}...` : flat;
-}
-
-/** The store, configuration and (for AWS) state machine to check; undefined when the stack cannot be read. */
-async function resolveTarget(
-  mode: Mode,
-  options: DoctorOptions,
-  io: DoctorIo,
-  deps: DoctorDeps,
-  report: Report,
-  stackContext: Record<string, unknown>,
-): Promise<Target | undefined> {
-  if (mode.kind === 'local') {
-    const opened = await openStore(options);
-    const config = buildConfig(options, opened.dataPrefix, await stackStepSettings(stackContext));
-    report.add('stack outputs', 'n/a', `a local run over ${opened.store.location}`);
-    return { store: opened.store, ...(opened.localRoot ? { localRoot: opened.localRoot } : {}), config };
-  }
-  // The deployed Lambdas' settings: cdk.json's `compactor` context (and --context), as cdk deploy read them.
-  const stackConfig = await stackConfigOf(stackContext);
-  const bucketStore =
-    deps.bucketStore ??
-    ((bucket: string, region: string) => new S3Store({ client: createS3Client({ region }), bucket }));
-  const configFor = (dataPrefix: string): CompactorConfig => {
-    if (dataPrefix !== stackConfig.dataPrefix) {
-      io.err(
-        `doctor: the stack's data prefix "${dataPrefix}" is not cdk.json's "${stackConfig.dataPrefix}"; using the stack's (pass the settings you deployed with --context)`,
-      );
-    }
-    return parseConfig({ ...lambdaConfigInput(stackConfig), dataPrefix });
-  };
-  if (mode.kind === 'state-machine') {
-    report.add(
-      'stack outputs',
-      'n/a',
-      `given: ${mode.stateMachineArn} over s3://${mode.bucket}/${mode.dataPrefix}`,
-    );
-    return {
-      store: bucketStore(mode.bucket, mode.region),
-      config: configFor(mode.dataPrefix),
-      stackConfig,
-      stateMachineArn: mode.stateMachineArn,
-      region: mode.region,
-    };
-  }
-  const cfn = deps.cloudFormation ?? new CloudFormationClient({ region: mode.region });
-  return guard(report, 'stack outputs', async () => {
-    let described: DescribeStacksCommandOutput;
-    try {
-      described = await cfn.send(new DescribeStacksCommand({ StackName: mode.stack }));
-    } catch (error) {
-      // DescribeStacks answers ValidationError for a stack that does not exist.
-      if (!(error instanceof CloudFormationServiceException && error.name === 'ValidationError')) throw error;
-      report.add(
-        'stack outputs',
-        'FAIL',
-        `no stack ${mode.stack} in ${mode.region}: ${oneLine(error.message)}`,
-        'deploy it with npx cdk deploy, or pass the deployed --stack NAME and --region',
-      );
-      return undefined;
-    }
-    const stack = described.Stacks?.[0];
-    const status = stack?.StackStatus ?? '?';
-    const outputs = new Map((stack?.Outputs ?? []).map((o) => [o.OutputKey ?? '', o.OutputValue ?? '']));
-    const bucket = outputs.get('BucketName');
-    const prefixOutput = outputs.get('DataPrefix');
-    const stateMachineArn = outputs.get('StateMachineArn');
-    const missing = [
-      bucket ? '' : 'BucketName',
-      prefixOutput !== undefined ? '' : 'DataPrefix',
-      stateMachineArn ? '' : 'StateMachineArn',
-    ].filter(Boolean);
-    if (missing.length > 0 || !/_COMPLETE$/.test(status) || /ROLLBACK|DELETE/.test(status)) {
-      report.add(
-        'stack outputs',
-        'FAIL',
-        `stack ${mode.stack} is ${status}${missing.length > 0 ? `; outputs missing: ${missing.join(', ')}` : ''}`,
-        /IN_PROGRESS$/.test(status)
-          ? 'wait for the deployment to finish, then run compactor doctor again'
-          : 'fix the deployment (see the stack events in the CloudFormation console) and cdk deploy again',
-      );
-      return undefined;
-    }
-    // The stack outputs '(bucket root)' for an empty prefix (cdk/compactor-stack.ts).
-    const dataPrefix = prefixOutput === '(bucket root)' ? '' : (prefixOutput ?? '');
-    let group: string | undefined;
-    let token: string | undefined;
-    do {
-      const page = await cfn.send(new ListStackResourcesCommand({ StackName: mode.stack, NextToken: token }));
-      for (const r of page.StackResourceSummaries ?? []) {
-        if (r.ResourceType === 'AWS::Scheduler::ScheduleGroup' && r.PhysicalResourceId)
-          group = r.PhysicalResourceId;
-      }
-      token = page.NextToken;
-    } while (token);
-    report.add(
-      'stack outputs',
-      'pass',
-      `${mode.stack} (${status}): bucket ${bucket}, data prefix "${dataPrefix}", ${stateMachineArn}${group ? `, schedule group ${group}` : ''}`,
-    );
-    return {
-      store: bucketStore(bucket as string, mode.region),
-      config: configFor(dataPrefix),
-      stackConfig,
-      stateMachineArn: stateMachineArn as string,
-      region: mode.region,
-      ...(group !== undefined ? { group } : {}),
-    };
-  });
-}
-
-/** Whether a definition defaults `only` and passes it to Plan (what a scoped execution needs). */
-function definitionScopes(text: string): boolean {
-  let definition: {
-    States?: Record<string, { Result?: unknown; Parameters?: { Payload?: Record<string, unknown> } }>;
-  };
-  try {
-    definition = JSON.parse(text);
-  } catch (error) {
-    if (error instanceof SyntaxError) return false;
-    throw error;
-  }
-  const defaults = definition.States?.[DEFAULTS_STATE]?.Result;
-  const payload = definition.States?.[PLAN_STATE]?.Parameters?.Payload;
-  return (
-    defaults !== null &&
-    typeof defaults === 'object' &&
-    'only' in defaults &&
-    payload?.['only.$'] === '$.args.only'
-  );
-}
-
 function probeDetail(probe: ProbeReport): string {
   const failed = probe.checks.filter((c) => !c.ok);
   if (failed.length === 0)
@@ -600,157 +276,6 @@ function probeFix(probe: ProbeReport): string {
     .filter((c) => !c.ok)
     .map((c) => c.guarantee)
     .join(', ')}`;
-}
-
-interface Ended {
-  readonly status: string;
-  readonly name: string;
-  readonly took: number;
-  readonly output?: { readonly plan?: PlanOutput; readonly summary?: Record<string, unknown> };
-  readonly error?: string;
-  readonly cause?: string;
-  /** The command that shows more (watch for AWS). */
-  readonly more: string;
-}
-
-async function runDeployed(
-  aws: { readonly arn: string; readonly region: string; readonly sfn: SFNClient },
-  input: Record<string, string>,
-  id: string,
-  io: DoctorIo,
-  deps: DoctorDeps,
-  timeoutMs: number,
-  now: () => number,
-): Promise<Ended> {
-  const sleep = deps.sleep ?? ((ms: number) => delay(ms));
-  const name = `doctor-${iso(now()).replace(/[-:]/g, '').slice(0, 15)}-${id}`;
-  const started = await aws.sfn.send(
-    new StartExecutionCommand({ stateMachineArn: aws.arn, name, input: JSON.stringify(input) }),
-  );
-  const executionArn = started.executionArn ?? '';
-  io.err(`doctor: started ${executionArn} with input ${JSON.stringify(input)}`);
-  io.err(`doctor: console ${consoleUrl(aws.region, executionArn)}`);
-  const more = `compactor watch --execution ${executionArn}`;
-  let waited = 0;
-  let pause = FIRST_POLL_MS;
-  let shown = '';
-  for (;;) {
-    let execution: DescribeExecutionOutput | undefined;
-    try {
-      execution = await aws.sfn.send(new DescribeExecutionCommand({ executionArn }));
-    } catch (error) {
-      if (!(error instanceof ExecutionDoesNotExist && waited < NOT_YET_VISIBLE_MS)) throw error;
-    }
-    const status = execution?.status ?? 'PENDING';
-    if (status !== shown) {
-      io.err(`doctor: execution ${status} (after ${formatDuration(waited)})`);
-      shown = status;
-    }
-    if (execution && TERMINAL.has(status)) {
-      const took =
-        execution.startDate && execution.stopDate
-          ? execution.stopDate.getTime() - execution.startDate.getTime()
-          : waited;
-      return {
-        status,
-        name,
-        took,
-        ...(execution.output ? { output: parseOutput(execution.output) } : {}),
-        ...(execution.error ? { error: execution.error } : {}),
-        ...(execution.cause ? { cause: execution.cause } : {}),
-        more,
-      };
-    }
-    if (waited >= timeoutMs) return { status: 'RUNNING', name, took: waited, more };
-    await sleep(pause);
-    waited += pause;
-    pause = Math.min(MAX_POLL_MS, Math.round(pause * 1.5));
-  }
-}
-
-function parseOutput(text: string): Ended['output'] {
-  try {
-    return JSON.parse(text) as Ended['output'];
-  } catch (error) {
-    if (error instanceof SyntaxError) return undefined;
-    throw error;
-  }
-}
-
-async function runLocal(
-  workflow: SynthesizedWorkflow,
-  target: Target,
-  engine: Awaited<ReturnType<typeof buildEngine>>['engine'],
-  workDir: string,
-  input: { readonly now: string; readonly only: string },
-  io: DoctorIo,
-): Promise<Ended> {
-  const startedAt = Date.now();
-  const { execution, output } = await runWorkflowLocally(
-    workflow,
-    { store: target.store, config: target.config, clock: systemClock, engine: async () => engine, workDir },
-    {
-      tier: 'hourly',
-      now: input.now,
-      only: input.only,
-      onStateEntered: (state) => io.err(`doctor: ${state} (${formatDuration(Date.now() - startedAt)})`),
-    },
-  );
-  return {
-    status: execution.status,
-    name: execution.executionName,
-    took: Date.now() - startedAt,
-    ...(output ? { output: output as unknown as Ended['output'] } : {}),
-    ...(execution.error ? { error: execution.error } : {}),
-    ...(execution.cause ? { cause: execution.cause } : {}),
-    more: 'compactor status',
-  };
-}
-
-/** The execution row: succeeded, scoped to the canary, one job planned and compacted. */
-function judgeExecution(report: Report, ended: Ended, canary: Canary): boolean {
-  const check = 'canary execution';
-  if (ended.status === 'RUNNING') {
-    report.add(
-      check,
-      'FAIL',
-      `${ended.name} still running after ${formatDuration(ended.took)}`,
-      `${ended.more}; or a longer --timeout`,
-    );
-    return false;
-  }
-  if (ended.status !== 'SUCCEEDED') {
-    report.add(
-      check,
-      'FAIL',
-      `${ended.name} ${ended.status}${ended.error ? `: ${ended.error}` : ''}${ended.cause ? `: ${oneLine(ended.cause, 200)}` : ''}`,
-      `${ended.more} names the failed state and error`,
-    );
-    return false;
-  }
-  const plan = ended.output?.plan;
-  const summary = ended.output?.summary ?? {};
-  const problems = [
-    plan?.only === canary.table
-      ? ''
-      : `planned ${plan?.only === null ? 'the whole lake' : JSON.stringify(plan?.only)}, not ${canary.table}`,
-    plan?.jobs === 1
-      ? ''
-      : `${plan?.jobs ?? '?'} job(s) planned, not the canary's one (a skipped canary means the deployed quietSeconds or minAge differ from cdk.json: pass them with --context)`,
-    summary.compacted === 1 && summary.failed === 0
-      ? ''
-      : `summary: ${summary.compacted ?? '?'} compacted, ${summary.failed ?? '?'} failed`,
-  ].filter(Boolean);
-  if (problems.length > 0) {
-    report.add(check, 'FAIL', `${ended.name} SUCCEEDED but ${problems.join('; ')}`, ended.more);
-    return false;
-  }
-  report.add(
-    check,
-    'pass',
-    `${ended.name} SUCCEEDED in ${formatDuration(ended.took)}: 1 partition planned (only ${canary.table}), compacted`,
-  );
-  return true;
 }
 
 async function scheduleRows(
