@@ -27,7 +27,8 @@ export {
   type StepStatus,
 } from './job.ts';
 export { clearStep } from './steps/clear.ts';
-export { compactStep, downloadConcurrency, inputPaths } from './steps/compact.ts';
+export { compactStep } from './steps/compact.ts';
+export { downloadConcurrency, inputPaths } from './steps/compact-inputs.ts';
 export { deleteInputsStep } from './steps/delete-inputs.ts';
 export { publishStep } from './steps/publish.ts';
 export { verifyStep } from './steps/verify.ts';

@@ -86,7 +86,8 @@ export function foreignReason(timeColumn: string, info: InputInfo): string | und
   return `foreign to its partition: no time column "${timeColumn}" (columns: ${shown}); readable, but not merged`;
 }
 
-interface GoodInput {
+/** An input downloaded to `path` whose footer `info` checked out. */
+export interface GoodInput {
   readonly input: InputRef;
   readonly path: string;
   readonly info: InputInfo;

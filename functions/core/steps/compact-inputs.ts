@@ -1,0 +1,159 @@
+/**
+ * The compact step's inputs: download each exactly as planned (an input that changed ends the job
+ * cleanly), check every footer, and quarantine what is corrupt, foreign or outside the folder's
+ * period (integer epoch tables), leaving it in place. What remains is what the merge reads.
+ */
+
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { timeUnitOf } from '../config.ts';
+import { type Engine, type InputInfo, InputUnreadableError } from '../engine.ts';
+import {
+  ManifestConflictError,
+  NotFoundError,
+  PreconditionFailedError,
+  SchemaConflictError,
+} from '../errors.ts';
+import { type CompactDeps, type CompactionJob, result, type StepResult, withSignal } from '../job.ts';
+import { forEachLimit } from '../limit.ts';
+import type { KeptInput } from '../manifest.ts';
+import { checkLease, type Loaded, partitionDataFile, release } from '../manifest-cas.ts';
+import { quarantineInput } from '../quarantine.ts';
+import { epochMisfits, foreignReason, type GoodInput } from './merge-checks.ts';
+
+/**
+ * The footer checks started as each download ends, by local path: the caller awaits them all
+ * before it removes the files.
+ */
+export type FooterChecks = Map<string, Promise<{ info: InputInfo } | { error: unknown }>>;
+
+/** The inputs the merge reads, and those quarantined (left in place). */
+export interface CheckedInputs {
+  readonly good: GoodInput[];
+  readonly corrupt: KeptInput[];
+}
+
+/**
+ * Downloads the claimed job's inputs into `dir` and checks them. Resolves to the inputs to merge,
+ * or to the step's result when there is nothing to merge (the partition is released).
+ */
+export async function fetchInputs(
+  deps: CompactDeps,
+  loaded: Loaded,
+  ref: CompactionJob,
+  dir: string,
+  footerChecks: FooterChecks,
+): Promise<CheckedInputs | StepResult> {
+  const { store, config, engine } = deps;
+  const manifest = loaded.manifest;
+  // Download every input exactly as planned: an input that changed ends the job cleanly.
+  const paths = await inputPaths(dir, manifest.inputs.length);
+  const files = manifest.inputs.map((input, i) => ({ input, path: paths[i] as string }));
+  const changed: string[] = [];
+  await forEachLimit(files, downloadConcurrency(manifest.inputs), async ({ input, path }) => {
+    checkLease(deps, manifest);
+    try {
+      await store.getToFile(input.key, path, { ifMatch: input.etag, ...withSignal(deps) });
+    } catch (error) {
+      if (error instanceof PreconditionFailedError || error instanceof NotFoundError) changed.push(input.key);
+      else throw error;
+      return;
+    }
+    // Start the footer check now, overlapping the other downloads; its outcome is taken
+    // below, in input order.
+    footerChecks.set(
+      path,
+      engine.inspect(path).then(
+        (info) => ({ info }),
+        (error: unknown) => ({ error }),
+      ),
+    );
+  });
+  if (changed.length > 0) {
+    await release(deps, loaded);
+    const reason = `input changed or vanished since planning: ${changed.sort()[0]}`;
+    deps.onEvent?.({ type: 'skipped', job: ref, reason });
+    return result(ref, 'skipped', 'none', { reason });
+  }
+
+  // Validate every footer; a corrupt or foreign input is left in place, quarantined, never deleted.
+  const good: GoodInput[] = [];
+  const corrupt: KeptInput[] = [];
+  for (const { input, path } of files) {
+    let info: InputInfo;
+    try {
+      info = await footerCheck(footerChecks, engine, path);
+    } catch (error) {
+      if (!(error instanceof InputUnreadableError)) throw error;
+      corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
+      continue;
+    }
+    const foreign = foreignReason(config.timeColumn, info);
+    if (foreign === undefined) good.push({ input, path, info });
+    else corrupt.push({ key: input.key, reason: foreign });
+  }
+  // An integer epoch table (timeUnits): each input's times must lie in the folder's period.
+  try {
+    const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+    const unit = timeUnitOf(config, partitionFile.table);
+    if (unit !== undefined) {
+      const outside = await epochMisfits(deps, ref.tier, ref.partition, partitionFile, unit, good);
+      for (const misfit of outside) {
+        good.splice(good.indexOf(misfit.input), 1);
+        corrupt.push(misfit.kept);
+      }
+    }
+  } catch (error) {
+    if (!(error instanceof SchemaConflictError || error instanceof ManifestConflictError)) throw error;
+    await release(deps, loaded);
+    throw error;
+  }
+  for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
+  if (good.length === 0) {
+    await release(deps, loaded);
+    const reason = `no readable input: ${corrupt.length} quarantined`;
+    deps.onEvent?.({ type: 'skipped', job: ref, reason });
+    return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length });
+  }
+  return { good, corrupt };
+}
+
+/** Local folders a job's inputs are spread over. */
+const INPUT_FOLDERS = 16;
+
+/**
+ * The local paths a job's `count` inputs are downloaded to under `dir`, spread over a few folders
+ * (created here): creating a file takes its folder's lock, so thousands of small inputs in one
+ * folder are created one at a time (2,000 took twice as long on one VM disk).
+ */
+export async function inputPaths(dir: string, count: number): Promise<string[]> {
+  const folders = Math.min(INPUT_FOLDERS, count);
+  for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
+  return Array.from({ length: count }, (_, i) => join(dir, `in-${i % folders}`, `${i}.parquet`));
+}
+
+/** Bytes of input a compact step aims to have in flight while downloading. */
+const DOWNLOAD_WINDOW_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Downloads in flight: 8 for large inputs (bandwidth-bound), up to 32 for small ones, whose GETs
+ * are bound by S3's first-byte latency rather than bandwidth.
+ */
+export function downloadConcurrency(inputs: readonly { readonly size: number }[]): number {
+  if (inputs.length === 0) return 1;
+  const mean = inputs.reduce((sum, input) => sum + input.size, 0) / inputs.length;
+  return Math.max(8, Math.min(32, Math.ceil(DOWNLOAD_WINDOW_BYTES / Math.max(mean, 1))));
+}
+
+/** The outcome of the footer check started after the download (or a check now, if none was). */
+async function footerCheck(
+  started: ReadonlyMap<string, Promise<{ info: InputInfo } | { error: unknown }>>,
+  engine: Engine,
+  path: string,
+): Promise<InputInfo> {
+  const pending = started.get(path);
+  if (!pending) return engine.inspect(path);
+  const outcome = await pending;
+  if ('error' in outcome) throw outcome.error;
+  return outcome.info;
+}
