@@ -2,15 +2,22 @@
  * The job manifest: the lease on a (tier, partition) and the record recovery resolves.
  * Everything read back from the store is validated here before anything acts on it: a
  * manifest that names keys outside its partition, another bucket or `..` is never obeyed.
+ *
+ * Here: the format, its validating parser and its serializer. The key scheme is in
+ * manifest-keys.ts, the scan of a manifest that does not validate in manifest-scan.ts.
  */
 
-import { createHash } from 'node:crypto';
-import { type CompactorConfig, JOB_KINDS, type JobKind, type TierName } from './config.ts';
+import { type CompactorConfig, JOB_KINDS, type JobKind } from './config.ts';
 import type { DedupRequest } from './engine.ts';
-import { InvalidManifestError, ManifestConflictError } from './errors.ts';
-import { compactDate, type DataFile, type Layout, periodEnd } from './layout.ts';
+import { InvalidManifestError } from './errors.ts';
+import { type Layout, periodEnd } from './layout.ts';
+import { isTierFolder, JOB_ID, jobPartitionOf, manifestKey, stagingPrefix } from './manifest-keys.ts';
 import type { Checksum } from './object-store.ts';
-import { outputFolderOf, partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
+import { outputFolderOf, TIER_SPECS } from './tiers.ts';
+
+// The key scheme and the scan of an unreadable manifest are part of the manifest's public face.
+export * from './manifest-keys.ts';
+export { type ManifestScan, scanManifestText } from './manifest-scan.ts';
 
 export const MANIFEST_STATES = ['claimed', 'staged', 'published', 'verified', 'inputs-deleted'] as const;
 export type ManifestState = (typeof MANIFEST_STATES)[number];
@@ -94,217 +101,7 @@ export function isAtOrPast(manifest: Pick<Manifest, 'state'>, state: ManifestSta
   return stateIndex(manifest.state) >= stateIndex(state);
 }
 
-// ---- keys under the state root ----
-
-export function manifestsRoot(layout: Layout): string {
-  return `${layout.stateRoot}manifests/`;
-}
-
-export function manifestKey(layout: Layout, tier: JobKind, partition: string): string {
-  return `${manifestsRoot(layout)}${tier}/${partition.slice(layout.dataPrefix.length, -1)}.json`;
-}
-
-export function stagingRoot(layout: Layout): string {
-  return `${layout.stateRoot}staging/`;
-}
-
-export function stagingPrefix(layout: Layout, jobId: string): string {
-  return `${stagingRoot(layout)}${jobId}/`;
-}
-
-export function quarantineRoot(layout: Layout): string {
-  return `${layout.stateRoot}quarantine/`;
-}
-
-export function quarantinedManifestKey(layout: Layout, manifestKeyValue: string, stamp: string): string {
-  const relative = manifestKeyValue.slice(manifestsRoot(layout).length).replace(/\.json$/, '');
-  return `${quarantineRoot(layout)}manifests/${relative}/${stamp}.json`;
-}
-
-/** S3's limit on a key. */
-export const MAX_KEY_BYTES = 1024;
-/** The local folder store keeps each object as a file (255 bytes a name, less its sidecar's `.json`). */
-export const MAX_NAME_BYTES = 250;
-
-/** Whether a key can be written to every store we support. */
-export function keyFits(key: string): boolean {
-  const name = key.slice(key.lastIndexOf('/') + 1);
-  return Buffer.byteLength(key) <= MAX_KEY_BYTES && Buffer.byteLength(name) <= MAX_NAME_BYTES;
-}
-
-/** Records of quarantined inputs whose readable record key would be too long; the record names the input. */
-export function hashedQuarantineRoot(layout: Layout): string {
-  return `${quarantineRoot(layout)}inputs-hashed/`;
-}
-
-/**
- * The quarantine record of a corrupt input: readable (the input's key plus `.json`) when that
- * fits, else named by a hash of the input key, so an input at the key limits can still be held.
- */
-export function quarantinedInputKey(layout: Layout, inputKey: string): string {
-  const readable = `${quarantineRoot(layout)}inputs/${inputKey.slice(layout.dataPrefix.length)}.json`;
-  if (keyFits(readable)) return readable;
-  return `${hashedQuarantineRoot(layout)}${createHash('sha256').update(inputKey).digest('hex')}.json`;
-}
-
-/** Job ids sort by creation time and are unique: `20250115T100000Z-1a2b3c4d`. */
-export function newJobId(now: Date, random: () => string): string {
-  return `${now
-    .toISOString()
-    .replace(/[-:]/g, '')
-    .replace(/\.\d+Z$/, 'Z')}-${random()}`;
-}
-
 const RETENTION_REPAIRS_NOTHING = 'a retention job repairs nothing: it has no repairOf';
-
-const JOB_ID = /^[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32}$/;
-
-/** The job id an output's file name carries, if it looks like one of ours. */
-export function jobIdOfOutput(key: string): string | undefined {
-  const name = key.slice(key.lastIndexOf('/') + 1);
-  return /(?:^|_)([0-9]{8}T[0-9]{6}Z-[0-9a-f]{8,32})_\d{3}_(?:compacted|daily|monthly)\.parquet$/.exec(
-    name,
-  )?.[1];
-}
-
-/** The tier and partition a manifest key leases. */
-export function leaseOf(layout: Layout, key: string): { tier: JobKind; partition: string } | undefined {
-  const root = manifestsRoot(layout);
-  if (!key.startsWith(root) || !key.endsWith('.json')) return undefined;
-  const rest = key.slice(root.length, -'.json'.length);
-  const slash = rest.indexOf('/');
-  const tier = rest.slice(0, slash);
-  if (slash <= 0 || !(JOB_KINDS as readonly string[]).includes(tier)) return undefined;
-  return { tier: tier as JobKind, partition: `${layout.dataPrefix}${rest.slice(slash + 1)}/` };
-}
-
-/** What a manifest that does not validate still seems to say. */
-export interface ManifestScan {
-  readonly jobId?: string;
-  readonly inputKeys: readonly string[];
-  readonly outputKeys: readonly string[];
-}
-
-const QUOTED_FIELD = (field: string) => new RegExp(`"${field}"\\s*:\\s*("(?:[^"\\\\]|\\\\.)*")`, 'g');
-
-/**
- * Best effort on a manifest's text that failed validation, for hiding and excluding (never for
- * deleting): the fields of a well-formed JSON or, of a text that no longer parses (truncated,
- * hand-edited), every quoted value it still spells out.
- */
-export function scanManifestText(text: string): ManifestScan {
-  const ours = (id: unknown): string | undefined =>
-    typeof id === 'string' && JOB_ID.test(id) ? id : undefined;
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch {
-    const values = (field: string): string[] =>
-      [...text.matchAll(QUOTED_FIELD(field))].flatMap((m) => {
-        try {
-          const value: unknown = JSON.parse(m[1] as string);
-          return typeof value === 'string' ? [value] : [];
-        } catch {
-          return [];
-        }
-      });
-    const jobId = ours(values('jobId')[0]);
-    return { ...(jobId ? { jobId } : {}), inputKeys: values('key'), outputKeys: values('finalKey') };
-  }
-  const m = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
-  const pick = (list: unknown, field: string): string[] =>
-    Array.isArray(list)
-      ? list.flatMap((e) => {
-          const value = (e as Record<string, unknown> | null)?.[field];
-          return typeof value === 'string' ? [value] : [];
-        })
-      : [];
-  const jobId = ours(m.jobId);
-  return {
-    ...(jobId ? { jobId } : {}),
-    inputKeys: pick(m.inputs, 'key'),
-    outputKeys: pick(m.outputs, 'finalKey'),
-  };
-}
-
-/**
- * Final output key; it carries the job id, so two jobs can never write the same key. Arc's name
- * (`{table}_{date}_{HH}_...`) when the key fits; without the table and date when a long table
- * name would push it past the key limits (the folder already says both).
- */
-export function outputKey(
-  layout: Layout,
-  tier: TierName,
-  partitionFile: DataFile,
-  jobId: string,
-  index: number,
-): string {
-  const name = layout.tableName(partitionFile);
-  const part = String(index).padStart(3, '0');
-  const { suffix } = TIER_SPECS[tier];
-  const folder = tierFolder(tier, partitionFile);
-  const period = tierPeriod(tier, partitionFile);
-  if (folder === undefined || period === undefined) {
-    throw new ManifestConflictError(`${partitionFile.key} has no ${tier} folder in this layout`);
-  }
-  const start = new Date(period.start);
-  const stamp =
-    tier === 'hourly'
-      ? `${compactDate(start)}_${String(start.getUTCHours()).padStart(2, '0')}`
-      : tier === 'daily'
-        ? compactDate(start)
-        : compactDate(start).slice(0, 6);
-  const full = `${folder}${name}_${stamp}_${jobId}_${part}${suffix}`;
-  if (keyFits(full)) return full;
-  return `${folder}${jobId}_${part}${suffix}`;
-}
-
-/** A job id as long as the ones this product makes, for checking key lengths before a job exists. */
-const SAMPLE_JOB_ID = newJobId(new Date(0), () => '0'.repeat(16));
-
-/**
- * Why a partition's jobs could not write their keys (outputs, manifest, staging), or undefined
- * when they can. Checked at planning, so such a partition is reported instead of failing each cycle.
- */
-export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataFile): string | undefined {
-  const output = outputKey(layout, tier, partitionFile, SAMPLE_JOB_ID, 999);
-  const manifest = manifestKey(layout, tier, tierFolder(tier, partitionFile) ?? '');
-  for (const [what, key] of [
-    ['output', output],
-    ['manifest', manifest],
-  ] as const) {
-    if (!keyFits(key)) {
-      return `its ${what} key would be ${Buffer.byteLength(key)} bytes (limit ${MAX_KEY_BYTES}, ${MAX_NAME_BYTES} a name): shorten the data prefix or table path`;
-    }
-  }
-  return undefined;
-}
-
-/**
- * A file of `tier`'s outputs in `folder`, when `folder` is a folder that tier's outputs go in (an
- * hour, day or month folder), else undefined: the folder's coordinates (table, period).
- */
-export function tierFolderFile(layout: Layout, tier: TierName, folder: string): DataFile | undefined {
-  // A day (month) folder holds only daily (monthly) outputs, so probe it with an output name.
-  const probe = layout.parse(`${folder}probe${TIER_SPECS[tier].suffix}`);
-  return probe !== undefined && outputFolderOf(tier, probe) === folder ? probe : undefined;
-}
-
-function isTierFolder(layout: Layout, tier: TierName, folder: string): boolean {
-  return tierFolderFile(layout, tier, folder) !== undefined;
-}
-
-/**
- * The partition folder of a data file for a job kind, or undefined when the file is not that
- * kind's input. Retention takes every level, by the folder its period is named by: the day
- * folder, or the month folder for monthly outputs.
- */
-export function jobPartitionOf(kind: JobKind, file: DataFile): string | undefined {
-  if (kind === 'retention') return file.dayFolder ?? file.monthFolder;
-  return partitionOf(kind, file);
-}
-
-// ---- validation ----
 
 type Json = unknown;
 
