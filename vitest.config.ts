@@ -10,6 +10,8 @@ export default defineConfig({
     hookTimeout: 300_000,
     // DuckDB and the sweep are CPU-bound; two workers match the 2-core machine.
     reporters: ['default', new SummaryReporter()],
+    // Scratch on tmpfs when there is one: the sweeps are file-system-metadata bound.
+    globalSetup: ['test/support/scratch-on-tmpfs.ts'],
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -59,10 +59,11 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
     const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
     const alive = new Set<string>();
+    await checker.observe();
     const faulty = new FaultStore(inner, {
       ...(fault ? { fault } : {}),
       beforeCall: checker.audit,
-      afterCall: checker.observe,
+      afterCall: checker.observeWrites,
     });
     const first = `exec-${tier}-${fault?.kind}-${fault?.at}-1`;
     alive.add(first);
@@ -88,7 +89,7 @@ async function scenario(tier: TierName, fault?: { at: number; kind: FaultKind })
     alive.delete(first); // the execution ended (or crashed): its owner is gone
     const calls = faulty.calls.length;
 
-    const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+    const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observeWrites });
     const base = sweepDeps(observed, template.config, engine, workDir, 'unused', alive);
     await recoverUntilQuiet(base, `exec-recover-${fault?.kind}-${fault?.at}`);
     const second = await runCycle({ ...base, executionId: `exec-${tier}-again-${fault?.at}` }, tier);

@@ -59,10 +59,12 @@ async function recoveryScenario(
     const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
     const alive = new Set<string>();
+    // The state the cut left, before recovery writes anything.
+    await checker.observe();
     const faulty = new FaultStore(inner, {
       ...(fault ? { fault } : {}),
       beforeCall: checker.audit,
-      afterCall: checker.observe,
+      afterCall: checker.observeWrites,
     });
     const deps = sweepDeps(
       faulty,
@@ -76,7 +78,7 @@ async function recoveryScenario(
       expect(['TransientStoreError', 'CrashedError', 'RecoveryIncompleteError']).toContain(error.name);
     });
     const calls = faulty.calls.length;
-    const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+    const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observeWrites });
     const base = sweepDeps(observed, template.config, engine, workDir, 'unused', alive);
     await recoverUntilQuiet(base, `rec-again-${fault?.kind}-${fault?.at}`);
     const cycle = await runCycle({ ...base, executionId: `rec-cycle-${fault?.at}` }, tier);

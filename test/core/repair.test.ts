@@ -164,10 +164,11 @@ describe('repair under faults', () => {
           const inner = testStore(dir);
           const checker = new LakeChecker(engine, dir, inner, config, TOTAL);
           checker.checkVisible = false; // the lake starts duplicated: only "no row lost" holds throughout
+          await checker.observe();
           const store = new FaultStore(inner, {
             fault: { at, kind },
             beforeCall: checker.audit,
-            afterCall: checker.observe,
+            afterCall: checker.observeWrites,
           });
           const deps = {
             ...sweepDeps(store, config, engine, join(root, 'work'), `repair-${at}-${kind}`, new Set()),
@@ -180,7 +181,10 @@ describe('repair under faults', () => {
               (error as Error).name,
             );
           }
-          const clean = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+          const clean = new FaultStore(inner, {
+            beforeCall: checker.audit,
+            afterCall: checker.observeWrites,
+          });
           const base = {
             ...sweepDeps(clean, config, engine, join(root, 'work'), 'unused', new Set()),
             engine,

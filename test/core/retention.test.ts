@@ -575,10 +575,11 @@ describe('retention under faults', () => {
           const inner = testStore(dir);
           const checker = new LakeChecker(engine, dir, inner, config, rows);
           checker.expired = expired;
+          await checker.observe();
           const faulty = new FaultStore(inner, {
             fault: { at, kind },
             beforeCall: checker.audit,
-            afterCall: checker.observe,
+            afterCall: checker.observeWrites,
           });
           const first = `exec-ret-${kind}-${at}`;
           const alive = new Set([first]);
@@ -586,7 +587,10 @@ describe('retention under faults', () => {
             expect(['TransientStoreError', 'CrashedError', 'RecoveryIncompleteError']).toContain(error.name);
           });
           alive.delete(first);
-          const observed = new FaultStore(inner, { beforeCall: checker.audit, afterCall: checker.observe });
+          const observed = new FaultStore(inner, {
+            beforeCall: checker.audit,
+            afterCall: checker.observeWrites,
+          });
           await recoverUntilQuiet(deps(observed, 'unused', alive), `exec-ret-recover-${kind}-${at}`);
           const again = await runCycle(deps(observed, `exec-ret-again-${kind}-${at}`, alive), 'retention');
           expect(again.jobs.filter((j) => j.outcome.status === 'failed')).toEqual([]);
@@ -624,7 +628,6 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
   let overlapTemplate: string;
   const realDeps = (store: ObjectStore, executionId: string, alive: ReadonlySet<string>) =>
     sweepDeps(store, config, engine, join(root, 'work'), executionId, alive);
-  const writes = new Set(['put', 'copy', 'deleteMany']);
   /** Which interleavings the sweeps met: a sweep that never met a conflict proves little. */
   const seen = new Set<string>();
 
@@ -657,7 +660,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
     const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, config, rows);
     checker.expired = expired;
-    const observe = (c: CallRecord) => (writes.has(c.op) ? checker.observe(c) : Promise.resolve());
+    const observe = checker.observeWrites;
     const alive = new Set([`outer-${outer}`, `inner-${outer}`]);
     const retentionStore = (gate?: FaultStoreOptions['gate']) =>
       new FaultStore(inner, {

@@ -28,6 +28,14 @@ import type {
 export type FaultKind = 'fail-before' | 'fail-after' | 'lost-response' | 'crash';
 export const FAULT_KINDS: readonly FaultKind[] = ['fail-before', 'fail-after', 'lost-response', 'crash'];
 
+/** The calls that can change a store; every other call only reads it. */
+export const MUTATING_OPS: ReadonlySet<string> = new Set([
+  'put',
+  'copy',
+  'deleteMany',
+  'abortIncompleteUpload',
+]);
+
 export class CrashedError extends Error {
   override readonly name = 'CrashedError';
 }

@@ -38,7 +38,7 @@ import {
   verifyStep,
 } from '../../functions/core/protocol.ts';
 import { recover } from '../../functions/core/recovery.ts';
-import { FaultStore } from './fault-store.ts';
+import { FaultStore, MUTATING_OPS } from './fault-store.ts';
 import { LakeChecker } from './lake-harness.ts';
 import { MemoEngine, type MemoStats, memoQueries } from './sim-engine.ts';
 import { SimInvariants } from './sim-invariants.ts';
@@ -67,7 +67,6 @@ export function REPLAY(seed: number, options: SeedOptions = {}): string {
   return `node test/support/simulate.ts --seed ${seed}${flags}`;
 }
 
-const MUTATING = new Set(['put', 'copy', 'deleteMany', 'abortIncompleteUpload']);
 /** Why a job may fail under transient faults, crashes, takeovers and lease expiry; anything else is a bug. */
 const EXPECTED_JOB_ERRORS = new Set([
   'TransientStoreError',
@@ -281,7 +280,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
         await lake.audit(call);
       },
       afterCall: async (call) => {
-        if (!MUTATING.has(call.op)) return;
+        if (!MUTATING_OPS.has(call.op)) return;
         changes++;
         // I1 after every change; the visible view after one change in `visibleEvery`.
         lake.checkVisible = (changes + seed) % visibleEvery === 0;
@@ -496,7 +495,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
         return 'ok';
       });
       await scheduler.run(() => {}, 20_000);
-      const writes = observed.calls.slice(before).filter((c) => MUTATING.has(c.op));
+      const writes = observed.calls.slice(before).filter((c) => MUTATING_OPS.has(c.op));
       if (again.outcome !== 'ok' || writes.length > 0)
         violations.push(
           `I5: a cycle after quiescence: ${again.outcome}, writes ${writes.map((c) => `${c.op} ${c.key}`).join('; ')}`,
