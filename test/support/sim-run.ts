@@ -598,3 +598,20 @@ export async function freshLake(
   await writeFixtureRecord(store, config, ctx.template);
   return { dir, store, config };
 }
+
+/** Seeds the simulation tests run (SIM_SEEDS, default 1,000) and, with the tiers overlapping, a fifth of that. */
+export const SIM_SEEDS = Number(process.env.SIM_SEEDS ?? 1000);
+export const SIM_OVERLAP_SEEDS = Math.max(
+  1,
+  Math.round(Number(process.env.SIM_OVERLAP_SEEDS ?? SIM_SEEDS / 5)),
+);
+/** Seeds run at a time within one process (their store calls interleave). */
+export const SIM_CONCURRENCY = 2;
+
+/** The first ten failing seeds, each with the command that replays it. */
+export function failureReport(failures: readonly SeedResult[], options: SeedOptions = {}): string {
+  return failures
+    .slice(0, 10)
+    .map((f) => `seed ${f.seed} (${f.scenario}): ${f.violations[0]}\n  replay: ${REPLAY(f.seed, options)}`)
+    .join('\n');
+}
