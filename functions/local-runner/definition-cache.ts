@@ -93,17 +93,23 @@ function installedVersion(root: string, pkg: string): string | undefined {
   return (JSON.parse(readFileSync(path, 'utf8')) as { version?: string }).version;
 }
 
+/** The hash of package-lock.json, which stands for every installed version (of an empty file without one). */
+function lockFileHash(root: string): string {
+  try {
+    return sha256(readFileSync(join(root, 'package-lock.json')));
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') return sha256(Buffer.from(''));
+    throw error;
+  }
+}
+
 /** The cache key of one synthesis: a hash of everything it reads (see the file comment). */
 export async function definitionKey(inputs: DefinitionKeyInputs): Promise<string> {
   const { files, packages } = await sourceClosure(inputs.root, inputs.entries);
   const hashed: [string, string][] = [...files].map(([name, body]) => [name, sha256(body)]);
-  for (const file of [...inputs.files, 'package-lock.json']) {
-    const body = await readFile(join(inputs.root, file)).catch((error: unknown) => {
-      if (file === 'package-lock.json' && errorCode(error) === 'ENOENT') return Buffer.from('');
-      throw error;
-    });
-    hashed.push([`file:${file}`, sha256(body)]);
-  }
+  for (const file of inputs.files)
+    hashed.push([`file:${file}`, sha256(await readFile(join(inputs.root, file)))]);
+  hashed.push(['file:package-lock.json', lockFileHash(inputs.root)]);
   const env = Object.entries(inputs.env)
     .filter(([name, value]) => name.startsWith('CDK_') && value !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -169,13 +175,10 @@ const validatorIdentities = new Map<string, { readonly lock: string; readonly in
 function validatorIdentity(root: string): { readonly lock: string; readonly interpreter: string | null } {
   let identity = validatorIdentities.get(root);
   if (identity === undefined) {
-    let lock = '';
-    try {
-      lock = sha256(readFileSync(join(root, 'package-lock.json')));
-    } catch (error) {
-      if (errorCode(error) !== 'ENOENT') throw error;
-    }
-    identity = { lock, interpreter: installedVersion(root, 'aws-local-stepfunctions') ?? null };
+    identity = {
+      lock: lockFileHash(root),
+      interpreter: installedVersion(root, 'aws-local-stepfunctions') ?? null,
+    };
     validatorIdentities.set(root, identity);
   }
   return identity;
