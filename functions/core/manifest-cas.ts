@@ -167,12 +167,9 @@ export async function orTwinsWork(
     if (!(error instanceof ManifestConflictError)) throw error;
     const loaded = await loadManifest(deps, ref.tier, ref.partition);
     if (loaded) {
-      const { manifest } = loaded;
-      if (!ownedBy(loaded, ref) || manifest.state === from || !isAtOrPast(manifest, from)) throw error;
-      return result(ref, 'already-done', manifest.state, {
-        ...summary(manifest),
-        reason: 'a twin delivery of this job did this step',
-      });
+      const done = pastStep(loaded, ref, from, 'a twin delivery of this job did this step');
+      if (done === undefined) throw error;
+      return done;
     }
     if (ref.tier === 'retention') throw error;
     const first = outputKey(
@@ -213,9 +210,19 @@ export async function loadForStep(
   }
   const { manifest } = loaded;
   if (manifest.state === from) return { loaded };
-  if (isAtOrPast(manifest, from))
-    return { done: result(ref, 'already-done', manifest.state, summary(manifest)) };
+  const done = pastStep(loaded, ref, from);
+  if (done !== undefined) return { done };
   throw new ManifestConflictError(`job ${ref.jobId} is ${manifest.state}; this step needs ${from}`);
+}
+
+/** Our job's manifest already past `from`: the step was done (by an earlier attempt or a twin). */
+function pastStep(loaded: Loaded, ref: JobRef, from: ManifestState, reason?: string): StepResult | undefined {
+  const { manifest } = loaded;
+  if (!ownedBy(loaded, ref) || manifest.state === from || !isAtOrPast(manifest, from)) return undefined;
+  return result(ref, 'already-done', manifest.state, {
+    ...summary(manifest),
+    ...(reason === undefined ? {} : { reason }),
+  });
 }
 
 /**
