@@ -1,10 +1,13 @@
 /**
  * The local folder store's sidecar format: `meta/<key>.json` holds an object's user metadata and
  * checksum, one entry per data-file version (its ETag: inode, size and mtime), so an entry of a
- * replaced version is stale and ignored. Also the lenient JSON reading the store's own files share.
+ * replaced version is stale and ignored; readSidecar reads a key's. Also the lenient JSON reading the
+ * store's own files share.
  */
 
+import { readFile } from 'node:fs/promises';
 import type { Checksum } from '../core/object-store.ts';
+import { errorCode } from './durable-fs.ts';
 
 export interface SidecarEntry {
   readonly etag: string;
@@ -63,4 +66,17 @@ export function parseSidecar(path: string, text: string): Sidecar {
     };
   });
   return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
+}
+
+/** The sidecar at `path`, or undefined when the key has none. */
+export async function readSidecar(path: string): Promise<Sidecar | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    const code = errorCode(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw error;
+  }
+  return parseSidecar(path, text);
 }

@@ -12,16 +12,15 @@
  *                      (identified by its ETag, i.e. inode, size and mtime); entries for other
  *                      versions are stale and ignored.
  * - `locks/<sha256(key)>.lock`  per-key lock making conditional writes atomic across processes.
+ *
+ * This file holds the store's API and its options. Keys, paths and ETags are in local-store-keys.ts,
+ * the listings in local-store-listing.ts, the reads in local-store-reads.ts, staging, commits and
+ * deletes in local-store-commit.ts, the upload folders in local-store-uploads.ts.
  */
 
-import { createHash, randomBytes } from 'node:crypto';
-import type { BigIntStats, Dirent } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import { mkdir, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { open, rm } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
-import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
+import { NotFoundError } from '../core/errors.ts';
 import type {
   Checksum,
   CopyOptions,
@@ -35,46 +34,22 @@ import type {
   WriteOptions,
 } from '../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../core/object-store.ts';
+import { copyHandle, writeAll } from './durable-fs.ts';
 import {
-  copyHandle,
-  errorCode,
-  fsyncDir,
-  isMissing,
-  openObject,
-  placeFile,
-  pruneEmptyDirs,
-  renameIntoPlace,
-  statObject,
-  statOrUndefined,
-  unlinkIfExists,
-  writeAll,
-  writeDurably,
-} from './durable-fs.ts';
+  commit,
+  deleteOne,
+  durabilityOf,
+  type KeyChanges,
+  type Staged,
+  stageData,
+} from './local-store-commit.ts';
+import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
+import { listFolders, listObjects } from './local-store-listing.ts';
 import { KeyLocks } from './local-store-lock.ts';
-import { isRecord, parseJson, parseSidecar, type Sidecar, type SidecarEntry } from './local-store-sidecar.ts';
-import { processAlive } from './process-alive.ts';
+import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
+import { abortIncompleteUpload, beginUpload, listIncompleteUploads } from './local-store-uploads.ts';
 
-/** A folder's entries, or undefined when it does not exist (or vanished while we walked). */
-async function entriesOf(dirAbs: string): Promise<Dirent[] | undefined> {
-  try {
-    return await readdir(dirAbs, { withFileTypes: true });
-  } catch (error) {
-    const code = errorCode(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-    throw error;
-  }
-}
-
-/** Top-level folder reserved for the store's own bookkeeping; keys may not start with it. */
-export const RESERVED_DIR = '.compactor-store';
-
-const MAX_KEY_BYTES = 1024;
-// File systems cap a name at 255 bytes; the last segment also gets the sidecar's '.json'.
-const MAX_SEGMENT_BYTES = 255;
-const SIDECAR_SUFFIX = '.json';
-const MAX_LAST_SEGMENT_BYTES = MAX_SEGMENT_BYTES - SIDECAR_SUFFIX.length;
-// Reads that race with writers retry; a key rewritten this many times in a row is a live-lock.
-const MAX_READ_ATTEMPTS = 50;
+export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
 
 export interface LocalFolderStoreOptions {
   /** How long a write waits for another writer's lock on the same key before TransientStoreError. */
@@ -94,147 +69,43 @@ export interface LocalFolderStoreOptions {
   readonly durability?: 'machine' | 'process';
 }
 
-interface Attributes {
-  readonly metadata: Readonly<Record<string, string>>;
-  readonly checksum?: Checksum;
-}
-
-interface Staged {
-  readonly dir: string;
-  readonly dataPath: string;
-  readonly stat: BigIntStats;
-  readonly etag: string;
-  readonly crc: number;
-}
-
-interface Conditions {
-  readonly ifNoneMatch?: '*';
-  readonly ifMatch?: string;
-}
-
 export class LocalFolderStore implements ObjectStore {
   readonly location: string;
-  readonly #root: string;
-  readonly #tmpDir: string;
-  readonly #metaDir: string;
-  readonly #locks: KeyLocks;
-  readonly #fsync: boolean;
+  readonly #paths: StorePaths;
+  readonly #changes: KeyChanges;
 
   constructor(rootDir: string, options: LocalFolderStoreOptions = {}) {
-    this.#root = resolve(rootDir);
-    this.#fsync = (options.durability ?? 'machine') === 'machine';
-    this.location = `file://${this.#root}`;
-    const reserved = join(this.#root, RESERVED_DIR);
-    this.#tmpDir = join(reserved, 'tmp');
-    this.#metaDir = join(reserved, 'meta');
-    this.#locks = new KeyLocks(
-      join(reserved, 'locks'),
-      options.lockTimeoutMs ?? 30_000,
-      options.staleLockMs ?? 60_000,
-    );
+    const paths = storePaths(rootDir);
+    this.#paths = paths;
+    this.location = `file://${paths.root}`;
+    this.#changes = {
+      paths,
+      locks: new KeyLocks(paths.locksDir, options.lockTimeoutMs ?? 30_000, options.staleLockMs ?? 60_000),
+      durability: durabilityOf(options.durability ?? 'machine'),
+    };
   }
 
   async *list(prefix: string, options: ListOptions = {}): AsyncIterable<ObjectSummary> {
-    const { startAfter } = options;
-    if (startAfter === undefined) {
-      yield* this.#list(prefix, options);
-      return;
-    }
-    // S3 compares keys as UTF-8 bytes; the walk yields them in that order.
-    const after = Buffer.from(startAfter, 'utf8');
-    for await (const object of this.#list(prefix, options)) {
-      if (Buffer.compare(Buffer.from(object.key, 'utf8'), after) > 0) yield object;
-    }
+    yield* listObjects(this.#paths.root, prefix, options);
   }
 
   /** The folders under `prefix` that hold an object (a folder left empty is none, as on S3). */
   async *listFolders(prefix: string, options: { readonly signal?: AbortSignal } = {}): AsyncIterable<string> {
-    if (prefix !== '' && !prefix.endsWith('/'))
-      throw new RangeError(`listFolders: "${prefix}" must end in "/"`);
-    const dirPart = prefix.slice(0, -1);
-    const segments = dirPart === '' ? [] : dirPart.split('/');
-    if (segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR) return;
-    const dirAbs = join(this.#root, ...segments);
-    const dirents = await entriesOf(dirAbs);
-    if (dirents === undefined) return;
-    const names = dirents
-      .filter((d) => d.isDirectory() && !(prefix === '' && d.name === RESERVED_DIR))
-      .map((d) => d.name)
-      .sort((a, b) => Buffer.compare(Buffer.from(`${a}/`), Buffer.from(`${b}/`)));
-    for (const name of names) {
-      for await (const _ of this.#walk(join(dirAbs, name), `${prefix}${name}/`, '', options.signal)) {
-        yield `${prefix}${name}/`;
-        break;
-      }
-    }
+    yield* listFolders(this.#paths.root, prefix, options);
   }
 
-  async *#list(prefix: string, options: { readonly signal?: AbortSignal }): AsyncIterable<ObjectSummary> {
-    const { signal } = options;
-    signal?.throwIfAborted();
-    const slash = prefix.lastIndexOf('/');
-    const dirPart = slash < 0 ? '' : prefix.slice(0, slash);
-    const namePrefix = prefix.slice(slash + 1);
-    if (prefix.includes('\0')) return;
-    if (dirPart !== '') {
-      const segments = dirPart.split('/');
-      // No valid key lies under '', '.', '..' segments or inside the reserved folder.
-      if (segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR) return;
-    }
-    const dirAbs = dirPart === '' ? this.#root : join(this.#root, ...dirPart.split('/'));
-    yield* this.#walk(dirAbs, dirPart === '' ? '' : `${dirPart}/`, namePrefix, signal);
-  }
-
-  async head(key: string, options: { readonly signal?: AbortSignal } = {}): Promise<ObjectHead | undefined> {
-    assertKey(key);
-    options.signal?.throwIfAborted();
-    const path = this.#dataPath(key);
-    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-      const st = await statObject(path);
-      if (st === undefined) return undefined;
-      const etag = etagOf(st);
-      const entry = await this.#sidecarEntry(key, etag);
-      // The sidecar always holds the current version's entry, so if the data file is unchanged
-      // across the sidecar read, the entry (or its absence) belongs to this version.
-      const again = await statObject(path);
-      if (again !== undefined && etagOf(again) === etag) return toHead(key, st, etag, entry);
-      options.signal?.throwIfAborted();
-    }
-    throw new TransientStoreError(`head ${key}: the object kept changing while being read`);
+  head(key: string, options: { readonly signal?: AbortSignal } = {}): Promise<ObjectHead | undefined> {
+    return readHead(this.#paths, key, options);
   }
 
   async getBytes(
     key: string,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    return this.#readOpened(key, options, async (opened, etag) => ({
+    return readOpened(this.#paths, key, options, async (opened, etag) => ({
       body: await opened.handle.readFile(),
       etag,
     }));
-  }
-
-  /**
-   * Opens the object, checks `ifMatch` against the version opened, and runs `read` on that open
-   * handle (a later replace renames another file in, so the handle keeps the version checked).
-   */
-  async #readOpened<T>(
-    key: string,
-    options: { readonly ifMatch?: string; readonly signal?: AbortSignal },
-    read: (opened: NonNullable<Awaited<ReturnType<typeof openObject>>>, etag: string) => Promise<T>,
-  ): Promise<T> {
-    assertKey(key);
-    options.signal?.throwIfAborted();
-    const opened = await openObject(this.#dataPath(key));
-    if (opened === undefined) throw new NotFoundError(key);
-    try {
-      const etag = etagOf(opened.stat);
-      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
-        throw new PreconditionFailedError(key);
-      }
-      return await read(opened, etag);
-    } finally {
-      await opened.handle.close();
-    }
   }
 
   async getRange(
@@ -243,7 +114,7 @@ export class LocalFolderStore implements ObjectStore {
     end: number,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    return this.#readOpened(key, options, async (opened, etag) => {
+    return readOpened(this.#paths, key, options, async (opened, etag) => {
       const size = Number(opened.stat.size);
       const from = Math.min(Math.max(start, 0), size);
       const length = Math.max(Math.min(end, size) - from, 0);
@@ -258,53 +129,13 @@ export class LocalFolderStore implements ObjectStore {
     });
   }
 
-  /**
-   * Places the version into `path` as a hard link where the file system allows (one syscall; a job
-   * of thousands of small inputs spends most of its fetch time copying otherwise), else as a copy.
-   *
-   * The ETag guarantee holds for a link too. The link is checked to be the very inode of the ETag
-   * asked for (an ETag is device, inode, size and mtime). The store never writes a data file in
-   * place: every put and copy renames a new file over the key, and a delete unlinks the key's name,
-   * so neither can reach the linked inode. And no reader of a fetched file writes it: DuckDB reads
-   * its inputs, and work folders are removed by unlinking. A file written in place by a process
-   * outside the store would change its ETag (mtime), so the ETag-conditioned delete keeps it.
-   */
-  async getToFile(
+  /** Fetches the version into `path`: a hard link where it can be, else a copy (see fetchToFile). */
+  getToFile(
     key: string,
     path: string,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly etag: string; readonly size: number }> {
-    assertKey(key);
-    const { signal } = options;
-    signal?.throwIfAborted();
-    const source = this.#dataPath(key);
-    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-      const st = await statObject(source);
-      if (st === undefined) throw new NotFoundError(key);
-      const etag = etagOf(st);
-      if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
-        throw new PreconditionFailedError(key);
-      }
-      let placed: BigIntStats | undefined;
-      try {
-        placed = await placeFile(source, path);
-      } catch (error) {
-        await rm(path, { force: true });
-        if (!isMissing(error)) throw error;
-        const now = await statObject(source);
-        if (now === undefined) throw new NotFoundError(key);
-        // Still the same version: the error is the destination's (a missing folder).
-        if (etagOf(now) === etag) throw error;
-        // Replaced meanwhile: link(2) fails with ENOENT on an inode a rename has just unlinked.
-        signal?.throwIfAborted();
-        continue;
-      }
-      if (placed !== undefined && etagOf(placed) === etag) return { etag, size: Number(st.size) };
-      // Replaced between the stat and the link or copy (or edited during the copy): try again.
-      await rm(path, { force: true });
-      signal?.throwIfAborted();
-    }
-    throw new TransientStoreError(`get ${key}: the object kept changing while being read`);
+    return fetchToFile(this.#paths, key, path, options);
   }
 
   async put(
@@ -319,9 +150,9 @@ export class LocalFolderStore implements ObjectStore {
     if (wanted !== undefined && wanted.algorithm !== 'CRC32') {
       throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
     }
-    const dir = await this.#beginUpload(key, 'put');
+    const dir = await beginUpload(this.#paths.tmpDir, key, 'put');
     try {
-      const staged = await stageData(dir, this.#fsync, async (out) => {
+      const staged = await stageData(dir, this.#changes.durability, async (out) => {
         if (Buffer.isBuffer(body)) {
           signal?.throwIfAborted();
           await writeAll(out, body);
@@ -349,7 +180,7 @@ export class LocalFolderStore implements ObjectStore {
           ? { metadata, ...(checksum === undefined ? {} : { checksum }) }
           : undefined;
       signal?.throwIfAborted();
-      await this.#commit(key, staged, options, attrs, signal);
+      await commit(this.#changes, key, staged, options, attrs, signal);
       return { etag: staged.etag };
     } finally {
       await rm(dir, { recursive: true, force: true });
@@ -361,15 +192,15 @@ export class LocalFolderStore implements ObjectStore {
     assertKey(target);
     const { signal } = options;
     signal?.throwIfAborted();
-    const src = await this.#openWithAttributes(source);
+    const src = await openWithAttributes(this.#paths, source);
     if (src === undefined) throw new NotFoundError(source);
     let staged: Staged;
-    const dir = await this.#beginUpload(target, 'copy');
+    const dir = await beginUpload(this.#paths.tmpDir, target, 'copy');
     try {
       try {
         staged = await stageData(
           dir,
-          this.#fsync,
+          this.#changes.durability,
           async (out) => (await copyHandle(src.handle, out, signal)).crc,
         );
       } finally {
@@ -387,7 +218,8 @@ export class LocalFolderStore implements ObjectStore {
           ? undefined
           : { metadata: src.entry.metadata, ...(stored === undefined ? {} : { checksum: stored }) };
       signal?.throwIfAborted();
-      await this.#commit(
+      await commit(
+        this.#changes,
         target,
         staged,
         options.ifNoneMatch === undefined ? {} : { ifNoneMatch: options.ifNoneMatch },
@@ -412,293 +244,18 @@ export class LocalFolderStore implements ObjectStore {
     const outcomes: DeleteOutcome[] = [];
     for (const request of requests) {
       options.signal?.throwIfAborted();
-      outcomes.push(await this.#deleteOne(request, options.signal));
+      outcomes.push(await deleteOne(this.#changes, request, options.signal));
     }
     return outcomes;
   }
 
-  async listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
-    let entries: string[];
-    try {
-      entries = await readdir(this.#tmpDir);
-    } catch (error) {
-      if (errorCode(error) === 'ENOENT') return [];
-      throw error;
-    }
-    const uploads: IncompleteUpload[] = [];
-    for (const uploadId of entries) {
-      const intentPath = join(this.#tmpDir, uploadId, 'intent.json');
-      let key = '';
-      let initiated: Date;
-      let abandoned: boolean;
-      try {
-        const text = await readFile(intentPath, 'utf8');
-        initiated = (await stat(intentPath)).mtime;
-        key = parseIntentKey(text) ?? '';
-        abandoned = writerGone(text, uploadId);
-      } catch (error) {
-        const code = errorCode(error);
-        if (code === 'ENOTDIR') continue; // not an upload folder
-        if (code !== 'ENOENT') throw error;
-        // Crashed (or is) between creating the folder and writing its intent: the target key is
-        // unknown, so it is reported under '' and only a whole-store sweep cleans it up.
-        const folder = await statOrUndefined(join(this.#tmpDir, uploadId));
-        if (folder === undefined) continue; // finished meanwhile
-        initiated = folder.mtime;
-        abandoned = processGone(uploadIdPid(uploadId));
-      }
-      if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
-    }
-    uploads.sort(
-      (a, b) => a.initiated.getTime() - b.initiated.getTime() || compareUtf8(a.uploadId, b.uploadId),
-    );
-    return uploads;
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    return listIncompleteUploads(this.#paths.tmpDir, prefix);
   }
 
-  async abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
-    const id = upload.uploadId;
-    if (
-      id === '' ||
-      id === '.' ||
-      id === '..' ||
-      id.includes('/') ||
-      id.includes('\\') ||
-      id.includes('\0')
-    ) {
-      throw new Error(`abortIncompleteUpload: invalid upload id ${JSON.stringify(id)}`);
-    }
-    // Idempotent: a finished or already aborted upload is simply gone.
-    await rm(join(this.#tmpDir, id), { recursive: true, force: true });
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    return abortIncompleteUpload(this.#paths.tmpDir, upload);
   }
-
-  // ---- internals ----
-
-  #dataPath(key: string): string {
-    return join(this.#root, ...key.split('/'));
-  }
-
-  #sidecarPath(key: string): string {
-    return `${join(this.#metaDir, ...key.split('/'))}${SIDECAR_SUFFIX}`;
-  }
-
-  async *#walk(
-    dirAbs: string,
-    keyPrefix: string,
-    namePrefix: string,
-    signal: AbortSignal | undefined,
-  ): AsyncGenerator<ObjectSummary> {
-    signal?.throwIfAborted();
-    const dirents = await entriesOf(dirAbs);
-    if (dirents === undefined) return;
-    const children: { name: string; isDir: boolean; order: Buffer }[] = [];
-    for (const d of dirents) {
-      if (!d.name.startsWith(namePrefix)) continue;
-      if (keyPrefix === '' && d.name === RESERVED_DIR) continue;
-      let isDir: boolean;
-      if (d.isDirectory()) isDir = true;
-      else if (d.isFile()) isDir = false;
-      else if (d.isSymbolicLink()) {
-        // Symlinked files are objects; symlinked folders are not walked (cycles).
-        const target = await statOrUndefined(join(dirAbs, d.name));
-        if (target === undefined || !target.isFile()) continue;
-        isDir = false;
-      } else continue;
-      // Every key below folder `x` starts with `x/`, so that is where the folder sorts.
-      children.push({ name: d.name, isDir, order: Buffer.from(isDir ? `${d.name}/` : d.name, 'utf8') });
-    }
-    children.sort((a, b) => Buffer.compare(a.order, b.order));
-    for (const child of children) {
-      const abs = join(dirAbs, child.name);
-      if (child.isDir) {
-        yield* this.#walk(abs, `${keyPrefix}${child.name}/`, '', signal);
-        continue;
-      }
-      const st = await statObject(abs);
-      if (st === undefined) continue; // deleted while listing
-      yield {
-        key: `${keyPrefix}${child.name}`,
-        size: Number(st.size),
-        etag: etagOf(st),
-        lastModified: st.mtime,
-      };
-    }
-  }
-
-  async #beginUpload(key: string, kind: 'put' | 'copy'): Promise<string> {
-    const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
-    const dir = join(this.#tmpDir, uploadId);
-    await mkdir(dir, { recursive: true });
-    await writeFile(
-      join(dir, 'intent.json'),
-      JSON.stringify({ key, kind, pid: process.pid, host: hostname() }),
-      {
-        flag: 'wx',
-      },
-    );
-    return dir;
-  }
-
-  async #readSidecar(key: string): Promise<Sidecar | undefined> {
-    const path = this.#sidecarPath(key);
-    let text: string;
-    try {
-      text = await readFile(path, 'utf8');
-    } catch (error) {
-      const code = errorCode(error);
-      if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-      throw error;
-    }
-    return parseSidecar(path, text);
-  }
-
-  async #sidecarEntry(key: string, etag: string): Promise<SidecarEntry | undefined> {
-    return (await this.#readSidecar(key))?.entries.find((e) => e.etag === etag);
-  }
-
-  /** Opens the current version and reads its sidecar entry, consistently (retrying past writers). */
-  async #openWithAttributes(
-    key: string,
-  ): Promise<{ handle: FileHandle; stat: BigIntStats; entry: SidecarEntry | undefined } | undefined> {
-    const path = this.#dataPath(key);
-    for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-      const opened = await openObject(path);
-      if (opened === undefined) return undefined;
-      const etag = etagOf(opened.stat);
-      let keep = false;
-      try {
-        const entry = await this.#sidecarEntry(key, etag);
-        const again = await statObject(path);
-        if (again !== undefined && etagOf(again) === etag) {
-          keep = true;
-          return { handle: opened.handle, stat: opened.stat, entry };
-        }
-      } finally {
-        if (!keep) await opened.handle.close();
-      }
-    }
-    throw new TransientStoreError(`read ${key}: the object kept changing while being read`);
-  }
-
-  /** Checks the conditions and makes the staged data the object, all under the key's lock. */
-  async #commit(
-    key: string,
-    staged: Staged,
-    conditions: Conditions,
-    attrs: Attributes | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    const path = this.#dataPath(key);
-    const sidecarPath = this.#sidecarPath(key);
-    const release = await this.#locks.lock(key, signal);
-    try {
-      const current = await statObject(path);
-      if (conditions.ifNoneMatch === '*' && current !== undefined) throw new PreconditionFailedError(key);
-      if (
-        conditions.ifMatch !== undefined &&
-        (current === undefined || etagOf(current) !== unquote(conditions.ifMatch))
-      ) {
-        throw new PreconditionFailedError(key);
-      }
-      if (attrs !== undefined) {
-        // The sidecar goes in first so the new data is never visible without its attributes; it
-        // keeps the current version's entry so readers of the old data still find theirs.
-        const currentEtag = current === undefined ? undefined : etagOf(current);
-        const kept =
-          currentEtag === undefined
-            ? []
-            : ((await this.#readSidecar(key))?.entries.filter((e) => e.etag === currentEtag) ?? []);
-        const entry: SidecarEntry = {
-          etag: staged.etag,
-          ino: staged.stat.ino.toString(),
-          size: Number(staged.stat.size),
-          metadata: attrs.metadata,
-          ...(attrs.checksum === undefined ? {} : { checksum: attrs.checksum }),
-        };
-        const sidecar: Sidecar = { version: 1, key, entries: [...kept, entry] };
-        const tmp = join(staged.dir, 'meta.json');
-        await writeDurably(tmp, JSON.stringify(sidecar), this.#fsync);
-        await renameIntoPlace(tmp, sidecarPath, key);
-        if (this.#fsync) await fsyncDir(dirname(sidecarPath));
-      }
-      await renameIntoPlace(staged.dataPath, path, key);
-      if (this.#fsync) await fsyncDir(dirname(path));
-      if (attrs === undefined && (await unlinkIfExists(sidecarPath))) {
-        await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
-      }
-    } finally {
-      await release();
-    }
-  }
-
-  async #deleteOne(request: DeleteRequest, signal: AbortSignal | undefined): Promise<DeleteOutcome> {
-    const { key } = request;
-    const path = this.#dataPath(key);
-    try {
-      const release = await this.#locks.lock(key, signal);
-      try {
-        const current = await statObject(path);
-        if (current === undefined) return { key, status: 'not-found' };
-        if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
-          return { key, status: 'precondition-failed' };
-        }
-        if (!(await unlinkIfExists(path))) return { key, status: 'not-found' };
-        // The protocol records "inputs deleted" next; the delete must not come back after a crash.
-        if (this.#fsync) await fsyncDir(dirname(path));
-        const sidecarPath = this.#sidecarPath(key);
-        if (await unlinkIfExists(sidecarPath)) await pruneEmptyDirs(dirname(sidecarPath), this.#metaDir);
-        await pruneEmptyDirs(dirname(path), this.#root);
-        return { key, status: 'deleted' };
-      } finally {
-        await release();
-      }
-    } catch (error) {
-      // Per-key failures are outcomes (as in DeleteObjects); anything else is a bug or an abort.
-      const code = errorCode(error);
-      if (code !== undefined && error instanceof Error) {
-        return { key, status: 'error', code, message: error.message };
-      }
-      if (error instanceof TransientStoreError) {
-        return { key, status: 'error', code: error.name, message: error.message };
-      }
-      throw error;
-    }
-  }
-
-  // ---- per-key locks ----
-}
-
-/** Throws unless `key` is a key this store can hold. */
-export function assertKey(key: string): void {
-  const bad = (why: string): never => {
-    throw new Error(`invalid object key ${JSON.stringify(key)}: ${why}`);
-  };
-  if (typeof key !== 'string' || key === '') bad('empty');
-  if (Buffer.from(key, 'utf8').toString('utf8') !== key) bad('not well-formed Unicode');
-  if (Buffer.byteLength(key, 'utf8') > MAX_KEY_BYTES) bad(`longer than ${MAX_KEY_BYTES} bytes`);
-  if (key.includes('\0')) bad('contains NUL');
-  if (key.startsWith('/')) bad("starts with '/'");
-  const segments = key.split('/');
-  if (segments[0] === RESERVED_DIR) bad(`${RESERVED_DIR}/ is reserved for the store`);
-  segments.forEach((segment, i) => {
-    if (segment === '') bad('empty path segment');
-    if (segment === '.' || segment === '..') bad(`'${segment}' path segment`);
-    const limit = i === segments.length - 1 ? MAX_LAST_SEGMENT_BYTES : MAX_SEGMENT_BYTES;
-    if (Buffer.byteLength(segment, 'utf8') > limit) bad(`a path segment is longer than ${limit} bytes`);
-  });
-}
-
-// ---- helpers ----
-
-function etagOf(st: BigIntStats): string {
-  // Every write renames a new file into place, so (inode, size, mtime) changes on every replace.
-  return createHash('sha256')
-    .update(`${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`)
-    .digest('hex')
-    .slice(0, 32);
-}
-
-function unquote(etag: string): string {
-  return etag.length >= 2 && etag.startsWith('"') && etag.endsWith('"') ? etag.slice(1, -1) : etag;
 }
 
 function crc32Base64(crc: number): string {
@@ -709,64 +266,4 @@ function crc32Base64(crc: number): string {
 
 function lowerCaseKeys(metadata: Readonly<Record<string, string>>): Record<string, string> {
   return Object.fromEntries(Object.entries(metadata).map(([k, v]) => [k.toLowerCase(), v]));
-}
-
-function compareUtf8(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-}
-
-function toHead(key: string, st: BigIntStats, etag: string, entry: SidecarEntry | undefined): ObjectHead {
-  return {
-    key,
-    size: Number(st.size),
-    etag,
-    lastModified: st.mtime,
-    metadata: { ...(entry?.metadata ?? {}) },
-    ...(entry?.checksum === undefined ? {} : { checksum: entry.checksum }),
-  };
-}
-
-/** Writes `<dir>/data` with `fill`, fsyncs it (with `sync`), and returns its identity. */
-async function stageData(
-  dir: string,
-  sync: boolean,
-  fill: (out: FileHandle) => Promise<number>,
-): Promise<Staged> {
-  const dataPath = join(dir, 'data');
-  const out = await open(dataPath, 'wx');
-  try {
-    const crc = await fill(out);
-    if (sync) await out.sync();
-    // Rename keeps inode, size and mtime, so this is the ETag the object will have.
-    const st = await out.stat({ bigint: true });
-    return { dir, dataPath, stat: st, etag: etagOf(st), crc };
-  } finally {
-    await out.close();
-  }
-}
-
-function parseIntentKey(text: string): string | undefined {
-  const value = parseJson(text);
-  return isRecord(value) && typeof value.key === 'string' ? value.key : undefined;
-}
-
-/** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
-function writerGone(intentText: string, uploadId: string): boolean {
-  const intent = parseJson(intentText);
-  // A writer killed while writing its intent leaves it empty or cut short: the upload id names
-  // the writer's pid too (see #beginUpload).
-  if (!isRecord(intent) || typeof intent.pid !== 'number') return processGone(uploadIdPid(uploadId));
-  if (intent.host !== undefined && intent.host !== hostname()) return false;
-  return processGone(intent.pid);
-}
-
-/** The writer's pid in an upload id (`<time>-<pid>-<random>`), NaN if it has none. */
-function uploadIdPid(uploadId: string): number {
-  return Number(uploadId.split('-')[1]);
-}
-
-function processGone(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
-  // Not surely gone is not gone: the upload is left alone.
-  return !processAlive(pid, () => true);
 }

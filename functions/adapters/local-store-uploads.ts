@@ -1,0 +1,106 @@
+/**
+ * The local folder store's uploads: every write stages in its own folder `tmp/<uploadId>/`, whose
+ * `intent.json` names the target key and the writer (pid, host). A folder a crash left behind is an
+ * incomplete upload, reported abandoned once its writer is surely gone, and removed by an abort.
+ */
+
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { IncompleteUpload } from '../core/object-store.ts';
+import { errorCode, statOrUndefined } from './durable-fs.ts';
+import { isRecord, parseJson } from './local-store-sidecar.ts';
+import { processAlive } from './process-alive.ts';
+
+/** Creates the upload folder of a write to `key` and returns its path. */
+export async function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): Promise<string> {
+  const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
+  const dir = join(tmpDir, uploadId);
+  await mkdir(dir, { recursive: true });
+  await writeFile(
+    join(dir, 'intent.json'),
+    JSON.stringify({ key, kind, pid: process.pid, host: hostname() }),
+    {
+      flag: 'wx',
+    },
+  );
+  return dir;
+}
+
+export async function listIncompleteUploads(tmpDir: string, prefix: string): Promise<IncompleteUpload[]> {
+  let entries: string[];
+  try {
+    entries = await readdir(tmpDir);
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') return [];
+    throw error;
+  }
+  const uploads: IncompleteUpload[] = [];
+  for (const uploadId of entries) {
+    const intentPath = join(tmpDir, uploadId, 'intent.json');
+    let key = '';
+    let initiated: Date;
+    let abandoned: boolean;
+    try {
+      const text = await readFile(intentPath, 'utf8');
+      initiated = (await stat(intentPath)).mtime;
+      key = parseIntentKey(text) ?? '';
+      abandoned = writerGone(text, uploadId);
+    } catch (error) {
+      const code = errorCode(error);
+      if (code === 'ENOTDIR') continue; // not an upload folder
+      if (code !== 'ENOENT') throw error;
+      // Crashed (or is) between creating the folder and writing its intent: the target key is
+      // unknown, so it is reported under '' and only a whole-store sweep cleans it up.
+      const folder = await statOrUndefined(join(tmpDir, uploadId));
+      if (folder === undefined) continue; // finished meanwhile
+      initiated = folder.mtime;
+      abandoned = processGone(uploadIdPid(uploadId));
+    }
+    if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
+  }
+  uploads.sort(
+    (a, b) => a.initiated.getTime() - b.initiated.getTime() || compareUtf8(a.uploadId, b.uploadId),
+  );
+  return uploads;
+}
+
+export async function abortIncompleteUpload(tmpDir: string, upload: IncompleteUpload): Promise<void> {
+  const id = upload.uploadId;
+  if (id === '' || id === '.' || id === '..' || id.includes('/') || id.includes('\\') || id.includes('\0')) {
+    throw new Error(`abortIncompleteUpload: invalid upload id ${JSON.stringify(id)}`);
+  }
+  // Idempotent: a finished or already aborted upload is simply gone.
+  await rm(join(tmpDir, id), { recursive: true, force: true });
+}
+
+function compareUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+function parseIntentKey(text: string): string | undefined {
+  const value = parseJson(text);
+  return isRecord(value) && typeof value.key === 'string' ? value.key : undefined;
+}
+
+/** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
+function writerGone(intentText: string, uploadId: string): boolean {
+  const intent = parseJson(intentText);
+  // A writer killed while writing its intent leaves it empty or cut short: the upload id names
+  // the writer's pid too (see beginUpload).
+  if (!isRecord(intent) || typeof intent.pid !== 'number') return processGone(uploadIdPid(uploadId));
+  if (intent.host !== undefined && intent.host !== hostname()) return false;
+  return processGone(intent.pid);
+}
+
+/** The writer's pid in an upload id (`<time>-<pid>-<random>`), NaN if it has none. */
+function uploadIdPid(uploadId: string): number {
+  return Number(uploadId.split('-')[1]);
+}
+
+function processGone(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
+  // Not surely gone is not gone: the upload is left alone.
+  return !processAlive(pid, () => true);
+}
