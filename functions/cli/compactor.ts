@@ -33,7 +33,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const handler = COMMANDS[command];
   if (!handler) {
-    io.err(`compactor: unknown command "${command}". Commands: ${Object.keys(COMMANDS).join(', ')}.`);
+    io.err(`compactor: unknown command "${command}". Commands: ${COMMAND_NAMES.join(', ')}.`);
     return 2;
   }
   try {
@@ -70,5 +70,8 @@ const COMMANDS: Record<string, Handler> = {
   doctor: async (options, io) =>
     (await import('./commands/doctor.ts')).doctorCommand(options as DoctorOptions, io),
 };
+
+/** Every command the CLI runs, in the order its messages list them. */
+export const COMMAND_NAMES: readonly string[] = Object.keys(COMMANDS);
 
 export type { TierName };
