@@ -1,0 +1,77 @@
+/**
+ * The per-step IAM table: which prefixes of the data bucket each step may list, read, write and
+ * delete. compactor-functions.ts puts each step's statements on that step's role.
+ */
+
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type { StepName } from '../../functions/contract.ts';
+
+/**
+ * Least privilege per step. P = data root, S = state root (P + '_compaction/'). ListBucket is
+ * granted on exactly the prefixes a step reads or conditionally deletes, because S3 answers a
+ * GET or HEAD of a missing key with 403 instead of 404 to a caller that may not list it
+ * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html), and the protocol must
+ * tell "absent" from "denied". Only recover and delete-inputs may delete outside S.
+ * test/cdk/iam-evaluated.test.ts evaluates every call the steps make against these.
+ */
+export function stepGrants(
+  bucket: s3.IBucket,
+  dataPrefix: string,
+  stateRoot: string,
+): Record<StepName, iam.PolicyStatement[]> {
+  const P = dataPrefix;
+  const S = stateRoot;
+  const M = `${S}manifests/`;
+  const ST = `${S}staging/`;
+  const Q = `${S}quarantine/`;
+  const PL = `${S}plans/`;
+  const R = `${S}results/`;
+  // Consecutive failures per partition (backoff): compact writes, plan reads, clear removes.
+  const F = `${S}failures/`;
+  const objects = (actions: string[], ...prefixes: string[]) =>
+    new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
+  const list = (...prefixes: string[]) =>
+    new iam.PolicyStatement({
+      actions: ['s3:ListBucket'],
+      resources: [bucket.bucketArn],
+      // An empty data root is the whole bucket: no condition (a list without Prefix has no s3:prefix).
+      ...(prefixes.includes('')
+        ? {}
+        : { conditions: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } } }),
+    });
+  const get = 's3:GetObject';
+  const put = 's3:PutObject';
+  const del = 's3:DeleteObject';
+  return {
+    // Rolls jobs forward or back: copies staging -> final, deletes inputs, staging and manifests.
+    recover: [
+      list(P),
+      objects([get, put, del], P),
+      new iam.PolicyStatement({ actions: ['s3:ListBucketMultipartUploads'], resources: [bucket.bucketArn] }),
+      objects(['s3:AbortMultipartUpload'], ST),
+    ],
+    plan: [list(P), objects([get], M, Q, F), objects([put], PL)],
+    compact: [
+      list(P),
+      objects([get], P),
+      objects([get, put, del], M),
+      objects([put, del, 's3:AbortMultipartUpload'], ST),
+      objects([put], Q, F),
+    ],
+    // The publish step: server-side copy staging -> final key, then the commit CAS.
+    upload: [
+      list(P),
+      objects([get, put, del], M),
+      objects([get], ST),
+      objects([get, put], P),
+      objects([put], Q),
+    ],
+    verify: [list(P), objects([get, put, del], M), objects([get], P), objects([put], Q)],
+    // Conditional (If-Match) deletes need GetObject as well as DeleteObject, and list on the
+    // inputs' prefix: a second delete of an input already gone must be answered 404, not 403.
+    'delete-inputs': [list(P), objects([get, put], M), objects([get, del], P)],
+    'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST, F)],
+    summary: [list(R), objects([get], R)],
+  };
+}
