@@ -55,7 +55,7 @@ export const ASSUMPTIONS = {
    * at 3008 MB the compact step's two DuckDB threads share about 1.7 vCPUs, not this machine's 2.
    */
   lambdaMbPerVcpu: 1769,
-  /** The other four per-partition Lambdas (upload, verify, delete, clear) run at 512 MB (cdk/config.ts). */
+  /** The other four per-partition Lambdas (publish, verify, delete, clear) run at 512 MB (cdk/config.ts). */
   otherStepMemoryMb: 512,
   /** Dataset rows without an S3 bench run: the other four steps' time, each (one or two S3 calls). */
   otherStepSeconds: 0.5,
@@ -219,7 +219,7 @@ export function jobCost(input: {
   const otherSeconds = others.reduce((sum, s) => sum + (lambdaSeconds[s.step] ?? 0), 0);
   const otherGbS = (a.otherStepMemoryMb / 1024) * otherSeconds;
   term(
-    'upload, verify, delete, clear Lambdas',
+    'publish, verify, delete, clear Lambdas',
     `${a.otherStepMemoryMb} MB / 1024 x (${others.map((s) => f(lambdaSeconds[s.step] ?? 0)).join(' + ')}) s = ${f(otherGbS)} GB-s x $${p.lambdaArmGbSecond}`,
     otherGbS * p.lambdaArmGbSecond,
   );

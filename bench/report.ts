@@ -336,7 +336,7 @@ export function s3Section(r: BenchResults): string[] {
     '',
     '## S3 path behind a latency shaper',
     '',
-    `The per-partition chain (compact, upload, verify, delete inputs, clear) over the product's S3 path (the real SDK and S3Store, built as the Lambdas build them) ` +
+    `The per-partition chain (compact, publish, verify, delete inputs, clear) over the product's S3 path (the real SDK and S3Store, built as the Lambdas build them) ` +
       `against fauxqs behind a TCP shaper: every response's first byte ${s.firstByteLatencyMs} ms after its request's last byte, ${f1(s.bytesPerSecond / 1e6)} MB/s per connection each way ` +
       `(from ${s.sources.join(' and ')}). Multipart parts are 8 MiB here (fauxqs refuses bodies over 11 MiB; the Lambda's are 64 MiB). ` +
       `"S3 only": time with an S3 call in flight and no engine call running; "engine": time with the engine working (footer checks overlap the downloads); ` +

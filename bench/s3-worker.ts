@@ -1,5 +1,5 @@
 /**
- * One job's whole per-partition chain (compact, upload, verify, delete inputs, clear) over S3,
+ * One job's whole per-partition chain (compact, publish, verify, delete inputs, clear) over S3,
  * in its own process, as the Lambdas run it: `node bench/s3-worker.ts <task.json>`. The S3
  * client and store are built as functions/lambda/env-deps.ts builds them (createS3Client, the
  * S3Store defaults), pointed at the bench's shaped endpoint. Prints one JSON line (S3RunResult).
@@ -26,7 +26,7 @@ export interface S3Task {
 }
 
 export interface StepTiming {
-  readonly step: 'compact' | 'upload' | 'verify' | 'delete' | 'clear';
+  readonly step: 'compact' | 'publish' | 'verify' | 'delete' | 'clear';
   readonly status: string;
   readonly wallMs: number;
   readonly cpuMs: number;
@@ -203,7 +203,7 @@ async function main(): Promise<void> {
   if (compacted.status !== 'done' || compacted.state !== 'staged') {
     throw new Error(`compactStep ended ${compacted.status}/${compacted.state ?? ''}`);
   }
-  await runStep('upload', () => protocol.publishStep(deps, job));
+  await runStep('publish', () => protocol.publishStep(deps, job));
   await runStep('verify', () => protocol.verifyStep(deps, job));
   await runStep('delete', () => protocol.deleteInputsStep(deps, job));
   await runStep('clear', () => protocol.clearStep(deps, job));

@@ -1,5 +1,5 @@
 /**
- * The per-partition chain (compact -> upload -> verify -> delete inputs -> clear manifest) runs
+ * The per-partition chain (compact -> publish -> verify -> delete inputs -> clear manifest) runs
  * as a Distributed Map child workflow, EXPRESS by default, STANDARD by choice
  * (`compactor.map.childExecutionType`). This file holds what the choice changes and the
  * arithmetic that keeps an Express child inside its limit. Pure (no aws-cdk-lib): cdk/config.ts
@@ -108,7 +108,7 @@ export function chainWorstCase(settings: {
   };
   const tasks = [
     bound('compact', settings.compactTimeoutSeconds),
-    ...['upload', 'verify', 'delete inputs', 'clear manifest'].map((t) =>
+    ...['publish', 'verify', 'delete inputs', 'clear manifest'].map((t) =>
       bound(t, settings.partitionStepTimeoutSeconds),
     ),
   ];

@@ -102,7 +102,7 @@ export interface StackConfig {
     readonly childExecutionType: ChildExecutionType;
   };
   /**
-   * `compact` sizes the DuckDB Lambda; `partitionSteps` upload, verify, delete-inputs and
+   * `compact` sizes the DuckDB Lambda; `partitionSteps` publish, verify, delete-inputs and
    * clear-manifest (the rest of the chain); `others` recover, plan and summary.
    */
   readonly lambda: {

@@ -27,7 +27,7 @@ export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTo
   await deps.resetWorkDir?.();
   const job = await readJob(deps.store, deps.config.layout, item);
   const stepDeps = { ...deps, signal: tools.signal, onEvent: onJobEvent(tools) };
-  // A retention item claims, re-checks and commits its expired files (no engine); upload and
+  // A retention item claims, re-checks and commits its expired files (no engine); publish and
   // verify then find it verified, and delete-inputs and clear-manifest finish it.
   const result = isCompactionJob(job)
     ? await compactStep({ ...stepDeps, engine: await deps.engine() }, job)

@@ -1,6 +1,6 @@
 /**
  * The compaction workflow: Recover -> Plan -> Distributed Map over partitions (compact ->
- * staged? -> upload -> verify -> delete inputs -> clear manifest) -> Summary.
+ * staged? -> publish -> verify -> delete inputs -> clear manifest) -> Summary.
  *
  * Written in JSONPath (the local interpreter ignores JSONata). Every Lambda task retries only
  * the errors that are transient, by name; every other error fails the partition, and the Map
@@ -59,7 +59,7 @@ export interface CompactionWorkflowProps {
    */
   readonly stepTimeout?: Duration;
   /**
-   * Timeout of the chain's steps after compact (upload, verify, delete inputs, clear manifest).
+   * Timeout of the chain's steps after compact (publish, verify, delete inputs, clear manifest).
    * @default stepTimeout
    */
   readonly partitionStepTimeout?: Duration;
@@ -93,7 +93,7 @@ export const STATES = {
   compact: STEP_STATE_NAMES.compact,
   staged: 'Staged?',
   skipped: 'Skipped',
-  upload: STEP_STATE_NAMES.upload,
+  publish: STEP_STATE_NAMES.publish,
   verify: STEP_STATE_NAMES.verify,
   deleteInputs: STEP_STATE_NAMES['delete-inputs'],
   clearManifest: STEP_STATE_NAMES['clear-manifest'],
@@ -126,7 +126,7 @@ export class CompactionWorkflow extends Construct {
     const lambdaTimeout = (fn: lambda.IFunction) =>
       fn === f.compact
         ? (props.compactTimeout ?? Duration.minutes(15))
-        : [f.upload, f.verify, f['delete-inputs'], f['clear-manifest']].includes(fn)
+        : [f.publish, f.verify, f['delete-inputs'], f['clear-manifest']].includes(fn)
           ? (props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5))
           : (props.stepTimeout ?? Duration.minutes(5));
 
@@ -219,12 +219,12 @@ export class CompactionWorkflow extends Construct {
         'jobId.$': '$.jobId',
         'status.$': '$.clear.Payload.status',
         'compact.$': '$.compact.Payload',
-        // Upload's status tells a job this execution committed from one recovery rolled back.
-        'upload.$': '$.upload.Payload',
+        // Publish's status tells a job this execution committed from one recovery rolled back.
+        'publish.$': '$.publish.Payload',
         'clear.$': '$.clear.Payload',
       },
     });
-    const steps = invoke(STATES.upload, f.upload, job, '$.upload', childType)
+    const steps = invoke(STATES.publish, f.publish, job, '$.publish', childType)
       .next(invoke(STATES.verify, f.verify, job, '$.verify', childType))
       .next(invoke(STATES.deleteInputs, f['delete-inputs'], job, '$.deleteInputs', childType))
       .next(invoke(STATES.clearManifest, f['clear-manifest'], job, '$.clear', childType))

@@ -38,7 +38,7 @@ export { STEPS, type StepName };
 
 /** The chain's steps after compact, sized by `partitionStepSize`. */
 export const PARTITION_STEPS: ReadonlySet<StepName> = new Set([
-  'upload',
+  'publish',
   'verify',
   'delete-inputs',
   'clear-manifest',
@@ -69,7 +69,7 @@ export interface CompactorFunctionsProps {
   readonly metricsNamespace?: string;
   /** Size of the compact (DuckDB) Lambda (the stack's `lambda.compact`, defaults in STACK_DEFAULTS). */
   readonly compactSize: LambdaSize;
-  /** Size of the chain's other steps: upload, verify, delete-inputs, clear-manifest (`lambda.partitionSteps`). */
+  /** Size of the chain's other steps: publish, verify, delete-inputs, clear-manifest (`lambda.partitionSteps`). */
   readonly partitionStepSize: LambdaSize;
   /** Size of recover, plan and summary (`lambda.others`). */
   readonly otherSize: LambdaSize;
@@ -168,7 +168,7 @@ export class CompactorFunctions extends Construct {
   readonly recover: NodejsFunction;
   readonly plan: NodejsFunction;
   readonly compact: NodejsFunction;
-  readonly upload: NodejsFunction;
+  readonly publish: NodejsFunction;
   readonly verify: NodejsFunction;
   readonly deleteInputs: NodejsFunction;
   readonly clearManifest: NodejsFunction;
@@ -269,7 +269,7 @@ export class CompactorFunctions extends Construct {
     this.recover = fns.recover;
     this.plan = fns.plan;
     this.compact = fns.compact;
-    this.upload = fns.upload;
+    this.publish = fns.publish;
     this.verify = fns.verify;
     this.deleteInputs = fns['delete-inputs'];
     this.clearManifest = fns['clear-manifest'];
@@ -344,7 +344,20 @@ export function grantObjectKey(key: kms.IKey, grantee: iam.IGrantable): iam.Gran
   return key.grant(grantee, 'kms:Decrypt', 'kms:GenerateDataKey');
 }
 
+/**
+ * Construct ids a step keeps from before it was renamed. The publish step was `upload`; its
+ * function keeps its logical ID, and so its generated name and ARN: redriving an execution that
+ * failed before the upgrade re-runs that execution's own definition ("Redriven executions use the
+ * same state machine definition and execution ARN as the original execution attempt",
+ * https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html),
+ * which invokes the function by that ARN. Its role and log group keep theirs too, so the upgrade
+ * replaces nothing and its logs stay in one group. test/cdk/stack.test.ts pins the IDs.
+ */
+const KEPT_CONSTRUCT_NAMES: Partial<Record<StepName, string>> = { publish: 'Upload' };
+
 function constructName(step: StepName): string {
+  const kept = KEPT_CONSTRUCT_NAMES[step];
+  if (kept !== undefined) return kept;
   return step
     .split('-')
     .map((part) => part.charAt(0).toUpperCase() + part.slice(1))

@@ -59,8 +59,8 @@ export function stepGrants(
       objects([put, del, 's3:AbortMultipartUpload'], ST),
       objects([put], Q, F),
     ],
-    // The publish step: server-side copy staging -> final key, then the commit CAS.
-    upload: [
+    // Server-side copy staging -> final key, then the commit CAS.
+    publish: [
       list(P),
       objects([get, put, del], M),
       objects([get], ST),

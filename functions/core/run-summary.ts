@@ -28,6 +28,11 @@ export interface PartitionOutcome {
   readonly status: string;
   readonly compact?: StepNumbers;
   /** The publish step's result: `done`/`already-done` only when this execution committed the job. */
+  readonly publish?: StepNumbers;
+  /**
+   * The same, from a definition deployed before the step was renamed: a redriven execution runs
+   * its own definition, so its Map results may still name it `upload`.
+   */
   readonly upload?: StepNumbers;
   readonly clear?: StepNumbers;
 }
@@ -138,7 +143,8 @@ export async function summarizeMapRun(
         // Compacted when this execution committed the job (its publish step did it or found it
         // done) and its clear step saw the job through; the numbers are what it staged. A job that
         // recovery rolled back, or took over, meanwhile was superseded at publish: not ours.
-        const committed = outcome.upload?.status === 'done' || outcome.upload?.status === 'already-done';
+        const published = (outcome.publish ?? outcome.upload)?.status;
+        const committed = published === 'done' || published === 'already-done';
         const finished = committed && outcome.clear?.state === 'cleared';
         if (finished) {
           const numbers = outcome.compact ?? {};

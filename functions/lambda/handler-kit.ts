@@ -80,7 +80,7 @@ export function once<T>(factory: () => Promise<T>): () => Promise<T> {
 
 /**
  * A Lambda for one protocol step over a job: validate the job, run the step with the deps and
- * the abort signal, return its small result. Upload, verify, delete-inputs and clear-manifest
+ * the abort signal, return its small result. Publish, verify, delete-inputs and clear-manifest
  * are each exactly this.
  */
 export function jobStepHandler(

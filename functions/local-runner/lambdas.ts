@@ -12,9 +12,9 @@ import { SERVICE_NAME, type StepName } from '../contract.ts';
 import { createHandler as deleteInputs } from '../delete-inputs.ts';
 import type { DepsFactory, Observability } from '../lambda/handler-kit.ts';
 import { createHandler as plan } from '../plan.ts';
+import { createHandler as publish } from '../publish.ts';
 import { createHandler as recover } from '../recover.ts';
 import { createHandler as summary } from '../summary.ts';
-import { createHandler as upload } from '../upload.ts';
 import { createHandler as verify } from '../verify.ts';
 import type { LambdaInvoker } from './workflow.ts';
 
@@ -23,7 +23,7 @@ export const STEP_HANDLERS = {
   recover,
   plan,
   compact,
-  upload,
+  publish,
   verify,
   'delete-inputs': deleteInputs,
   'clear-manifest': clearManifest,

@@ -41,7 +41,7 @@ function job(costJob: CostJobId, files: number, bytes: number): S3Job & { costJo
       // compact: 2 s wall, 4 s CPU -> 4 / (3008 / 1769) = 2.3524 s billed (CPU-bound on 1.70 vCPUs).
       steps: [
         step('compact', 2000, 4000),
-        step('upload', 100, 10),
+        step('publish', 100, 10),
         step('verify', 50, 10),
         step('delete', 60, 10),
         step('clear', 40, 10),
@@ -85,7 +85,7 @@ const termUsd = (cost: JobCost, name: string) => {
 describe('the cost model of one job (bench/cost.ts)', () => {
   it('bills a Lambda its wall time, or its CPU time over the vCPUs its memory buys if longer', () => {
     expect(billedSeconds(step('compact', 2000, 4000), 3008)).toBeCloseTo(4 / (3008 / 1769), 6);
-    expect(billedSeconds(step('upload', 100, 10), 512)).toBeCloseTo(0.1, 6);
+    expect(billedSeconds(step('publish', 100, 10), 512)).toBeCloseTo(0.1, 6);
   });
 
   it('prices a Standard child: 1 child start + 7 states + 9/100 of the execution, $0.025 per 1,000', () => {
@@ -110,7 +110,10 @@ describe('the cost model of one job (bench/cost.ts)', () => {
       12,
     );
     // The 512 MB Lambdas get 0.289 vCPU: 10 ms of CPU bills 34.6 ms, less than each wall time here.
-    expect(termUsd(cost, 'upload, verify, delete, clear Lambdas')).toBeCloseTo(0.5 * 0.25 * 0.0000133334, 12);
+    expect(termUsd(cost, 'publish, verify, delete, clear Lambdas')).toBeCloseTo(
+      0.5 * 0.25 * 0.0000133334,
+      12,
+    );
     expect(termUsd(cost, 'Lambda requests')).toBeCloseTo(5.03 * 0.2e-6, 12);
     // 122 GetObject + 3 HeadObject; 4 PUT + 1 COPY + 2 LIST, and 2 listings x 120 keys / 1,000.
     expect(termUsd(cost, 'S3 GET/HEAD (measured on the wire)')).toBeCloseTo((125 * 0.0004) / 1000, 12);

@@ -58,7 +58,7 @@ describe('synth refuses Express children that could outlast five minutes', () =>
   it('a 900 s compact timeout: the error names the key, the chain’s worst case and the way out', () => {
     const attempt = () => parseStackConfig({ lambda: { compact: { timeoutSeconds: 900 } } });
     expect(attempt).toThrow(/context compactor\.map\.childExecutionType is "EXPRESS"/);
-    expect(attempt).toThrow(/can take 1985 s \(compact 2 x 910 s \+ 1 s, upload 2 x 20 s \+ 1 s/);
+    expect(attempt).toThrow(/can take 1985 s \(compact 2 x 910 s \+ 1 s, publish 2 x 20 s \+ 1 s/);
     expect(attempt).toThrow(/lower lambda\.compact\.timeoutSeconds \(900\)/);
     expect(attempt).toThrow(/set map\.childExecutionType to "STANDARD"/);
     // The same timeout with Standard children is fine.

@@ -87,7 +87,7 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:PutObject ${Q}`,
       `s3:PutObject ${F}`,
     ],
-    upload: [
+    publish: [
       ...list(`${P}*`),
       `s3:GetObject ${M}`,
       `s3:PutObject ${M}`,
@@ -159,7 +159,7 @@ describe.each([
     expect(new Set(deleters.map((d) => d.split(':')[0]))).toEqual(new Set(['recover', 'delete-inputs']));
   });
 
-  it('lets only upload (publish) and recover (roll forward) write data objects', () => {
+  it('lets only publish and recover (roll forward) write data objects', () => {
     const writers: string[] = [];
     for (const [role, statements] of byRole) {
       for (const s of statements.filter(isAllowed)) {
@@ -170,7 +170,7 @@ describe.each([
         }
       }
     }
-    expect(writers.filter((w) => !w.startsWith('upload ') && !w.startsWith('recover '))).toEqual([]);
+    expect(writers.filter((w) => !w.startsWith('publish ') && !w.startsWith('recover '))).toEqual([]);
   });
 
   it('lets the plan step delete nothing at all', () => {

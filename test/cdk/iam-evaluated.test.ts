@@ -364,7 +364,7 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
   // Hour 11's job dies before its publish copy (staged: recovery rolls it forward); hour 12's
   // dies before its staged-manifest write (claimed, staging written: recovery rolls it back).
   crashes = {
-    upload: (c) => c.op === 'copy' && c.target.includes('/14/11/'),
+    publish: (c) => c.op === 'copy' && c.target.includes('/14/11/'),
     compact: (c) => c.op === 'put' && c.ifMatch && c.key.includes('/14/12'),
   };
   await cycle('hourly');

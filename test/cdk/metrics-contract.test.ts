@@ -19,9 +19,9 @@ import { createHandler as deleteInputsHandler } from '../../functions/delete-inp
 import { envObservability } from '../../functions/lambda/env-deps.ts';
 import type { DepsFactory, Observability } from '../../functions/lambda/handler-kit.ts';
 import { createHandler as planHandler } from '../../functions/plan.ts';
+import { createHandler as publishHandler } from '../../functions/publish.ts';
 import { createHandler as recoverHandler } from '../../functions/recover.ts';
 import { createHandler as summaryHandler } from '../../functions/summary.ts';
-import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
@@ -189,7 +189,7 @@ async function emittedByOneCycle(env: Record<string, string>): Promise<string[]>
       jobId: item.jobId,
       executionId: item.executionId,
     };
-    for (const step of [uploadHandler, verifyHandler, deleteInputsHandler, clearHandler]) {
+    for (const step of [publishHandler, verifyHandler, deleteInputsHandler, clearHandler]) {
       await step(getDeps, tools)(job, context);
     }
   }

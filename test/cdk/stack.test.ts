@@ -115,11 +115,29 @@ describe('stack with the default config', () => {
         if (step === 'compact') continue;
         expect(fn.Properties, step).toMatchObject({
           MemorySize: 512,
-          Timeout: ['upload', 'verify', 'delete-inputs', 'clear-manifest'].includes(step) ? 10 : 300,
+          Timeout: ['publish', 'verify', 'delete-inputs', 'clear-manifest'].includes(step) ? 10 : 300,
           EphemeralStorage: { Size: 512 },
         });
         expect(envOf(fn).DUCKDB_MEMORY_LIMIT).toBeUndefined();
       }
+    });
+
+    it('keeps the publish function’s logical IDs from when the step was `upload`: a redrive of an older execution invokes it by ARN', () => {
+      // Redriven executions run their own (older) definition, whose Upload state names this
+      // function's ARN; a new logical ID would replace the function and leave that ARN dangling.
+      const [id, fn] = resourcesOfType(s.json, 'AWS::Lambda::Function').find(
+        ([, f]) => envOf(f).COMPACTOR_STEP === 'publish',
+      ) as [string, CfnResource];
+      expect(id).toBe('StepsUpload70213AB9');
+      expect(fn.Properties).toMatchObject({
+        Role: { 'Fn::GetAtt': ['StepsUploadRole5BAD7AD7', 'Arn'] },
+        LoggingConfig: { LogGroup: { Ref: 'StepsUploadLogsA8A740B0' } },
+      });
+      expect(fn.Properties.FunctionName).toBeUndefined();
+      const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine')[0] as [string, CfnResource];
+      const states = allStates(JSON.parse(flatten(sm.Properties.DefinitionString)) as AslStates);
+      const invoking = states.filter((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${id}.`));
+      expect(invoking).toHaveLength(1);
     });
 
     it('uses its own roles: no AWS managed policy (logs only to the function log group)', () => {
@@ -491,7 +509,8 @@ describe('stack with overrides', () => {
       states.find((st) => String(st.Parameters?.FunctionName ?? '').startsWith(`<${fnPrefix}`))
         ?.TimeoutSeconds;
     expect(timeoutOf('StepsCompact')).toBe(660);
-    // Standard children's partition steps default to their own 300 s, not `others`.
+    // Standard children's partition steps default to their own 300 s, not `others`. StepsUpload
+    // is the publish step's function (its logical ID predates the rename, see above).
     expect(timeoutOf('StepsUpload')).toBe(360);
     expect(timeoutOf('StepsRecover')).toBe(180);
   });
@@ -514,7 +533,7 @@ describe('stack with overrides', () => {
     expect(timeoutOf('StepsClearManifest')).toBe(22);
     expect(timeoutOf('StepsPlan')).toBe(360);
     const byStep = functionsByStep(s);
-    expect(byStep.get('upload')?.Properties).toMatchObject({ Timeout: 12 });
+    expect(byStep.get('publish')?.Properties).toMatchObject({ Timeout: 12 });
     expect(byStep.get('plan')?.Properties).toMatchObject({ Timeout: 300 });
   });
 

@@ -155,11 +155,11 @@ describe('the synthesized state graph', () => {
     });
   });
 
-  it('per partition: compact, then skip or upload -> verify -> delete inputs -> clear manifest', () => {
+  it('per partition: compact, then skip or publish -> verify -> delete inputs -> clear manifest', () => {
     expect(walk(itemProcessor, (_, st) => choiceTarget(st, 'default'))).toEqual([
       STATES.compact,
       STATES.staged,
-      STATES.upload,
+      STATES.publish,
       STATES.verify,
       STATES.deleteInputs,
       STATES.clearManifest,
@@ -176,14 +176,14 @@ describe('the synthesized state graph', () => {
   });
 
   it('a retention item, which Compact commits (done, verified), takes the same path to delete inputs and clear', () => {
-    // Staged? diverts only skipped and superseded items; every other status goes on to Upload,
+    // Staged? diverts only skipped and superseded items; every other status goes on to Publish,
     // whose step (and Verify's) find a verified manifest already done (test/functions/handlers.test.ts).
     const staged = itemProcessor.States[STATES.staged] as State;
     const diverted = [...JSON.stringify(staged.Choices).matchAll(/"StringEquals":"([a-z-]+)"/g)].map(
       (m) => m[1],
     );
     expect(diverted.sort()).toEqual(['skipped', 'superseded']);
-    expect(staged.Default).toBe(STATES.upload);
+    expect(staged.Default).toBe(STATES.publish);
   });
 
   it('a Distributed Map reading the plan from S3 and writing results, with concurrency and tolerance', () => {
@@ -210,7 +210,7 @@ describe('the synthesized state graph', () => {
         STATES.recover,
         STATES.plan,
         STATES.compact,
-        STATES.upload,
+        STATES.publish,
         STATES.verify,
         STATES.deleteInputs,
         STATES.clearManifest,
@@ -282,7 +282,7 @@ describe('the per-partition chain as Express or Standard child workflows', () =>
     expect(map.ItemProcessor?.ProcessorConfig).toEqual({ Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
     const processor = processorOf(standard);
     expect((processor.States[STATES.compact] as State).TimeoutSeconds).toBe(900 + 60);
-    expect((processor.States[STATES.upload] as State).TimeoutSeconds).toBe(300 + 60);
+    expect((processor.States[STATES.publish] as State).TimeoutSeconds).toBe(300 + 60);
     expect(processor.States[STATES.compact]?.Retry).toMatchObject([{ MaxAttempts: 5 }]);
     expect(renderedWorstCase(processor)).toBeGreaterThan(EXPRESS_MAX_SECONDS);
   });

@@ -170,7 +170,7 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     await rm(dir, { recursive: true, force: true });
     await writeLake(engine, dir, FILES);
     const inner = new LocalFolderStore(dir);
-    // The upload step of hour 02 fails with an error the state machine does not retry.
+    // The publish step of hour 02 fails with an error the state machine does not retry.
     const failing = failingStore(
       inner,
       (call) => call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/'),
@@ -577,9 +577,9 @@ describe('Express children delivered twice, and past their five minutes, on the 
     const released = new Promise<void>((resolve) => {
       release = resolve;
     });
-    let uploaded: () => void = () => {};
+    let published: () => void = () => {};
     const zombieDone = new Promise<void>((resolve) => {
-      uploaded = resolve;
+      published = resolve;
     });
     // Hour 02's publish copy waits, in its Lambda, until released: longer than its child may live.
     const store = new FaultStore(inner, {
@@ -588,8 +588,8 @@ describe('Express children delivered twice, and past their five minutes, on the 
       },
     });
     const onStep = (step: string, payload: unknown) => {
-      if (step === 'upload' && (payload as { partition: string }).partition === 'db/cpu/2025/01/14/02/')
-        uploaded();
+      if (step === 'publish' && (payload as { partition: string }).partition === 'db/cpu/2025/01/14/02/')
+        published();
     };
     const first = await runWorkflowLocally(workflow, depsOf(store), {
       tier: 'hourly',
@@ -608,7 +608,7 @@ describe('Express children delivered twice, and past their five minutes, on the 
       failed: 1,
     });
     expect(JSON.stringify(summary?.failures)).toContain('States.Timeout');
-    // The child's execution timeout, not the upload task's (20 s), ended it.
+    // The child's execution timeout, not the publish task's (20 s), ended it.
     expect(JSON.stringify(summary?.failures)).toContain('ran past its 15 s execution timeout');
     // The child is gone, its Lambda is not: it publishes after the execution ended.
     release();

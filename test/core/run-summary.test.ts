@@ -66,47 +66,51 @@ async function writeResults(
 const numbers = { inputs: 4, outputs: 1, inputBytes: 400, outputBytes: 100, outputRows: 40 };
 
 describe('summarizeMapRun', () => {
-  it('counts a job as compacted only when this execution committed it, not one recovery rolled back', async () => {
-    const key = await writeResults(
-      'run-superseded',
-      [
-        {
-          partition: 'a/',
-          status: 'cleared',
-          compact: { status: 'done', state: 'staged', ...numbers },
-          upload: { status: 'done', state: 'published' },
-          clear: { status: 'done', state: 'cleared' },
-        },
-        {
-          // Recovery rolled the job back after Compact: every later step found no manifest, and
-          // Clear reports that as done (it cannot tell a finished job from a removed one).
-          partition: 'b/',
-          status: 'already-done',
-          compact: { status: 'done', state: 'staged', ...numbers },
-          upload: { status: 'superseded', state: 'none' },
-          clear: { status: 'already-done', state: 'cleared' },
-        },
-        {
-          // A redrive of a job whose publish had already happened: still ours.
-          partition: 'c/',
-          status: 'done',
-          compact: { status: 'already-done', state: 'published', ...numbers },
-          upload: { status: 'already-done', state: 'published' },
-          clear: { status: 'done', state: 'cleared' },
-        },
-      ],
-      [],
-    );
-    const summary = await summarizeMapRun(store, config.layout, key);
-    expect(summary).toMatchObject({
-      partitions: 3,
-      compacted: 2,
-      skipped: 1,
-      failed: 0,
-      filesIn: 8,
-      rows: 80,
-    });
-  });
+  // `upload`: the Map results of a definition deployed before the step was renamed (a redrive runs it).
+  it.each(['publish', 'upload'] as const)(
+    'counts a job as compacted only when this execution committed it, not one recovery rolled back (%s)',
+    async (publishKey) => {
+      const key = await writeResults(
+        `run-superseded-${publishKey}`,
+        [
+          {
+            partition: 'a/',
+            status: 'cleared',
+            compact: { status: 'done', state: 'staged', ...numbers },
+            [publishKey]: { status: 'done', state: 'published' },
+            clear: { status: 'done', state: 'cleared' },
+          },
+          {
+            // Recovery rolled the job back after Compact: every later step found no manifest, and
+            // Clear reports that as done (it cannot tell a finished job from a removed one).
+            partition: 'b/',
+            status: 'already-done',
+            compact: { status: 'done', state: 'staged', ...numbers },
+            [publishKey]: { status: 'superseded', state: 'none' },
+            clear: { status: 'already-done', state: 'cleared' },
+          },
+          {
+            // A redrive of a job whose publish had already happened: still ours.
+            partition: 'c/',
+            status: 'done',
+            compact: { status: 'already-done', state: 'published', ...numbers },
+            [publishKey]: { status: 'already-done', state: 'published' },
+            clear: { status: 'done', state: 'cleared' },
+          },
+        ],
+        [],
+      );
+      const summary = await summarizeMapRun(store, config.layout, key);
+      expect(summary).toMatchObject({
+        partitions: 3,
+        compacted: 2,
+        skipped: 1,
+        failed: 0,
+        filesIn: 8,
+        rows: 80,
+      });
+    },
+  );
 
   it(`cuts each failure cause to ${MAX_CAUSE_CHARS} characters and lists at most ${MAX_FAILURES_LISTED}`, async () => {
     const long = `SchemaConflictError: column count is VARCHAR in x.parquet; ${'x'.repeat(300_000)}`;

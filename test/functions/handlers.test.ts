@@ -19,8 +19,8 @@ import { configFromEnv } from '../../functions/lambda/env-deps.ts';
 import { EARLY_TIMEOUT_MS, type HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { createHandler as planHandler } from '../../functions/plan.ts';
+import { createHandler as publishHandler } from '../../functions/publish.ts';
 import { createHandler as recoverHandler } from '../../functions/recover.ts';
-import { createHandler as uploadHandler } from '../../functions/upload.ts';
 import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
@@ -57,9 +57,9 @@ describe('handler inputs are validated at the door', () => {
       /"tier" must be one of hourly, daily, monthly, retention/,
     );
     await expect(plan({ tier: 'hourly', executionName: 'n' }, context())).rejects.toThrow(/"executionId"/);
-    const upload = uploadHandler(async () => deps(store), localObservability());
+    const publish = publishHandler(async () => deps(store), localObservability());
     await expect(
-      upload({ tier: 'hourly', partition: 'db/cpu/2025/01/15/10/' }, context()),
+      publish({ tier: 'hourly', partition: 'db/cpu/2025/01/15/10/' }, context()),
     ).rejects.toMatchObject({
       name: 'ConfigError',
       message: expect.stringContaining('"jobId"'),
@@ -84,7 +84,7 @@ describe('handler inputs are validated at the door', () => {
 });
 
 describe('a retention item through the step Lambdas', () => {
-  it('compact claims, re-checks and commits it with no engine; upload and verify find it verified; delete-inputs and clear finish it', async () => {
+  it('compact claims, re-checks and commits it with no engine; publish and verify find it verified; delete-inputs and clear finish it', async () => {
     const dir = join(root, 'retention');
     await writeLake(engine, dir, [
       { key: 'db/cpu/2025/01/15/10/a.parquet', rows: 5 },
@@ -116,7 +116,7 @@ describe('a retention item through the step Lambdas', () => {
     expect(job.tier).toBe('retention');
     const results = [
       await compactHandler(retentionDeps, localObservability())(item, context()),
-      await uploadHandler(retentionDeps, localObservability())(job, context()),
+      await publishHandler(retentionDeps, localObservability())(job, context()),
       await verifyHandler(retentionDeps, localObservability())(job, context()),
       await deleteInputsHandler(retentionDeps, localObservability())(job, context()),
       await clearHandler(retentionDeps, localObservability())(job, context()),

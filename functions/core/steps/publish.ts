@@ -1,5 +1,5 @@
 /**
- * Step 2, publish (the Upload state): copy each staged output to its final key with a
+ * Step 2, publish (the Publish state and Lambda): copy each staged output to its final key with a
  * conditional create, then advance the manifest to `published`, the commit point.
  */
 

@@ -1,6 +1,6 @@
 /**
- * Upload step (publish): copies the staged outputs to their final keys; the manifest's switch to
- * `published` is the commit point.
+ * Publish step: copies the staged outputs (already in S3) to their final keys; the manifest's
+ * switch to `published` is the commit point.
  * Thin: validate the job, call one core function, return a small result.
  */
 
