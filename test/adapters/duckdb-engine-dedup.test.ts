@@ -4,29 +4,28 @@
  * last row, countDistinct counts what a correct dedup writes, and without dedup every row stays.
  */
 
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import { summarizeIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactOutput, CompactRequest, DedupRequest } from '../../functions/core/engine.ts';
 import { DedupError } from '../../functions/core/errors.ts';
 import { unifySchemas } from '../../functions/core/schema.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 
 let dir: string;
 let engine: DuckDbEngine;
 let counter = 0;
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'duckdb-dedup-test-'));
-  engine = await DuckDbEngine.create({ threads: 2, tempDirectory: join(dir, 'spill') });
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-});
+useEngineAndDir(
+  'duckdb-dedup-test-',
+  (e, d) => {
+    engine = e;
+    dir = d;
+  },
+  { engine: (d) => ({ threads: 2, tempDirectory: join(d, 'spill') }) },
+);
 
 /** A Parquet file of `rows`: SQL tuples (time as 'HH:MM:SS' of 2025-01-15), with these column names and types. */
 async function parquet(columns: string, rows: readonly string[]): Promise<string> {

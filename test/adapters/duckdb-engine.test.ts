@@ -1,14 +1,14 @@
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import type { SampleSpec } from '../../functions/adapters/sample-data.ts';
 import { readIds, summarizeIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactOutput, CompactRequest } from '../../functions/core/engine.ts';
 import { InputUnreadableError } from '../../functions/core/engine.ts';
 import { unifySchemas } from '../../functions/core/schema.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { stripStatistics } from '../support/strip-statistics.ts';
 
 const HOUR_MS = 3_600_000;
@@ -18,15 +18,14 @@ let dir: string;
 let engine: DuckDbEngine;
 let fileCounter = 0;
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'duckdb-engine-test-'));
-  engine = await DuckDbEngine.create({ threads: 2, tempDirectory: join(dir, 'spill') });
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
-});
+useEngineAndDir(
+  'duckdb-engine-test-',
+  (e, d) => {
+    engine = e;
+    dir = d;
+  },
+  { engine: (d) => ({ threads: 2, tempDirectory: join(d, 'spill') }) },
+);
 
 /** Writes `count` sample files of `rows` rows each with consecutive id ranges. */
 async function sampleFiles(

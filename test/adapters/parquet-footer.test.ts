@@ -9,7 +9,9 @@ import { useEngineAndDir } from '../support/engine-fixture.ts';
 
 const START_MS = Date.UTC(2024, 0, 15, 10);
 const fixture = {} as { engine: DuckDbEngine; dir: string };
-useEngineAndDir('parquet-footer-test-', (engine, dir) => Object.assign(fixture, { engine, dir }));
+useEngineAndDir('parquet-footer-test-', (engine, dir) => {
+  Object.assign(fixture, { engine, dir });
+});
 
 /** The same numbers from DuckDB's own metadata functions. */
 async function duckdbFooter(file: string) {

@@ -5,15 +5,13 @@
  * offset. The Parquet check of extension-less inputs (parquet-sniff.ts) reads through them.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { NotFoundError, PreconditionFailedError } from '../../functions/core/errors.ts';
 import { type ObjectStore, readRange } from '../../functions/core/object-store.ts';
 import { isParquetObject } from '../../functions/core/parquet-sniff.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { int96ParquetBytes } from '../support/int96-parquet.ts';
 
@@ -21,16 +19,15 @@ let s3: FauxqsS3;
 let dir: string;
 const stores: Record<string, ObjectStore> = {};
 
-beforeAll(async () => {
+useTempDir('range-reads-', async (d) => {
+  dir = d;
   s3 = await startFauxqsS3('ranges');
-  dir = await mkdtemp(join(tmpdir(), 'range-reads-'));
   stores.s3 = new S3Store({ client: s3.client, bucket: s3.bucket });
   stores.local = new LocalFolderStore(dir);
 });
 
 afterAll(async () => {
   await s3?.stop();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 });
 
 const body = Buffer.from(Array.from({ length: 300 }, (_, i) => i % 251));

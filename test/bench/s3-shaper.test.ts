@@ -5,13 +5,13 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { URL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Shaper, startShaper } from '../../bench/s3-shaper.ts';
 import { createS3Client, S3Store } from '../../functions/adapters/s3-store.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 
 const LATENCY_MS = 60;
@@ -21,6 +21,10 @@ let s3: FauxqsS3;
 let shaper: Shaper;
 let store: S3Store;
 let dir: string;
+
+useTempDir('s3-shaper-', (d) => {
+  dir = d;
+});
 
 beforeAll(async () => {
   s3 = await startFauxqsS3('shaped');
@@ -37,13 +41,11 @@ beforeAll(async () => {
     credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
   });
   store = new S3Store({ client, bucket: s3.bucket });
-  dir = await mkdtemp(join(tmpdir(), 's3-shaper-'));
 });
 
 afterAll(async () => {
   await shaper?.close();
   await s3?.stop();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 });
 
 describe('the bench S3 shaper (TCP proxy) in front of fauxqs', () => {
