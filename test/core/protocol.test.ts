@@ -5,11 +5,10 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
@@ -46,10 +45,15 @@ import {
   verifyStep,
 } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, CrashedError, FaultStore } from '../support/fault-store.ts';
 import {
   copyLake,
   dailyTemplate,
+  HOURLY_HOUR_10,
+  HOURLY_HOUR_11,
+  HOURLY_IN_10,
+  HOURLY_IN_11,
   HOURLY_UNTOUCHED,
   hourlyTemplate,
   LakeChecker,
@@ -60,14 +64,10 @@ import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
-const HOUR_10 = 'db/cpu/2025/01/15/10/';
-const HOUR_11 = 'db/cpu/2025/01/15/11/';
-const IN_10 = [
-  `${HOUR_10}cpu_20250115_100500_1.parquet`,
-  `${HOUR_10}cpu_20250115_101500_2.parquet`,
-  `${HOUR_10}cpu_20250115_103000_3.parquet`,
-] as const;
-const IN_11 = [`${HOUR_11}cpu_20250115_110500_4.parquet`, `${HOUR_11}cpu_20250115_113000_5.parquet`] as const;
+const HOUR_10 = HOURLY_HOUR_10;
+const HOUR_11 = HOURLY_HOUR_11;
+const IN_10 = HOURLY_IN_10;
+const IN_11 = HOURLY_IN_11;
 const TOTAL_ROWS = 180;
 const WRITES = new Set(['put', 'copy', 'deleteMany', 'abortIncompleteUpload']);
 
@@ -78,10 +78,10 @@ let hourly: TemplateLake;
 let daily: TemplateLake;
 const lakes: string[] = [];
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'protocol-work-'));
-  scratch = await mkdtemp(join(tmpdir(), 'protocol-scratch-'));
+useEngineAndDir('protocol-', async (e, dir) => {
+  engine = e;
+  scratch = dir;
+  workDir = join(dir, 'work');
   hourly = await hourlyTemplate(engine);
   daily = await dailyTemplate(engine);
 });
@@ -91,9 +91,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await engine.close();
-  for (const dir of [workDir, scratch, hourly.dir, daily.dir])
-    await rm(dir, { recursive: true, force: true });
+  for (const dir of [hourly.dir, daily.dir]) await rm(dir, { recursive: true, force: true });
 });
 
 // ---- helpers ----

@@ -5,11 +5,10 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
@@ -39,9 +38,14 @@ import {
 } from '../../functions/core/protocol.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, CrashedError, type FaultKind, FaultStore } from '../support/fault-store.ts';
 import {
   copyLake,
+  HOURLY_HOUR_10,
+  HOURLY_HOUR_11,
+  HOURLY_IN_10,
+  HOURLY_IN_11,
   HOURLY_UNTOUCHED,
   hourlyTemplate,
   LakeChecker,
@@ -52,14 +56,10 @@ import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
-const HOUR_10 = 'db/cpu/2025/01/15/10/';
-const HOUR_11 = 'db/cpu/2025/01/15/11/';
-const IN_10 = [
-  `${HOUR_10}cpu_20250115_100500_1.parquet`,
-  `${HOUR_10}cpu_20250115_101500_2.parquet`,
-  `${HOUR_10}cpu_20250115_103000_3.parquet`,
-] as const;
-const IN_11 = [`${HOUR_11}cpu_20250115_110500_4.parquet`, `${HOUR_11}cpu_20250115_113000_5.parquet`] as const;
+const HOUR_10 = HOURLY_HOUR_10;
+const HOUR_11 = HOURLY_HOUR_11;
+const IN_10 = HOURLY_IN_10;
+const IN_11 = HOURLY_IN_11;
 const TOTAL_ROWS = 180;
 const OWNER = 'exec-A';
 
@@ -69,10 +69,10 @@ let scratch: string;
 let template: TemplateLake;
 const lakes: string[] = [];
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'recovery-work-'));
-  scratch = await mkdtemp(join(tmpdir(), 'recovery-scratch-'));
+useEngineAndDir('recovery-', async (e, dir) => {
+  engine = e;
+  scratch = dir;
+  workDir = join(dir, 'work');
   template = await hourlyTemplate(engine);
 });
 
@@ -81,8 +81,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await engine.close();
-  for (const dir of [workDir, scratch, template.dir]) await rm(dir, { recursive: true, force: true });
+  await rm(template.dir, { recursive: true, force: true });
 });
 
 // ---- helpers ----
@@ -651,7 +650,7 @@ const INVALID: readonly Invalid[] = [
     name: 'a key with ..',
     body: async (m, l) => {
       const [victim] = await etags(l.store, [IN_11[0]]);
-      const key = `${HOUR_10}../11/cpu_20250115_110500_4.parquet`;
+      const key = IN_11[0].replace(HOUR_11, `${HOUR_10}../11/`);
       return json({ ...m, inputs: [...inputsOf(m), { key, size: 1, etag: victim }] });
     },
     reason: /not a plain object key/,

@@ -11,13 +11,12 @@
  * another partition's key, and one naming another job's staging.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
@@ -32,13 +31,22 @@ import { visibleFiles } from '../../functions/core/visible.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { recoverStep } from '../../functions/recover.ts';
 import { metricNames, metricTotal } from '../support/emf.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
-import { copyLake, hourlyTemplate, LakeChecker, type TemplateLake } from '../support/lake-harness.ts';
+import {
+  copyLake,
+  HOURLY_HOUR_10,
+  HOURLY_HOUR_11,
+  HOURLY_IN_11,
+  hourlyTemplate,
+  LakeChecker,
+  type TemplateLake,
+} from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
 // The hourly template: hour 10 holds ids 1..120 in three files, hour 11 ids 121..180 in two.
-const HOUR_10 = 'db/cpu/2025/01/15/10/';
-const HOUR_11 = 'db/cpu/2025/01/15/11/';
+const HOUR_10 = HOURLY_HOUR_10;
+const HOUR_11 = HOURLY_HOUR_11;
 const TOTAL_ROWS = 180;
 
 let engine: DuckDbEngine;
@@ -46,9 +54,9 @@ let workDir: string;
 let template: TemplateLake;
 const lakes: string[] = [];
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'tampered-work-'));
+useEngineAndDir('tampered-work-', async (e, dir) => {
+  engine = e;
+  workDir = dir;
   template = await hourlyTemplate(engine);
 });
 
@@ -57,8 +65,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await engine.close();
-  for (const dir of [workDir, template.dir]) await rm(dir, { recursive: true, force: true });
+  await rm(template.dir, { recursive: true, force: true });
 });
 
 interface Lake {
@@ -175,7 +182,7 @@ const TAMPERED: readonly Tamper[] = [
   {
     name: 'an input outside its partition',
     apply: async (m, l) => {
-      const head = await l.store.head(`${HOUR_11}cpu_20250115_110500_4.parquet`);
+      const head = await l.store.head(HOURLY_IN_11[0]);
       return json({ ...m, inputs: [...inputs(m), { key: head?.key, size: head?.size, etag: head?.etag }] });
     },
     reason: /outside partition/,
@@ -185,7 +192,10 @@ const TAMPERED: readonly Tamper[] = [
     apply: (m) =>
       json({
         ...m,
-        inputs: [...inputs(m), { key: `${HOUR_10}../11/cpu_20250115_110500_4.parquet`, size: 1, etag: 'x' }],
+        inputs: [
+          ...inputs(m),
+          { key: HOURLY_IN_11[0].replace(HOUR_11, `${HOUR_10}../11/`), size: 1, etag: 'x' },
+        ],
       }),
     reason: /not a plain object key/,
   },

@@ -89,11 +89,8 @@ export const SWEEP_CONFIG: ConfigInput = {
 export async function hourlyTemplate(engine: DuckDbEngine): Promise<TemplateLake> {
   const dir = await mkdtemp(join(tmpdir(), 'tpl-hourly-'));
   const totalRows = await writeLake(engine, dir, [
-    { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 40 },
-    { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 40 },
-    { key: 'db/cpu/2025/01/15/10/cpu_20250115_103000_3.parquet', rows: 40 },
-    { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_4.parquet', rows: 30 },
-    { key: 'db/cpu/2025/01/15/11/cpu_20250115_113000_5.parquet', rows: 30 },
+    ...HOURLY_IN_10.map((key) => ({ key, rows: 40 })),
+    ...HOURLY_IN_11.map((key) => ({ key, rows: 30 })),
   ]);
   const store = testStore(dir);
   await store.put('db/cpu/2025/01/15/10/_SUCCESS', Buffer.from(''));
@@ -388,3 +385,16 @@ export function sweepDeps(
 }
 
 export { runCycle, type TierName };
+
+/** The hourly template's hours and files, for tests that name them: ids 1..120 in hour 10, 121..180 in 11. */
+export const HOURLY_HOUR_10 = 'db/cpu/2025/01/15/10/';
+export const HOURLY_HOUR_11 = 'db/cpu/2025/01/15/11/';
+export const HOURLY_IN_10 = [
+  `${HOURLY_HOUR_10}cpu_20250115_100500_1.parquet`,
+  `${HOURLY_HOUR_10}cpu_20250115_101500_2.parquet`,
+  `${HOURLY_HOUR_10}cpu_20250115_103000_3.parquet`,
+] as const;
+export const HOURLY_IN_11 = [
+  `${HOURLY_HOUR_11}cpu_20250115_110500_4.parquet`,
+  `${HOURLY_HOUR_11}cpu_20250115_113000_5.parquet`,
+] as const;
