@@ -6,12 +6,11 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp, mkdtemp, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
@@ -31,6 +30,7 @@ import {
   listAll,
   stateKeys,
 } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { CrashedError, FaultStore } from '../support/fault-store.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
@@ -88,17 +88,12 @@ function expectUsageError(result: Awaited<ReturnType<typeof cli>>, ...mentions: 
   for (const m of mentions) expect(line).toContain(m);
 }
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'cli-test-'));
+useEngineAndDir('cli-test-', async (e, folder) => {
+  engine = e;
+  root = folder;
   workDir = join(root, 'work');
   const dir = await freshDir('old-template');
   oldLake = { dir, total: await writeLake(engine, dir, OLD_FILES) };
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 describe('usage', () => {

@@ -4,23 +4,19 @@
  * its own key. The key is computed over a copy of the project's sources, which the tests edit.
  */
 
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { synthesizeWorkflow, workflowCacheKey } from '../../functions/local-runner/run.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 let scratch: string;
 
-beforeAll(async () => {
-  scratch = await mkdtemp(join(tmpdir(), 'definition-cache-'));
-});
-
-afterAll(async () => {
-  await rm(scratch, { recursive: true, force: true });
+useTempDir('definition-cache-', (dir) => {
+  scratch = dir;
 });
 
 /**

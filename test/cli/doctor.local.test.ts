@@ -6,26 +6,20 @@
  * printed with one row per check. Usage errors exit 2.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 let root: string;
 let engine: DuckDbEngine;
 
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'doctor-local-'));
-  engine = await DuckDbEngine.create({ threads: 1 });
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
+useEngineAndDir('doctor-local-', (e, dir) => {
+  engine = e;
+  root = dir;
 });
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

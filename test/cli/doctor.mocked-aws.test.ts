@@ -15,8 +15,7 @@
  * DescribeExecution https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html.
  */
 
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   CloudFormationClient,
@@ -35,10 +34,10 @@ import {
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { lambdaConfigInput } from '../../cdk/config.ts';
 import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type DoctorDeps, type DoctorOptions, doctorCommand } from '../../functions/cli/commands/doctor.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
@@ -51,6 +50,7 @@ import {
   stackConfigOf,
   synthesizeWorkflow,
 } from '../../functions/local-runner/run.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 
 const REGION = 'eu-west-1';
 const ACCOUNT = '123456789012';
@@ -70,17 +70,12 @@ let engine: DuckDbEngine;
 let workflow: SynthesizedWorkflow;
 let config: CompactorConfig;
 
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'doctor-mocked-'));
-  engine = await DuckDbEngine.create({ threads: 1 });
+useEngineAndDir('doctor-mocked-', async (e, dir) => {
+  engine = e;
+  root = dir;
   workflow = await synthesizeWorkflow({});
   // What the deployed Lambdas run with: cdk.json's settings, the stack's data prefix (bucket root).
   config = parseConfig({ ...lambdaConfigInput(await stackConfigOf({})), dataPrefix: '' });
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 /** The latest time `minute` past an hour at or before `t`, and the latest `hh:mm` UTC of a day. */

@@ -7,12 +7,10 @@
  * - a bad `only` fails the execution in Plan with a ConfigError naming the field, planning nothing.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
@@ -22,6 +20,7 @@ import {
   type SynthesizedWorkflow,
   synthesizeWorkflow,
 } from '../../functions/local-runner/run.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 type Json = Record<string, unknown>;
@@ -31,15 +30,10 @@ let root: string;
 let workflow: SynthesizedWorkflow;
 const config: CompactorConfig = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'doctor-scope-'));
+useEngineAndDir('doctor-scope-', async (e, dir) => {
+  engine = e;
+  root = dir;
   workflow = await synthesizeWorkflow({});
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 function state(name: string): Json {

@@ -14,11 +14,10 @@
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
@@ -34,6 +33,7 @@ import {
   type SynthesizedWorkflow,
   synthesizeWorkflow,
 } from '../../functions/local-runner/run.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
@@ -55,18 +55,13 @@ let workflow: SynthesizedWorkflow;
 let strict: SynthesizedWorkflow;
 const config: CompactorConfig = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'local-workflow-'));
+useEngineAndDir('local-workflow-', async (e, dir) => {
+  engine = e;
+  root = dir;
   template = join(root, 'template');
   total = await writeLake(engine, template, FILES);
   workflow = await synthesizeWorkflow({});
   strict = await synthesizeWorkflow({ map: { toleratedFailurePercentage: 0 } });
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 async function ids(store: ObjectStore): Promise<bigint[]> {

@@ -7,15 +7,14 @@
  * writes, so the run passes the single-writer opt-out: this test has one writer.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
@@ -26,10 +25,13 @@ let root: string;
 let total: number;
 const savedEnv = { ...process.env };
 
+useEngineAndDir('prefixed-store-', (e, dir) => {
+  engine = e;
+  root = dir;
+});
+
 beforeAll(async () => {
   s3 = await startFauxqsS3('prefixed-lake');
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'prefixed-store-'));
   const lake = join(root, 'lake');
   total = await writeLake(engine, lake, [
     { key: 'db/cpu/2025/01/14/01/cpu_20250114_010500_1.parquet', rows: 21 },
@@ -48,9 +50,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   process.env = savedEnv;
-  await engine.close();
   await s3.stop();
-  await rm(root, { recursive: true, force: true });
 });
 
 describe('compactor run on an s3:// store with a key prefix', () => {

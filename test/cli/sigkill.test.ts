@@ -10,14 +10,14 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { manifestsRoot, stagingRoot } from '../../functions/core/manifest.ts';
 import { dataKeys, hourFolderOf, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
@@ -123,9 +123,12 @@ async function assertCompacted(dir: string, label: string): Promise<void> {
   expect(keys.map(hourFolderOf), `${label}: one output per hour`).toEqual(template.hourFolders);
 }
 
+useEngineAndDir('cli-sigkill-', (e, dir) => {
+  engine = e;
+  root = dir;
+});
+
 beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'cli-sigkill-'));
   const dir = join(root, 'template');
   const files: LakeFile[] = [];
   for (let h = 0; h < HOURS; h++) {
@@ -140,11 +143,6 @@ beforeAll(async () => {
   const total = await writeLake(engine, dir, files);
   const hourFolders = [...new Set(files.map((f) => hourFolderOf(f.key)))].sort();
   template = { dir, total, hourFolders };
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 /** A kill at a time after spawn, or as soon as the k-th partition reports done on stderr. */

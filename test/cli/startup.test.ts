@@ -6,11 +6,9 @@
  */
 
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDir } from '../support/engine-fixture.ts';
 
 const MAIN = fileURLToPath(new URL('../../functions/cli/main.ts', import.meta.url));
 
@@ -59,12 +57,8 @@ async function modulesLoadedBy(
 
 let lake: string;
 
-beforeAll(async () => {
-  lake = await mkdtemp(join(tmpdir(), 'cli-startup-'));
-});
-
-afterAll(async () => {
-  await rm(lake, { recursive: true, force: true });
+useTempDir('cli-startup-', (dir) => {
+  lake = dir;
 });
 
 describe('CLI start-up', () => {

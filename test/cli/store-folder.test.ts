@@ -5,20 +5,17 @@
  */
 
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 
 let root: string;
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'store-folder-'));
-});
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true });
+useTempDir('store-folder-', (dir) => {
+  root = dir;
 });
 
 async function cli(...argv: string[]): Promise<{ code: number; err: string; out: string }> {
