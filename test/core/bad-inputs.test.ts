@@ -16,13 +16,12 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it, vi } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
@@ -41,6 +40,7 @@ import { visibleFiles } from '../../functions/core/visible.ts';
 import { onJobEvent } from '../../functions/lambda/telemetry.ts';
 import { cli } from '../support/cli-lake.ts';
 import { metricTotal } from '../support/emf.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, FaultStore } from '../support/fault-store.ts';
 import { LakeChecker, type LakeFile, SWEEP_CONFIG, sweepDeps, writeLake } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
@@ -51,15 +51,10 @@ let engine: DuckDbEngine;
 let root: string;
 let workDir: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'bad-inputs-'));
+useEngineAndDir('bad-inputs-', (e, dir) => {
+  engine = e;
+  root = dir;
   workDir = join(root, 'work');
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 // ---- helpers ----

@@ -4,11 +4,9 @@
  * retry finishes the whole job, then resumed. All must leave exact rows and nothing behind.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
@@ -23,6 +21,7 @@ import {
   type StepResult,
   verifyStep,
 } from '../../functions/core/protocol.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
@@ -40,16 +39,11 @@ let engine: DuckDbEngine;
 let workDir: string;
 const templates: Partial<Record<TierName, TemplateLake>> = {};
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'concurrency-'));
+useEngineAndDir('concurrency-', async (e, dir) => {
+  engine = e;
+  workDir = dir;
   templates.hourly = await hourlyTemplate(engine);
   templates.daily = await dailyTemplate(engine);
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(workDir, { recursive: true, force: true });
 });
 
 async function withLake<T>(

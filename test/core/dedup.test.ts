@@ -9,8 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import {
@@ -33,6 +33,7 @@ import { type Manifest, manifestKey, parseManifest, stagingRoot } from '../../fu
 import { planTier } from '../../functions/core/planner.ts';
 import { type CompactDeps, compactStep, type JobSpec } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { recoverUntilQuiet, sweepDeps } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
@@ -57,19 +58,14 @@ let scratch: string;
 let fileCounter = 0;
 const lakes: string[] = [];
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'dedup-work-'));
-  scratch = await mkdtemp(join(tmpdir(), 'dedup-scratch-'));
+useEngineAndDir('dedup-', (e, dir) => {
+  engine = e;
+  scratch = dir;
+  workDir = join(dir, 'work');
 });
 
 afterEach(async () => {
   for (const dir of lakes.splice(0)) await rm(dir, { recursive: true, force: true });
-});
-
-afterAll(async () => {
-  await engine.close();
-  for (const dir of [workDir, scratch]) await rm(dir, { recursive: true, force: true });
 });
 
 // ---- the lake ----

@@ -4,11 +4,11 @@
  * again once its backoff ends, and loses its failure record when it finally compacts.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
@@ -16,6 +16,7 @@ import { backoffSeconds, failureKey, readFailures } from '../../functions/core/f
 import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner.ts';
 import type { JobEvent } from '../../functions/core/protocol.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { sweepDeps, writeLake } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
@@ -32,10 +33,11 @@ let dir: string;
 let work: string;
 let total: number;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  dir = await mkdtemp(join(tmpdir(), 'failures-'));
-  work = await mkdtemp(join(tmpdir(), 'failures-work-'));
+useEngineAndDir('failures-', async (e, root) => {
+  engine = e;
+  dir = join(root, 'lake');
+  work = join(root, 'work');
+  await mkdir(work);
   total = await writeLake(engine, dir, [
     { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 20 },
     { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 20 },
@@ -54,12 +56,6 @@ async function putBadFile(lake: string): Promise<void> {
   await testStore(lake).put(BAD, { file: bad });
   await rm(bad);
 }
-
-afterAll(async () => {
-  await engine.close();
-  await rm(dir, { recursive: true, force: true });
-  await rm(work, { recursive: true, force: true });
-});
 
 describe('a partition that keeps failing', () => {
   it('is skipped with backoff after 3 failures, never blocks others, and recovers once fixed', async () => {

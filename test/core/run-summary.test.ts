@@ -7,10 +7,7 @@
  * - each failure cause is cut to 1 KiB, so the execution output stays far below 256 KiB.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import {
@@ -19,18 +16,16 @@ import {
   summarizeMapRun,
   withinTolerance,
 } from '../../functions/core/run-summary.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 import { testStore } from '../support/test-store.ts';
 
 const config = parseConfig({});
 let root: string;
 let store: LocalFolderStore;
 
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'run-summary-'));
+useTempDir('run-summary-', (dir) => {
+  root = dir;
   store = testStore(root);
-});
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true });
 });
 
 async function writeResults(

@@ -11,10 +11,9 @@
 
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
 import { S3Store } from '../../functions/adapters/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
@@ -23,6 +22,7 @@ import { type CompactorConfig, parseConfig, type TierName } from '../../function
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { ObjectSummary } from '../../functions/core/object-store.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
@@ -124,12 +124,15 @@ function outcomes(report: CycleReport): string[][] {
   ]);
 }
 
+useEngineAndDir('s3-cycle-', (e, dir) => {
+  engine = e;
+  root = dir;
+});
+
 beforeAll(async () => {
   s3 = await startFauxqsS3('compaction-lake');
   // fauxqs caps a part at about 10 MiB; these files are far smaller (one PutObject each).
   store = new S3Store({ client: s3.client, bucket: s3.bucket, partSizeBytes: 5 * MiB });
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 's3-cycle-'));
   config = parseConfig({
     dataPrefix: PREFIX,
     quietSeconds: 0,
@@ -146,8 +149,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await s3?.stop();
-  await engine?.close();
-  if (root) await rm(root, { recursive: true, force: true });
 });
 
 describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)', () => {

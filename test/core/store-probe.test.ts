@@ -6,10 +6,9 @@
  * the single-writer opt-out skips the probe only with a warning on every call.
  */
 
-import { mkdtemp, readdir, rm, utimes } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { ConfigError, StoreGuaranteesError, TransientStoreError } from '../../functions/core/errors.ts';
@@ -23,6 +22,7 @@ import {
   probeStore,
   STORE_GUARANTEES,
 } from '../../functions/core/store-probe.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { ALL_CONDITIONS, IgnoringStore } from '../support/ignoring-store.ts';
 import { testStore } from '../support/test-store.ts';
@@ -31,12 +31,8 @@ const STATE_ROOT = 'lake/_compaction/';
 let root: string;
 let n = 0;
 
-beforeAll(async () => {
-  root = await mkdtemp(join(tmpdir(), 'store-probe-'));
-});
-
-afterAll(async () => {
-  await rm(root, { recursive: true, force: true });
+useTempDir('store-probe-', (dir) => {
+  root = dir;
 });
 
 async function freshStore(): Promise<{ store: LocalFolderStore; dir: string }> {

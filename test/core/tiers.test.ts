@@ -7,8 +7,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type ConfigInput, parseConfig, TIERS, type TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
@@ -18,6 +18,7 @@ import { Layout, MONTHLY_SUFFIX } from '../../functions/core/layout.ts';
 import { outputKey } from '../../functions/core/manifest.ts';
 import { type Plan, planTier } from '../../functions/core/planner.ts';
 import { partitionOf, tierFolder, tierPeriod } from '../../functions/core/tiers.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { LakeChecker, SWEEP_CONFIG, sweepDeps, writeLake } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
@@ -215,14 +216,9 @@ describe('hourly -> daily -> monthly on a real lake', () => {
   let engine: DuckDbEngine;
   let workDir: string;
 
-  beforeAll(async () => {
-    engine = await DuckDbEngine.create({ threads: 1 });
-    workDir = await mkdtemp(join(tmpdir(), 'tiers-work-'));
-  });
-
-  afterAll(async () => {
-    await engine.close();
-    await rm(workDir, { recursive: true, force: true });
+  useEngineAndDir('tiers-work-', (e, dir) => {
+    engine = e;
+    workDir = dir;
   });
 
   it('ends with one monthly file per table and month holding every row exactly once', async () => {

@@ -7,17 +7,17 @@
 
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import { quarantineRoot } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
 import { forgeInt64Statistics, stripStatistics } from '../support/strip-statistics.ts';
 import { testStore } from '../support/test-store.ts';
@@ -25,14 +25,9 @@ import { testStore } from '../support/test-store.ts';
 let engine: DuckDbEngine;
 let root: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'writer-files-'));
-});
-
-afterAll(async () => {
-  await engine?.close();
-  if (root) await rm(root, { recursive: true, force: true });
+useEngineAndDir('writer-files-', (e, dir) => {
+  engine = e;
+  root = dir;
 });
 
 interface Lake {

@@ -6,27 +6,23 @@
  */
 
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTempDir } from '../support/engine-fixture.ts';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIOME = join(REPO, 'node_modules', '.bin', 'biome');
 
 let dir: string;
 
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'core-boundary-'));
+useTempDir('core-boundary-', async (d) => {
+  dir = d;
   const config = JSON.parse(await readFile(join(REPO, 'biome.json'), 'utf8')) as Record<string, unknown>;
   delete config.$schema;
   await writeFile(join(dir, 'biome.json'), JSON.stringify(config));
-});
-
-afterAll(async () => {
-  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 /** Lints one probe file at `path` (relative to the repository root); resolves to the diagnostics. */
