@@ -5,7 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { type BigIntStats, constants, type Stats } from 'node:fs';
+import { type BigIntStats, constants, type Stats, statSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { copyFile, link, lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
 import { dirname, sep } from 'node:path';
@@ -29,6 +29,17 @@ export function isMissing(error: unknown): boolean {
 export async function statObject(path: string): Promise<BigIntStats | undefined> {
   try {
     const st = await stat(path, { bigint: true });
+    return st.isFile() ? st : undefined;
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
+/** statObject, synchronously (the listing's walk: local-store-listing.ts says why). */
+export function statObjectSync(path: string): BigIntStats | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
     return st.isFile() ? st : undefined;
   } catch (error) {
     if (isMissing(error)) return undefined;

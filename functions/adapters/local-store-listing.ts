@@ -3,11 +3,11 @@
  * (UTF-8 bytes), skipping the reserved folder, and the folders under a prefix that hold an object.
  */
 
-import type { Dirent } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { type Dirent, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ListOptions, ObjectSummary } from '../core/object-store.ts';
-import { errorCode, statObject, statOrUndefined } from './durable-fs.ts';
+import { errorCode, statObjectSync, statOrUndefined } from './durable-fs.ts';
 import { etagOf, RESERVED_DIR } from './local-store-keys.ts';
 
 /** The objects under `prefix` (after `startAfter`, when given), as ObjectStore.list yields them. */
@@ -39,7 +39,7 @@ export async function* listFolders(
   const dirPart = prefix.slice(0, -1);
   if (holdsNoKey(dirPart)) return;
   const dirAbs = join(root, ...(dirPart === '' ? [] : dirPart.split('/')));
-  const dirents = await entriesOf(dirAbs);
+  const dirents = entriesOf(dirAbs);
   if (dirents === undefined) return;
   const names = dirents
     .filter((d) => d.isDirectory() && !(prefix === '' && d.name === RESERVED_DIR))
@@ -76,15 +76,31 @@ function holdsNoKey(dirPart: string): boolean {
   return segments.some((s) => s === '' || s === '.' || s === '..') || segments[0] === RESERVED_DIR;
 }
 
-/** A folder's entries, or undefined when it does not exist (or vanished while we walked). */
-async function entriesOf(dirAbs: string): Promise<Dirent[] | undefined> {
+/**
+ * A folder's entries, or undefined when it does not exist (or vanished while we walked).
+ *
+ * The walk reads folders and stats files synchronously. Its promise-based form cost six times the
+ * CPU of the system calls themselves on a cached tree (a thread-pool hop and a promise per call:
+ * 1.5 ms against 0.26 ms of CPU to walk a 20-folder lake), and a
+ * listing is most of what a sweep or simulation does. A folder's calls are brief; the walk still
+ * lets other work run every SYNC_BURST calls, so a huge folder does not hold the event loop.
+ */
+function entriesOf(dirAbs: string): Dirent[] | undefined {
   try {
-    return await readdir(dirAbs, { withFileTypes: true });
+    return readdirSync(dirAbs, { withFileTypes: true });
   } catch (error) {
     const code = errorCode(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     throw error;
   }
+}
+
+const SYNC_BURST = 256;
+let syncCalls = 0;
+
+/** Counts one synchronous call; every SYNC_BURST of them, lets the event loop run. */
+async function paced(): Promise<void> {
+  if (++syncCalls % SYNC_BURST === 0) await nextTurn();
 }
 
 async function* walk(
@@ -94,7 +110,8 @@ async function* walk(
   signal: AbortSignal | undefined,
 ): AsyncGenerator<ObjectSummary> {
   signal?.throwIfAborted();
-  const dirents = await entriesOf(dirAbs);
+  await paced();
+  const dirents = entriesOf(dirAbs);
   if (dirents === undefined) return;
   const children: { name: string; isDir: boolean; order: Buffer }[] = [];
   for (const d of dirents) {
@@ -119,7 +136,8 @@ async function* walk(
       yield* walk(abs, `${keyPrefix}${child.name}/`, '', signal);
       continue;
     }
-    const st = await statObject(abs);
+    await paced();
+    const st = statObjectSync(abs);
     if (st === undefined) continue; // deleted while listing
     yield {
       key: `${keyPrefix}${child.name}`,

@@ -189,6 +189,29 @@ describe('LocalFolderStore basics', () => {
     expect(await keys('logs/./')).toEqual([]);
   });
 
+  it('lets other work run while it walks a big folder (its calls are synchronous, in bursts)', async () => {
+    // 1,000 files written straight to the folder (the store's own puts would take far longer).
+    await mkdir(join(root, 'big'));
+    await Promise.all(
+      Array.from({ length: 1000 }, (_, i) =>
+        writeFile(join(root, 'big', `f${String(i).padStart(4, '0')}`), 'x'),
+      ),
+    );
+    let turns = 0;
+    let walking = true;
+    const tick = (): void => {
+      if (!walking) return;
+      turns++;
+      setImmediate(tick);
+    };
+    setImmediate(tick);
+    const listed = await keys('big/');
+    walking = false;
+    expect(listed).toHaveLength(1000);
+    // One turn at least every 256 calls: 1,001 calls give 3 or more.
+    expect(turns).toBeGreaterThanOrEqual(3);
+  });
+
   it('never lists the reserved folder, nor folders, and rejects reserved and malformed keys', async () => {
     await store.put('x/y', Buffer.from('1'), { metadata: { a: 'b' } });
     await mkdir(join(root, 'empty/folder'), { recursive: true });
