@@ -5,7 +5,9 @@
  * changes and a new cycle. Invariants are checked after every call, as in the job sweep.
  */
 
-import { rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { link, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { TierName } from '../../functions/core/config.ts';
@@ -47,14 +49,64 @@ async function cutShort(template: TemplateLake, tier: TierName, crashAt: number)
   return dir;
 }
 
+/**
+ * A cut's lake, made once and then lent to each of its recovery scenarios. Manifests name their
+ * store's location, so every scenario runs at the folder the cut ran in; its files are hard links
+ * to the kept copy, so each object keeps its inode and with it its ETag: the very state the cut
+ * left. The store never writes a file in place (a new file is renamed over the old), and
+ * `assertUnchanged` proves no scenario wrote through a link.
+ */
+interface CutState {
+  readonly dir: string;
+  readonly kept: string;
+  readonly hashes: ReadonlyMap<string, string>;
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
+  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
+}
+
+async function keepCut(template: TemplateLake, tier: TierName, cut: number): Promise<CutState> {
+  const dir = await cutShort(template, tier, cut);
+  const kept = `${dir}.kept`;
+  await rename(dir, kept);
+  const hashes = new Map<string, string>();
+  for (const file of await filesUnder(kept))
+    hashes.set(
+      file,
+      createHash('sha1')
+        .update(await readFile(join(kept, file)))
+        .digest('hex'),
+    );
+  return { dir, kept, hashes };
+}
+
+async function lendCut(state: CutState): Promise<void> {
+  for (const file of state.hashes.keys()) {
+    await mkdir(join(state.dir, file, '..'), { recursive: true });
+    await link(join(state.kept, file), join(state.dir, file));
+  }
+}
+
+async function assertUnchanged(state: CutState): Promise<void> {
+  expect((await filesUnder(state.kept)).sort()).toEqual([...state.hashes.keys()].sort());
+  for (const [file, hash] of state.hashes) {
+    const now = createHash('sha1')
+      .update(await readFile(join(state.kept, file)))
+      .digest('hex');
+    expect(now, `${file} of the kept cut changed: a scenario wrote through a hard link`).toBe(hash);
+  }
+}
+
 async function recoveryScenario(
   template: TemplateLake,
   tier: TierName,
-  cut: number,
+  cut: CutState,
   fault?: { at: number; kind: FaultKind },
 ): Promise<number> {
-  // Built afresh each time: manifests name their store's location, so a copied folder is another store.
-  const dir = await cutShort(template, tier, cut);
+  await lendCut(cut);
+  const { dir } = cut;
   try {
     const inner = testStore(dir);
     const checker = new LakeChecker(engine, dir, inner, template.config, template.totalRows);
@@ -110,20 +162,24 @@ describe.each(['daily', 'hourly'] as const)('recovery crash-point sweep, %s tier
 
       let scenarios = 0;
       const states = new Set<string>();
-      for (const cut of cutPoints) {
-        const preState = await cutShort(template, tier, cut);
-        const manifests = testStore(preState);
-        for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
-          const { body } = await manifests.getBytes(m.key);
-          states.add(JSON.parse(body.toString()).state as string);
-        }
-        await rm(preState, { recursive: true, force: true });
-        const recoveryCalls = await recoveryScenario(template, tier, cut);
-        for (let at = 1; at <= recoveryCalls; at++) {
-          for (const kind of FAULT_KINDS) {
-            await recoveryScenario(template, tier, cut, { at, kind });
-            scenarios++;
+      for (const cutAt of cutPoints) {
+        const cut = await keepCut(template, tier, cutAt);
+        try {
+          const manifests = testStore(cut.kept);
+          for await (const m of manifests.list(manifestsRoot(template.config.layout))) {
+            const { body } = await manifests.getBytes(m.key);
+            states.add(JSON.parse(body.toString()).state as string);
           }
+          const recoveryCalls = await recoveryScenario(template, tier, cut);
+          for (let at = 1; at <= recoveryCalls; at++) {
+            for (const kind of FAULT_KINDS) {
+              await recoveryScenario(template, tier, cut, { at, kind });
+              scenarios++;
+            }
+          }
+          await assertUnchanged(cut);
+        } finally {
+          await rm(cut.kept, { recursive: true, force: true });
         }
       }
       // Every manifest state was left behind by some cut and resolved under faults.
