@@ -251,14 +251,8 @@ async function failedChildren(client: SFNClient, mapRunArn: string): Promise<str
   for (const child of listed.executions ?? []) {
     if (!child.executionArn) continue;
     const described = await client.send(new DescribeExecutionCommand({ executionArn: child.executionArn }));
-    const input = parseJson(described.input ?? '');
     const partition =
-      input !== null &&
-      typeof input === 'object' &&
-      'partition' in input &&
-      typeof input.partition === 'string'
-        ? input.partition
-        : (child.name ?? child.executionArn);
+      stringField(parseJson(described.input ?? ''), 'partition') ?? child.name ?? child.executionArn;
     lines.push(
       `  partition ${partition}: ${joinReason(described.error ?? 'failed', described.cause ?? '')} (${child.executionArn})`,
     );
@@ -270,15 +264,15 @@ async function failedChildren(client: SFNClient, mapRunArn: string): Promise<str
 
 /** A Lambda error's cause is JSON ({errorType, errorMessage, trace}): keep the message. */
 function joinReason(error: string, cause: string): string {
-  const parsed = parseJson(cause);
-  const message =
-    parsed !== null &&
-    typeof parsed === 'object' &&
-    'errorMessage' in parsed &&
-    typeof parsed.errorMessage === 'string'
-      ? parsed.errorMessage
-      : cause;
+  const message = stringField(parseJson(cause), 'errorMessage') ?? cause;
   return message ? `${error}: ${oneLine(message)}` : error;
+}
+
+/** The string `name` of a parsed JSON object, if it has one. */
+function stringField(json: unknown, name: string): string | undefined {
+  if (json === null || typeof json !== 'object') return undefined;
+  const value = (json as Record<string, unknown>)[name];
+  return typeof value === 'string' ? value : undefined;
 }
 
 function parseJson(text: string): unknown {
