@@ -29,48 +29,38 @@
  * (every step is idempotent, so the outcome is the same).
  */
 
-import { randomBytes } from 'node:crypto';
-import {
-  ExecutionError,
-  ExecutionTimeoutError,
-  type RunOptions,
-  StateMachine,
-  type StateMachineDefinition,
-} from 'aws-local-stepfunctions';
+import { ExecutionError, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import type { ObjectStore } from '../core/object-store.ts';
-import { markValidated, validatedKey, wasValidated } from './definition-cache.ts';
+import {
+  findState,
+  type Json,
+  type JsonObject,
+  pruneUnreachable,
+  type StateDef,
+  taskFunctions,
+} from './asl-graph.ts';
+import { type ChildDeliveries, childExecutions } from './child-executions.ts';
+import {
+  compileDefinition,
+  failureOf,
+  startExecution,
+  type TaskHandlers,
+  type ValidatedCache,
+} from './interpreter.ts';
+import { emulateDistributedMaps, ITEM_READER_SUFFIX, RESULT_WRITER_SUFFIX } from './map-emulation.ts';
+import { checkTolerance, type ItemResult, itemsToRun, mergeResults, writeResults } from './map-results.ts';
 
-type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-type JsonObject = { [key: string]: Json };
-type StateDef = JsonObject;
+// The runner's API (functions/cli/, run.ts and tests import it from here).
+export {
+  type ChildDeliveries,
+  ChildTimeoutError,
+  EXPRESS_CHILD_TIMEOUT_SECONDS,
+} from './child-executions.ts';
+export { emulateDistributedMaps } from './map-emulation.ts';
+export { ExceedToleratedFailureThresholdError } from './map-results.ts';
 
 /** Calls the Lambda bound to a function name with a payload; returns what the Lambda returns. */
 export type LambdaInvoker = (functionName: string, payload: Json) => Promise<Json>;
-
-const ITEM_READER_SUFFIX = ' (ItemReader)';
-const RESULT_WRITER_SUFFIX = ' (ResultWriter)';
-const ITEM_STATE = 'Item';
-const ITEM_FAILED_STATE = 'Item failed';
-const ITEM_SUCCEEDED_STATE = 'Item succeeded';
-
-interface MapEmulation {
-  readonly mapName: string;
-  readonly bucket: string;
-  readonly prefix: string;
-  readonly tolerated: number;
-  /** The item processor without its ProcessorConfig: one child execution's definition. */
-  readonly processor: JsonObject;
-  readonly executionType: 'EXPRESS' | 'STANDARD';
-}
-
-/** An Express execution lasts at most five minutes (cdk/child-budget.ts EXPRESS_MAX_SECONDS). */
-export const EXPRESS_CHILD_TIMEOUT_SECONDS = 300;
-
-/**
- * How many times each Express child is delivered: once; twice, the second after the first ended
- * (a rerun); or twice at once (a duplicate overlapping the first). The Map records the first.
- */
-export type ChildDeliveries = 'once' | 'twice' | 'overlapping';
 
 export interface LocalExecution {
   readonly executionId: string;
@@ -89,165 +79,6 @@ export interface LocalExecution {
   readonly executionInput: JsonObject;
   /** Child executions the Maps started (deliveries included), as a Map Run's executionCounts.total. */
   readonly childExecutions: number;
-}
-
-interface ItemResult {
-  readonly Status: 'SUCCEEDED' | 'FAILED';
-  readonly Item: Json;
-  readonly Output?: Json;
-  readonly Error?: string;
-  readonly Cause?: string;
-}
-
-export class ExceedToleratedFailureThresholdError extends Error {
-  override readonly name = 'States.ExceedToleratedFailureThreshold';
-}
-
-/** A child execution that ran past its execution timeout (an Express child's five minutes). */
-export class ChildTimeoutError extends Error {
-  override readonly name = 'States.Timeout';
-}
-
-/** A child execution's failure, as the Map records it: the error name and cause of the child. */
-class ChildFailedError extends Error {
-  constructor(name: string, message: string) {
-    super(message);
-    this.name = name;
-  }
-}
-
-function clone<T>(value: T): T {
-  return structuredClone(value);
-}
-
-/**
- * Every Task state, keyed by state name (names must be unique to bind them), with its Lambda
- * function name, or undefined for the emulation's own states.
- */
-function taskFunctions(
-  states: Record<string, StateDef>,
-  out = new Map<string, string | undefined>(),
-): Map<string, string | undefined> {
-  for (const [name, state] of Object.entries(states)) {
-    if (state.Type === 'Task') {
-      const params = state.Parameters as JsonObject | undefined;
-      const fn = params?.FunctionName;
-      if (typeof fn !== 'string' && params?.__local === undefined) {
-        throw new Error(`task state "${name}" has no FunctionName to bind locally`);
-      }
-      if (out.has(name))
-        throw new Error(`state name "${name}" is used twice; local binding needs unique names`);
-      out.set(name, typeof fn === 'string' ? fn : undefined);
-    }
-    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject | undefined;
-    if (processor) taskFunctions(processor.States as Record<string, StateDef>, out);
-    for (const branch of (state.Branches as JsonObject[] | undefined) ?? []) {
-      taskFunctions(branch.States as Record<string, StateDef>, out);
-    }
-  }
-  return out;
-}
-
-function redirect(states: Record<string, StateDef>, from: string, to: string): void {
-  for (const state of Object.values(states)) {
-    if (state.Next === from) state.Next = to;
-    if (state.Default === from) state.Default = to;
-    for (const choice of (state.Choices as JsonObject[] | undefined) ?? [])
-      if (choice.Next === from) choice.Next = to;
-    for (const catcher of (state.Catch as JsonObject[] | undefined) ?? [])
-      if (catcher.Next === from) catcher.Next = to;
-  }
-}
-
-/** Rewrites Distributed Map features the interpreter ignores into states it runs (see above). */
-export function emulateDistributedMaps(definition: StateMachineDefinition): {
-  definition: StateMachineDefinition;
-  maps: MapEmulation[];
-} {
-  const def = clone(definition) as unknown as JsonObject;
-  const states = def.States as Record<string, StateDef>;
-  const maps: MapEmulation[] = [];
-  for (const [name, state] of Object.entries({ ...states })) {
-    if (state.Type !== 'Map' || !state.ItemReader) continue;
-    const reader = state.ItemReader as JsonObject;
-    const writer = state.ResultWriter as JsonObject | undefined;
-    const writerParams = (writer?.Parameters ?? {}) as JsonObject;
-    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject;
-    const { ProcessorConfig: config, ...plainProcessor } = processor;
-    const executionType =
-      (config as JsonObject | undefined)?.ExecutionType === 'EXPRESS' ? 'EXPRESS' : 'STANDARD';
-    maps.push({
-      mapName: name,
-      bucket: String(writerParams.Bucket ?? ''),
-      prefix: String(writerParams.Prefix ?? ''),
-      tolerated: Number(state.ToleratedFailurePercentage ?? 0),
-      processor: plainProcessor,
-      executionType,
-    });
-
-    const readerState = `${name}${ITEM_READER_SUFFIX}`;
-    const writerState = `${name}${RESULT_WRITER_SUFFIX}`;
-    redirect(states, name, readerState);
-    if (def.StartAt === name) def.StartAt = readerState;
-    states[readerState] = {
-      Type: 'Task',
-      Resource: 'arn:aws:states:::s3:getObject',
-      Parameters: { ...(reader.Parameters as JsonObject), __local: 'ItemReader' },
-      ResultPath: '$.__items',
-      Next: name,
-    };
-    const original = { ...state };
-    delete original.ItemReader;
-    delete original.ResultWriter;
-    delete original.ToleratedFailurePercentage;
-    delete original.ItemBatcher;
-    const next = original.Next;
-    const end = original.End;
-    states[name] = {
-      ...original,
-      ItemsPath: '$.__items',
-      ItemProcessor: {
-        StartAt: ITEM_STATE,
-        States: {
-          // One child execution (runLocalWorkflow's ChildExecution handler).
-          [ITEM_STATE]: {
-            Type: 'Task',
-            Resource: 'arn:aws:states:::states:startExecution',
-            Parameters: { 'item.$': '$', __local: 'ChildExecution', map: name },
-            ResultPath: '$.__result',
-            Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.__error', Next: ITEM_FAILED_STATE }],
-            Next: ITEM_SUCCEEDED_STATE,
-          },
-          [ITEM_SUCCEEDED_STATE]: {
-            Type: 'Pass',
-            Parameters: { Status: 'SUCCEEDED', 'Output.$': '$.__result', 'Item.$': '$' },
-            End: true,
-          },
-          [ITEM_FAILED_STATE]: {
-            Type: 'Pass',
-            Parameters: {
-              Status: 'FAILED',
-              'Error.$': '$.__error.Error',
-              'Cause.$': '$.__error.Cause',
-              'Item.$': '$',
-            },
-            End: true,
-          },
-        },
-      },
-      ResultPath: '$.__mapResults',
-      Next: writerState,
-    };
-    delete (states[name] as JsonObject).End;
-    states[writerState] = {
-      Type: 'Task',
-      Resource: 'arn:aws:states:::s3:putObject',
-      Parameters: { 'results.$': '$.__mapResults', __local: 'ResultWriter', map: name },
-      ResultPath: (original.ResultPath as Json) ?? '$',
-      ...(end ? { End: true } : { Next: next as Json }),
-    };
-  }
-  return { definition: def as unknown as StateMachineDefinition, maps };
 }
 
 export interface LocalWorkflowDeps {
@@ -274,26 +105,7 @@ export interface RunLocalOptions {
    * Where definitions the validator accepted are marked (definition-cache.ts validatedKey), so a
    * definition run before is not validated again; default: every definition is validated.
    */
-  readonly validatedCache?: { readonly dir: string; readonly root: string };
-}
-
-const VALIDATION = { checkArn: false, checkPaths: true } as const;
-
-/** The interpreter for a definition, validated unless the same text passed before. */
-async function compileDefinition(
-  definition: JsonObject,
-  cache: RunLocalOptions['validatedCache'],
-): Promise<StateMachine> {
-  const build = (noValidate: boolean) =>
-    new StateMachine(definition as unknown as StateMachineDefinition, {
-      validationOptions: noValidate ? { ...VALIDATION, noValidate } : VALIDATION,
-    });
-  if (!cache) return build(false);
-  const key = validatedKey(cache.root, definition, VALIDATION);
-  if (await wasValidated(cache.dir, key)) return build(true);
-  const machine = build(false);
-  await markValidated(cache.dir, key);
-  return machine;
+  readonly validatedCache?: ValidatedCache;
 }
 
 export async function runLocalWorkflow(
@@ -329,64 +141,16 @@ export async function runLocalWorkflow(
   if (options.retryIntervalMs !== undefined) {
     for (const name of allTasks.keys()) retryOverrides[name] = options.retryIntervalMs;
   }
-  const deliveries = options.childDeliveries ?? 'once';
-  for (const m of emulated.maps) {
-    if (m.executionType === 'STANDARD' && deliveries !== 'once')
-      throw new Error(`Map ${m.mapName} runs STANDARD children, which run exactly once: no ${deliveries}`);
-  }
-  let children = 0;
-
-  const handlers: Record<string, (input: Json) => Promise<Json>> = {};
-  // One interpreter per Map, validated once (asl-validator takes hundreds of ms a definition) and
-  // run once per child: each run is its own execution, as the library's own Map runs its items.
-  const childMachines = new Map<MapEmulation, { machine: StateMachine; timeoutSeconds?: number }>();
-  /** One child execution of a Map's item processor, in its own interpreter (see the top). */
-  const runChild = async (map: MapEmulation, item: Json): Promise<Json> => {
-    let compiled = childMachines.get(map);
-    if (compiled === undefined) {
-      const childDefinition = {
-        ...clone(map.processor),
-        ...(map.executionType === 'EXPRESS'
-          ? { TimeoutSeconds: options.expressChildTimeoutSeconds ?? EXPRESS_CHILD_TIMEOUT_SECONDS }
-          : {}),
-      };
-      const machine = await compileDefinition(childDefinition as JsonObject, options.validatedCache);
-      compiled = {
-        machine,
-        ...('TimeoutSeconds' in childDefinition ? { timeoutSeconds: childDefinition.TimeoutSeconds } : {}),
-      };
-      childMachines.set(map, compiled);
-    }
-    const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
-    const run = compiled.machine.run(item, {
-      overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
-      context: {
-        Execution: {
-          Id: `${options.executionId}/${name}`,
-          Name: name,
-          Input: item as JsonObject,
-          StartTime: new Date().toISOString(),
-        },
-      },
-    });
-    try {
-      return (await run.result) as Json;
-    } catch (error) {
-      if (error instanceof ExecutionTimeoutError) {
-        throw new ChildTimeoutError(
-          `child ${name} ran past its ${compiled.timeoutSeconds} s execution timeout`,
-        );
-      }
-      if (!(error instanceof ExecutionError)) throw error;
-      const cause = error.cause as { name?: string; message?: string } | undefined;
-      throw new ChildFailedError(cause?.name ?? error.name, cause?.message ?? error.message);
-    }
-  };
-  const settle = (p: Promise<Json>) =>
-    p.then(
-      (value) => ({ ok: true as const, value }),
-      (error: unknown) => ({ ok: false as const, error }),
-    );
+  const handlers: TaskHandlers = {};
+  const children = childExecutions(emulated.maps, {
+    executionId: options.executionId,
+    executionName: options.executionName,
+    handlers,
+    retryOverrides,
+    deliveries: options.childDeliveries ?? 'once',
+    expressChildTimeoutSeconds: options.expressChildTimeoutSeconds,
+    validatedCache: options.validatedCache,
+  });
 
   for (const [stateName, functionName] of allTasks) {
     const params = stateOf(stateName)?.Parameters as JsonObject | undefined;
@@ -395,14 +159,7 @@ export async function runLocalWorkflow(
         const { item, map } = taskInput as { item: Json; map: string };
         const emulation = emulated.maps.find((m) => m.mapName === map);
         if (!emulation) throw new Error(`no Map named ${map}`);
-        if (emulation.executionType === 'STANDARD' || deliveries === 'once') return runChild(emulation, item);
-        // At-least-once: a second delivery of the same child, after the first or alongside it.
-        const [first] =
-          deliveries === 'twice'
-            ? [await settle(runChild(emulation, item)), await settle(runChild(emulation, item))]
-            : await Promise.all([settle(runChild(emulation, item)), settle(runChild(emulation, item))]);
-        if (first.ok) return first.value;
-        throw first.error;
+        return children.deliver(emulation, item);
       };
     } else if (params?.__local === 'ItemReader') {
       handlers[stateName] = async (taskInput) => {
@@ -411,29 +168,17 @@ export async function runLocalWorkflow(
           throw new Error(`ItemReader bucket ${Bucket} is not the local store's ${deps.bucket}`);
         const items = JSON.parse((await deps.store.getBytes(Key)).body.toString('utf8')) as Json[];
         const mapName = stateName.slice(0, -ITEM_READER_SUFFIX.length);
-        const previous = previousResults.get(mapName);
-        if (!previous) return items;
-        // Redrive: only the items that did not succeed run again.
-        const succeeded = new Set(
-          previous.filter((r) => r.Status === 'SUCCEEDED').map((r) => JSON.stringify(r.Item)),
-        );
-        return items.filter((item) => !succeeded.has(JSON.stringify(item)));
+        return itemsToRun(items, previousResults.get(mapName));
       };
     } else if (params?.__local === 'ResultWriter') {
       handlers[stateName] = async (taskInput) => {
         const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
         const emulation = emulated.maps.find((m) => m.mapName === map);
         if (!emulation) throw new Error(`no Map named ${map}`);
-        const earlier = (previousResults.get(map) ?? []).filter((r) => r.Status === 'SUCCEEDED');
-        const all = [...earlier, ...results.map(stripInternals)];
+        const all = mergeResults(previousResults.get(map), results);
         mapResults.set(map, all);
         const details = await writeResults(deps.store, emulation, options.executionName, all);
-        const failed = all.filter((r) => r.Status === 'FAILED').length;
-        if (all.length > 0 && (failed * 100) / all.length > emulation.tolerated) {
-          throw new ExceedToleratedFailureThresholdError(
-            `${failed} of ${all.length} items failed, above the tolerated ${emulation.tolerated}%; first: ${all.find((r) => r.Status === 'FAILED')?.Error}`,
-          );
-        }
+        checkTolerance(emulation, all);
         return details;
       };
     } else if (functionName !== undefined) {
@@ -445,18 +190,14 @@ export async function runLocalWorkflow(
   }
 
   const machine = await compileDefinition(def, options.validatedCache);
-  const runOptions: RunOptions = {
-    overrides: { taskResourceLocalHandlers: handlers, retryIntervalOverrides: retryOverrides },
-    context: {
-      Execution: {
-        Id: options.executionId,
-        Name: options.executionName,
-        Input: (options.redriveOf ? options.redriveOf.executionInput : options.input) as JsonObject,
-        StartTime: new Date().toISOString(),
-      },
-    },
-  };
-  const execution = machine.run(input as JsonObject, runOptions);
+  const executionInput = options.redriveOf ? options.redriveOf.executionInput : options.input;
+  const execution = startExecution(machine, input, {
+    id: options.executionId,
+    name: options.executionName,
+    executionInput,
+    handlers,
+    retryOverrides,
+  });
   const statesEntered: string[] = [];
   const inputs = new Map<string, Json>(options.redriveOf?.inputs ?? []);
   let lastFailed: { name: string; input: Json } | undefined;
@@ -474,14 +215,14 @@ export async function runLocalWorkflow(
   })();
   const base = {
     get childExecutions() {
-      return children;
+      return children.started;
     },
     executionId: options.executionId,
     executionName: options.executionName,
     mapResults,
     statesEntered,
     inputs,
-    executionInput: options.redriveOf ? options.redriveOf.executionInput : options.input,
+    executionInput,
   };
   try {
     const output = (await execution.result) as Json;
@@ -490,87 +231,11 @@ export async function runLocalWorkflow(
   } catch (error) {
     await watch;
     if (!(error instanceof ExecutionError)) throw error;
-    const cause = error.cause as { name?: string; message?: string } | undefined;
     return {
       ...base,
       status: 'FAILED',
-      error: cause?.name ?? error.name,
-      cause: cause?.message ?? error.message,
+      ...failureOf(error),
       ...(lastFailed ? { failedState: lastFailed } : {}),
     } satisfies LocalExecution;
   }
-}
-
-/** A redrive starts mid-graph; the states before it are never entered, and ASL forbids unreachable states. */
-function pruneUnreachable(def: JsonObject): void {
-  const states = def.States as Record<string, StateDef>;
-  const reachable = new Set<string>();
-  const visit = (name: unknown) => {
-    if (typeof name !== 'string' || reachable.has(name) || !states[name]) return;
-    reachable.add(name);
-    const state = states[name];
-    visit(state.Next);
-    visit(state.Default);
-    for (const choice of (state.Choices as JsonObject[] | undefined) ?? []) visit(choice.Next);
-    for (const catcher of (state.Catch as JsonObject[] | undefined) ?? []) visit(catcher.Next);
-  };
-  visit(def.StartAt);
-  for (const name of Object.keys(states)) if (!reachable.has(name)) delete states[name];
-}
-
-function findState(states: Record<string, StateDef>, name: string): StateDef | undefined {
-  if (states[name]) return states[name];
-  for (const state of Object.values(states)) {
-    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject | undefined;
-    const found = processor ? findState(processor.States as Record<string, StateDef>, name) : undefined;
-    if (found) return found;
-    for (const branch of (state.Branches as JsonObject[] | undefined) ?? []) {
-      const inBranch = findState(branch.States as Record<string, StateDef>, name);
-      if (inBranch) return inBranch;
-    }
-  }
-  return undefined;
-}
-
-function stripInternals(result: ItemResult): ItemResult {
-  const item = { ...(result.Item as JsonObject) };
-  delete item.__error;
-  delete item.__result;
-  return { ...result, Item: item };
-}
-
-/** Writes results the way a Distributed Map's ResultWriter lays them out in S3. */
-async function writeResults(
-  store: ObjectStore,
-  map: MapEmulation,
-  executionName: string,
-  results: readonly ItemResult[],
-): Promise<Json> {
-  const runId = `${executionName}-${randomBytes(4).toString('hex')}`;
-  const base = `${map.prefix.replace(/\/$/, '')}/${runId}`;
-  const files: Record<string, { Key: string; Size: number }[]> = { FAILED: [], PENDING: [], SUCCEEDED: [] };
-  for (const status of ['SUCCEEDED', 'FAILED'] as const) {
-    const entries = results
-      .filter((r) => r.Status === status)
-      .map((r) => ({
-        Status: r.Status,
-        Input: JSON.stringify(r.Item),
-        ...(r.Output !== undefined ? { Output: JSON.stringify(r.Output) } : {}),
-        ...(r.Error !== undefined ? { Error: r.Error, Cause: r.Cause ?? '' } : {}),
-      }));
-    if (entries.length === 0) continue;
-    const key = `${base}/${status}_0.json`;
-    const body = Buffer.from(JSON.stringify(entries));
-    await store.put(key, body, { contentType: 'application/json' });
-    files[status]?.push({ Key: key, Size: body.length });
-  }
-  const manifestKey = `${base}/manifest.json`;
-  await store.put(
-    manifestKey,
-    Buffer.from(
-      JSON.stringify({ DestinationBucket: map.bucket, MapRunArn: `local:${runId}`, ResultFiles: files }),
-    ),
-    { contentType: 'application/json' },
-  );
-  return { ResultWriterDetails: { Bucket: map.bucket, Key: manifestKey } };
 }

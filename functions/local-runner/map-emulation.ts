@@ -1,0 +1,117 @@
+/**
+ * The rewrite of a Distributed Map into states aws-local-stepfunctions runs (workflow.ts's
+ * header lists what each emulates): a Task before the Map that reads its items (ItemReader), an
+ * item processor of one Task that runs each item as a child execution and catches its failure,
+ * and a Task after the Map that writes the results and applies the tolerated failure percentage
+ * (ResultWriter). The states' `__local` parameter tells workflow.ts which handler each one gets.
+ */
+
+import type { StateMachineDefinition } from 'aws-local-stepfunctions';
+import { type Json, type JsonObject, redirect, type StateDef } from './asl-graph.ts';
+
+export const ITEM_READER_SUFFIX = ' (ItemReader)';
+export const RESULT_WRITER_SUFFIX = ' (ResultWriter)';
+const ITEM_STATE = 'Item';
+const ITEM_FAILED_STATE = 'Item failed';
+const ITEM_SUCCEEDED_STATE = 'Item succeeded';
+
+export interface MapEmulation {
+  readonly mapName: string;
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly tolerated: number;
+  /** The item processor without its ProcessorConfig: one child execution's definition. */
+  readonly processor: JsonObject;
+  readonly executionType: 'EXPRESS' | 'STANDARD';
+}
+
+/** Rewrites Distributed Map features the interpreter ignores into states it runs (see above). */
+export function emulateDistributedMaps(definition: StateMachineDefinition): {
+  definition: StateMachineDefinition;
+  maps: MapEmulation[];
+} {
+  const def = structuredClone(definition) as unknown as JsonObject;
+  const states = def.States as Record<string, StateDef>;
+  const maps: MapEmulation[] = [];
+  for (const [name, state] of Object.entries({ ...states })) {
+    if (state.Type !== 'Map' || !state.ItemReader) continue;
+    const reader = state.ItemReader as JsonObject;
+    const writer = state.ResultWriter as JsonObject | undefined;
+    const writerParams = (writer?.Parameters ?? {}) as JsonObject;
+    const processor = (state.ItemProcessor ?? state.Iterator) as JsonObject;
+    const { ProcessorConfig: config, ...plainProcessor } = processor;
+    const executionType =
+      (config as JsonObject | undefined)?.ExecutionType === 'EXPRESS' ? 'EXPRESS' : 'STANDARD';
+    maps.push({
+      mapName: name,
+      bucket: String(writerParams.Bucket ?? ''),
+      prefix: String(writerParams.Prefix ?? ''),
+      tolerated: Number(state.ToleratedFailurePercentage ?? 0),
+      processor: plainProcessor,
+      executionType,
+    });
+
+    const readerState = `${name}${ITEM_READER_SUFFIX}`;
+    const writerState = `${name}${RESULT_WRITER_SUFFIX}`;
+    redirect(states, name, readerState);
+    if (def.StartAt === name) def.StartAt = readerState;
+    states[readerState] = {
+      Type: 'Task',
+      Resource: 'arn:aws:states:::s3:getObject',
+      Parameters: { ...(reader.Parameters as JsonObject), __local: 'ItemReader' },
+      ResultPath: '$.__items',
+      Next: name,
+    };
+    const original = { ...state };
+    delete original.ItemReader;
+    delete original.ResultWriter;
+    delete original.ToleratedFailurePercentage;
+    delete original.ItemBatcher;
+    const next = original.Next;
+    const end = original.End;
+    states[name] = {
+      ...original,
+      ItemsPath: '$.__items',
+      ItemProcessor: {
+        StartAt: ITEM_STATE,
+        States: {
+          // One child execution (child-executions.ts, bound by runLocalWorkflow's ChildExecution handler).
+          [ITEM_STATE]: {
+            Type: 'Task',
+            Resource: 'arn:aws:states:::states:startExecution',
+            Parameters: { 'item.$': '$', __local: 'ChildExecution', map: name },
+            ResultPath: '$.__result',
+            Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.__error', Next: ITEM_FAILED_STATE }],
+            Next: ITEM_SUCCEEDED_STATE,
+          },
+          [ITEM_SUCCEEDED_STATE]: {
+            Type: 'Pass',
+            Parameters: { Status: 'SUCCEEDED', 'Output.$': '$.__result', 'Item.$': '$' },
+            End: true,
+          },
+          [ITEM_FAILED_STATE]: {
+            Type: 'Pass',
+            Parameters: {
+              Status: 'FAILED',
+              'Error.$': '$.__error.Error',
+              'Cause.$': '$.__error.Cause',
+              'Item.$': '$',
+            },
+            End: true,
+          },
+        },
+      },
+      ResultPath: '$.__mapResults',
+      Next: writerState,
+    };
+    delete (states[name] as JsonObject).End;
+    states[writerState] = {
+      Type: 'Task',
+      Resource: 'arn:aws:states:::s3:putObject',
+      Parameters: { 'results.$': '$.__mapResults', __local: 'ResultWriter', map: name },
+      ResultPath: (original.ResultPath as Json) ?? '$',
+      ...(end ? { End: true } : { Next: next as Json }),
+    };
+  }
+  return { definition: def as unknown as StateMachineDefinition, maps };
+}
