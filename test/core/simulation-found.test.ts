@@ -5,7 +5,7 @@
  */
 
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
@@ -25,8 +25,8 @@ import {
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
+import { useSimContext } from '../support/sim-fixture.ts';
 import {
-  createSimContext,
   failureReport,
   freshLake,
   runSeeds,
@@ -40,12 +40,8 @@ const CONCURRENCY = SIM_CONCURRENCY;
 
 let ctx: SimContext;
 
-beforeAll(async () => {
-  ctx = await createSimContext();
-});
-
-afterAll(async () => {
-  await ctx?.close();
+useSimContext((c) => {
+  ctx = c;
 });
 
 const HOUR_05 = 'cpu/dt=2025-01-14/hour=05/';

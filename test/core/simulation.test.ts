@@ -13,10 +13,10 @@
  * command replaying it: `node test/support/simulate.ts --seed N` (`--seeds 10000` runs more).
  */
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
+import { useSimContext } from '../support/sim-fixture.ts';
 import {
-  createSimContext,
   failureReport,
   runSeed,
   runSeeds,
@@ -32,13 +32,8 @@ const CONCURRENCY = SIM_CONCURRENCY;
 
 let ctx: SimContext;
 
-beforeAll(async () => {
-  ctx = await createSimContext();
-});
-
-afterAll(async () => {
-  // Also proves no seed wrote through a hard link into the shared template.
-  await ctx?.close();
+useSimContext((c) => {
+  ctx = c;
 });
 
 function tally(
