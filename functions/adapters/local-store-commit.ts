@@ -123,7 +123,7 @@ export async function commit(
       const kept =
         currentEtag === undefined
           ? []
-          : ((await readSidecar(sidecar))?.entries.filter((e) => e.etag === currentEtag) ?? []);
+          : (readSidecar(sidecar)?.entries.filter((e) => e.etag === currentEtag) ?? []);
       const entry: SidecarEntry = {
         etag: staged.etag,
         ino: staged.stat.ino.toString(),

@@ -5,10 +5,10 @@
 
 import { type Dirent, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ListOptions, ObjectSummary } from '../core/object-store.ts';
 import { errorCode, statObjectSync, statOrUndefined } from './durable-fs.ts';
 import { etagOf, RESERVED_DIR } from './local-store-keys.ts';
+import { paced } from './sync-calls.ts';
 
 /** The objects under `prefix` (after `startAfter`, when given), as ObjectStore.list yields them. */
 export async function* listObjects(
@@ -77,13 +77,8 @@ function holdsNoKey(dirPart: string): boolean {
 }
 
 /**
- * A folder's entries, or undefined when it does not exist (or vanished while we walked).
- *
- * The walk reads folders and stats files synchronously. Its promise-based form cost six times the
- * CPU of the system calls themselves on a cached tree (a thread-pool hop and a promise per call:
- * 1.5 ms against 0.26 ms of CPU to walk a 20-folder lake), and a
- * listing is most of what a sweep or simulation does. A folder's calls are brief; the walk still
- * lets other work run every SYNC_BURST calls, so a huge folder does not hold the event loop.
+ * A folder's entries, or undefined when it does not exist (or vanished while we walked). Read
+ * synchronously, as the walk's stats are (sync-calls.ts says why).
  */
 function entriesOf(dirAbs: string): Dirent[] | undefined {
   try {
@@ -93,14 +88,6 @@ function entriesOf(dirAbs: string): Dirent[] | undefined {
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     throw error;
   }
-}
-
-const SYNC_BURST = 256;
-let syncCalls = 0;
-
-/** Counts one synchronous call; every SYNC_BURST of them, lets the event loop run. */
-async function paced(): Promise<void> {
-  if (++syncCalls % SYNC_BURST === 0) await nextTurn();
 }
 
 async function* walk(

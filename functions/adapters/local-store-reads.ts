@@ -5,14 +5,15 @@
  * it opened, since every replace renames another file over the key.
  */
 
-import type { BigIntStats } from 'node:fs';
+import { type BigIntStats, closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { rm } from 'node:fs/promises';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
 import type { ObjectHead } from '../core/object-store.ts';
-import { isMissing, openObject, placeFile, statObject } from './durable-fs.ts';
+import { errorCode, isMissing, openObject, placeFile, statObject, statObjectSync } from './durable-fs.ts';
 import { assertKey, dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import { readSidecar, type SidecarEntry } from './local-store-sidecar.ts';
+import { paced } from './sync-calls.ts';
 
 // Reads that race with writers retry; a key rewritten this many times in a row is a live-lock.
 const MAX_READ_ATTEMPTS = 50;
@@ -27,13 +28,14 @@ export async function readHead(
   options.signal?.throwIfAborted();
   const path = dataPath(paths, key);
   for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-    const st = await statObject(path);
+    await paced();
+    const st = statObjectSync(path);
     if (st === undefined) return undefined;
     const etag = etagOf(st);
-    const entry = await sidecarEntry(paths, key, etag);
+    const entry = sidecarEntry(paths, key, etag);
     // The sidecar always holds the current version's entry, so if the data file is unchanged
     // across the sidecar read, the entry (or its absence) belongs to this version.
-    const again = await statObject(path);
+    const again = statObjectSync(path);
     if (again !== undefined && etagOf(again) === etag) return toHead(key, st, etag, entry);
     options.signal?.throwIfAborted();
   }
@@ -62,6 +64,39 @@ export async function readOpened<T>(
     return await read(opened, etag);
   } finally {
     await opened.handle.close();
+  }
+}
+
+/**
+ * The object's bytes and ETag (getBytes), read synchronously (sync-calls.ts): open, check
+ * `ifMatch` against the version opened, read it whole. The open descriptor keeps that version
+ * (a replace renames another file in).
+ */
+export async function readBytes(
+  paths: StorePaths,
+  key: string,
+  options: { readonly ifMatch?: string; readonly signal?: AbortSignal },
+): Promise<{ readonly body: Buffer; readonly etag: string }> {
+  assertKey(key);
+  options.signal?.throwIfAborted();
+  await paced();
+  let fd: number;
+  try {
+    fd = openSync(dataPath(paths, key), 'r');
+  } catch (error) {
+    if (isMissing(error) || errorCode(error) === 'EISDIR') throw new NotFoundError(key);
+    throw error;
+  }
+  try {
+    const st = fstatSync(fd, { bigint: true });
+    if (!st.isFile()) throw new NotFoundError(key);
+    const etag = etagOf(st);
+    if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
+      throw new PreconditionFailedError(key);
+    }
+    return { body: readFileSync(fd), etag };
+  } finally {
+    closeSync(fd);
   }
 }
 
@@ -127,7 +162,7 @@ export async function openWithAttributes(
     const etag = etagOf(opened.stat);
     let keep = false;
     try {
-      const entry = await sidecarEntry(paths, key, etag);
+      const entry = sidecarEntry(paths, key, etag);
       const again = await statObject(path);
       if (again !== undefined && etagOf(again) === etag) {
         keep = true;
@@ -140,8 +175,8 @@ export async function openWithAttributes(
   throw new TransientStoreError(`read ${key}: the object kept changing while being read`);
 }
 
-async function sidecarEntry(paths: StorePaths, key: string, etag: string): Promise<SidecarEntry | undefined> {
-  return (await readSidecar(sidecarPath(paths, key)))?.entries.find((e) => e.etag === etag);
+function sidecarEntry(paths: StorePaths, key: string, etag: string): SidecarEntry | undefined {
+  return readSidecar(sidecarPath(paths, key))?.entries.find((e) => e.etag === etag);
 }
 
 function toHead(key: string, st: BigIntStats, etag: string, entry: SidecarEntry | undefined): ObjectHead {

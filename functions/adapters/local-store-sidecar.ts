@@ -5,7 +5,7 @@
  * store's own files share.
  */
 
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import type { Checksum } from '../core/object-store.ts';
 import { errorCode } from './durable-fs.ts';
 
@@ -68,11 +68,11 @@ export function parseSidecar(path: string, text: string): Sidecar {
   return { version: 1, key: typeof value.key === 'string' ? value.key : '', entries };
 }
 
-/** The sidecar at `path`, or undefined when the key has none. */
-export async function readSidecar(path: string): Promise<Sidecar | undefined> {
+/** The sidecar at `path`, or undefined when the key has none (read synchronously: sync-calls.ts). */
+export function readSidecar(path: string): Sidecar | undefined {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    text = readFileSync(path, 'utf8');
   } catch (error) {
     const code = errorCode(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;

@@ -46,7 +46,7 @@ import {
 import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
 import { listFolders, listObjects } from './local-store-listing.ts';
 import { KeyLocks } from './local-store-lock.ts';
-import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
+import { fetchToFile, openWithAttributes, readBytes, readHead, readOpened } from './local-store-reads.ts';
 import { abortIncompleteUpload, beginUpload, listIncompleteUploads } from './local-store-uploads.ts';
 
 export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
@@ -102,10 +102,7 @@ export class LocalFolderStore implements ObjectStore {
     key: string,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    return readOpened(this.#paths, key, options, async (opened, etag) => ({
-      body: await opened.handle.readFile(),
-      etag,
-    }));
+    return readBytes(this.#paths, key, options);
   }
 
   async getRange(

@@ -1,0 +1,18 @@
+/**
+ * The local folder store makes its small metadata calls (readdir, stat, open, read of a manifest
+ * or sidecar, close) synchronously. Their promise form costs a thread-pool hop, a promise and
+ * kernel wake-ups per call, several times the call itself on a cached tree: walking a 20-folder
+ * lake took 1.5 ms of CPU against 0.26 ms synchronously, and the daily recovery sweep, back to
+ * back at the same load, 102 CPU-s against 63. Each such call is brief; `paced` lets the event
+ * loop run every SYNC_BURST of them, so a long walk or a run of reads does not hold it.
+ */
+
+import { setImmediate as nextTurn } from 'node:timers/promises';
+
+const SYNC_BURST = 256;
+let syncCalls = 0;
+
+/** Counts one synchronous call; every SYNC_BURST of them, lets the event loop run. */
+export async function paced(): Promise<void> {
+  if (++syncCalls % SYNC_BURST === 0) await nextTurn();
+}
