@@ -1,13 +1,12 @@
 /**
  * Crash points inside recovery itself. A job is cut short after each of its writes (leaving a
  * manifest in every state, including mid-publish and mid-clear); then recovery runs with a
- * fault at each of its own calls, with all three fault kinds; then recovery until nothing
- * changes and a new cycle. Invariants are checked after every call, as in the job sweep.
+ * fault at each of its own calls, with all four fault kinds; then recovery until nothing
+ * changes and a new cycle. Invariants are checked before recovery and after every write, as in
+ * the job sweep.
  */
 
-import { createHash } from 'node:crypto';
-import { link, mkdir, readdir, readFile, rename, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { rename, rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { TierName } from '../../functions/core/config.ts';
@@ -26,6 +25,7 @@ import {
   sweepDeps,
   type TemplateLake,
 } from '../support/lake-harness.ts';
+import { changedFiles, filesUnder, hashFiles, linkFiles } from '../support/linked-tree.ts';
 import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
@@ -52,8 +52,7 @@ async function cutShort(template: TemplateLake, tier: TierName, crashAt: number)
 /**
  * A cut's lake, made once and then lent to each of its recovery scenarios. Manifests name their
  * store's location, so every scenario runs at the folder the cut ran in; its files are hard links
- * to the kept copy, so each object keeps its inode and with it its ETag: the very state the cut
- * left. The store never writes a file in place (a new file is renamed over the old), and
+ * to the kept copy (linked-tree.ts), so each object keeps its ETag: the very state the cut left;
  * `assertUnchanged` proves no scenario wrote through a link.
  */
 interface CutState {
@@ -62,41 +61,23 @@ interface CutState {
   readonly hashes: ReadonlyMap<string, string>;
 }
 
-async function filesUnder(dir: string): Promise<string[]> {
-  const entries = await readdir(dir, { withFileTypes: true, recursive: true });
-  return entries.filter((e) => e.isFile()).map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
-}
-
 async function keepCut(template: TemplateLake, tier: TierName, cut: number): Promise<CutState> {
   const dir = await cutShort(template, tier, cut);
   const kept = `${dir}.kept`;
   await rename(dir, kept);
-  const hashes = new Map<string, string>();
-  for (const file of await filesUnder(kept))
-    hashes.set(
-      file,
-      createHash('sha1')
-        .update(await readFile(join(kept, file)))
-        .digest('hex'),
-    );
-  return { dir, kept, hashes };
+  return { dir, kept, hashes: await hashFiles(kept) };
 }
 
 async function lendCut(state: CutState): Promise<void> {
-  for (const file of state.hashes.keys()) {
-    await mkdir(join(state.dir, file, '..'), { recursive: true });
-    await link(join(state.kept, file), join(state.dir, file));
-  }
+  await linkFiles(state.kept, state.dir, state.hashes.keys());
 }
 
 async function assertUnchanged(state: CutState): Promise<void> {
-  expect((await filesUnder(state.kept)).sort()).toEqual([...state.hashes.keys()].sort());
-  for (const [file, hash] of state.hashes) {
-    const now = createHash('sha1')
-      .update(await readFile(join(state.kept, file)))
-      .digest('hex');
-    expect(now, `${file} of the kept cut changed: a scenario wrote through a hard link`).toBe(hash);
-  }
+  expect(await filesUnder(state.kept)).toEqual([...state.hashes.keys()]);
+  expect(
+    await changedFiles(state.kept, state.hashes),
+    'files of the kept cut changed: a scenario wrote through a hard link',
+  ).toEqual([]);
 }
 
 async function recoveryScenario(

@@ -11,10 +11,9 @@
  * checks that at the end of a run.
  */
 
-import { createHash } from 'node:crypto';
-import { link, mkdir, mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { join } from 'node:path';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { type LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
 import { type CompactorConfig, type ConfigInput, parseConfig } from '../../functions/core/config.ts';
@@ -27,6 +26,7 @@ import {
   stagingPrefix,
 } from '../../functions/core/manifest.ts';
 import { type LakeFile, writeLake } from './lake-harness.ts';
+import { changedFiles, hashFiles, linkFiles } from './linked-tree.ts';
 import { testStore } from './test-store.ts';
 
 // The hive layout: three folder levels instead of Arc's six, so every listing (the store's, the
@@ -89,14 +89,6 @@ export async function simRoot(): Promise<string> {
   throw new Error('no writable temp folder');
 }
 
-async function filesUnder(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) out.push(join(entry.parentPath, entry.name));
-  }
-  return out.sort();
-}
-
 export async function simTemplate(engine: DuckDbEngine, root: string): Promise<SimTemplate> {
   const dir = join(root, 'template');
   await mkdir(dir);
@@ -110,36 +102,20 @@ export async function simTemplate(engine: DuckDbEngine, root: string): Promise<S
   if (!probe) throw new Error('fixture input is not a data key');
   const fixtureOutput = outputKey(config.layout, 'hourly', probe, FIXTURE_JOB, 0);
   await store.put(fixtureOutput, { file: join(dir, FIXTURE_INPUT) });
-  const hashes = new Map<string, string>();
-  for (const file of await filesUnder(dir)) {
-    hashes.set(
-      relative(dir, file),
-      createHash('sha1')
-        .update(await readFile(file))
-        .digest('hex'),
-    );
-  }
+  const hashes = await hashFiles(dir);
   return { dir, totalRows, fixtureInput: FIXTURE_INPUT, fixtureOutput, hashes };
 }
 
 /** A seed's lake: the template's data files as hard links (the store's own folder is not shared). */
 export async function linkLake(template: SimTemplate, dir: string): Promise<void> {
-  for (const file of template.hashes.keys()) {
-    if (file.split('/')[0] === RESERVED_DIR) continue;
-    const target = join(dir, file);
-    await mkdir(join(target, '..'), { recursive: true });
-    await link(join(template.dir, file), target);
-  }
+  const data = [...template.hashes.keys()].filter((file) => file.split('/')[0] !== RESERVED_DIR);
+  await linkFiles(template.dir, dir, data);
 }
 
 /** Throws if any template file changed (a write through a hard link would corrupt every seed). */
 export async function verifyTemplate(template: SimTemplate): Promise<void> {
-  for (const [file, hash] of template.hashes) {
-    const now = createHash('sha1')
-      .update(await readFile(join(template.dir, file)))
-      .digest('hex');
-    if (now !== hash) throw new Error(`template file ${file} changed: a seed wrote through a hard link`);
-  }
+  const [file] = await changedFiles(template.dir, template.hashes);
+  if (file !== undefined) throw new Error(`template file ${file} changed: a seed wrote through a hard link`);
 }
 
 /**
