@@ -5,7 +5,7 @@
  * it opened, since every replace renames another file over the key.
  */
 
-import { type BigIntStats, closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
+import { type BigIntStats, closeSync, fstatSync, openSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { rm } from 'node:fs/promises';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
@@ -44,39 +44,15 @@ export async function readHead(
 
 /**
  * Opens the object, checks `ifMatch` against the version opened, and runs `read` on that open
- * handle (a later replace renames another file in, so the handle keeps the version checked).
+ * descriptor, synchronously (sync-calls.ts says why). The descriptor keeps the version checked:
+ * a later replace renames another file over the key.
  */
 export async function readOpened<T>(
   paths: StorePaths,
   key: string,
   options: { readonly ifMatch?: string; readonly signal?: AbortSignal },
-  read: (opened: NonNullable<Awaited<ReturnType<typeof openObject>>>, etag: string) => Promise<T>,
+  read: (fd: number, stat: BigIntStats, etag: string) => T,
 ): Promise<T> {
-  assertKey(key);
-  options.signal?.throwIfAborted();
-  const opened = await openObject(dataPath(paths, key));
-  if (opened === undefined) throw new NotFoundError(key);
-  try {
-    const etag = etagOf(opened.stat);
-    if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
-      throw new PreconditionFailedError(key);
-    }
-    return await read(opened, etag);
-  } finally {
-    await opened.handle.close();
-  }
-}
-
-/**
- * The object's bytes and ETag (getBytes), read synchronously (sync-calls.ts): open, check
- * `ifMatch` against the version opened, read it whole. The open descriptor keeps that version
- * (a replace renames another file in).
- */
-export async function readBytes(
-  paths: StorePaths,
-  key: string,
-  options: { readonly ifMatch?: string; readonly signal?: AbortSignal },
-): Promise<{ readonly body: Buffer; readonly etag: string }> {
   assertKey(key);
   options.signal?.throwIfAborted();
   await paced();
@@ -94,7 +70,7 @@ export async function readBytes(
     if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
       throw new PreconditionFailedError(key);
     }
-    return { body: readFileSync(fd), etag };
+    return read(fd, st, etag);
   } finally {
     closeSync(fd);
   }

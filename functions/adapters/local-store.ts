@@ -18,6 +18,7 @@
  * deletes in local-store-commit.ts, the upload folders in local-store-uploads.ts.
  */
 
+import { readFileSync, readSync } from 'node:fs';
 import { open, rm } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 import { NotFoundError } from '../core/errors.ts';
@@ -46,7 +47,7 @@ import {
 import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
 import { listFolders, listObjects } from './local-store-listing.ts';
 import { KeyLocks } from './local-store-lock.ts';
-import { fetchToFile, openWithAttributes, readBytes, readHead, readOpened } from './local-store-reads.ts';
+import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
 import { abortIncompleteUpload, beginUpload, listIncompleteUploads } from './local-store-uploads.ts';
 
 export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
@@ -102,7 +103,7 @@ export class LocalFolderStore implements ObjectStore {
     key: string,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    return readBytes(this.#paths, key, options);
+    return readOpened(this.#paths, key, options, (fd, _stat, etag) => ({ body: readFileSync(fd), etag }));
   }
 
   async getRange(
@@ -111,14 +112,14 @@ export class LocalFolderStore implements ObjectStore {
     end: number,
     options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
   ): Promise<{ readonly body: Buffer; readonly etag: string }> {
-    return readOpened(this.#paths, key, options, async (opened, etag) => {
-      const size = Number(opened.stat.size);
+    return readOpened(this.#paths, key, options, (fd, stat, etag) => {
+      const size = Number(stat.size);
       const from = Math.min(Math.max(start, 0), size);
       const length = Math.max(Math.min(end, size) - from, 0);
       const body = Buffer.alloc(length);
       let read = 0;
       while (read < length) {
-        const { bytesRead } = await opened.handle.read(body, read, length - read, from + read);
+        const bytesRead = readSync(fd, body, read, length - read, from + read);
         if (bytesRead === 0) break;
         read += bytesRead;
       }
