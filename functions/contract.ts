@@ -93,7 +93,7 @@ export const TRANSIENT_ERRORS: readonly string[] = [
   'Lambda.TooManyRequestsException',
 ];
 
-/** A step Lambda's size; the defaults are the stack's (`STACK_DEFAULTS.lambda` in cdk/config.ts). */
+/** A step Lambda's size; the defaults are the stack's (`STACK_DEFAULTS.lambda` in cdk/config-defaults.ts). */
 export interface LambdaSize {
   readonly memoryMb: number;
   readonly ephemeralStorageMb: number;

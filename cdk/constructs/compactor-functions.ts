@@ -58,7 +58,7 @@ export interface CompactorFunctionsProps {
    */
   readonly encryptionKey?: kms.IKey;
   /**
-   * The core's ConfigInput as JSON (COMPACTOR_CONFIG), see `lambdaConfigJson` in cdk/config.ts.
+   * The core's ConfigInput as JSON (COMPACTOR_CONFIG), see `lambdaConfigJson` in cdk/lambda-config.ts.
    * @default '{}' (the core's defaults)
    */
   readonly compactorConfigJson?: string;
