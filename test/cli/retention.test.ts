@@ -4,13 +4,13 @@
  * changes nothing and names exactly what the real run then removes.
  */
 
-import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { cp } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { cli, dataKeys, lakeIds, listAll, stateKeys } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
 const NOW = '2025-03-01T12:00:00Z';
@@ -32,9 +32,9 @@ let engine: DuckDbEngine;
 let root: string;
 let template: string;
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'cli-retention-'));
+useEngineAndDir('cli-retention-', async (e, dir) => {
+  engine = e;
+  root = dir;
   template = join(root, 'template');
   // 10 rows per file, ids in the order above: the kept files hold ids 51..80.
   await writeLake(
@@ -43,11 +43,6 @@ beforeAll(async () => {
     [...EXPIRED, ...KEPT].map((key) => ({ key, rows: 10 })),
   );
   await new LocalFolderStore(template).put('db/cpu/2025/01/28/05/_SUCCESS', Buffer.from(''));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 async function lake(name: string): Promise<string> {

@@ -7,14 +7,13 @@
  * incomplete upload), nothing quarantined, non-data objects untouched.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { rm } from 'node:fs/promises';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { TIER_SPECS } from '../../functions/core/tiers.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import {
@@ -34,17 +33,12 @@ let engine: DuckDbEngine;
 let workDir: string;
 const templates: Partial<Record<TierName, TemplateLake>> = {};
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  workDir = await mkdtemp(join(tmpdir(), 'sweep-work-'));
+useEngineAndDir('sweep-work-', async (e, dir) => {
+  engine = e;
+  workDir = dir;
   templates.hourly = await hourlyTemplate(engine);
   templates.daily = await dailyTemplate(engine);
   templates.monthly = await monthlyTemplate(engine);
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(workDir, { recursive: true, force: true });
 });
 
 interface ScenarioResult {

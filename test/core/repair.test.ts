@@ -6,14 +6,14 @@
  */
 
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { findRepairs, repairPartition } from '../../functions/core/repair.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FAULT_KINDS, FaultStore } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
@@ -73,16 +73,11 @@ async function cli(...args: string[]) {
   return { code, text: out.join('\n') };
 }
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'repair-'));
+useEngineAndDir('repair-', async (e, dir) => {
+  engine = e;
+  root = dir;
   template = join(root, 'template');
   await duplicatedLake(template);
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 describe('compactor repair', () => {

@@ -6,10 +6,9 @@
  */
 
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
@@ -31,6 +30,7 @@ import { quarantineManifest } from '../../functions/core/quarantine.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { expireStep, planRetention } from '../../functions/core/retention.ts';
 import { arcRawKey, hourFolderOf } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, FAULT_KINDS, FaultStore, type FaultStoreOptions } from '../support/fault-store.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { LakeChecker, recoverUntilQuiet, sweepDeps, writeLake } from '../support/lake-harness.ts';
@@ -128,17 +128,12 @@ function deps(store: ObjectStore, executionId: string, alive: ReadonlySet<string
   return { ...sweepDeps(store, config, engine, join(root, 'work'), executionId, alive), clock };
 }
 
-beforeAll(async () => {
-  engine = await DuckDbEngine.create({ threads: 1 });
-  root = await mkdtemp(join(tmpdir(), 'retention-'));
+useEngineAndDir('retention-', async (e, dir) => {
+  engine = e;
+  root = dir;
   template = join(root, 'template');
   await makeLake(template, LAKE);
   ({ expired: expiredIds, total } = idsOf(LAKE));
-});
-
-afterAll(async () => {
-  await engine.close();
-  await rm(root, { recursive: true, force: true });
 });
 
 describe('retention configuration', () => {

@@ -4,11 +4,9 @@
  * tier whose schedule never starts anything shows as missing data for that tier alone.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
@@ -16,16 +14,16 @@ import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
 import { metricTotal } from '../support/emf.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
 
-let root: string;
-beforeEach(async () => {
-  root = await mkdtemp(join(tmpdir(), 'plan-metrics-'));
-});
-afterEach(async () => {
-  await rm(root, { recursive: true, force: true });
+let dir: string;
+useTempDir('plan-metrics-', (d) => {
+  dir = d;
 });
 
-function deps(): HandlerDeps {
+/** A lake of its own (an empty folder) per test. */
+function deps(lake: string): HandlerDeps {
+  const root = join(dir, lake);
   return {
     store: new LocalFolderStore(root),
     bucket: 'local-data-bucket',
@@ -45,11 +43,15 @@ describe('the Plan step counts its execution for the missed-start alarm', () => 
     'emits ExecutionsPlanned = 1 with dimension tier=%s, even when nothing is to do',
     async (tier) => {
       const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
-      const output = await planStep({ tier, executionId: 'arn:exec', executionName: `n-${tier}` }, deps(), {
-        ...localObservability(),
-        metrics,
-        signal: new AbortController().signal,
-      });
+      const output = await planStep(
+        { tier, executionId: 'arn:exec', executionName: `n-${tier}` },
+        deps(tier),
+        {
+          ...localObservability(),
+          metrics,
+          signal: new AbortController().signal,
+        },
+      );
       expect(output.jobs).toBe(0);
       expect(metricTotal(metrics, 'ExecutionsPlanned')).toBe(1);
       const emf = metrics.serializeMetrics() as unknown as {
@@ -67,7 +69,7 @@ describe('the Plan step counts its execution for the missed-start alarm', () => 
     const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
     await planStep(
       { tier: 'hourly', executionId: 'arn:exec', executionName: 'canary', only: 'db/canary/' },
-      deps(),
+      deps('canary'),
       { ...localObservability(), metrics, signal: new AbortController().signal },
     );
     expect(metricTotal(metrics, 'ExecutionsPlanned')).toBe(0);
