@@ -4,6 +4,8 @@
  * a named constant below and is printed with the results.
  */
 
+import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
+import { LAMBDA_MB_PER_VCPU } from '../cdk/lambda-sizing.ts';
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import type { RequestAccounting } from './requests.ts';
@@ -54,14 +56,16 @@ export const ASSUMPTIONS = {
    * Lambda gives a function CPU in proportion to its memory: one vCPU's worth per 1,769 MB, so
    * at 3008 MB the compact step's two DuckDB threads share about 1.7 vCPUs, not this machine's 2.
    */
-  lambdaMbPerVcpu: 1769,
-  /** The other four per-partition Lambdas (publish, verify, delete, clear) run at 512 MB (cdk/config.ts). */
-  otherStepMemoryMb: 512,
+  lambdaMbPerVcpu: LAMBDA_MB_PER_VCPU,
+  /** The other four per-partition Lambdas (publish, verify, delete, clear): the stack's size. */
+  otherStepMemoryMb: STACK_DEFAULTS.lambda.partitionSteps.memoryMb,
   /** Dataset rows without an S3 bench run: the other four steps' time, each (one or two S3 calls). */
   otherStepSeconds: 0.5,
   /** Partitions per Step Functions execution (the per-execution states are shared by them). */
   partitionsPerExecution: 100,
-  /** recover, plan and summary Lambdas per execution, at 512 MB, this long each. */
+  /** The recover, plan and summary Lambdas, once per execution: the stack's size... */
+  perExecutionMemoryMb: STACK_DEFAULTS.lambda.others.memoryMb,
+  /** ...and this long each (stated). */
   perExecutionLambdaSeconds: 2,
   /** Times a raw object is listed by planning before it is compacted (one LIST per 1,000 keys). */
   listingsPerInput: 2,
@@ -223,10 +227,11 @@ export function jobCost(input: {
     `${a.otherStepMemoryMb} MB / 1024 x (${others.map((s) => f(lambdaSeconds[s.step] ?? 0)).join(' + ')}) s = ${f(otherGbS)} GB-s x $${p.lambdaArmGbSecond}`,
     otherGbS * p.lambdaArmGbSecond,
   );
-  const execGbS = (3 * (a.otherStepMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
+  const execGbS =
+    (3 * (a.perExecutionMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
   term(
     "recover, plan, summary Lambdas (the execution's, shared)",
-    `3 x ${a.otherStepMemoryMb} MB / 1024 x ${a.perExecutionLambdaSeconds} s (stated) / ${a.partitionsPerExecution} partitions = ${f(execGbS, 4)} GB-s x $${p.lambdaArmGbSecond}`,
+    `3 x ${a.perExecutionMemoryMb} MB / 1024 x ${a.perExecutionLambdaSeconds} s (stated) / ${a.partitionsPerExecution} partitions = ${f(execGbS, 4)} GB-s x $${p.lambdaArmGbSecond}`,
     execGbS * p.lambdaArmGbSecond,
   );
   const invokes = steps.length + 3 / a.partitionsPerExecution;
@@ -370,7 +375,7 @@ export function costModel(input: {
     const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds;
     const otherGbS = 4 * (a.otherStepMemoryMb / 1024) * a.otherStepSeconds;
     const executionGbS =
-      (3 * (a.otherStepMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
+      (3 * (a.perExecutionMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
     const lambdaCompute = (compactGbS + otherGbS + executionGbS) * p.lambdaArmGbSecond;
     const lambdaRequests = (5 + 3 / a.partitionsPerExecution) * p.lambdaPerRequest;
     const gets = files + fixedCalls.get;

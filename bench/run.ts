@@ -8,6 +8,8 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../cdk/lambda-sizing.ts';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
 import { type Comparison, runComparison } from './compare.ts';
 import { type CostModel, costModel } from './cost.ts';
@@ -27,10 +29,10 @@ import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts'
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
 
-/** What the compact Lambda runs with (cdk: 3008 MB -> DuckDB 2200MB, 2 threads). */
-export const LAMBDA_MEMORY_MB = 3008;
-export const PRODUCT_MEMORY_LIMIT = '2200MB';
-export const THREADS = 2;
+/** What the stack's compact Lambda runs with: its memory, and the DuckDB limit and threads it sets. */
+export const LAMBDA_MEMORY_MB = STACK_DEFAULTS.lambda.compact.memoryMb;
+export const PRODUCT_MEMORY_LIMIT = duckDbMemoryLimit(LAMBDA_MEMORY_MB);
+export const THREADS = vcpusFor(LAMBDA_MEMORY_MB);
 
 export interface Environment {
   readonly node: string;

@@ -30,6 +30,7 @@ import {
   STEPS,
   type StepName,
 } from '../../functions/contract.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../lambda-sizing.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
 
@@ -92,16 +93,6 @@ export interface CompactorFunctionsProps {
 
 /** The repository root: cdk/constructs/ -> ../../ */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-/** Lambda gives 1 vCPU per 1,769 MB of memory, up to 6. */
-export function vcpusFor(memoryMb: number): number {
-  return Math.min(6, Math.max(1, Math.ceil(memoryMb / 1769)));
-}
-
-/** DuckDB gets about 75% of the memory, in whole 100 MB: Node, the SDK and buffers need the rest. */
-export function duckDbMemoryLimit(memoryMb: number): string {
-  return `${Math.max(100, Math.floor((memoryMb * 0.75) / 100) * 100)}MB`;
-}
 
 /** The installed DuckDB packages' versions, so the arm64 binding matches what was tested. */
 export function installedDuckDbVersions(projectRoot = PROJECT_ROOT): { api: string; bindings: string } {

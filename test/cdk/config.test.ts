@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { cdkJsonContext } from '../../cdk/app.ts';
 import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
-import { duckDbMemoryLimit, vcpusFor } from '../../cdk/constructs/compactor-functions.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../../cdk/lambda-sizing.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { stackStepSettings } from '../../functions/local-runner/run.ts';
 
