@@ -23,7 +23,8 @@ import {
   runPlannerLake,
   runPlannerScale,
 } from './planner-scale.ts';
-import { printTables, renderMarkdown, renderSvg } from './report.ts';
+import { printTables, renderMarkdown } from './report.ts';
+import { renderSvg } from './report-svg.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';

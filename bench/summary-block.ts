@@ -4,7 +4,7 @@
  * copied by hand. `npm run bench` rewrites the blocks after a full run.
  */
 
-import { targets } from './report.ts';
+import { targets } from './report-targets.ts';
 import type { BenchResults } from './run.ts';
 
 export const BLOCK_START = '<!-- bench-summary:start -->';
