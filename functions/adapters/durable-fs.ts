@@ -2,12 +2,27 @@
  * Durable file-system primitives of the local folder store (local-store.ts): a file is written and
  * fsynced before it is renamed or linked into place, and the folder is fsynced after, so a crash
  * leaves either the old file or the new one, never a torn one.
+ *
+ * The metadata calls (stat, link, rename, unlink, rmdir, mkdir) are synchronous, as the reads'
+ * are (sync-calls.ts says why); what writes or fsyncs data stays a promise call, so a large or
+ * durable write never holds the event loop.
  */
 
 import { randomBytes } from 'node:crypto';
-import { type BigIntStats, constants, type Stats, statSync } from 'node:fs';
+import {
+  type BigIntStats,
+  constants,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  renameSync,
+  rmdirSync,
+  type Stats,
+  statSync,
+  unlinkSync,
+} from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { copyFile, link, lstat, mkdir, open, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import { copyFile, open } from 'node:fs/promises';
 import { dirname, sep } from 'node:path';
 import { crc32 } from 'node:zlib';
 
@@ -26,18 +41,7 @@ export function isMissing(error: unknown): boolean {
 }
 
 /** The stats of the object's file; undefined when there is no file (or a folder) there. */
-export async function statObject(path: string): Promise<BigIntStats | undefined> {
-  try {
-    const st = await stat(path, { bigint: true });
-    return st.isFile() ? st : undefined;
-  } catch (error) {
-    if (isMissing(error)) return undefined;
-    throw error;
-  }
-}
-
-/** statObject, synchronously (the listing's walk: local-store-listing.ts says why). */
-export function statObjectSync(path: string): BigIntStats | undefined {
+export function statObject(path: string): BigIntStats | undefined {
   try {
     const st = statSync(path, { bigint: true });
     return st.isFile() ? st : undefined;
@@ -47,9 +51,9 @@ export function statObjectSync(path: string): BigIntStats | undefined {
   }
 }
 
-export async function statOrUndefined(path: string): Promise<Stats | undefined> {
+export function statOrUndefined(path: string): Stats | undefined {
   try {
-    return await stat(path);
+    return statSync(path);
   } catch (error) {
     if (isMissing(error)) return undefined;
     throw error;
@@ -94,24 +98,24 @@ const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS
 export async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
   for (let attempt = 0; ; attempt++) {
     try {
-      await link(source, path);
+      linkSync(source, path);
     } catch (error) {
       const code = errorCode(error);
       if (code === 'EEXIST' && attempt === 0) {
-        await unlink(path);
+        unlinkSync(path);
         continue;
       }
       if (code === undefined || !NO_HARD_LINK.has(code)) throw error;
       break;
     }
-    const linked = await lstat(path, { bigint: true });
+    const linked = lstatSync(path, { bigint: true });
     if (linked.isFile()) return linked;
     // A symlinked object: link(2) linked the symlink itself, whose target may be relative to the
     // store's folder. Copy what it points to instead.
-    await unlink(path);
+    unlinkSync(path);
     break;
   }
-  await unlinkIfExists(path);
+  unlinkIfExists(path);
   await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
   return statObject(source);
 }
@@ -160,10 +164,10 @@ export async function writeDurably(path: string, text: string, sync = true): Pro
  * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
  * between our mkdir and rename; that is retried.
  */
-export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
+export function renameIntoPlace(from: string, to: string, key: string): void {
   for (let attempt = 0; ; attempt++) {
     try {
-      await rename(from, to);
+      renameSync(from, to);
       return;
     } catch (error) {
       const code = errorCode(error);
@@ -176,9 +180,9 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
       }
       if (code !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw error;
       // The staged file itself is gone: the upload was aborted.
-      if ((await statOrUndefined(from)) === undefined) throw error;
+      if (statOrUndefined(from) === undefined) throw error;
       try {
-        await mkdir(dirname(to), { recursive: true });
+        mkdirSync(dirname(to), { recursive: true });
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
@@ -204,9 +208,9 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-export async function unlinkIfExists(path: string): Promise<boolean> {
+export function unlinkIfExists(path: string): boolean {
   try {
-    await unlink(path);
+    unlinkSync(path);
     return true;
   } catch (error) {
     if (isMissing(error)) return false;
@@ -215,11 +219,11 @@ export async function unlinkIfExists(path: string): Promise<boolean> {
 }
 
 /** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
-export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+export function pruneEmptyDirs(from: string, stopAt: string): void {
   let dir = from;
   while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
     try {
-      await rmdir(dir);
+      rmdirSync(dir);
     } catch (error) {
       const code = errorCode(error);
       // Not empty (a concurrent write landed there): done. Gone already: keep going up.
@@ -230,9 +234,9 @@ export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void
   }
 }
 
-export async function tryLink(from: string, to: string): Promise<boolean> {
+export function tryLink(from: string, to: string): boolean {
   try {
-    await link(from, to);
+    linkSync(from, to);
     return true;
   } catch (error) {
     if (errorCode(error) === 'EEXIST') return false;
@@ -241,17 +245,17 @@ export async function tryLink(from: string, to: string): Promise<boolean> {
 }
 
 /** Removes `path` only if it is still the file `ino`; puts back anything else it took. */
-export async function removeIfSame(path: string, ino: number): Promise<void> {
+export function removeIfSame(path: string, ino: number): void {
   const aside = `${path}.stale-${randomBytes(8).toString('hex')}`;
   try {
-    await rename(path, aside);
+    renameSync(path, aside);
   } catch (error) {
     if (isMissing(error)) return;
     throw error;
   }
-  if ((await lstat(aside)).ino !== ino) {
+  if (lstatSync(aside).ino !== ino) {
     // Took a fresh one: restore it (if someone raced in meanwhile, theirs stands).
-    await tryLink(aside, path);
+    tryLink(aside, path);
   }
-  await unlink(aside);
+  unlinkSync(aside);
 }

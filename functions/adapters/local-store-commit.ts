@@ -108,7 +108,7 @@ export async function commit(
   const sidecar = sidecarPath(paths, key);
   const release = await store.locks.lock(key, signal);
   try {
-    const current = await statObject(path);
+    const current = statObject(path);
     if (conditions.ifNoneMatch === '*' && current !== undefined) throw new PreconditionFailedError(key);
     if (
       conditions.ifMatch !== undefined &&
@@ -134,16 +134,14 @@ export async function commit(
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
       const tmp = join(staged.dir, 'meta.json');
       await durability.writeFile(tmp, JSON.stringify(next));
-      await renameIntoPlace(tmp, sidecar, key);
+      renameIntoPlace(tmp, sidecar, key);
       await durability.syncDir(dirname(sidecar));
     }
-    await renameIntoPlace(staged.dataPath, path, key);
+    renameIntoPlace(staged.dataPath, path, key);
     await durability.syncDir(dirname(path));
-    if (attrs === undefined && (await unlinkIfExists(sidecar))) {
-      await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
-    }
+    if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
-    await release();
+    release();
   }
 }
 
@@ -159,20 +157,20 @@ export async function deleteOne(
   try {
     const release = await store.locks.lock(key, signal);
     try {
-      const current = await statObject(path);
+      const current = statObject(path);
       if (current === undefined) return { key, status: 'not-found' };
       if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
         return { key, status: 'precondition-failed' };
       }
-      if (!(await unlinkIfExists(path))) return { key, status: 'not-found' };
+      if (!unlinkIfExists(path)) return { key, status: 'not-found' };
       // The protocol records "inputs deleted" next; the delete must not come back after a crash.
       await durability.syncDir(dirname(path));
       const sidecar = sidecarPath(paths, key);
-      if (await unlinkIfExists(sidecar)) await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
-      await pruneEmptyDirs(dirname(path), paths.root);
+      if (unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+      pruneEmptyDirs(dirname(path), paths.root);
       return { key, status: 'deleted' };
     } finally {
-      await release();
+      release();
     }
   } catch (error) {
     // Per-key failures are outcomes (as in DeleteObjects); anything else is a bug or an abort.

@@ -6,7 +6,7 @@
 import { type Dirent, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ListOptions, ObjectSummary } from '../core/object-store.ts';
-import { errorCode, statObjectSync, statOrUndefined } from './durable-fs.ts';
+import { errorCode, statObject, statOrUndefined } from './durable-fs.ts';
 import { etagOf, RESERVED_DIR } from './local-store-keys.ts';
 import { paced } from './sync-calls.ts';
 
@@ -109,7 +109,7 @@ async function* walk(
     else if (d.isFile()) isDir = false;
     else if (d.isSymbolicLink()) {
       // Symlinked files are objects; symlinked folders are not walked (cycles).
-      const target = await statOrUndefined(join(dirAbs, d.name));
+      const target = statOrUndefined(join(dirAbs, d.name));
       if (target === undefined || !target.isFile()) continue;
       isDir = false;
     } else continue;
@@ -124,7 +124,7 @@ async function* walk(
       continue;
     }
     await paced();
-    const st = statObjectSync(abs);
+    const st = statObject(abs);
     if (st === undefined) continue; // deleted while listing
     yield {
       key: `${keyPrefix}${child.name}`,

@@ -5,9 +5,7 @@
  */
 
 import { createHash, randomBytes } from 'node:crypto';
-import type { Stats } from 'node:fs';
-import type { FileHandle } from 'node:fs/promises';
-import { mkdir, open, writeFile } from 'node:fs/promises';
+import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, type Stats, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,6 +13,7 @@ import { TransientStoreError } from '../core/errors.ts';
 import { isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { processAlive } from './process-alive.ts';
+import { paced } from './sync-calls.ts';
 
 interface LockOwner {
   readonly pid: number;
@@ -33,21 +32,21 @@ export function lockFileName(key: string): string {
   return `${createHash('sha256').update(key, 'utf8').digest('hex')}.lock`;
 }
 
-async function readLockFile(path: string): Promise<LockFile | undefined> {
-  let handle: FileHandle;
+function readLockFile(path: string): LockFile | undefined {
+  let fd: number;
   try {
-    handle = await open(path, 'r');
+    fd = openSync(path, 'r');
   } catch (error) {
     if (isMissing(error)) return undefined;
     throw error;
   }
   try {
     // fstat and read through one fd, so the content and the inode belong together.
-    const st = await handle.stat();
-    const text = await handle.readFile('utf8');
+    const st = fstatSync(fd);
+    const text = readFileSync(fd, 'utf8');
     return { stat: st, owner: parseLockOwner(text) };
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
@@ -73,23 +72,25 @@ export class KeyLocks {
 
   /**
    * Takes the key's lock: a lock file linked into place from a fully written claim file, so the
-   * lock never exists half-written. Returns the release function.
+   * lock never exists half-written. Returns the release function. Its file calls are synchronous
+   * (sync-calls.ts says why); only the wait for a held lock lets the event loop run.
    */
-  async lock(key: string, signal: AbortSignal | undefined): Promise<() => Promise<void>> {
+  async lock(key: string, signal: AbortSignal | undefined): Promise<() => void> {
+    await paced();
     const lockPath = join(this.#locksDir, lockFileName(key));
     const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
     const claimPath = join(this.#locksDir, `${owner.token}.claim`);
-    await mkdir(this.#locksDir, { recursive: true });
-    await writeFile(claimPath, JSON.stringify(owner), { flag: 'wx' });
+    mkdirSync(this.#locksDir, { recursive: true });
+    writeFileSync(claimPath, JSON.stringify(owner), { flag: 'wx' });
     try {
       const deadline = Date.now() + this.#lockTimeoutMs;
       let delayMs = 1;
       for (;;) {
         signal?.throwIfAborted();
-        if (await tryLink(claimPath, lockPath)) {
+        if (tryLink(claimPath, lockPath)) {
           return () => this.#unlockIfOwned(lockPath, owner.token);
         }
-        await this.#breakIfStale(lockPath, claimPath, owner.token);
+        this.#breakIfStale(lockPath, claimPath, owner.token);
         if (Date.now() >= deadline) {
           throw new TransientStoreError(
             `timed out after ${this.#lockTimeoutMs} ms waiting for the lock on ${key}`,
@@ -99,14 +100,14 @@ export class KeyLocks {
         delayMs = Math.min(delayMs * 2, 20);
       }
     } finally {
-      await unlinkIfExists(claimPath);
+      unlinkIfExists(claimPath);
     }
   }
 
-  async #unlockIfOwned(lockPath: string, token: string): Promise<void> {
-    const current = await readLockFile(lockPath);
+  #unlockIfOwned(lockPath: string, token: string): void {
+    const current = readLockFile(lockPath);
     // Someone broke our lock as stale (we stalled past staleLockMs): theirs now, leave it.
-    if (current?.owner?.token === token) await unlinkIfExists(lockPath);
+    if (current?.owner?.token === token) unlinkIfExists(lockPath);
   }
 
   #isStale(lock: LockFile): boolean {
@@ -123,27 +124,27 @@ export class KeyLocks {
    * then re-check the lock: two breakers cannot both remove it, and a fresh lock taken after one
    * breaker finished is never mistaken for the dead one.
    */
-  async #breakIfStale(lockPath: string, claimPath: string, token: string): Promise<void> {
-    const seen = await readLockFile(lockPath);
+  #breakIfStale(lockPath: string, claimPath: string, token: string): void {
+    const seen = readLockFile(lockPath);
     if (seen === undefined || !this.#isStale(seen)) return;
     const breakerPath = `${lockPath}.breaker`;
-    if (!(await tryLink(claimPath, breakerPath))) {
-      const breaker = await readLockFile(breakerPath);
+    if (!tryLink(claimPath, breakerPath)) {
+      const breaker = readLockFile(breakerPath);
       // A breaker that died mid-break (a crash within microseconds of the holder's): set it aside.
-      if (breaker !== undefined && this.#isStale(breaker)) await removeIfSame(breakerPath, breaker.stat.ino);
+      if (breaker !== undefined && this.#isStale(breaker)) removeIfSame(breakerPath, breaker.stat.ino);
       return;
     }
     try {
-      const again = await readLockFile(lockPath);
+      const again = readLockFile(lockPath);
       if (again !== undefined && again.stat.ino === seen.stat.ino && this.#isStale(again)) {
-        await unlinkIfExists(lockPath);
+        unlinkIfExists(lockPath);
         // The dead holder's claim file is litter now.
         if (again.owner !== undefined && /^[0-9a-f]+$/.test(again.owner.token)) {
-          await unlinkIfExists(join(this.#locksDir, `${again.owner.token}.claim`));
+          unlinkIfExists(join(this.#locksDir, `${again.owner.token}.claim`));
         }
       }
     } finally {
-      await this.#unlockIfOwned(breakerPath, token);
+      this.#unlockIfOwned(breakerPath, token);
     }
   }
 }

@@ -10,7 +10,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { rm } from 'node:fs/promises';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
 import type { ObjectHead } from '../core/object-store.ts';
-import { errorCode, isMissing, openObject, placeFile, statObject, statObjectSync } from './durable-fs.ts';
+import { errorCode, isMissing, openObject, placeFile, statObject } from './durable-fs.ts';
 import { assertKey, dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import { readSidecar, type SidecarEntry } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
@@ -29,13 +29,13 @@ export async function readHead(
   const path = dataPath(paths, key);
   for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
     await paced();
-    const st = statObjectSync(path);
+    const st = statObject(path);
     if (st === undefined) return undefined;
     const etag = etagOf(st);
     const entry = sidecarEntry(paths, key, etag);
     // The sidecar always holds the current version's entry, so if the data file is unchanged
     // across the sidecar read, the entry (or its absence) belongs to this version.
-    const again = statObjectSync(path);
+    const again = statObject(path);
     if (again !== undefined && etagOf(again) === etag) return toHead(key, st, etag, entry);
     options.signal?.throwIfAborted();
   }
@@ -98,7 +98,7 @@ export async function fetchToFile(
   signal?.throwIfAborted();
   const source = dataPath(paths, key);
   for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
-    const st = await statObject(source);
+    const st = statObject(source);
     if (st === undefined) throw new NotFoundError(key);
     const etag = etagOf(st);
     if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
@@ -110,7 +110,7 @@ export async function fetchToFile(
     } catch (error) {
       await rm(path, { force: true });
       if (!isMissing(error)) throw error;
-      const now = await statObject(source);
+      const now = statObject(source);
       if (now === undefined) throw new NotFoundError(key);
       // Still the same version: the error is the destination's (a missing folder).
       if (etagOf(now) === etag) throw error;
@@ -139,7 +139,7 @@ export async function openWithAttributes(
     let keep = false;
     try {
       const entry = sidecarEntry(paths, key, etag);
-      const again = await statObject(path);
+      const again = statObject(path);
       if (again !== undefined && etagOf(again) === etag) {
         keep = true;
         return { handle: opened.handle, stat: opened.stat, entry };

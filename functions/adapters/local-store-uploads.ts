@@ -5,33 +5,39 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { IncompleteUpload } from '../core/object-store.ts';
 import { errorCode, statOrUndefined } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { processAlive } from './process-alive.ts';
+import { paced } from './sync-calls.ts';
 
-/** Creates the upload folder of a write to `key` and returns its path. */
-export async function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): Promise<string> {
+/**
+ * Creates the upload folder of a write to `key` and returns its path. Its calls, and the listing's,
+ * are synchronous: small metadata calls, as sync-calls.ts says.
+ */
+export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): string {
   const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
   const dir = join(tmpDir, uploadId);
-  await mkdir(dir, { recursive: true });
-  await writeFile(
-    join(dir, 'intent.json'),
-    JSON.stringify({ key, kind, pid: process.pid, host: hostname() }),
-    {
-      flag: 'wx',
-    },
-  );
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'intent.json'), JSON.stringify({ key, kind, pid: process.pid, host: hostname() }), {
+    flag: 'wx',
+  });
   return dir;
 }
 
+/** Removes an upload folder and all it holds; nothing if it is gone. */
+export function removeUpload(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+}
+
 export async function listIncompleteUploads(tmpDir: string, prefix: string): Promise<IncompleteUpload[]> {
+  await paced();
   let entries: string[];
   try {
-    entries = await readdir(tmpDir);
+    entries = readdirSync(tmpDir);
   } catch (error) {
     if (errorCode(error) === 'ENOENT') return [];
     throw error;
@@ -43,8 +49,8 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
     let initiated: Date;
     let abandoned: boolean;
     try {
-      const text = await readFile(intentPath, 'utf8');
-      initiated = (await stat(intentPath)).mtime;
+      const text = readFileSync(intentPath, 'utf8');
+      initiated = statSync(intentPath).mtime;
       key = parseIntentKey(text) ?? '';
       abandoned = writerGone(text, uploadId);
     } catch (error) {
@@ -53,7 +59,7 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
       if (code !== 'ENOENT') throw error;
       // Crashed (or is) between creating the folder and writing its intent: the target key is
       // unknown, so it is reported under '' and only a whole-store sweep cleans it up.
-      const folder = await statOrUndefined(join(tmpDir, uploadId));
+      const folder = statOrUndefined(join(tmpDir, uploadId));
       if (folder === undefined) continue; // finished meanwhile
       initiated = folder.mtime;
       abandoned = processGone(uploadIdPid(uploadId));
@@ -72,7 +78,7 @@ export async function abortIncompleteUpload(tmpDir: string, upload: IncompleteUp
     throw new Error(`abortIncompleteUpload: invalid upload id ${JSON.stringify(id)}`);
   }
   // Idempotent: a finished or already aborted upload is simply gone.
-  await rm(join(tmpDir, id), { recursive: true, force: true });
+  removeUpload(join(tmpDir, id));
 }
 
 function compareUtf8(a: string, b: string): number {

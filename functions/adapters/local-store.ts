@@ -19,7 +19,7 @@
  */
 
 import { readFileSync, readSync } from 'node:fs';
-import { open, rm } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 import { NotFoundError } from '../core/errors.ts';
 import type {
@@ -48,7 +48,12 @@ import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
 import { listFolders, listObjects } from './local-store-listing.ts';
 import { KeyLocks } from './local-store-lock.ts';
 import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
-import { abortIncompleteUpload, beginUpload, listIncompleteUploads } from './local-store-uploads.ts';
+import {
+  abortIncompleteUpload,
+  beginUpload,
+  listIncompleteUploads,
+  removeUpload,
+} from './local-store-uploads.ts';
 
 export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
 
@@ -148,7 +153,7 @@ export class LocalFolderStore implements ObjectStore {
     if (wanted !== undefined && wanted.algorithm !== 'CRC32') {
       throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
     }
-    const dir = await beginUpload(this.#paths.tmpDir, key, 'put');
+    const dir = beginUpload(this.#paths.tmpDir, key, 'put');
     try {
       const staged = await stageData(dir, this.#changes.durability, async (out) => {
         if (Buffer.isBuffer(body)) {
@@ -181,7 +186,7 @@ export class LocalFolderStore implements ObjectStore {
       await commit(this.#changes, key, staged, options, attrs, signal);
       return { etag: staged.etag };
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      removeUpload(dir);
     }
   }
 
@@ -193,7 +198,7 @@ export class LocalFolderStore implements ObjectStore {
     const src = await openWithAttributes(this.#paths, source);
     if (src === undefined) throw new NotFoundError(source);
     let staged: Staged;
-    const dir = await beginUpload(this.#paths.tmpDir, target, 'copy');
+    const dir = beginUpload(this.#paths.tmpDir, target, 'copy');
     try {
       try {
         staged = await stageData(
@@ -226,7 +231,7 @@ export class LocalFolderStore implements ObjectStore {
       );
       return { etag: staged.etag };
     } finally {
-      await rm(dir, { recursive: true, force: true });
+      removeUpload(dir);
     }
   }
 
