@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { runChild } from './child.ts';
-import { PRICES } from './cost.ts';
+import { PRICES } from './cost-prices.ts';
 import { LIST_LATENCY_MS, lakeObjectCount } from './planner-lake.ts';
 
 export interface PlannerScaleTask {
