@@ -4,7 +4,7 @@
  */
 
 import type { Comparison, ToolSummary } from './compare.ts';
-import { wholeProcessSection } from './orchestration.ts';
+import { wholeProcessSection } from './orchestration-report.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
 import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
 import { fetchGap, footerGap, targets, writeGap } from './report-targets.ts';

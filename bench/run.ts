@@ -8,9 +8,8 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
-import { duckDbMemoryLimit, vcpusFor } from '../cdk/lambda-sizing.ts';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
+import { LAMBDA_MEMORY_MB, PRODUCT_MEMORY_LIMIT, THREADS } from './compact-lambda.ts';
 import { type Comparison, runComparison } from './compare.ts';
 import { type CostModel, costModel } from './cost.ts';
 import { DATASETS, type Dataset, generateDataset } from './datasets.ts';
@@ -29,11 +28,6 @@ import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
-
-/** What the stack's compact Lambda runs with: its memory, and the DuckDB limit and threads it sets. */
-export const LAMBDA_MEMORY_MB = STACK_DEFAULTS.lambda.compact.memoryMb;
-export const PRODUCT_MEMORY_LIMIT = duckDbMemoryLimit(LAMBDA_MEMORY_MB);
-export const THREADS = vcpusFor(LAMBDA_MEMORY_MB);
 
 export interface Environment {
   readonly node: string;
