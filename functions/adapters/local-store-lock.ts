@@ -73,7 +73,8 @@ export class KeyLocks {
   /**
    * Takes the key's lock: a lock file linked into place from a fully written claim file, so the
    * lock never exists half-written. Returns the release function. Its file calls are synchronous
-   * (sync-calls.ts says why); only the wait for a held lock lets the event loop run.
+   * (sync-calls.ts says why): the event loop runs only at `paced()`, once per lock, and while
+   * waiting for a held lock.
    */
   async lock(key: string, signal: AbortSignal | undefined): Promise<() => void> {
     await paced();

@@ -5,9 +5,8 @@
  * it opened, since every replace renames another file over the key.
  */
 
-import { type BigIntStats, closeSync, fstatSync, openSync } from 'node:fs';
+import { type BigIntStats, closeSync, fstatSync, openSync, rmSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { rm } from 'node:fs/promises';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
 import type { ObjectHead } from '../core/object-store.ts';
 import { errorCode, isMissing, openObject, placeFile, statObject } from './durable-fs.ts';
@@ -45,7 +44,8 @@ export async function readHead(
 /**
  * Opens the object, checks `ifMatch` against the version opened, and runs `read` on that open
  * descriptor, synchronously (sync-calls.ts says why). The descriptor keeps the version checked:
- * a later replace renames another file over the key.
+ * a later replace renames another file over the key. `read` must be synchronous: the descriptor
+ * is closed as soon as it returns.
  */
 export async function readOpened<T>(
   paths: StorePaths,
@@ -108,7 +108,7 @@ export async function fetchToFile(
     try {
       placed = await placeFile(source, path);
     } catch (error) {
-      await rm(path, { force: true });
+      rmSync(path, { force: true });
       if (!isMissing(error)) throw error;
       const now = statObject(source);
       if (now === undefined) throw new NotFoundError(key);
@@ -120,7 +120,7 @@ export async function fetchToFile(
     }
     if (placed !== undefined && etagOf(placed) === etag) return { etag, size: Number(st.size) };
     // Replaced between the stat and the link or copy (or edited during the copy): try again.
-    await rm(path, { force: true });
+    rmSync(path, { force: true });
     signal?.throwIfAborted();
   }
   throw new TransientStoreError(`get ${key}: the object kept changing while being read`);

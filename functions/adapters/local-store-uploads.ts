@@ -44,6 +44,8 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
   }
   const uploads: IncompleteUpload[] = [];
   for (const uploadId of entries) {
+    // Each entry is a few synchronous calls: a tmp folder of thousands of uploads still yields.
+    await paced();
     const intentPath = join(tmpDir, uploadId, 'intent.json');
     let key = '';
     let initiated: Date;
@@ -77,6 +79,8 @@ export async function abortIncompleteUpload(tmpDir: string, upload: IncompleteUp
   if (id === '' || id === '.' || id === '..' || id.includes('/') || id.includes('\\') || id.includes('\0')) {
     throw new Error(`abortIncompleteUpload: invalid upload id ${JSON.stringify(id)}`);
   }
+  // Recovery aborts one upload after another: each lets the event loop run (its rm is synchronous).
+  await paced();
   // Idempotent: a finished or already aborted upload is simply gone.
   removeUpload(join(tmpDir, id));
 }

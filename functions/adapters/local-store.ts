@@ -198,7 +198,14 @@ export class LocalFolderStore implements ObjectStore {
     const src = await openWithAttributes(this.#paths, source);
     if (src === undefined) throw new NotFoundError(source);
     let staged: Staged;
-    const dir = beginUpload(this.#paths.tmpDir, target, 'copy');
+    let dir: string;
+    try {
+      dir = beginUpload(this.#paths.tmpDir, target, 'copy');
+    } catch (error) {
+      // The source stays open otherwise: the try below is what closes it.
+      await src.handle.close();
+      throw error;
+    }
     try {
       try {
         staged = await stageData(

@@ -1,7 +1,8 @@
 /**
  * The local folder store makes its small metadata calls synchronously: readdir, stat, open, read
- * of a manifest or sidecar, close, and the writes' lock, rename, link, unlink and rmdir. What
- * writes or fsyncs data stays a promise call. The promise form costs a thread-pool hop, a promise
+ * of a sidecar, a small object (getBytes reads manifests, plans and markers; getRange, Parquet
+ * footers), close, and the writes' lock, rename, link, unlink and rmdir. What writes, copies or
+ * fsyncs data stays a promise call. The promise form costs a thread-pool hop, a promise
  * and kernel wake-ups per call, several times the call itself on a cached tree: walking a
  * 20-folder lake took 1.5 ms of CPU against 0.26 ms synchronously, and the daily recovery sweep,
  * back to back at the same load, 102 CPU-s against 63. With the writes' metadata calls too, the
