@@ -4,13 +4,8 @@
  */
 
 import { type LambdaSize, METRICS_NAMESPACE } from '../functions/contract.ts';
-import {
-  type ConfigInput,
-  DEFAULTS,
-  type DedupInput,
-  type TierName,
-  type TimeUnit,
-} from '../functions/core/config.ts';
+import { type ConfigInput, DEFAULTS, type TierName } from '../functions/core/config.ts';
+import type { DedupInput, TimeUnit } from '../functions/core/config-tables.ts';
 import { CHILD_DEFAULTS, type ChildExecutionType } from './child-budget.ts';
 
 export const CONTEXT_KEY = 'compactor';

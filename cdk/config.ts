@@ -7,13 +7,8 @@
  * the Lambdas would reject fails `cdk synth` with the same message instead of every execution.
  */
 
-import {
-  type ConfigInput,
-  type DedupInput,
-  parseConfig,
-  TIERS,
-  type TimeUnit,
-} from '../functions/core/config.ts';
+import { type ConfigInput, parseConfig, TIERS } from '../functions/core/config.ts';
+import type { DedupInput, TimeUnit } from '../functions/core/config-tables.ts';
 import { ConfigError } from '../functions/core/errors.ts';
 import {
   CHILD_DEFAULTS,

@@ -1,5 +1,14 @@
 /** Compactor configuration: pure data, parsed and validated once by the caller (CLI, Lambda). */
 
+import {
+  type DedupInput,
+  type DedupSetting,
+  parseDedup,
+  parseTables,
+  parseTimeUnits,
+  plainObject,
+  type TimeUnit,
+} from './config-tables.ts';
 import { ConfigError } from './errors.ts';
 import { Layout } from './layout.ts';
 
@@ -13,10 +22,6 @@ export const TIERS: readonly TierName[] = ['hourly', 'daily', 'monthly'];
  */
 export type JobKind = TierName | 'retention';
 export const JOB_KINDS: readonly JobKind[] = [...TIERS, 'retention'];
-
-/** Units of an integer epoch time column: seconds, milli-, micro- or nanoseconds since 1970 UTC. */
-export type TimeUnit = 's' | 'ms' | 'us' | 'ns';
-export const TIME_UNITS: readonly TimeUnit[] = ['s', 'ms', 'us', 'ns'];
 
 export interface RetentionRule {
   /** Table path relative to the data prefix (`mydb/cpu/`), a prefix of it (`mydb/`), or `*` (default). */
@@ -38,20 +43,6 @@ export interface TierConfig {
   readonly minFiles: number;
   /** A folder is eligible once its period ended at least this long ago. */
   readonly minAgeSeconds: number;
-}
-
-/**
- * Dedup of one table. 'exact': rows equal in every column (NULLs equal, as DISTINCT) are kept
- * once. 'last': one row per (keys + the time column) is kept, the latest written (see
- * README "Dedup").
- */
-export type DedupSetting =
-  | { readonly mode: 'exact' }
-  | { readonly mode: 'last'; readonly keys: readonly string[] };
-
-export interface DedupInput {
-  readonly mode: DedupSetting['mode'];
-  readonly keys?: readonly string[];
 }
 
 /**
@@ -226,131 +217,6 @@ function positive(name: string, value: number, max = Number.MAX_SAFE_INTEGER): n
 function nonNegative(name: string, value: number): number {
   if (!Number.isFinite(value) || value < 0) throw new ConfigError(`${name} must be >= 0, got ${value}`);
   return value;
-}
-
-function plainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-const DEDUP_EXAMPLE = '{"mydb/cpu/": {"mode": "exact"}, "mydb/mem/": {"mode": "last", "keys": ["host"]}}';
-
-/** Validates `dedup`; every message names the setting and how to fix it. */
-function parseDedup(value: unknown, layout: Layout, timeColumn: string): Map<string, DedupSetting> {
-  const out = new Map<string, DedupSetting>();
-  if (value === undefined) return out;
-  if (!plainObject(value)) {
-    throw new ConfigError(`dedup must be an object of table path -> setting, e.g. ${DEDUP_EXAMPLE}`);
-  }
-  for (const [table, entry] of Object.entries(value)) {
-    const name = `dedup[${JSON.stringify(table)}]`;
-    if (!layout.isTablePath(table)) {
-      throw new ConfigError(
-        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
-      );
-    }
-    if (!plainObject(entry)) throw new ConfigError(`${name} must be an object, e.g. {"mode": "exact"}`);
-    for (const field of Object.keys(entry)) {
-      if (field !== 'mode' && field !== 'keys') {
-        throw new ConfigError(`${name}.${field} is not a setting (known: mode, keys)`);
-      }
-    }
-    const mode = entry.mode;
-    if (mode === 'exact') {
-      if (entry.keys !== undefined) {
-        throw new ConfigError(
-          `${name}.keys: mode "exact" compares every column; remove keys, or use mode "last" to keep one row per key`,
-        );
-      }
-      out.set(table, { mode });
-      continue;
-    }
-    if (mode !== 'last') {
-      throw new ConfigError(`${name}.mode must be "exact" or "last", got ${JSON.stringify(mode)}`);
-    }
-    const keys = entry.keys;
-    if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k === '')) {
-      throw new ConfigError(
-        `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key), got ${JSON.stringify(keys)}`,
-      );
-    }
-    const seen = new Set<string>();
-    for (const key of keys as string[]) {
-      // DuckDB resolves identifiers case-insensitively: "Host" and "host" are one column.
-      const folded = key.toLowerCase();
-      if (folded === timeColumn.toLowerCase()) {
-        throw new ConfigError(
-          `${name}.keys must not name the time column "${timeColumn}": it is always part of the key; remove it`,
-        );
-      }
-      if (seen.has(folded)) throw new ConfigError(`${name}.keys names "${key}" twice; list each column once`);
-      seen.add(folded);
-    }
-    out.set(table, { mode, keys: [...(keys as string[])] });
-  }
-  return out;
-}
-
-/** A list of table paths (without the data prefix), each checked against the layout. */
-function parseTables(name: string, value: unknown, layout: Layout): Set<string> {
-  if (value === undefined) return new Set();
-  if (!Array.isArray(value) || value.some((t) => typeof t !== 'string')) {
-    throw new ConfigError(
-      `${name} must be a list of table paths, e.g. ["mydb/cpu/"], got ${JSON.stringify(value)}`,
-    );
-  }
-  for (const table of value as string[]) {
-    if (!layout.isTablePath(table)) {
-      throw new ConfigError(
-        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
-      );
-    }
-  }
-  return new Set(value as string[]);
-}
-
-const TIME_UNITS_EXAMPLE = '{"mydb/cpu/": "ms"}';
-
-/** Validates `timeUnits`: table path -> one of TIME_UNITS; every message names the entry. */
-function parseTimeUnits(value: unknown, layout: Layout): Map<string, TimeUnit> {
-  const out = new Map<string, TimeUnit>();
-  if (value === undefined) return out;
-  if (!plainObject(value)) {
-    throw new ConfigError(`timeUnits must be an object of table path -> unit, e.g. ${TIME_UNITS_EXAMPLE}`);
-  }
-  for (const [table, unit] of Object.entries(value)) {
-    const name = `timeUnits[${JSON.stringify(table)}]`;
-    if (!layout.isTablePath(table)) {
-      throw new ConfigError(
-        `${name}: "${table}" is not a table of layout "${layout.template}": use the folders before the date, without the data prefix, ending in "/" (e.g. "mydb/cpu/" for arc, "events/" for hive)`,
-      );
-    }
-    if (!TIME_UNITS.includes(unit as TimeUnit)) {
-      throw new ConfigError(
-        `${name} must be one of ${TIME_UNITS.map((u) => `"${u}"`).join(', ')} (seconds, milliseconds, microseconds, nanoseconds since 1970-01-01 UTC), got ${JSON.stringify(unit)}`,
-      );
-    }
-    out.set(table, unit as TimeUnit);
-  }
-  return out;
-}
-
-/** The epoch unit of a table's integer time column (table as `DataFile.table` names it), if declared. */
-export function timeUnitOf(config: CompactorConfig, table: string): TimeUnit | undefined {
-  const { dataPrefix } = config.layout;
-  return table.startsWith(dataPrefix) ? config.timeUnits.get(table.slice(dataPrefix.length)) : undefined;
-}
-
-/** Whether a table (as `DataFile.table` names it, with the data prefix) takes naive timestamps as UTC. */
-export function naiveTimestampsAreUtc(config: CompactorConfig, table: string): boolean {
-  const { dataPrefix } = config.layout;
-  return table.startsWith(dataPrefix) && config.naiveTimestampsUtc.has(table.slice(dataPrefix.length));
-}
-
-/** The dedup of a table as `DataFile.table` names it (with the data prefix), if any. */
-export function dedupOf(config: CompactorConfig, table: string): DedupSetting | undefined {
-  const { dataPrefix } = config.layout;
-  if (!table.startsWith(dataPrefix)) return undefined;
-  return config.dedup.get(table.slice(dataPrefix.length));
 }
 
 export function parseConfig(input: ConfigInput = {}): CompactorConfig {

@@ -8,7 +8,7 @@
  * never merged or deleted.
  */
 
-import { TIME_UNITS, type TimeUnit } from './config.ts';
+import { TIME_UNITS, type TimeUnit } from './config-tables.ts';
 import type { IntegerOutside } from './engine.ts';
 
 /** Integer types an epoch time column may have (DuckDB's names for Parquet's INT32/INT64 and kin). */

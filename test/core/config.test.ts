@@ -1,7 +1,8 @@
 /** The `dedup` setting of parseConfig: off by default, per table, and every mistake named with its fix. */
 
 import { describe, expect, it } from 'vitest';
-import { dedupOf, parseConfig } from '../../functions/core/config.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { dedupOf } from '../../functions/core/config-tables.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { configError } from '../support/config-error.ts';
 

@@ -6,7 +6,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { timeUnitOf } from '../config.ts';
+import { timeUnitOf } from '../config-tables.ts';
 import { type Engine, type InputInfo, InputUnreadableError } from '../engine.ts';
 import {
   ManifestConflictError,

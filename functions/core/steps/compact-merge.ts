@@ -6,7 +6,8 @@
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type CompactorConfig, naiveTimestampsAreUtc } from '../config.ts';
+import type { CompactorConfig } from '../config.ts';
+import { naiveTimestampsAreUtc } from '../config-tables.ts';
 import { type DedupRequest, type Engine, InputUnreadableError } from '../engine.ts';
 import { DedupError, OutputTooLargeError, RowCountMismatchError } from '../errors.ts';
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';

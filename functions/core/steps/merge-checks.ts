@@ -3,7 +3,8 @@
  * DOUBLE, epoch times inside the folder's period, and the dedup request.
  */
 
-import { type CompactorConfig, dedupOf, type TierName, type TimeUnit } from '../config.ts';
+import type { CompactorConfig, TierName } from '../config.ts';
+import { dedupOf, type TimeUnit } from '../config-tables.ts';
 import type { DedupRequest, Engine, InputInfo } from '../engine.ts';
 import { epochOutsideReason, epochRange, isEpochIntegerType } from '../epoch-time.ts';
 import { ConfigError, DedupError, ManifestConflictError, SchemaConflictError } from '../errors.ts';
