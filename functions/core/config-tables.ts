@@ -39,58 +39,79 @@ export function plainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/**
+ * A map of table path -> setting: each path checked against the layout, each setting by
+ * `parseEntry`, which is given the entry's name for its messages (`dedup["mydb/cpu/"]`).
+ */
+function parseTableMap<T>(
+  setting: string,
+  value: unknown,
+  layout: Layout,
+  shape: { readonly what: string; readonly example: string },
+  parseEntry: (name: string, entry: unknown) => T,
+): Map<string, T> {
+  const out = new Map<string, T>();
+  if (value === undefined) return out;
+  if (!plainObject(value)) {
+    throw new ConfigError(
+      `${setting} must be an object of table path -> ${shape.what}, e.g. ${shape.example}`,
+    );
+  }
+  for (const [table, entry] of Object.entries(value)) {
+    const name = `${setting}[${JSON.stringify(table)}]`;
+    assertTablePath(name, table, layout);
+    out.set(table, parseEntry(name, entry));
+  }
+  return out;
+}
+
 const DEDUP_EXAMPLE = '{"mydb/cpu/": {"mode": "exact"}, "mydb/mem/": {"mode": "last", "keys": ["host"]}}';
 
 /** Validates `dedup`; every message names the setting and how to fix it. */
 export function parseDedup(value: unknown, layout: Layout, timeColumn: string): Map<string, DedupSetting> {
-  const out = new Map<string, DedupSetting>();
-  if (value === undefined) return out;
-  if (!plainObject(value)) {
-    throw new ConfigError(`dedup must be an object of table path -> setting, e.g. ${DEDUP_EXAMPLE}`);
+  return parseTableMap('dedup', value, layout, { what: 'setting', example: DEDUP_EXAMPLE }, (name, entry) =>
+    dedupSetting(name, entry, timeColumn),
+  );
+}
+
+function dedupSetting(name: string, entry: unknown, timeColumn: string): DedupSetting {
+  if (!plainObject(entry)) throw new ConfigError(`${name} must be an object, e.g. {"mode": "exact"}`);
+  for (const field of Object.keys(entry)) {
+    if (field !== 'mode' && field !== 'keys') {
+      throw new ConfigError(`${name}.${field} is not a setting (known: mode, keys)`);
+    }
   }
-  for (const [table, entry] of Object.entries(value)) {
-    const name = `dedup[${JSON.stringify(table)}]`;
-    assertTablePath(name, table, layout);
-    if (!plainObject(entry)) throw new ConfigError(`${name} must be an object, e.g. {"mode": "exact"}`);
-    for (const field of Object.keys(entry)) {
-      if (field !== 'mode' && field !== 'keys') {
-        throw new ConfigError(`${name}.${field} is not a setting (known: mode, keys)`);
-      }
-    }
-    const mode = entry.mode;
-    if (mode === 'exact') {
-      if (entry.keys !== undefined) {
-        throw new ConfigError(
-          `${name}.keys: mode "exact" compares every column; remove keys, or use mode "last" to keep one row per key`,
-        );
-      }
-      out.set(table, { mode });
-      continue;
-    }
-    if (mode !== 'last') {
-      throw new ConfigError(`${name}.mode must be "exact" or "last", got ${JSON.stringify(mode)}`);
-    }
-    const keys = entry.keys;
-    if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k === '')) {
+  const mode = entry.mode;
+  if (mode === 'exact') {
+    if (entry.keys !== undefined) {
       throw new ConfigError(
-        `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key), got ${JSON.stringify(keys)}`,
+        `${name}.keys: mode "exact" compares every column; remove keys, or use mode "last" to keep one row per key`,
       );
     }
-    const seen = new Set<string>();
-    for (const key of keys as string[]) {
-      // DuckDB resolves identifiers case-insensitively: "Host" and "host" are one column.
-      const folded = key.toLowerCase();
-      if (folded === timeColumn.toLowerCase()) {
-        throw new ConfigError(
-          `${name}.keys must not name the time column "${timeColumn}": it is always part of the key; remove it`,
-        );
-      }
-      if (seen.has(folded)) throw new ConfigError(`${name}.keys names "${key}" twice; list each column once`);
-      seen.add(folded);
-    }
-    out.set(table, { mode, keys: [...(keys as string[])] });
+    return { mode };
   }
-  return out;
+  if (mode !== 'last') {
+    throw new ConfigError(`${name}.mode must be "exact" or "last", got ${JSON.stringify(mode)}`);
+  }
+  const keys = entry.keys;
+  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k === '')) {
+    throw new ConfigError(
+      `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key), got ${JSON.stringify(keys)}`,
+    );
+  }
+  const seen = new Set<string>();
+  for (const key of keys as string[]) {
+    // DuckDB resolves identifiers case-insensitively: "Host" and "host" are one column.
+    const folded = key.toLowerCase();
+    if (folded === timeColumn.toLowerCase()) {
+      throw new ConfigError(
+        `${name}.keys must not name the time column "${timeColumn}": it is always part of the key; remove it`,
+      );
+    }
+    if (seen.has(folded)) throw new ConfigError(`${name}.keys names "${key}" twice; list each column once`);
+    seen.add(folded);
+  }
+  return { mode, keys: [...(keys as string[])] };
 }
 
 /** A list of table paths (without the data prefix), each checked against the layout. */
@@ -111,39 +132,42 @@ const TIME_UNITS_EXAMPLE = '{"mydb/cpu/": "ms"}';
 
 /** Validates `timeUnits`: table path -> one of TIME_UNITS; every message names the entry. */
 export function parseTimeUnits(value: unknown, layout: Layout): Map<string, TimeUnit> {
-  const out = new Map<string, TimeUnit>();
-  if (value === undefined) return out;
-  if (!plainObject(value)) {
-    throw new ConfigError(`timeUnits must be an object of table path -> unit, e.g. ${TIME_UNITS_EXAMPLE}`);
-  }
-  for (const [table, unit] of Object.entries(value)) {
-    const name = `timeUnits[${JSON.stringify(table)}]`;
-    assertTablePath(name, table, layout);
-    if (!TIME_UNITS.includes(unit as TimeUnit)) {
-      throw new ConfigError(
-        `${name} must be one of ${TIME_UNITS.map((u) => `"${u}"`).join(', ')} (seconds, milliseconds, microseconds, nanoseconds since 1970-01-01 UTC), got ${JSON.stringify(unit)}`,
-      );
-    }
-    out.set(table, unit as TimeUnit);
-  }
-  return out;
+  return parseTableMap(
+    'timeUnits',
+    value,
+    layout,
+    { what: 'unit', example: TIME_UNITS_EXAMPLE },
+    (name, unit) => {
+      if (!TIME_UNITS.includes(unit as TimeUnit)) {
+        throw new ConfigError(
+          `${name} must be one of ${TIME_UNITS.map((u) => `"${u}"`).join(', ')} (seconds, milliseconds, microseconds, nanoseconds since 1970-01-01 UTC), got ${JSON.stringify(unit)}`,
+        );
+      }
+      return unit as TimeUnit;
+    },
+  );
+}
+
+/** A table as `DataFile.table` names it (with the data prefix), as the settings name it (without). */
+function settingsTable(config: CompactorConfig, table: string): string | undefined {
+  const { dataPrefix } = config.layout;
+  return table.startsWith(dataPrefix) ? table.slice(dataPrefix.length) : undefined;
 }
 
 /** The epoch unit of a table's integer time column (table as `DataFile.table` names it), if declared. */
 export function timeUnitOf(config: CompactorConfig, table: string): TimeUnit | undefined {
-  const { dataPrefix } = config.layout;
-  return table.startsWith(dataPrefix) ? config.timeUnits.get(table.slice(dataPrefix.length)) : undefined;
+  const path = settingsTable(config, table);
+  return path === undefined ? undefined : config.timeUnits.get(path);
 }
 
 /** Whether a table (as `DataFile.table` names it, with the data prefix) takes naive timestamps as UTC. */
 export function naiveTimestampsAreUtc(config: CompactorConfig, table: string): boolean {
-  const { dataPrefix } = config.layout;
-  return table.startsWith(dataPrefix) && config.naiveTimestampsUtc.has(table.slice(dataPrefix.length));
+  const path = settingsTable(config, table);
+  return path !== undefined && config.naiveTimestampsUtc.has(path);
 }
 
 /** The dedup of a table as `DataFile.table` names it (with the data prefix), if any. */
 export function dedupOf(config: CompactorConfig, table: string): DedupSetting | undefined {
-  const { dataPrefix } = config.layout;
-  if (!table.startsWith(dataPrefix)) return undefined;
-  return config.dedup.get(table.slice(dataPrefix.length));
+  const path = settingsTable(config, table);
+  return path === undefined ? undefined : config.dedup.get(path);
 }
