@@ -7,6 +7,7 @@
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import { ASSUMPTIONS, CHILD_START_TRANSITIONS, COMMAND_CLASS, PRICES } from './cost-prices.ts';
+import { usd6 } from './report-format.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { CostJobId, S3Job, S3LatencyResult } from './s3-latency.ts';
 import type { StepTiming } from './s3-worker.ts';
@@ -101,7 +102,6 @@ export interface CostModel {
   readonly jobs: readonly JobCost[];
 }
 
-const usd = (n: number) => `$${n.toFixed(6)}`;
 const f = (n: number, digits = 3) => Number(n.toFixed(digits)).toString();
 
 /** Billed seconds of a Lambda: its wall time, or its CPU time over its vCPUs if longer. */
@@ -234,14 +234,14 @@ export function jobCost(input: {
   if (!met) {
     const sorted = [...terms].sort((x, y) => y.usd - x.usd);
     const alone = sorted.filter((t) => t.usd > limit);
-    const top = sorted.slice(0, 3).map((t) => `${t.name} ${usd(t.usd)} (${f((t.usd / total) * 100, 0)}%)`);
+    const top = sorted.slice(0, 3).map((t) => `${t.name} ${usd6(t.usd)} (${f((t.usd / total) * 100, 0)}%)`);
     // Reading every input once is the floor of any compactor that does not keep the data itself.
     const inputGets = (job.files * p.s3GetHeadPer1000) / 1000;
     const s3Requests = terms.filter((t) => t.name.startsWith('S3 ')).reduce((sum, t) => sum + t.usd, 0);
     cause =
-      `${usd(total)} against ${usd(limit)}: largest terms ${top.join(', ')}` +
+      `${usd6(total)} against ${usd6(limit)}: largest terms ${top.join(', ')}` +
       (alone.length > 0 ? `; ${alone.map((t) => t.name).join(' and ')} alone exceed the limit` : '') +
-      `; S3 requests together ${usd(s3Requests)} (${f((s3Requests / limit) * 100, 0)}% of the limit), of which one GET per input, which any compactor pays, ${usd(inputGets)}`;
+      `; S3 requests together ${usd6(s3Requests)} (${f((s3Requests / limit) * 100, 0)}% of the limit), of which one GET per input, which any compactor pays, ${usd6(inputGets)}`;
   }
   return {
     job: job.costJob,

@@ -5,11 +5,11 @@
  * it opened, since every replace renames another file over the key.
  */
 
-import { type BigIntStats, closeSync, fstatSync, openSync, rmSync } from 'node:fs';
+import { type BigIntStats, closeSync, fstatSync, openSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../core/errors.ts';
 import type { ObjectHead } from '../core/object-store.ts';
-import { errorCode, isMissing, openObject, placeFile, statObject } from './durable-fs.ts';
+import { errorCode, isMissing, openObject, placeFile, statObject, unlinkIfExists } from './durable-fs.ts';
 import { assertKey, dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import { readSidecar, type SidecarEntry } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
@@ -108,7 +108,7 @@ export async function fetchToFile(
     try {
       placed = await placeFile(source, path);
     } catch (error) {
-      rmSync(path, { force: true });
+      unlinkIfExists(path);
       if (!isMissing(error)) throw error;
       const now = statObject(source);
       if (now === undefined) throw new NotFoundError(key);
@@ -120,7 +120,7 @@ export async function fetchToFile(
     }
     if (placed !== undefined && etagOf(placed) === etag) return { etag, size: Number(st.size) };
     // Replaced between the stat and the link or copy (or edited during the copy): try again.
-    rmSync(path, { force: true });
+    unlinkIfExists(path);
     signal?.throwIfAborted();
   }
   throw new TransientStoreError(`get ${key}: the object kept changing while being read`);

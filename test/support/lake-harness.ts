@@ -3,13 +3,12 @@
  * Every row carries a unique id, so "no row lost or duplicated" is checked exactly, by id.
  */
 
-import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { isMissing } from '../../functions/adapters/durable-fs.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -31,6 +30,7 @@ import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { type CallRecord, MUTATING_OPS } from './fault-store.ts';
+import { fileHash } from './linked-tree.ts';
 import { testStore } from './test-store.ts';
 
 const HOUR = 3_600_000;
@@ -165,15 +165,13 @@ async function idsByContent(engine: DuckDbEngine, path: string): Promise<readonl
 }
 
 function contentHash(path: string): string | undefined {
-  let bytes: Buffer;
   try {
-    bytes = readFileSync(path);
+    return fileHash(path);
   } catch (error) {
-    // Gone or replaced by a folder: DuckDB's read reports it, as before.
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    // Gone meanwhile: DuckDB's read reports it, as before.
+    if (isMissing(error)) return undefined;
     throw error;
   }
-  return createHash('sha256').update(bytes).digest('hex');
 }
 
 /**

@@ -6,7 +6,8 @@
  */
 
 import { createHash } from 'node:crypto';
-import { link, mkdir, readdir, readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { link, mkdir, readdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 
 /** The files under `dir`, as paths relative to it, sorted. */
@@ -18,16 +19,15 @@ export async function filesUnder(dir: string): Promise<string[]> {
   return out.sort();
 }
 
-async function hashOf(path: string): Promise<string> {
-  return createHash('sha1')
-    .update(await readFile(path))
-    .digest('hex');
+/** The SHA-256 of a file's bytes (also the lake checker's key for a file's row ids). */
+export function fileHash(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex');
 }
 
-/** Each file under `dir` (relative path) with the SHA-1 of its bytes. */
+/** Each file under `dir` (relative path) with the hash of its bytes. */
 export async function hashFiles(dir: string): Promise<Map<string, string>> {
   const hashes = new Map<string, string>();
-  for (const file of await filesUnder(dir)) hashes.set(file, await hashOf(join(dir, file)));
+  for (const file of await filesUnder(dir)) hashes.set(file, fileHash(join(dir, file)));
   return hashes;
 }
 
@@ -42,6 +42,6 @@ export async function linkFiles(from: string, to: string, files: Iterable<string
 /** The files of `hashes` whose bytes under `dir` are no longer the ones hashed. */
 export async function changedFiles(dir: string, hashes: ReadonlyMap<string, string>): Promise<string[]> {
   const changed: string[] = [];
-  for (const [file, hash] of hashes) if ((await hashOf(join(dir, file))) !== hash) changed.push(file);
+  for (const [file, hash] of hashes) if (fileHash(join(dir, file)) !== hash) changed.push(file);
   return changed;
 }
