@@ -118,12 +118,8 @@ export async function runRequestAccounting(
       const before = store.calls.length;
       const start = performance.now();
       const outcome = await runJob(
-        { store, config, clock: systemClock, engine, workDir: join(dir, 'work') },
+        { store, config, clock: systemClock, engine, workDir: join(dir, 'work'), sleep: async () => {} },
         job,
-        {
-          attempts: 1,
-          sleep: async () => {},
-        },
       );
       const wallMs = performance.now() - start;
       if (outcome.status !== 'compacted') {

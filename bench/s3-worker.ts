@@ -206,7 +206,7 @@ async function main(): Promise<void> {
   await runStep('publish', () => protocol.publishStep(deps, job));
   await runStep('verify', () => protocol.verifyStep(deps, job));
   await runStep('delete', () => protocol.deleteInputsStep(deps, job));
-  await runStep('clear', () => protocol.clearStep(deps, job));
+  await runStep('clear', () => protocol.clearManifestStep(deps, job));
   await duck.close();
   client.destroy();
   const outputKeys: string[] = [];

@@ -20,8 +20,20 @@
  *   state machine logs ALL events with execution data (compaction-workflow.ts).
  */
 
-export const CHILD_EXECUTION_TYPES = ['EXPRESS', 'STANDARD'] as const;
-export type ChildExecutionType = (typeof CHILD_EXECUTION_TYPES)[number];
+import {
+  EXECUTION_TYPES,
+  type ExecutionType,
+  PARTITION_STEPS,
+  RETRY,
+  retryDelaysSeconds,
+  type StepRetry,
+} from '../functions/core/pipeline.ts';
+
+export { retryDelaysSeconds };
+export type ChildRetry = StepRetry;
+
+export const CHILD_EXECUTION_TYPES = EXECUTION_TYPES;
+export type ChildExecutionType = ExecutionType;
 
 /** An Express execution's maximum duration (concepts-standard-vs-express, above). */
 export const EXPRESS_MAX_SECONDS = 300;
@@ -32,23 +44,9 @@ export const EXPRESS_MAX_SECONDS = 300;
 export const EXPRESS_MARGIN_SECONDS = 30;
 export const EXPRESS_BUDGET_SECONDS = EXPRESS_MAX_SECONDS - EXPRESS_MARGIN_SECONDS;
 
-export interface ChildRetry {
-  readonly intervalSeconds: number;
-  readonly backoffRate: number;
-  /** Retries after the first attempt (ASL MaxAttempts). */
-  readonly maxAttempts: number;
-  readonly maxDelaySeconds: number;
-}
-
-/**
- * Retry of each Lambda task (transient errors only, full jitter). Standard: five retries with
- * backoff, as the parent's own tasks. Express: one retry after at most a second, or the worst
- * case below would not fit five minutes.
- */
-export function childRetry(type: ChildExecutionType): ChildRetry {
-  return type === 'EXPRESS'
-    ? { intervalSeconds: 1, backoffRate: 2, maxAttempts: 1, maxDelaySeconds: 1 }
-    : { intervalSeconds: 2, backoffRate: 2, maxAttempts: 5, maxDelaySeconds: 60 };
+/** Retry of each of the chain's Lambda tasks (pipeline.ts holds the numbers, the cycle runs them too). */
+export function childRetry(type: ChildExecutionType): StepRetry {
+  return RETRY[type];
 }
 
 /**
@@ -63,17 +61,6 @@ export function taskSlackSeconds(type: ChildExecutionType): number {
 
 export function taskTimeoutSeconds(lambdaTimeoutSeconds: number, type: ChildExecutionType): number {
   return lambdaTimeoutSeconds + taskSlackSeconds(type);
-}
-
-/**
- * The waits before each retry, at their longest: the interval times the backoff rate per retry,
- * capped at MaxDelaySeconds; full jitter only shortens them ("a random number between 0 and the
- * computed backoff", https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_stepfunctions.JitterType.html).
- */
-export function retryDelaysSeconds(retry: ChildRetry): number[] {
-  return Array.from({ length: retry.maxAttempts }, (_, k) =>
-    Math.min(retry.intervalSeconds * retry.backoffRate ** k, retry.maxDelaySeconds),
-  );
 }
 
 export interface ChainTaskBound {
@@ -106,12 +93,12 @@ export function chainWorstCase(settings: {
       worstSeconds: attempts * timeout + backoffSeconds,
     };
   };
-  const tasks = [
-    bound('compact', settings.compactTimeoutSeconds),
-    ...['publish', 'verify', 'delete inputs', 'clear manifest'].map((t) =>
-      bound(t, settings.partitionStepTimeoutSeconds),
+  const tasks = PARTITION_STEPS.map((s) =>
+    bound(
+      s.stateName.toLowerCase(),
+      s.size === 'compact' ? settings.compactTimeoutSeconds : settings.partitionStepTimeoutSeconds,
     ),
-  ];
+  );
   return { totalSeconds: tasks.reduce((sum, t) => sum + t.worstSeconds, 0), tasks };
 }
 

@@ -3,11 +3,11 @@
  * Thin: validate the job, call one core function, return a small result.
  */
 
-import { clearStep } from './core/protocol.ts';
+import { clearManifestStep } from './core/protocol.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { jobStepHandler } from './lambda/handler-kit.ts';
 import { recordJobDone } from './lambda/telemetry.ts';
 
-export const { run, createHandler } = jobStepHandler(clearStep, recordJobDone);
+export const { run, createHandler } = jobStepHandler(clearManifestStep, recordJobDone);
 
 export const handler = createHandler(envDeps(), envObservability());

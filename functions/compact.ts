@@ -8,9 +8,9 @@ import { join } from 'node:path';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DuckDbEngine } from './adapters/duckdb-engine.ts';
 import { METRICS } from './contract.ts';
+import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
-import { compactStep, isCompactionJob } from './core/protocol.ts';
-import { expireStep } from './core/retention.ts';
+import { isCompactionJob } from './core/protocol.ts';
 import { duckDbSettingsFromEnv, envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
 import {
@@ -26,12 +26,13 @@ import { SPILL_DIR } from './lambda/work-dir.ts';
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
   await deps.resetWorkDir?.();
   const job = await readJob(deps.store, deps.config.layout, item);
-  const stepDeps = { ...deps, signal: tools.signal, onEvent: onJobEvent(tools) };
-  // A retention item claims, re-checks and commits its expired files (no engine); publish and
-  // verify then find it verified, and delete-inputs and clear-manifest finish it.
-  const result = isCompactionJob(job)
-    ? await compactStep({ ...stepDeps, engine: await deps.engine() }, job)
-    : await expireStep(stepDeps, job);
+  const { engine, ...rest } = deps;
+  const stepDeps = { ...rest, signal: tools.signal, onEvent: onJobEvent(tools) };
+  // A retention item needs no engine: it claims, re-checks and commits its expired files.
+  const result = await compactOrExpire(
+    isCompactionJob(job) ? { ...stepDeps, engine: await engine() } : stepDeps,
+    job,
+  );
   if (result.status === 'skipped') tools.metrics?.addMetric(METRICS.skipped, MetricUnit.Count, 1);
   return stepOutput(result);
 }

@@ -6,31 +6,15 @@
  */
 
 import { RETRYABLE_ERRORS } from './core/errors.ts';
+import { STEPS, type StepName, WORKFLOW_STEPS } from './core/pipeline.ts';
 
-/** The steps, in workflow order, each named after its handler file `functions/<step>.ts`. */
-export const STEPS = [
-  'recover',
-  'plan',
-  'compact',
-  'publish',
-  'verify',
-  'delete-inputs',
-  'clear-manifest',
-  'summary',
-] as const;
-export type StepName = (typeof STEPS)[number];
+/** The steps, in workflow order, each named after its handler file `functions/<step>.ts` (core/pipeline.ts). */
+export { STEPS, type StepName };
 
 /** Each step's state name in the state machine (the console and execution history show these). */
-export const STEP_STATE_NAMES: Readonly<Record<StepName, string>> = {
-  recover: 'Recover',
-  plan: 'Plan',
-  compact: 'Compact',
-  publish: 'Publish',
-  verify: 'Verify',
-  'delete-inputs': 'Delete inputs',
-  'clear-manifest': 'Clear manifest',
-  summary: 'Summary',
-};
+export const STEP_STATE_NAMES = Object.fromEntries(
+  WORKFLOW_STEPS.map((s) => [s.step, s.stateName]),
+) as Readonly<Record<StepName, string>>;
 
 /** The EMF metrics the handlers publish and the dashboard and alarms read. */
 export const METRICS = {

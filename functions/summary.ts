@@ -29,7 +29,7 @@ export async function summaryStep(
   tools: HandlerTools,
 ): Promise<SummaryOutput> {
   const summary = event.resultsKey
-    ? await summarizeMapRun(deps.store, deps.config.layout, event.resultsKey)
+    ? await summarizeMapRun(deps.store, deps.config.layout, event.tier, event.resultsKey)
     : EMPTY_SUMMARY;
   tools.metrics?.addMetric(METRICS.failed, MetricUnit.Count, summary.failed);
   for (const failure of summary.failures) tools.logger.error('partition failed', { ...failure });

@@ -20,6 +20,13 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { STEP_STATE_NAMES, type StepName, TRANSIENT_ERRORS } from '../../functions/contract.ts';
+import {
+  type LambdaSizeClass,
+  PARTITION_STEPS,
+  type PartitionStep,
+  stepRow,
+  stepsThrough,
+} from '../../functions/core/pipeline.ts';
 import { type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
@@ -81,7 +88,9 @@ export { TRANSIENT_ERRORS };
 
 export const RESULT_WRITER_V2_FLAG = '@aws-cdk/aws-stepfunctions:useDistributedMapResultWriterV2';
 
-/** State names, used by the local runner and tests. */
+const compactRow = PARTITION_STEPS[0];
+
+/** State names, used by the local runner and tests; the steps' own come from core/pipeline.ts. */
 export const STATES = {
   defaults: 'Defaults',
   input: 'Read input',
@@ -91,8 +100,8 @@ export const STATES = {
   nothing: 'Nothing to compact',
   map: 'Compact partitions',
   compact: STEP_STATE_NAMES.compact,
-  staged: 'Staged?',
-  skipped: 'Skipped',
+  staged: compactRow.endsOn.choice,
+  skipped: compactRow.endsOn.endState,
   publish: STEP_STATE_NAMES.publish,
   verify: STEP_STATE_NAMES.verify,
   deleteInputs: STEP_STATE_NAMES['delete-inputs'],
@@ -123,37 +132,36 @@ export class CompactionWorkflow extends Construct {
     this.node.setContext(RESULT_WRITER_V2_FLAG, true);
     const f = props.functions;
     const childType = props.childExecutionType ?? 'EXPRESS';
-    const lambdaTimeout = (fn: lambda.IFunction) =>
-      fn === f.compact
-        ? (props.compactTimeout ?? Duration.minutes(15))
-        : [f.publish, f.verify, f['delete-inputs'], f['clear-manifest']].includes(fn)
-          ? (props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5))
-          : (props.stepTimeout ?? Duration.minutes(5));
+    const timeouts: Record<LambdaSizeClass, Duration> = {
+      compact: props.compactTimeout ?? Duration.minutes(15),
+      partitionSteps: props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5),
+      others: props.stepTimeout ?? Duration.minutes(5),
+    };
 
     // The parent is always Standard; tasks of the chain run as the Map's children.
+    // Each step's task: its state name, function, result path and timeout from its pipeline row.
     const invoke = (
-      name: string,
-      fn: lambda.IFunction,
+      step: StepName,
       payload: Record<string, unknown> | string,
-      resultPath: string,
       type: ChildExecutionType = 'STANDARD',
     ) => {
+      const row = stepRow(step);
       const retry = childRetry(type);
-      return new tasks.LambdaInvoke(this, name, {
-        stateName: name,
-        lambdaFunction: fn,
+      return new tasks.LambdaInvoke(this, row.stateName, {
+        stateName: row.stateName,
+        lambdaFunction: f[step],
         payload:
           typeof payload === 'string'
             ? sfn.TaskInput.fromJsonPathAt(payload)
             : sfn.TaskInput.fromObject(payload),
         payloadResponseOnly: false,
         resultSelector: { 'Payload.$': '$.Payload' },
-        resultPath,
+        resultPath: `$.${row.resultKey}`,
         // Retries are explicit below: transient errors only, by name.
         retryOnServiceExceptions: false,
         // At least the Lambda's own timeout, so the execution never moves on while it still runs.
         taskTimeout: sfn.Timeout.duration(
-          Duration.seconds(taskTimeoutSeconds(lambdaTimeout(fn).toSeconds(), type)),
+          Duration.seconds(taskTimeoutSeconds(timeouts[row.size].toSeconds(), type)),
         ),
       }).addRetry({
         errors: [...TRANSIENT_ERRORS],
@@ -190,54 +198,47 @@ export class CompactionWorkflow extends Construct {
       stateName: STATES.input,
       parameters: { 'args.$': 'States.JsonMerge($.defaults, $$.Execution.Input, false)' },
     });
-    const recover = invoke(STATES.recover, f.recover, execution, '$.recovery');
+    const recover = invoke('recover', execution);
     // Recovery is never scoped: every manifest left anywhere is resolved first.
     // `sweep: true` makes the plan list every table whole (planner.ts): late data, backfills.
-    const plan = invoke(
-      STATES.plan,
-      f.plan,
-      { ...execution, 'only.$': '$.args.only', 'sweep.$': '$.args.sweep' },
-      '$.plan',
-    );
+    const plan = invoke('plan', { ...execution, 'only.$': '$.args.only', 'sweep.$': '$.args.sweep' });
 
-    // One partition.
-    // The Map item is the job itself: { tier, partition, jobId, executionId, jobKey, ... }.
-    const compactTask = invoke(STATES.compact, f.compact, '$', '$.compact', childType);
-    const skipped = new sfn.Pass(this, STATES.skipped, {
-      stateName: STATES.skipped,
-      parameters: {
-        'partition.$': '$.partition',
-        'jobId.$': '$.jobId',
-        'status.$': '$.compact.Payload.status',
-        'compact.$': '$.compact.Payload',
-      },
+    // One partition: the pipeline's partition steps in order. The Map item is the job itself
+    // ({ tier, partition, jobId, executionId, jobKey, ... }); the first step takes it whole, the
+    // rest the job's ref. The item's output holds each step's result under its result key.
+    const outcome = (rows: readonly PartitionStep[]) => ({
+      'partition.$': '$.partition',
+      'jobId.$': '$.jobId',
+      ...Object.fromEntries(rows.map((r) => [`${r.resultKey}.$`, `$.${r.resultKey}.Payload`])),
     });
     const done = new sfn.Pass(this, STATES.done, {
       stateName: STATES.done,
-      parameters: {
-        'partition.$': '$.partition',
-        'jobId.$': '$.jobId',
-        'status.$': '$.clear.Payload.status',
-        'compact.$': '$.compact.Payload',
-        // Publish's status tells a job this execution committed from one recovery rolled back.
-        'publish.$': '$.publish.Payload',
-        'clear.$': '$.clear.Payload',
-      },
+      parameters: outcome(PARTITION_STEPS),
     });
-    const steps = invoke(STATES.publish, f.publish, job, '$.publish', childType)
-      .next(invoke(STATES.verify, f.verify, job, '$.verify', childType))
-      .next(invoke(STATES.deleteInputs, f['delete-inputs'], job, '$.deleteInputs', childType))
-      .next(invoke(STATES.clearManifest, f['clear-manifest'], job, '$.clear', childType))
-      .next(done);
-    const staged = new sfn.Choice(this, STATES.staged, { stateName: STATES.staged })
-      .when(
-        sfn.Condition.or(
-          sfn.Condition.stringEquals('$.compact.Payload.status', 'skipped'),
-          sfn.Condition.stringEquals('$.compact.Payload.status', 'superseded'),
-        ),
-        skipped,
-      )
-      .otherwise(steps);
+    let chain: sfn.IChainable = done;
+    for (const row of [...PARTITION_STEPS].reverse() as PartitionStep[]) {
+      const task = invoke(row.step as StepName, row === compactRow ? '$' : job, childType);
+      const rest = chain;
+      if (row.endsOn) {
+        const ended = new sfn.Pass(this, row.endsOn.endState, {
+          stateName: row.endsOn.endState,
+          parameters: outcome(stepsThrough(row)),
+        });
+        const choice = new sfn.Choice(this, row.endsOn.choice, { stateName: row.endsOn.choice })
+          .when(
+            sfn.Condition.or(
+              ...row.endsOn.statuses.map((status) =>
+                sfn.Condition.stringEquals(`$.${row.resultKey}.Payload.status`, status),
+              ),
+            ),
+            ended,
+          )
+          .otherwise(rest);
+        chain = task.next(choice);
+      } else {
+        chain = task.next(rest);
+      }
+    }
 
     const map = new sfn.DistributedMap(this, STATES.map, {
       stateName: STATES.map,
@@ -263,19 +264,14 @@ export class CompactionWorkflow extends Construct {
         childType === 'EXPRESS' ? sfn.StateMachineType.EXPRESS : sfn.StateMachineType.STANDARD,
       resultPath: '$.map',
     });
-    map.itemProcessor(compactTask.next(staged));
+    map.itemProcessor(chain);
 
-    const summary = invoke(
-      STATES.summary,
-      f.summary,
-      {
-        'tier.$': '$.args.tier',
-        'executionId.$': '$$.Execution.Id',
-        'map.$': '$.map',
-        toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
-      },
-      '$.summary',
-    );
+    const summary = invoke('summary', {
+      'tier.$': '$.args.tier',
+      'executionId.$': '$$.Execution.Id',
+      'map.$': '$.map',
+      toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
+    });
     const nothing = new sfn.Pass(this, STATES.nothing, {
       stateName: STATES.nothing,
       result: sfn.Result.fromObject({}),

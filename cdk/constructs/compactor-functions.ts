@@ -30,20 +30,13 @@ import {
   STEPS,
   type StepName,
 } from '../../functions/contract.ts';
+import { stepRow } from '../../functions/core/pipeline.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../lambda-sizing.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
 
 /** The steps, named after their handler files in `functions/` (the contract lists them). */
 export { STEPS, type StepName };
-
-/** The chain's steps after compact, sized by `partitionStepSize`. */
-export const PARTITION_STEPS: ReadonlySet<StepName> = new Set([
-  'publish',
-  'verify',
-  'delete-inputs',
-  'clear-manifest',
-]);
 
 export interface CompactorFunctionsProps {
   /** The data bucket every step works in. */
@@ -226,7 +219,8 @@ export class CompactorFunctions extends Construct {
     const duckDb = installedDuckDbVersions();
     const built = {} as Record<StepName, ReturnType<typeof make>>;
     for (const step of STEPS) {
-      if (step === 'compact') {
+      // The pipeline row's size class says which of the three sizes a step's Lambda gets.
+      if (stepRow(step).size === 'compact') {
         built[step] = make(
           step,
           compactSize,
@@ -247,7 +241,8 @@ export class CompactorFunctions extends Construct {
           },
         );
       } else {
-        built[step] = make(step, PARTITION_STEPS.has(step) ? partitionStepSize : otherSize, {});
+        const size = stepRow(step).size === 'partitionSteps' ? partitionStepSize : otherSize;
+        built[step] = make(step, size, {});
       }
     }
 

@@ -1,45 +1,54 @@
 /**
  * One compaction cycle run in-process: recover -> plan -> per-partition steps with bounded
- * concurrency. It calls the same step functions the Lambdas call, in the same order the
- * state machine does; a failing partition is reported and never stops the others.
+ * concurrency. It walks the steps of pipeline.ts, the list the state machine is built from, with
+ * the same retry numbers, calling the same step functions the Lambdas call; a failing partition
+ * is reported and never stops the others. test/core/pipeline-equivalence.test.ts runs seeded
+ * faults through this and through the synthesized state machine and compares them step by step.
  */
 
 import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
-import type { CompactDeps, JobSpec, StepDeps, StepResult } from './job.ts';
+import type { CompactDeps, JobSpec, StepResult } from './job.ts';
 import { newJobId } from './manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
+import {
+  DEFAULT_CHILD_EXECUTION_TYPE,
+  type ExecutionType,
+  endsChain,
+  type JobDeps,
+  PARTITION_STEPS,
+  type PartitionVerdict,
+  partitionVerdict,
+  retryDelaysSeconds,
+  retryOf,
+  type StepName,
+} from './pipeline.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
-import { expireStep, planRetention } from './retention.ts';
-import { clearStep } from './steps/clear.ts';
-import { compactStep } from './steps/compact.ts';
-import { deleteInputsStep } from './steps/delete-inputs.ts';
-import { publishStep } from './steps/publish.ts';
-import { verifyStep } from './steps/verify.ts';
+import { planRetention } from './retention.ts';
 
-/** How a step is retried on a transient error, as the state machine's Retry does. */
-export interface RetryPolicy {
-  /** Attempts per step, the first included. */
-  readonly attempts: number;
-  /** Waits before attempt n (n >= 2). */
-  readonly sleep: (attempt: number) => Promise<void>;
+/** Waits this many milliseconds (tests pass one that returns at once). */
+export type Sleep = (ms: number) => Promise<void>;
+
+const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** How the cycle runs its steps: as the stack's state machine with these children does. */
+export interface RetryDeps {
+  /** The Map's child workflows the chain's retries follow (the stack's `map.childExecutionType`). */
+  readonly childExecutionType?: ExecutionType;
+  /** The wait between attempts; full jitter over the step's retry delays, as the state machine. */
+  readonly sleep?: Sleep;
 }
 
-export const DEFAULT_RETRY: RetryPolicy = {
-  attempts: 4,
-  sleep: (attempt) =>
-    new Promise((resolve) => setTimeout(resolve, 200 * 2 ** (attempt - 2) * (0.5 + Math.random()))),
-};
-
-export interface CycleDeps extends CompactDeps, RecoveryDeps {
-  readonly retry?: RetryPolicy;
+export interface CycleDeps extends CompactDeps, RecoveryDeps, RetryDeps {
   /** Partitions compacted at once. */
   readonly concurrency: number;
   /** Random hex for job ids. */
   readonly randomHex: () => string;
   readonly onProgress?: (progress: JobProgress) => void;
+  /** Each step's result as it returns (the equivalence test compares these with the state machine's). */
+  readonly onStep?: (step: StepName, job: JobSpec, result: StepResult) => void;
 }
 
 export interface JobProgress {
@@ -50,7 +59,7 @@ export interface JobProgress {
 }
 
 export type JobOutcome =
-  | { readonly status: 'compacted' | 'skipped' | 'superseded'; readonly steps: readonly StepResult[] }
+  | { readonly status: Exclude<PartitionVerdict, 'failed'>; readonly steps: readonly StepResult[] }
   | { readonly status: 'failed'; readonly steps: readonly StepResult[]; readonly error: Error };
 
 export interface CycleReport {
@@ -60,53 +69,55 @@ export interface CycleReport {
   readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
 }
 
-/** What runJob needs: a compaction job also needs the engine and a work folder, a retention job neither. */
-export type JobDeps = StepDeps & Partial<Pick<CompactDeps, 'engine' | 'workDir'>>;
+export type { JobDeps };
 
-/** Runs one job through every step, stopping when a step says there is nothing more to do. */
+/**
+ * Runs `attempt` as the state machine runs a task: again on an error its Retry names (by name),
+ * up to the step's retries, after a wait drawn with full jitter below each retry delay.
+ */
+async function withRetry<T>(step: StepName, deps: RetryDeps, attempt: () => Promise<T>): Promise<T> {
+  const delays = retryDelaysSeconds(retryOf(step, deps.childExecutionType ?? DEFAULT_CHILD_EXECUTION_TYPE));
+  const sleep = deps.sleep ?? realSleep;
+  for (let retry = 0; ; retry++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const delay = delays[retry];
+      const retryable =
+        error instanceof Error && (RETRYABLE_ERRORS as readonly string[]).includes(error.name);
+      if (!retryable || delay === undefined) throw error;
+      await sleep(Math.random() * delay * 1000);
+    }
+  }
+}
+
+/**
+ * Runs one job through the partition steps (pipeline.ts) in order, as one Map item of the state
+ * machine does: the chain ends where a step's `endsOn` says (the Choice after Compact), and every
+ * later step runs even when an earlier one found the job superseded, as the chain does.
+ */
 export async function runJob(
-  deps: JobDeps,
+  deps: JobDeps & RetryDeps & Pick<CycleDeps, 'onStep'>,
   job: JobSpec,
-  retry: RetryPolicy = DEFAULT_RETRY,
 ): Promise<JobOutcome> {
   const steps: StepResult[] = [];
-  const attempt = async (step: () => Promise<StepResult>): Promise<StepResult> => {
-    for (let n = 1; ; n++) {
-      try {
-        return await step();
-      } catch (error) {
-        const retryable =
-          error instanceof Error && (RETRYABLE_ERRORS as readonly string[]).includes(error.name);
-        if (!retryable || n >= retry.attempts) throw error;
-        await retry.sleep(n + 1);
-      }
-    }
-  };
+  const outcome: Record<string, StepResult> = {};
   try {
-    // A retention job's first step claims, checks and commits; the later steps are the same.
-    const compacted = await attempt(() => {
-      if (job.tier === 'retention') return expireStep(deps, job);
-      const { engine, workDir } = deps;
-      if (!engine || workDir === undefined) {
-        throw new ConfigError(`a ${job.tier} job needs the engine and a work folder`);
-      }
-      return compactStep({ ...deps, engine, workDir }, job);
-    });
-    steps.push(compacted);
-    if (compacted.status === 'skipped' || compacted.status === 'superseded') {
-      return { status: compacted.status, steps };
+    for (const step of PARTITION_STEPS) {
+      const result = await withRetry(step.step, deps, () => step.run(deps, job));
+      steps.push(result);
+      outcome[step.resultKey] = result;
+      deps.onStep?.(step.step, job, result);
+      if (endsChain(step, result)) break;
     }
-    for (const step of [publishStep, verifyStep, deleteInputsStep, clearStep]) {
-      const stepResult = await attempt(() => step(deps, job));
-      steps.push(stepResult);
-      if (stepResult.status === 'superseded') return { status: 'superseded', steps };
-    }
-    return { status: 'compacted', steps };
   } catch (error) {
     // Isolate the partition: report it with its named error; recovery resolves what it left.
     if (!(error instanceof Error)) throw error;
     return { status: 'failed', steps, error };
   }
+  const verdict = partitionVerdict(job.tier, { partition: job.partition, jobId: job.jobId, ...outcome });
+  if (verdict === 'failed') throw new Error('a chain that returned cannot have failed');
+  return { status: verdict, steps };
 }
 
 export function assignJobs(
@@ -144,15 +155,15 @@ export async function planJobs(
 }
 
 export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
-  const recovery = await recover(deps);
-  const plan = await planJobs(deps.store, deps.config, deps.clock, tier);
+  const recovery = await withRetry('recover', deps, () => recover(deps));
+  const plan = await withRetry('plan', deps, () => planJobs(deps.store, deps.config, deps.clock, tier));
   const specs = assignJobs(plan, deps);
   const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
   let next = 0;
   const workers = Array.from({ length: Math.min(deps.concurrency, specs.length) }, async () => {
     while (next < specs.length) {
       const job = specs[next++] as JobSpec;
-      const outcome = await runJob(deps, job, deps.retry);
+      const outcome = await runJob(deps, job);
       jobs.push({ job, outcome });
       deps.onProgress?.({ job, done: jobs.length, total: specs.length, outcome });
     }

@@ -26,7 +26,7 @@ export {
   type StepResult,
   type StepStatus,
 } from './job.ts';
-export { clearStep } from './steps/clear.ts';
+export { clearManifestStep } from './steps/clear-manifest.ts';
 export { compactStep } from './steps/compact.ts';
 export { downloadConcurrency, inputPaths } from './steps/compact-inputs.ts';
 export { deleteInputsStep } from './steps/delete-inputs.ts';

@@ -27,7 +27,7 @@ import {
 import { deleteManifest, deletePrefix, type Loaded, takeOver } from './manifest-cas.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH } from './object-store.ts';
 import { quarantineManifest } from './quarantine.ts';
-import { clearStep } from './steps/clear.ts';
+import { clearManifestStep } from './steps/clear-manifest.ts';
 import { deleteInputsStep } from './steps/delete-inputs.ts';
 import { checkStaged, isOurOutput, publishStep } from './steps/publish.ts';
 import { checkFinals, verifyStep } from './steps/verify.ts';
@@ -261,7 +261,7 @@ async function resolveValid(
       return rollForward(deps, ref, base, keepJobs, 'outputs published');
     }
     case 'inputs-deleted':
-      await clearStep(deps, ref);
+      await clearManifestStep(deps, ref);
       keepJobs.delete(manifest.jobId);
       return { ...base, action: 'cleared', reason: 'inputs were deleted: cleared' };
   }
@@ -282,7 +282,7 @@ async function rollForward(
     throw error;
   }
   await deleteInputsStep(deps, ref);
-  await clearStep(deps, ref);
+  await clearManifestStep(deps, ref);
   keepJobs.delete(ref.jobId);
   return { ...base, action: 'rolled-forward', reason: `${why}, verified, inputs deleted, cleared` };
 }

@@ -21,7 +21,7 @@ import { type InputRef, manifestKey, newJobId } from './manifest.ts';
 import { loadManifest, newClaim, writeManifest } from './manifest-cas.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
-import { clearStep } from './steps/clear.ts';
+import { clearManifestStep } from './steps/clear-manifest.ts';
 import { deleteInputsStep } from './steps/delete-inputs.ts';
 import { outputFolderOf, TIER_SPECS, tierFolder } from './tiers.ts';
 
@@ -196,7 +196,7 @@ export async function repairPartition(
     updatedAt: deps.clock.now().toISOString(),
   });
   await deleteInputsStep(deps, job);
-  return clearStep(deps, job);
+  return clearManifestStep(deps, job);
 }
 
 async function deleteClaim(store: ObjectStore, key: string, etag: string): Promise<void> {

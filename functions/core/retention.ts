@@ -8,7 +8,7 @@
  * One job per day folder, leased by `manifests/retention/{day}.json` (never the compaction
  * tiers' leases). The job goes claimed -> verified (the commit point: the visible view stops
  * counting its inputs) -> inputs-deleted (ETag-conditioned DeleteObjects) -> cleared, with the
- * shared deleteInputsStep and clearStep; recovery rolls a claimed job back and finishes a
+ * shared deleteInputsStep and clearManifestStep; recovery rolls a claimed job back and finishes a
  * verified one. No output is ever written, so the publish and verify steps have nothing to do.
  */
 
@@ -258,7 +258,7 @@ async function heldByOthers(
  * clock), so a plan made as if at a later time, or under a longer retention since, never deletes
  * a file that is not expired now. After the claim, every input must still be there at its
  * planned ETag and held by no other job: anything else stays. The CAS to `verified` is the
- * commit point; deleteInputsStep and clearStep follow. Idempotent: a retry finds its own claim
+ * commit point; deleteInputsStep and clearManifestStep follow. Idempotent: a retry finds its own claim
  * and checks again, or finds it committed and reports that.
  */
 export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResult> {

@@ -4,48 +4,31 @@
  * executions with their JSON `Output` (or `Error` and `Cause`).
  */
 
+import type { JobKind } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { Layout } from './layout.ts';
 import type { ObjectStore } from './object-store.ts';
-
-interface StepNumbers {
-  readonly status?: string;
-  readonly state?: string;
-  readonly inputs?: number;
-  readonly outputs?: number;
-  readonly inputBytes?: number;
-  readonly outputBytes?: number;
-  readonly outputRows?: number;
-}
-
-/**
- * What one Map iteration returns (the item processor's last state): the compact step's result,
- * and the clear step's when the job went all the way.
- */
-export interface PartitionOutcome {
-  readonly partition: string;
-  readonly jobId?: string;
-  readonly status: string;
-  readonly compact?: StepNumbers;
-  /** The publish step's result: `done`/`already-done` only when this execution committed the job. */
-  readonly publish?: StepNumbers;
-  /**
-   * The same, from a definition deployed before the step was renamed: a redriven execution runs
-   * its own definition, so its Map results may still name it `upload`.
-   */
-  readonly upload?: StepNumbers;
-  readonly clear?: StepNumbers;
-}
+import {
+  isCommitted,
+  type PartitionOutcome,
+  type PartitionVerdict,
+  partitionVerdict,
+  resultOf,
+} from './pipeline.ts';
 
 export interface RunSummary {
   readonly partitions: number;
+  /** Partitions per verdict (pipeline.ts partitionVerdict), the CLI's table judges them the same. */
   readonly compacted: number;
+  readonly expired: number;
   readonly skipped: number;
+  readonly superseded: number;
   readonly failed: number;
   readonly filesIn: number;
   readonly filesOut: number;
   readonly bytesIn: number;
   readonly bytesOut: number;
+  /** Totals of the committed (compacted or expired) partitions: what their compact step staged. */
   readonly rows: number;
   /**
    * The first MAX_FAILURES_LISTED failures, with the error name the state machine saw (e.g.
@@ -60,12 +43,48 @@ export interface RunSummary {
   }[];
 }
 
-interface ResultEntry {
+/** One Map item as the ResultWriter files (and the local runner) record it. */
+export interface MapItemResult {
   readonly Status?: string;
+  /** The item's input as JSON (ResultWriter) or as a value (the local runner's `Item`). */
   readonly Input?: string;
-  readonly Output?: string;
+  readonly Item?: unknown;
+  /** The chain's output: JSON text (ResultWriter) or a value (the local runner). */
+  readonly Output?: unknown;
   readonly Error?: string;
   readonly Cause?: string;
+}
+
+export interface JudgedPartition {
+  readonly partition: string;
+  readonly verdict: PartitionVerdict;
+  /** What the chain returned, when it did. */
+  readonly outcome?: PartitionOutcome;
+  readonly error?: string;
+  readonly cause?: string;
+}
+
+function jsonValue(value: unknown): unknown {
+  return typeof value === 'string' ? JSON.parse(value) : value;
+}
+
+/** The one reading of a Map item: its partition, its verdict, its outcome or failure. */
+export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition {
+  const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as { partition?: string };
+  if (failedKind || entry.Status !== 'SUCCEEDED') {
+    return {
+      partition: input.partition ?? '?',
+      verdict: 'failed',
+      error: entry.Error ?? 'FAILED',
+      cause: entry.Cause ?? '',
+    };
+  }
+  const outcome = (jsonValue(entry.Output) ?? {}) as PartitionOutcome;
+  return {
+    partition: outcome.partition ?? input.partition ?? '?',
+    verdict: partitionVerdict(tier, outcome),
+    outcome,
+  };
 }
 
 export const MAX_FAILURES_LISTED = 20;
@@ -95,7 +114,9 @@ export function withinTolerance(
 export const EMPTY_SUMMARY: RunSummary = {
   partitions: 0,
   compacted: 0,
+  expired: 0,
   skipped: 0,
+  superseded: 0,
   failed: 0,
   filesIn: 0,
   filesOut: 0,
@@ -105,9 +126,43 @@ export const EMPTY_SUMMARY: RunSummary = {
   failures: [],
 };
 
+/** Adds one judged partition to the totals. */
+export function addToSummary(summary: RunSummary, judged: JudgedPartition): RunSummary {
+  const counted = {
+    ...summary,
+    partitions: summary.partitions + 1,
+    [judged.verdict]: summary[judged.verdict] + 1,
+  };
+  if (judged.verdict === 'failed') {
+    if (summary.failures.length >= MAX_FAILURES_LISTED) return counted;
+    return {
+      ...counted,
+      failures: [
+        ...summary.failures,
+        {
+          partition: judged.partition,
+          error: judged.error ?? 'FAILED',
+          cause: truncateCause(judged.cause ?? ''),
+        },
+      ],
+    };
+  }
+  if (!isCommitted(judged.verdict) || !judged.outcome) return counted;
+  const numbers = resultOf(judged.outcome, 'compact') ?? {};
+  return {
+    ...counted,
+    filesIn: summary.filesIn + (numbers.inputs ?? 0),
+    filesOut: summary.filesOut + (numbers.outputs ?? 0),
+    bytesIn: summary.bytesIn + (numbers.inputBytes ?? 0),
+    bytesOut: summary.bytesOut + (numbers.outputBytes ?? 0),
+    rows: summary.rows + (numbers.outputRows ?? 0),
+  };
+}
+
 export async function summarizeMapRun(
   store: ObjectStore,
   layout: Layout,
+  tier: JobKind,
   manifestKey: string,
 ): Promise<RunSummary> {
   const resultsRoot = `${layout.stateRoot}results/`;
@@ -118,50 +173,15 @@ export async function summarizeMapRun(
   const manifest = JSON.parse((await store.getBytes(inside(manifestKey))).body.toString('utf8')) as {
     ResultFiles?: Record<string, readonly { Key: string }[]>;
   };
-  let summary: { -readonly [K in keyof RunSummary]: RunSummary[K] } = { ...EMPTY_SUMMARY, failures: [] };
-  const failures: { partition: string; error: string; cause: string }[] = [];
+  let summary = EMPTY_SUMMARY;
   for (const [kind, files] of Object.entries(manifest.ResultFiles ?? {})) {
     for (const file of files) {
       const entries = JSON.parse(
         (await store.getBytes(inside(file.Key))).body.toString('utf8'),
-      ) as ResultEntry[];
-      for (const entry of entries) {
-        summary.partitions++;
-        if (kind !== 'SUCCEEDED' || entry.Status !== 'SUCCEEDED') {
-          summary.failed++;
-          const input = entry.Input ? (JSON.parse(entry.Input) as { partition?: string }) : {};
-          if (failures.length < MAX_FAILURES_LISTED) {
-            failures.push({
-              partition: input.partition ?? '?',
-              error: entry.Error ?? kind,
-              cause: truncateCause(entry.Cause ?? ''),
-            });
-          }
-          continue;
-        }
-        const outcome = JSON.parse(entry.Output ?? '{}') as PartitionOutcome;
-        // Compacted when this execution committed the job (its publish step did it or found it
-        // done) and its clear step saw the job through; the numbers are what it staged. A job that
-        // recovery rolled back, or took over, meanwhile was superseded at publish: not ours.
-        const published = (outcome.publish ?? outcome.upload)?.status;
-        const committed = published === 'done' || published === 'already-done';
-        const finished = committed && outcome.clear?.state === 'cleared';
-        if (finished) {
-          const numbers = outcome.compact ?? {};
-          summary = {
-            ...summary,
-            compacted: summary.compacted + 1,
-            filesIn: summary.filesIn + (numbers.inputs ?? 0),
-            filesOut: summary.filesOut + (numbers.outputs ?? 0),
-            bytesIn: summary.bytesIn + (numbers.inputBytes ?? 0),
-            bytesOut: summary.bytesOut + (numbers.outputBytes ?? 0),
-            rows: summary.rows + (numbers.outputRows ?? 0),
-          };
-        } else {
-          summary.skipped++;
-        }
-      }
+      ) as MapItemResult[];
+      for (const entry of entries)
+        summary = addToSummary(summary, judgeMapItem(tier, entry, kind !== 'SUCCEEDED'));
     }
   }
-  return { ...summary, failures };
+  return summary;
 }

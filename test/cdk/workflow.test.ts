@@ -16,6 +16,13 @@ import {
 } from '../../cdk/constructs/compaction-workflow.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import { ErrorNames } from '../../functions/core/errors.ts';
+import {
+  AFTER_PARTITIONS,
+  BEFORE_PARTITIONS,
+  EXECUTION_TYPES,
+  PARTITION_STEPS,
+  RETRY,
+} from '../../functions/core/pipeline.ts';
 import { type CfnTemplate, synth } from './synth.ts';
 
 type State = Record<string, unknown> & { Type: string; Next?: string; End?: boolean };
@@ -255,6 +262,57 @@ describe('the synthesized state graph', () => {
       ErrorNames.LeaseExpired,
     ]) {
       expect(TRANSIENT_ERRORS).not.toContain(permanent);
+    }
+  });
+});
+
+describe('the state graph is the pipeline (functions/core/pipeline.ts), row by row', () => {
+  type Task = State & {
+    Resource?: string;
+    ResultPath?: string;
+    TimeoutSeconds?: number;
+    Retry?: (Retrier & { ErrorEquals: string[] })[];
+  };
+  const retryOfTask = (task: Task) => {
+    const [retry] = task.Retry ?? [];
+    return {
+      intervalSeconds: retry?.IntervalSeconds,
+      backoffRate: retry?.BackoffRate,
+      maxAttempts: retry?.MaxAttempts,
+      maxDelaySeconds: retry?.MaxDelaySeconds,
+    };
+  };
+
+  it.each(EXECUTION_TYPES)(
+    '%s children: the chain walks PARTITION_STEPS with their names, result keys and retries',
+    (type) => {
+      const processor = processorOf(rendered({ map: { childExecutionType: type } }));
+      const tasks = walk(processor, (_, st) => choiceTarget(st, 'default')).filter(
+        (name) => processor.States[name]?.Type === 'Task',
+      );
+      expect(tasks).toEqual(PARTITION_STEPS.map((s) => s.stateName));
+      for (const row of PARTITION_STEPS) {
+        const task = processor.States[row.stateName] as Task;
+        expect(task.ResultPath, row.step).toBe(`$.${row.resultKey}`);
+        expect(retryOfTask(task), row.step).toEqual(RETRY[type]);
+      }
+      // The item's output carries each step's result under its result key: what the verdict reads.
+      const done = processor.States[STATES.done] as State & { Parameters: Record<string, string> };
+      for (const row of PARTITION_STEPS) {
+        expect(done.Parameters[`${row.resultKey}.$`], row.step).toBe(`$.${row.resultKey}.Payload`);
+      }
+    },
+  );
+
+  it("the parent's steps are the pipeline's too, retried as Standard", () => {
+    const parentTasks = walk(definition, (_, st) => choiceTarget(st, 0)).filter(
+      (name) => definition.States[name]?.Type === 'Task',
+    );
+    expect(parentTasks).toEqual([...BEFORE_PARTITIONS, ...AFTER_PARTITIONS].map((s) => s.stateName));
+    for (const row of [...BEFORE_PARTITIONS, ...AFTER_PARTITIONS]) {
+      const task = definition.States[row.stateName] as Task;
+      expect(task.ResultPath, row.step).toBe(`$.${row.resultKey}`);
+      expect(retryOfTask(task), row.step).toEqual(RETRY.STANDARD);
     }
   });
 });

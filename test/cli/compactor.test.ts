@@ -234,7 +234,9 @@ describe('run, status, verify, visible on a compacted lake', () => {
       expect.stringMatching(/^[0-9a-f]{32}$/),
     ]);
     // Straggler flush: the days are old, so even the one-file hour is compacted (minFiles 10).
-    expect(hourly.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
+    expect(hourly.text).toMatch(
+      /^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 superseded, 0 failed$/m,
+    );
     expect(hourly.text).toMatch(
       /^partition\s+result\s+inputs\s+in bytes\s+outputs\s+out bytes\s+rows\s+note$/m,
     );
@@ -286,7 +288,7 @@ describe('run, status, verify, visible on a compacted lake', () => {
     const before = await snapshot(dir);
     const again = await cli('run', '--tier', 'daily', '--store', dir, '--quiet', '0', '--work-dir', workDir);
     expect(again.code).toBe(0);
-    expect(again.text).toMatch(/^summary: 0 compacted \(0 files -> 0\), 0 skipped, 0 failed$/m);
+    expect(again.text).toMatch(/^summary: 0 compacted \(0 files -> 0\), 0 skipped, 0 superseded, 0 failed$/m);
     expect(await snapshot(dir)).toEqual(before);
   });
 
@@ -469,7 +471,9 @@ describe('run reports quarantines', () => {
     expect(result.code, result.text).toBe(1);
     expect(result.err.some((l) => l.startsWith(`QUARANTINED ${key}:`))).toBe(true);
     // Nothing the unreadable manifest may cover is merged again until an operator resolves it.
-    expect(result.text).toMatch(/^summary: 3 compacted \(5 files -> 3\), 0 skipped, 0 failed$/m);
+    expect(result.text).toMatch(
+      /^summary: 3 compacted \(5 files -> 3\), 0 skipped, 0 superseded, 0 failed$/m,
+    );
     const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0');
     expect(plan.text).toMatch(/db\/cpu\/2025\/01\/15\/10\/\s+skip.*held by a quarantined manifest/);
     expect((await cli('status', '--store', dir)).code).toBe(1);
@@ -495,7 +499,9 @@ describe('run reports quarantines', () => {
     expect(
       result.err.some((l) => l.startsWith(`QUARANTINED input ${corrupt} (partition db/cpu/2025/01/15/10/)`)),
     ).toBe(true);
-    expect(result.text).toMatch(/^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 failed$/m);
+    expect(result.text).toMatch(
+      /^summary: 4 compacted \(8 files -> 4\), 0 skipped, 0 superseded, 0 failed$/m,
+    );
     const keys = await dataKeys(dir);
     expect(keys).toContain(corrupt);
     const good = keys.filter((k) => k !== corrupt);
@@ -596,7 +602,7 @@ describe('recover after a crashed cycle', () => {
         isOwnerAlive: owners.isAlive,
         concurrency: 1,
         randomHex: () => `${randomBytes(4).toString('hex')}${(++counter).toString(16).padStart(4, '0')}`,
-        retry: { attempts: 1, sleep: async () => {} },
+        sleep: async () => {},
       },
       'hourly',
     );

@@ -178,7 +178,9 @@ describe('compactor retention', () => {
       '1',
     );
     expect(run.code, `${run.text}\n${run.err.join('\n')}`).toBe(0);
-    expect(run.text).toMatch(/summary: 3 day\(s\) expired \(5 files, .* removed\), 0 skipped, 0 failed/);
+    expect(run.text).toMatch(
+      /summary: 3 day\(s\) expired \(5 files, .* removed\), 0 skipped, 0 superseded, 0 failed/,
+    );
     // Each day's row says what happened to it: expired, not compacted.
     expect(run.text).toMatch(/db\/cpu\/2025\/01\/28\/\s+expired\s+3/);
     expect(run.text).not.toContain('compacted');

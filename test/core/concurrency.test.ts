@@ -13,7 +13,7 @@ import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import { planTier } from '../../functions/core/planner.ts';
 import {
   type CompactDeps,
-  clearStep,
+  clearManifestStep,
   compactStep,
   deleteInputsStep,
   type JobSpec,
@@ -126,7 +126,7 @@ const STEPS: readonly [string, (deps: CompactDeps, job: JobSpec) => Promise<Step
   ['publish', publishStep],
   ['verify', verifyStep],
   ['delete-inputs', deleteInputsStep],
-  ['clear', clearStep],
+  ['clear', clearManifestStep],
 ];
 
 describe.each(['daily', 'hourly'] as const)('zombie steps, %s tier', (tier) => {

@@ -33,7 +33,7 @@ import { ForwardingStore, type ObjectStore } from '../../functions/core/object-s
 import { planTier } from '../../functions/core/planner.ts';
 import {
   type CompactDeps,
-  clearStep,
+  clearManifestStep,
   compactStep,
   deleteInputsStep,
   downloadConcurrency,
@@ -462,10 +462,10 @@ describe('compact step: staging', () => {
 
       const events: JobEvent[] = [];
       const observed = new FaultStore(l.store);
-      const outcome = await runJob({ ...deps(l, observed), onEvent: (e) => events.push(e) }, job, {
-        attempts: 1,
-        sleep: async () => {},
-      });
+      const outcome = await runJob(
+        { ...deps(l, observed), onEvent: (e) => events.push(e), sleep: async () => {} },
+        job,
+      );
       expect(outcome.status).toBe('compacted');
       expect(at(outcome.steps, 0)).toMatchObject({
         state: 'staged',
@@ -566,7 +566,7 @@ describe('compact step: staging', () => {
     const corruptKey = `${HOUR_10}cpu_20250115_104500_9.parquet`;
     const { etag } = await l.store.put(corruptKey, await pageDamaged());
     const job = await jobFor(l, HOUR_10);
-    await runJob(deps(l), job, { attempts: 1, sleep: async () => {} });
+    await runJob({ ...deps(l), sleep: async () => {} }, job);
     expect(await manifestOf(l, job), 'the claim must not be left behind').toBeUndefined();
     await nextCycle(l);
     expect(await quarantineRecords(l, 'inputs')).toEqual([
@@ -641,7 +641,7 @@ describe('compact step: staging', () => {
     }
     const job = await jobFor(l, HOUR_10);
     expect(job.inputs).toHaveLength(43);
-    const outcome = await runJob(deps(l, new Counting(l.store)), job, { attempts: 1, sleep: async () => {} });
+    const outcome = await runJob({ ...deps(l, new Counting(l.store)), sleep: async () => {} }, job);
     expect(outcome.status).toBe('compacted');
     expect(most).toBe(32);
   });
@@ -650,7 +650,7 @@ describe('compact step: staging', () => {
     const l = await lake();
     await putSample(l.store, IN_10[2], { rows: 40, firstId: 81, countType: 'BIGINT' });
     const job = await jobFor(l, HOUR_10);
-    const outcome = await runJob(deps(l), job, { attempts: 1, sleep: async () => {} });
+    const outcome = await runJob({ ...deps(l), sleep: async () => {} }, job);
     expect(outcome.status).toBe('compacted');
     const outputs = (await keys(l.store, HOUR_10)).filter((k) => k.endsWith('_compacted.parquet'));
     expect(outputs.length).toBeGreaterThan(0);
@@ -787,7 +787,7 @@ describe('delete-inputs step', () => {
     // The replaced input is new data: both readers see it next to the output, nothing twice.
     const expected = sorted([...range(1, 180), ...range(2001, 2010)]);
     await expect(visibleIds(l)).resolves.toEqual(expected);
-    expect(await clearStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
+    expect(await clearManifestStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
     await expect(dataIds(l)).resolves.toEqual(expected);
     await expect(visibleIds(l)).resolves.toEqual(expected);
     expect(await etags(l.store, [replaced])).toEqual([newEtag]);
@@ -805,7 +805,7 @@ describe('every step', () => {
       ['publish', () => publishStep(deps(l), job), 'published'],
       ['verify', () => verifyStep(deps(l), job), 'verified'],
       ['delete inputs', () => deleteInputsStep(deps(l), job), 'inputs-deleted'],
-      ['clear', () => clearStep(deps(l), job), 'cleared'],
+      ['clear', () => clearManifestStep(deps(l), job), 'cleared'],
     ];
     for (const [name, step, state] of steps) {
       expect(await step(), name).toMatchObject({ status: 'done', state });
@@ -819,7 +819,7 @@ describe('every step', () => {
       expect((await step(deps(l), job)).status).toBe('superseded');
     }
     // A whole-job redrive: the inputs are gone, so it claims, finds that, and lets go.
-    expect((await runJob(deps(l), job, { attempts: 1, sleep: async () => {} })).status).toBe('skipped');
+    expect((await runJob({ ...deps(l), sleep: async () => {} }, job)).status).toBe('skipped');
     expect(await snapshot(l.store)).toEqual(before);
     await quiescent(l);
   });
@@ -857,7 +857,7 @@ describe('every step', () => {
       expect((await requireManifest(l, job)).state, name).toBe(state);
     }
     const manifest = await requireManifest(l, job);
-    expect(await clearStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
+    expect(await clearManifestStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
     expect(
       await idsOf(
         l,
@@ -897,8 +897,8 @@ describe('every step', () => {
     expect(await verifyStep(deps(l), job)).toMatchObject({ status: 'done', state: 'verified' });
     await late('delete inputs', (d) => deleteInputsStep(d, job));
     expect(await deleteInputsStep(deps(l), job)).toMatchObject({ status: 'done', state: 'inputs-deleted' });
-    await late('clear', (d) => clearStep(d, job));
-    expect(await clearStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
+    await late('clear', (d) => clearManifestStep(d, job));
+    expect(await clearManifestStep(deps(l), job)).toMatchObject({ status: 'done', state: 'cleared' });
     expect(await l.store.head(mKey)).toBeUndefined();
     await quiescent(l);
   });
@@ -977,7 +977,7 @@ describe('outputs', () => {
     expect(outputs.reduce((sum, o) => sum + o.rows, 0)).toBe(120);
     expect(staged).toMatchObject({ inputRows: 120, outputRows: 120, outputs: outputs.length });
 
-    const outcome = await runJob(deps(l), job, { attempts: 1, sleep: async () => {} });
+    const outcome = await runJob({ ...deps(l), sleep: async () => {} }, job);
     expect(outcome.status).toBe('compacted');
     const finals = outputs.map((o) => o.finalKey);
     expect((await keys(l.store, HOUR_10)).filter((k) => k.endsWith('.parquet'))).toEqual(finals);
@@ -1004,7 +1004,7 @@ describe('outputs', () => {
       ),
     );
 
-    const outcome = await runJob(deps(l), job, { attempts: 1, sleep: async () => {} });
+    const outcome = await runJob({ ...deps(l), sleep: async () => {} }, job);
     expect(outcome.status).toBe('compacted');
     expect(at(outcome.steps, 0)).toMatchObject({ inputRows: 180, outputRows: 180, outputs: 1 });
     const expectedKey = `${day}cpu_20250114_${job.jobId}_000_daily.parquet`;

@@ -25,7 +25,12 @@ import {
   serializeManifest,
 } from '../../functions/core/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import { clearStep, compactStep, deleteInputsStep, type JobSpec } from '../../functions/core/protocol.ts';
+import {
+  clearManifestStep,
+  compactStep,
+  deleteInputsStep,
+  type JobSpec,
+} from '../../functions/core/protocol.ts';
 import { quarantineManifest } from '../../functions/core/quarantine.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { expireStep, planRetention } from '../../functions/core/retention.ts';
@@ -202,7 +207,7 @@ describe('retention plan and run', () => {
     ]);
     const before = await keysUnder(store);
     const report = await runCycle(deps(store, 'exec-exact'), 'retention');
-    expect(report.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted', 'compacted']);
+    expect(report.jobs.map((j) => j.outcome.status)).toEqual(['expired', 'expired', 'expired']);
     expect(await dataKeys(store)).toEqual(
       LAKE.filter((f) => !f.expired)
         .map((f) => f.key)
@@ -290,7 +295,7 @@ describe('retention plan and run', () => {
     await store.put(late, Buffer.from('new data written after the commit'));
     const deleted = await deleteInputsStep(d, day28);
     expect(deleted).toMatchObject({ state: 'inputs-deleted', keptInputs: 2 });
-    await clearStep(d, day28);
+    await clearManifestStep(d, day28);
     const keys = await dataKeys(store);
     expect(keys).toContain(early);
     expect(keys).toContain(late);
@@ -309,7 +314,7 @@ describe('retention plan and run', () => {
     const store = testStore(dir);
     const report = await runCycle(deps(store, 'exec-monthly'), 'retention');
     expect(report.plan.jobs.map((j) => j.partition)).toEqual(['db/cpu/2024/12/']);
-    expect(report.jobs.map((j) => j.outcome.status)).toEqual(['compacted']);
+    expect(report.jobs.map((j) => j.outcome.status)).toEqual(['expired']);
     expect(await dataKeys(store)).toEqual([january]);
     expect(await keysUnder(store, manifestsRoot(config.layout))).toEqual([]);
   });
@@ -329,7 +334,7 @@ describe('retention plan and run', () => {
     const committed = await expireStep(d, day28);
     expect(committed).toMatchObject({ state: 'verified', keptInputs: 1 });
     await deleteInputsStep(d, day28);
-    await clearStep(d, day28);
+    await clearManifestStep(d, day28);
     expect(await dataKeys(store)).toContain(held);
   });
 
@@ -560,7 +565,7 @@ describe('retention under faults', () => {
       const probeDir = await copy();
       const probe = new FaultStore(testStore(probeDir));
       const clean = await runCycle(deps(probe, 'probe-sweep'), 'retention');
-      expect(clean.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted']);
+      expect(clean.jobs.map((j) => j.outcome.status)).toEqual(['expired', 'expired']);
       const calls = probe.calls.length;
 
       let scenarios = 0;
@@ -766,7 +771,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
     release();
     expect(await expiring).toMatchObject({ state: 'verified' });
     await deleteInputsStep(retentionDeps, day as JobSpec);
-    await clearStep(retentionDeps, day as JobSpec);
+    await clearManifestStep(retentionDeps, day as JobSpec);
     expect(checker.violations).toEqual([]);
     // The hour's expired rows are gone for good: no merge output brought them back.
     expect((await dataKeys(inner)).filter((k) => k.startsWith(hour5.partition))).toEqual([]);

@@ -61,10 +61,14 @@ async function writeResults(
 const numbers = { inputs: 4, outputs: 1, inputBytes: 400, outputBytes: 100, outputRows: 40 };
 
 describe('summarizeMapRun', () => {
-  // `upload`: the Map results of a definition deployed before the step was renamed (a redrive runs it).
-  it.each(['publish', 'upload'] as const)(
-    'counts a job as compacted only when this execution committed it, not one recovery rolled back (%s)',
-    async (publishKey) => {
+  // `upload` and `clear`: the Map results of a definition deployed before the steps took their
+  // present names (a redrive runs it).
+  it.each([
+    ['publish', 'clearManifest'],
+    ['upload', 'clear'],
+  ] as const)(
+    'counts a job as compacted only when this execution committed it, not one recovery rolled back (%s, %s)',
+    async (publishKey, clearKey) => {
       const key = await writeResults(
         `run-superseded-${publishKey}`,
         [
@@ -73,7 +77,7 @@ describe('summarizeMapRun', () => {
             status: 'cleared',
             compact: { status: 'done', state: 'staged', ...numbers },
             [publishKey]: { status: 'done', state: 'published' },
-            clear: { status: 'done', state: 'cleared' },
+            [clearKey]: { status: 'done', state: 'cleared' },
           },
           {
             // Recovery rolled the job back after Compact: every later step found no manifest, and
@@ -82,7 +86,7 @@ describe('summarizeMapRun', () => {
             status: 'already-done',
             compact: { status: 'done', state: 'staged', ...numbers },
             [publishKey]: { status: 'superseded', state: 'none' },
-            clear: { status: 'already-done', state: 'cleared' },
+            [clearKey]: { status: 'already-done', state: 'cleared' },
           },
           {
             // A redrive of a job whose publish had already happened: still ours.
@@ -90,16 +94,17 @@ describe('summarizeMapRun', () => {
             status: 'done',
             compact: { status: 'already-done', state: 'published', ...numbers },
             [publishKey]: { status: 'already-done', state: 'published' },
-            clear: { status: 'done', state: 'cleared' },
+            [clearKey]: { status: 'done', state: 'cleared' },
           },
         ],
         [],
       );
-      const summary = await summarizeMapRun(store, config.layout, key);
+      const summary = await summarizeMapRun(store, config.layout, 'hourly', key);
       expect(summary).toMatchObject({
         partitions: 3,
         compacted: 2,
-        skipped: 1,
+        skipped: 0,
+        superseded: 1,
         failed: 0,
         filesIn: 8,
         rows: 80,
@@ -115,7 +120,7 @@ describe('summarizeMapRun', () => {
       cause: long,
     }));
     const key = await writeResults('run-long-causes', [], failures);
-    const summary = await summarizeMapRun(store, config.layout, key);
+    const summary = await summarizeMapRun(store, config.layout, 'hourly', key);
     expect(summary.failed).toBe(30);
     expect(summary.failures).toHaveLength(MAX_FAILURES_LISTED);
     for (const failure of summary.failures) {

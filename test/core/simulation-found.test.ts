@@ -15,7 +15,7 @@ import { manifestKey, parseManifest, quarantineRoot } from '../../functions/core
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner.ts';
 import {
-  clearStep,
+  clearManifestStep,
   compactStep,
   deleteInputsStep,
   type JobSpec,
@@ -112,7 +112,7 @@ describe('found by the simulation', () => {
         isOwnerAlive: async (id) => id === 'exec-hourly',
         concurrency: 1,
         randomHex,
-        retry: { attempts: 1, sleep: async () => {} },
+        sleep: async () => {},
       },
       'daily',
     );
@@ -120,7 +120,7 @@ describe('found by the simulation', () => {
     // The daily job left the live hourly job's output alone, so the hourly job finishes.
     await expect(verifyStep(deps, job)).resolves.toMatchObject({ state: 'verified' });
     await deleteInputsStep(deps, job);
-    await clearStep(deps, job);
+    await clearManifestStep(deps, job);
     const ids = await visibleIds(dir, store, config);
     expect(ids).toEqual(range(1, ctx.template.totalRows));
   });
@@ -151,7 +151,7 @@ describe('found by the simulation', () => {
       workDir: join(ctx.root, 'work-c'),
     };
     const job = await hourFiveJob(store, config);
-    const outcome = await runJob(deps, job, { attempts: 3, sleep: async () => {} });
+    const outcome = await runJob({ ...deps, sleep: async () => {} }, job);
     expect(conflicts).toBeGreaterThan(0);
     const records: string[] = [];
     for await (const o of store.list(
@@ -200,7 +200,7 @@ describe('found by the simulation', () => {
     // Its retry finishes the job; later the daily tier merges the hour's output.
     await verifyStep(deps, job);
     await deleteInputsStep(deps, job);
-    await clearStep(deps, job);
+    await clearManifestStep(deps, job);
     const daily = await runCycle(
       {
         ...deps,
@@ -208,7 +208,7 @@ describe('found by the simulation', () => {
         isOwnerAlive: async () => false,
         concurrency: 1,
         randomHex,
-        retry: { attempts: 1, sleep: async () => {} },
+        sleep: async () => {},
       },
       'daily',
     );

@@ -410,7 +410,7 @@ export function sweepDeps(
     isOwnerAlive: async (id) => alive.has(id),
     concurrency: 1,
     randomHex: () => (++jobCounter).toString(16).padStart(8, '0'),
-    retry: { attempts: 3, sleep: async () => {} },
+    sleep: async () => {},
   };
 }
 

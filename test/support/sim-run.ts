@@ -18,7 +18,7 @@ import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, type SqlRunner } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
-import { type CycleDeps, type CycleReport, runCycle } from '../../functions/core/cycle.ts';
+import { type CycleDeps, runCycle } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
 import {
   type Manifest,
@@ -26,9 +26,10 @@ import {
   manifestsRoot,
   parseManifest,
 } from '../../functions/core/manifest.ts';
+import { EXECUTION_TYPES, type ExecutionType } from '../../functions/core/pipeline.ts';
 import {
   type CompactDeps,
-  clearStep,
+  clearManifestStep,
   compactStep,
   deleteInputsStep,
   type JobEvent,
@@ -91,7 +92,7 @@ const STEP_FOR_STATE: Record<
   staged: ['publish', publishStep],
   published: ['verify', verifyStep],
   verified: ['delete-inputs', deleteInputsStep],
-  'inputs-deleted': ['clear', clearStep],
+  'inputs-deleted': ['clear', clearManifestStep],
 };
 
 export interface SimContext {
@@ -147,7 +148,8 @@ export interface SeedPlan {
   readonly faultRate: number;
   readonly crash: { readonly actor: string; readonly atCall: number } | undefined;
   readonly targetFileBytes: number;
-  readonly attempts: number;
+  /** The Map's children, whose Retry the cycle's partition steps follow (pipeline.ts RETRY). */
+  readonly childExecutionType: ExecutionType;
 }
 
 export function planSeed(rng: Rng): SeedPlan {
@@ -168,7 +170,7 @@ export function planSeed(rng: Rng): SeedPlan {
     faultRate: rng.pick([0, 0.02, 0.05, 0.1, 0.2]),
     crash: rng.chance(0.2) ? { actor: rng.pick(['A', 'B', 'R', 'Z']), atCall: 1 + rng.int(40) } : undefined,
     targetFileBytes: rng.pick([2500, 1 << 20]),
-    attempts: rng.pick([2, 3, 4]),
+    childExecutionType: rng.pick(EXECUTION_TYPES),
   };
 }
 
@@ -315,7 +317,8 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
       isOwnerAlive: async (id) => alive.has(id),
       concurrency: 1,
       randomHex: () => `${seed.toString(16).padStart(6, '0')}${(++jobs).toString(16).padStart(2, '0')}`,
-      retry: { attempts: plan.attempts, sleep: async () => {} },
+      childExecutionType: plan.childExecutionType,
+      sleep: async () => {},
       onEvent: (event) => events.push(event),
     });
     const unexpected = (what: string, error: unknown, allowed: ReadonlySet<string>) => {
@@ -329,17 +332,8 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
         executionOf.set(name, executionId);
         alive.add(executionId);
         try {
-          // The state machine retries its Recover and Plan states on transient errors: a cycle
-          // that stopped there (before any job started) runs again, up to `attempts` times.
-          let report: CycleReport | undefined;
-          for (let attempt = 1; !report; attempt++) {
-            try {
-              report = await runCycle(deps(actor, executionId), tier);
-            } catch (error) {
-              if (attempt >= plan.attempts || errorName(error) === 'CrashedError') throw error;
-              bump(jobOutcomes, `cycle-retried:${errorName(error)}`);
-            }
-          }
+          // runCycle retries Recover and Plan as the state machine's Retry does.
+          const report = await runCycle(deps(actor, executionId), tier);
           for (const entry of report.recovery.entries) bump(recoveryActions, entry.action);
           for (const { job, outcome } of report.jobs) {
             bump(jobOutcomes, outcome.status === 'failed' ? `failed:${outcome.error.name}` : outcome.status);

@@ -69,8 +69,8 @@ export async function retentionCommand(options: ParsedOptions, io: CliIo): Promi
       if (outcome.status === 'failed') failed++;
       rows.push({
         ...row,
-        result: outcome.status === 'compacted' ? 'expired' : outcome.status,
-        removed: outcome.status === 'compacted' ? (committed?.inputs ?? 0) - keptAtDelete : 0,
+        result: outcome.status,
+        removed: outcome.status === 'expired' ? (committed?.inputs ?? 0) - keptAtDelete : 0,
         kept: deleted?.keptInputs ?? committed?.keptInputs ?? 0,
         note:
           outcome.status === 'failed'

@@ -4,7 +4,17 @@
  */
 
 import { join } from 'node:path';
+import type { JobKind } from '../../core/config.ts';
 import { compareKeys } from '../../core/object-store.ts';
+import {
+  endsChain,
+  isCommitted,
+  PARTITION_STEPS,
+  type PartitionOutcome,
+  partitionVerdict,
+  resultOf,
+} from '../../core/pipeline.ts';
+import { judgeMapItem } from '../../core/run-summary.ts';
 import type { StepOutput } from '../../lambda/events.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import type { LocalExecution } from '../../local-runner/workflow.ts';
@@ -48,6 +58,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   const started = Date.now();
   let planned = 0;
   let done = 0;
+  const chains = new Map<string, PartitionOutcome>();
   try {
     const { execution, output } = await runWorkflowLocally(
       workflow,
@@ -72,13 +83,19 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
           : (step, payload, result) => {
               const r = result as StepOutput & { jobs?: number };
               if (step === 'plan') planned = r.jobs ?? 0;
-              const finished =
-                step === 'clear-manifest' ||
-                (step === 'compact' && (r.status === 'skipped' || r.status === 'superseded'));
-              if (!finished) return;
+              const row = PARTITION_STEPS.find((p) => p.step === step);
+              if (!row) return;
+              // The chain's results so far, judged as Summary judges the item once it ends.
+              const { partition = r.partition, jobId = r.jobId } = payload as {
+                partition?: string;
+                jobId?: string;
+              };
+              const outcome = { ...(chains.get(jobId) ?? { partition, jobId }), [row.resultKey]: r };
+              chains.set(jobId, outcome);
+              if (!endsChain(row, r) && row !== PARTITION_STEPS.at(-1)) return;
+              chains.delete(jobId);
               done++;
-              const status = step === 'compact' ? r.status : tier === 'retention' ? 'expired' : 'compacted';
-              const partition = (payload as { partition?: string }).partition ?? r.partition;
+              const status = partitionVerdict(tier, outcome);
               io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
             },
       },
@@ -126,27 +143,30 @@ interface PartitionRow {
   readonly note: string;
 }
 
-/** One row per Map item, from the items' results (as the ResultWriter files hold them). */
-function partitionRows(execution: LocalExecution, tier: string): PartitionRow[] {
-  // A retention job's committed result is the expiry of its files, not a merge.
-  const done = tier === 'retention' ? 'expired' : 'compacted';
+/** One row per Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
+function partitionRows(execution: LocalExecution, tier: JobKind): PartitionRow[] {
   const rows: PartitionRow[] = [];
   for (const results of execution.mapResults.values()) {
     for (const r of results) {
-      const item = r.Item as { partition?: string; inputFiles?: number; inputBytes?: number };
-      const out = (r.Output ?? {}) as { status?: string; compact?: StepOutput; clear?: StepOutput };
-      const compact = out.compact;
-      const compacted = out.clear?.state === 'cleared';
+      const item = r.Item as { inputFiles?: number; inputBytes?: number };
+      const judged = judgeMapItem(tier, r);
+      const compact = judged.outcome ? resultOf(judged.outcome, 'compact') : undefined;
+      const committed = isCommitted(judged.verdict);
       rows.push({
-        partition: item.partition ?? '?',
-        result: r.Status === 'FAILED' ? 'failed' : compacted ? done : (compact?.status ?? 'skipped'),
+        partition: judged.partition,
+        result: judged.verdict,
         inputs: compact?.inputs ?? item.inputFiles ?? 0,
         inputBytes: compact?.inputBytes ?? item.inputBytes ?? 0,
-        outputs: compacted ? (compact?.outputs ?? 0) : 0,
-        outputBytes: compacted ? (compact?.outputBytes ?? 0) : 0,
-        rows: compacted ? (compact?.outputRows ?? 0) : 0,
+        outputs: committed ? (compact?.outputs ?? 0) : 0,
+        outputBytes: committed ? (compact?.outputBytes ?? 0) : 0,
+        rows: committed ? (compact?.outputRows ?? 0) : 0,
         ...(compact?.quarantinedInputs ? { quarantinedInputs: compact.quarantinedInputs } : {}),
-        note: r.Status === 'FAILED' ? `${r.Error}: ${r.Cause}` : (compact?.reason ?? ''),
+        note:
+          judged.verdict === 'failed'
+            ? `${judged.error}: ${judged.cause}`
+            : judged.verdict === 'superseded' && compact?.status !== 'superseded'
+              ? 'rolled back or taken over by recovery meanwhile'
+              : (compact?.reason ?? ''),
       });
     }
   }
@@ -160,7 +180,7 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
     '',
     `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];
-  const rows = partitionRows(execution, output.tier);
+  const rows = partitionRows(execution, output.tier as JobKind);
   if (rows.length > 0) {
     lines.push(
       table(
@@ -181,8 +201,8 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
   const s = output.summary;
   lines.push(
     output.tier === 'retention'
-      ? `summary: ${s.compacted} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${s.skipped} skipped, ${s.failed} failed`
-      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.failed} failed`,
+      ? `summary: ${s.expired} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed`
+      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed`,
   );
   return lines.join('\n');
 }
@@ -193,7 +213,7 @@ function failedSummary(execution: LocalExecution): SummaryOutput | undefined {
   return input?.summary?.Payload;
 }
 
-function formatFailedExecution(execution: LocalExecution, tier: string): string {
+function formatFailedExecution(execution: LocalExecution, tier: JobKind): string {
   const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
   const s = failedSummary(execution);
   return [
@@ -201,7 +221,7 @@ function formatFailedExecution(execution: LocalExecution, tier: string): string 
     ...rows.map((p) => `  ${p.partition}: ${p.note}`),
     ...(s
       ? [
-          `summary: ${s.compacted} compacted, ${s.skipped} skipped, ${s.failed} failed of ${s.partitions} (tolerated: ${s.toleratedFailurePercentage}%)`,
+          `summary: ${s.compacted + s.expired} committed, ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed of ${s.partitions} (tolerated: ${s.toleratedFailurePercentage}%)`,
         ]
       : []),
   ].join('\n');

@@ -7,7 +7,7 @@ import { type JobRef, result, type StepDeps, type StepResult, summary } from '..
 import { stagingPrefix } from '../manifest.ts';
 import { checkLease, deleteManifest, deletePrefix, loadForStep, orTwinsWork } from '../manifest-cas.ts';
 
-export async function clearStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+export async function clearManifestStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   return orTwinsWork(deps, ref, 'inputs-deleted', () => clear(deps, ref));
 }
 
