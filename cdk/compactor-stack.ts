@@ -5,6 +5,7 @@
 
 import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { stateRootOf } from '../functions/core/state-root.ts';
 import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
 import { CompactorFunctions, grantObjectKey } from './constructs/compactor-functions.ts';
@@ -153,7 +154,7 @@ export class CompactorStack extends Stack {
     );
     acknowledgeWildcards(
       this.workflow,
-      s3ObjectPrefixFinding(`${this.config.dataPrefix}_compaction/`),
+      s3ObjectPrefixFinding(stateRootOf(this.config.dataPrefix)),
       'The Distributed Map reads its item files and writes its results under the state root of the data bucket; their keys hold execution and Map Run ids known only at run time.',
     );
     acknowledgeWildcards(

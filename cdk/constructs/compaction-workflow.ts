@@ -27,6 +27,7 @@ import {
   stepRow,
   stepsThrough,
 } from '../../functions/core/pipeline.ts';
+import { stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
@@ -246,7 +247,7 @@ export class CompactionWorkflow extends Construct {
       itemReader: new StateRootJsonItemReader({
         bucket: props.bucket,
         key: sfn.JsonPath.stringAt('$.plan.Payload.itemsKey'),
-        keyPrefix: `${props.dataPrefix}_compaction/plans/`,
+        keyPrefix: stateFolder(stateRootOf(props.dataPrefix), 'plans'),
       }),
       maxConcurrency: props.maxConcurrency ?? 10,
       // The Map Run never fails for failed items, so its results are always written and Summary
@@ -255,7 +256,8 @@ export class CompactionWorkflow extends Construct {
       toleratedFailurePercentage: 100,
       resultWriterV2: new StateRootResultWriter({
         bucket: props.bucket,
-        prefix: `${props.dataPrefix}_compaction/results`,
+        // Without the folder's slash: Step Functions appends `/<map run id>/...`.
+        prefix: stateFolder(stateRootOf(props.dataPrefix), 'results').slice(0, -1),
       }),
       // Express children: billed by duration instead of per transition, at most five minutes
       // each, at-least-once; Step Functions keeps no history of them, CloudWatch Logs does (the

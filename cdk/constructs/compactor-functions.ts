@@ -31,6 +31,7 @@ import {
   type StepName,
 } from '../../functions/contract.ts';
 import { stepRow } from '../../functions/core/pipeline.ts';
+import { stateRootOf } from '../../functions/core/state-root.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../lambda-sizing.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
@@ -164,7 +165,7 @@ export class CompactorFunctions extends Construct {
   constructor(scope: Construct, id: string, props: CompactorFunctionsProps) {
     super(scope, id);
     const dataPrefix = props.dataPrefix ?? '';
-    const stateRoot = `${dataPrefix}_compaction/`;
+    const stateRoot = stateRootOf(dataPrefix);
     const { compactSize, otherSize, partitionStepSize } = props;
     const functionsDir = props.functionsDir ?? join(PROJECT_ROOT, 'functions');
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;

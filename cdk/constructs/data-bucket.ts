@@ -10,6 +10,7 @@ import { Annotations, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
+import { RUN_RECORD_DAYS, stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { acknowledge } from '../nag.ts';
 
 export interface DataBucketProps {
@@ -47,7 +48,7 @@ export interface DataBucketProps {
   /**
    * How long plan and result files of the Map stay. A redrive re-reads them, and Step Functions
    * redrives up to 14 days after an execution stopped, so keep them a day longer.
-   * @default Duration.days(15)
+   * @default Duration.days(RUN_RECORD_DAYS) (15, functions/core/state-root.ts)
    */
   readonly stateFilesExpiration?: Duration;
   /**
@@ -91,15 +92,15 @@ export class DataBucket extends Construct {
       this.encryptionKey = props.kmsKeyArn ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn) : undefined;
       this.accessLogsBucket = undefined;
       Annotations.of(this).addInfo(
-        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${dataPrefix}_compaction/plans/ and results/ after 15 days; never expire the rest of _compaction/).`,
+        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${stateFolder(stateRootOf(dataPrefix), 'plans')} and ${stateFolder(stateRootOf(dataPrefix), 'results')} after ${RUN_RECORD_DAYS} days; never expire the rest of ${stateRootOf(dataPrefix)}).`,
       );
       return;
     }
 
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
     const destroy = removalPolicy === RemovalPolicy.DESTROY;
-    const stateRoot = `${dataPrefix}_compaction/`;
-    const stateFilesExpiration = props.stateFilesExpiration ?? Duration.days(15);
+    const stateRoot = stateRootOf(dataPrefix);
+    const stateFilesExpiration = props.stateFilesExpiration ?? Duration.days(RUN_RECORD_DAYS);
     if (encryption === 'kms') {
       this.encryptionKey = props.kmsKeyArn
         ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn)
@@ -151,8 +152,12 @@ export class DataBucket extends Construct {
           id: 'abort-incomplete-multipart-uploads',
           abortIncompleteMultipartUploadAfter: props.abortIncompleteMultipartUploadAfter ?? Duration.days(2),
         },
-        { id: 'expire-map-plans', prefix: `${stateRoot}plans/`, expiration: stateFilesExpiration },
-        { id: 'expire-map-results', prefix: `${stateRoot}results/`, expiration: stateFilesExpiration },
+        { id: 'expire-map-plans', prefix: stateFolder(stateRoot, 'plans'), expiration: stateFilesExpiration },
+        {
+          id: 'expire-map-results',
+          prefix: stateFolder(stateRoot, 'results'),
+          expiration: stateFilesExpiration,
+        },
       ],
       removalPolicy,
       autoDeleteObjects: destroy,

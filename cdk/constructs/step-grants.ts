@@ -6,6 +6,7 @@
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { StepName } from '../../functions/contract.ts';
+import { stateFolder } from '../../functions/core/state-root.ts';
 
 /**
  * Least privilege per step. P = data root, S = state root (P + '_compaction/'). ListBucket is
@@ -22,13 +23,13 @@ export function stepGrants(
 ): Record<StepName, iam.PolicyStatement[]> {
   const P = dataPrefix;
   const S = stateRoot;
-  const M = `${S}manifests/`;
-  const ST = `${S}staging/`;
-  const Q = `${S}quarantine/`;
-  const PL = `${S}plans/`;
-  const R = `${S}results/`;
+  const M = stateFolder(S, 'manifests');
+  const ST = stateFolder(S, 'staging');
+  const Q = stateFolder(S, 'quarantine');
+  const PL = stateFolder(S, 'plans');
+  const R = stateFolder(S, 'results');
   // Consecutive failures per partition (backoff): compact writes, plan reads, clear removes.
-  const F = `${S}failures/`;
+  const F = stateFolder(S, 'failures');
   const objects = (actions: string[], ...prefixes: string[]) =>
     new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
   const list = (...prefixes: string[]) =>

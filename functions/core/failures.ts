@@ -12,6 +12,7 @@
 import type { CompactorConfig, JobKind } from './config.ts';
 import { NotFoundError } from './errors.ts';
 import type { ObjectStore } from './object-store.ts';
+import { stateFolder } from './state-root.ts';
 
 export interface FailureRecord {
   readonly tier: JobKind;
@@ -24,7 +25,7 @@ export interface FailureRecord {
 }
 
 export function failuresRoot(config: CompactorConfig): string {
-  return `${config.layout.stateRoot}failures/`;
+  return stateFolder(config.layout.stateRoot, 'failures');
 }
 
 export function failureKey(config: CompactorConfig, tier: JobKind, partition: string): string {

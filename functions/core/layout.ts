@@ -8,6 +8,7 @@
  */
 
 import { ConfigError } from './errors.ts';
+import { stateRootOf } from './state-root.ts';
 
 export const LAYOUT_PRESETS = {
   arc: '{db}/{measurement}/{YYYY}/{MM}/{DD}/{HH}/',
@@ -153,7 +154,7 @@ export class Layout {
   constructor(template: string, dataPrefix = '', options: LayoutOptions & { name?: string } = {}) {
     if (dataPrefix !== '' && !dataPrefix.endsWith('/')) dataPrefix += '/';
     this.dataPrefix = dataPrefix;
-    this.stateRoot = `${dataPrefix}_compaction/`;
+    this.stateRoot = stateRootOf(dataPrefix);
     this.template = template.endsWith('/') ? template : `${template}/`;
     const raw = this.template.slice(0, -1).split('/');
     if (raw.some((s) => s === '')) throw new ConfigError(`layout "${template}" has an empty segment`);

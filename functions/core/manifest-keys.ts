@@ -7,10 +7,11 @@ import { createHash } from 'node:crypto';
 import { JOB_KINDS, type JobKind, type TierName } from './config.ts';
 import { ManifestConflictError } from './errors.ts';
 import { compactDate, type DataFile, type Layout } from './layout.ts';
+import { stateFolder } from './state-root.ts';
 import { outputFolderOf, partitionOf, TIER_SPECS, tierFolder, tierPeriod } from './tiers.ts';
 
 export function manifestsRoot(layout: Layout): string {
-  return `${layout.stateRoot}manifests/`;
+  return stateFolder(layout.stateRoot, 'manifests');
 }
 
 export function manifestKey(layout: Layout, tier: JobKind, partition: string): string {
@@ -18,7 +19,7 @@ export function manifestKey(layout: Layout, tier: JobKind, partition: string): s
 }
 
 export function stagingRoot(layout: Layout): string {
-  return `${layout.stateRoot}staging/`;
+  return stateFolder(layout.stateRoot, 'staging');
 }
 
 export function stagingPrefix(layout: Layout, jobId: string): string {
@@ -26,7 +27,7 @@ export function stagingPrefix(layout: Layout, jobId: string): string {
 }
 
 export function quarantineRoot(layout: Layout): string {
-  return `${layout.stateRoot}quarantine/`;
+  return stateFolder(layout.stateRoot, 'quarantine');
 }
 
 export function quarantinedManifestKey(layout: Layout, manifestKeyValue: string, stamp: string): string {

@@ -11,6 +11,7 @@ import type { JobRef, JobSpec } from './job.ts';
 import type { Layout } from './layout.ts';
 import type { InputRef } from './manifest.ts';
 import type { ObjectStore } from './object-store.ts';
+import { RUN_RECORD_DAYS, stateFolder } from './state-root.ts';
 
 /** One Map item: the job and where its inputs are. */
 export interface JobItem extends JobRef {
@@ -23,7 +24,7 @@ export function plansPrefix(layout: Layout, executionName: string): string {
   if (!/^[A-Za-z0-9_.:-]{1,80}$/.test(executionName)) {
     throw new ConfigError(`execution name "${executionName}" is not usable in a key`);
   }
-  return `${layout.stateRoot}plans/${executionName.replaceAll(':', '-')}/`;
+  return `${stateFolder(layout.stateRoot, 'plans')}${executionName.replaceAll(':', '-')}/`;
 }
 
 export async function writePlan(
@@ -56,8 +57,8 @@ export async function writePlan(
 
 /** Reads a job's inputs back; the item must name the same job the file holds. */
 export async function readJob(store: ObjectStore, layout: Layout, item: JobItem): Promise<JobSpec> {
-  if (!item.jobKey.startsWith(`${layout.stateRoot}plans/`)) {
-    throw new ConfigError(`job file ${item.jobKey} is outside ${layout.stateRoot}plans/`);
+  if (!item.jobKey.startsWith(stateFolder(layout.stateRoot, 'plans'))) {
+    throw new ConfigError(`job file ${item.jobKey} is outside ${stateFolder(layout.stateRoot, 'plans')}`);
   }
   let body: Buffer;
   try {
@@ -65,7 +66,7 @@ export async function readJob(store: ObjectStore, layout: Layout, item: JobItem)
   } catch (error) {
     if (error instanceof NotFoundError) {
       throw new ConfigError(
-        `job file ${item.jobKey} is gone (plans expire after 14 days): start a new execution`,
+        `job file ${item.jobKey} is gone (plans expire after ${RUN_RECORD_DAYS} days): start a new execution`,
         {
           cause: error,
         },

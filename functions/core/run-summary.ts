@@ -15,6 +15,7 @@ import {
   partitionVerdict,
   resultOf,
 } from './pipeline.ts';
+import { stateFolder } from './state-root.ts';
 
 export interface RunSummary {
   readonly partitions: number;
@@ -28,6 +29,8 @@ export interface RunSummary {
   readonly filesOut: number;
   readonly bytesIn: number;
   readonly bytesOut: number;
+  /** Rows the committed jobs read (their inputs') and wrote. */
+  readonly rowsIn: number;
   /** Totals of the committed (compacted or expired) partitions: what their compact step staged. */
   readonly rows: number;
   /**
@@ -122,6 +125,7 @@ export const EMPTY_SUMMARY: RunSummary = {
   filesOut: 0,
   bytesIn: 0,
   bytesOut: 0,
+  rowsIn: 0,
   rows: 0,
   failures: [],
 };
@@ -155,6 +159,7 @@ export function addToSummary(summary: RunSummary, judged: JudgedPartition): RunS
     filesOut: summary.filesOut + (numbers.outputs ?? 0),
     bytesIn: summary.bytesIn + (numbers.inputBytes ?? 0),
     bytesOut: summary.bytesOut + (numbers.outputBytes ?? 0),
+    rowsIn: summary.rowsIn + (numbers.inputRows ?? 0),
     rows: summary.rows + (numbers.outputRows ?? 0),
   };
 }
@@ -165,7 +170,7 @@ export async function summarizeMapRun(
   tier: JobKind,
   manifestKey: string,
 ): Promise<RunSummary> {
-  const resultsRoot = `${layout.stateRoot}results/`;
+  const resultsRoot = stateFolder(layout.stateRoot, 'results');
   const inside = (key: string) => {
     if (!key.startsWith(resultsRoot)) throw new ConfigError(`Map results ${key} are outside ${resultsRoot}`);
     return key;

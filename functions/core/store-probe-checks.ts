@@ -6,6 +6,7 @@
 import { crc32OfBytes } from './checksum.ts';
 import { PreconditionFailedError, TransientStoreError } from './errors.ts';
 import type { Checksum, ObjectStore } from './object-store.ts';
+import { stateFolder } from './state-root.ts';
 import { removeProbeLeftovers } from './store-probe-cleanup.ts';
 
 export type StoreGuarantee =
@@ -39,7 +40,7 @@ export const STORE_GUARANTEES: readonly StoreGuarantee[] = [
 
 /** Where probes write: under the state root, never matched by a data glob. */
 export function probeRoot(stateRoot: string): string {
-  return `${stateRoot}probe/`;
+  return stateFolder(stateRoot, 'probe');
 }
 
 export interface ProbeDeps {

@@ -20,6 +20,7 @@ import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
 import type { StepDeps } from '../core/protocol.ts';
 import type { RunSummary } from '../core/run-summary.ts';
+import { RUN_RECORD_DAYS, stateFolder } from '../core/state-root.ts';
 import type { StepOutput } from '../lambda/events.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
@@ -28,18 +29,18 @@ import { definitionKey, readCachedDefinition, writeCachedDefinition } from './de
 import { isStepName, localInvoker, type StepName } from './lambdas.ts';
 import { type ChildDeliveries, type LocalExecution, runLocalWorkflow } from './workflow.ts';
 
-/** As the bucket's lifecycle rule expires them in AWS. */
-export const RUN_RECORD_DAYS = 15;
-
 function resultsRoot(layout: CompactorConfig['layout']): string {
-  return `${layout.stateRoot}results/`;
+  return stateFolder(layout.stateRoot, 'results');
 }
 
 /** Removes plans and Map results older than `days` (real time: they are files on disk). */
 async function expireRunRecords(deps: StepDeps, days: number): Promise<void> {
   const cutoff = Date.now() - days * 86_400_000;
   const old: { key: string }[] = [];
-  for (const prefix of [`${deps.config.layout.stateRoot}plans/`, resultsRoot(deps.config.layout)]) {
+  for (const prefix of [
+    stateFolder(deps.config.layout.stateRoot, 'plans'),
+    resultsRoot(deps.config.layout),
+  ]) {
     for await (const object of deps.store.list(prefix))
       if (object.lastModified.getTime() < cutoff) old.push({ key: object.key });
   }
@@ -263,7 +264,7 @@ export async function runWorkflowLocally(
     );
     await rm(handlerDeps.workDir, { recursive: true, force: true });
     // S3 expires run records by a lifecycle rule; a local folder has none. A succeeded run needs
-    // its records no more; a failed one keeps them for a redrive, until they are 14 days old.
+    // its records no more; a failed one keeps them for a redrive, as the bucket's lifecycle rule does.
     if (execution.status === 'SUCCEEDED') {
       await deletePrefix(stepDeps, plansPrefix(deps.config.layout, executionName));
       await deletePrefix(stepDeps, `${resultsRoot(deps.config.layout)}${executionName}-`);

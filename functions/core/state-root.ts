@@ -1,0 +1,49 @@
+/**
+ * The state root's key scheme, written once: where under `<dataPrefix>_compaction/` each kind of
+ * state lives, and how long the run records are kept. The core's keys (manifests, staging,
+ * quarantine, plans, results, failures, the store probe), the stack's grants, lifecycle rules and
+ * Map reader and writer, the local runner and the docs all take them from here. Pure.
+ */
+
+/** The state root's folder under the data root: never matched by a data glob. */
+export const STATE_ROOT_FOLDER = '_compaction/';
+
+/** The state root of a data root ('' or ending with '/'). */
+export function stateRootOf(dataPrefix: string): string {
+  return `${dataPrefix}${STATE_ROOT_FOLDER}`;
+}
+
+/** The folders under the state root, each ending with '/'. */
+export const STATE_FOLDERS = {
+  /** One live manifest per tier and partition: the lease. */
+  manifests: 'manifests/',
+  /** Each job's staged outputs, `staging/{jobId}/...`. */
+  staging: 'staging/',
+  quarantine: 'quarantine/',
+  /** The Map's items (one per job) and the sweep markers: run records. */
+  plans: 'plans/',
+  /** The Map's ResultWriter output: run records. */
+  results: 'results/',
+  /** Consecutive failures per partition (backoff). */
+  failures: 'failures/',
+  /** The store probe's objects. */
+  probe: 'probe/',
+} as const;
+export type StateFolder = keyof typeof STATE_FOLDERS;
+
+/** A folder of the state root, e.g. `stateFolder('lake/_compaction/', 'plans')` = `lake/_compaction/plans/`. */
+export function stateFolder(stateRoot: string, folder: StateFolder): string {
+  return `${stateRoot}${STATE_FOLDERS[folder]}`;
+}
+
+/**
+ * How long a run's records (plans/, results/) are kept: the bucket's lifecycle rule expires them
+ * after this many days, and a local run removes its own as old. Step Functions redrives
+ * executions that stopped "in the last 14 days"
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html), and a redrive
+ * reads its plan again, so they are kept a day longer.
+ */
+export const RUN_RECORD_DAYS = 15;
+
+/** The longest a redrive can come after its execution stopped (the same page). */
+export const REDRIVE_WINDOW_DAYS = RUN_RECORD_DAYS - 1;
