@@ -6,8 +6,7 @@
 import { clearManifestStep } from './core/protocol.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { jobStepHandler } from './lambda/handler-kit.ts';
-import { recordJobDone } from './lambda/telemetry.ts';
 
-export const { run, createHandler } = jobStepHandler(clearManifestStep, recordJobDone);
+export const { run, createHandler } = jobStepHandler(clearManifestStep);
 
 export const handler = createHandler(envDeps(), envObservability());

@@ -5,9 +5,7 @@
  */
 
 import { join } from 'node:path';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { DuckDbEngine } from './adapters/duckdb-engine.ts';
-import { METRICS } from './contract.ts';
 import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
 import { isCompactionJob } from './core/protocol.ts';
@@ -33,7 +31,6 @@ export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTo
     isCompactionJob(job) ? { ...stepDeps, engine: await engine() } : stepDeps,
     job,
   );
-  if (result.status === 'skipped') tools.metrics?.addMetric(METRICS.skipped, MetricUnit.Count, 1);
   return stepOutput(result);
 }
 

@@ -31,7 +31,7 @@ export async function summaryStep(
   const summary = event.resultsKey
     ? await summarizeMapRun(deps.store, deps.config.layout, event.tier, event.resultsKey)
     : EMPTY_SUMMARY;
-  tools.metrics?.addMetric(METRICS.failed, MetricUnit.Count, summary.failed);
+  recordVerdicts(tools, summary);
   for (const failure of summary.failures) tools.logger.error('partition failed', { ...failure });
   tools.logger.info('summary', { ...summary, failures: summary.failures.length });
   return {
@@ -40,6 +40,25 @@ export async function summaryStep(
     toleratedFailurePercentage: event.toleratedFailurePercentage,
     withinTolerance: withinTolerance(summary, event.toleratedFailurePercentage),
   };
+}
+
+/**
+ * The run's partitions and totals as metrics, once per execution, from the same verdicts as the
+ * Summary output: compacted counts the jobs this execution committed (for retention, the days it
+ * expired), skipped those it did not (skipped or superseded), failed the failed ones.
+ */
+function recordVerdicts(tools: HandlerTools, summary: RunSummary): void {
+  const m = tools.metrics;
+  if (!m) return;
+  m.addMetric(METRICS.compacted, MetricUnit.Count, summary.compacted + summary.expired);
+  m.addMetric(METRICS.skipped, MetricUnit.Count, summary.skipped + summary.superseded);
+  m.addMetric(METRICS.failed, MetricUnit.Count, summary.failed);
+  m.addMetric(METRICS.filesIn, MetricUnit.Count, summary.filesIn);
+  m.addMetric(METRICS.filesOut, MetricUnit.Count, summary.filesOut);
+  m.addMetric(METRICS.bytesIn, MetricUnit.Bytes, summary.bytesIn);
+  m.addMetric(METRICS.bytesOut, MetricUnit.Bytes, summary.bytesOut);
+  m.addMetric(METRICS.rowsIn, MetricUnit.Count, summary.rowsIn);
+  m.addMetric(METRICS.rowsOut, MetricUnit.Count, summary.rows);
 }
 
 export function createHandler(getDeps: DepsFactory, observability: Observability) {

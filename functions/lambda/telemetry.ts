@@ -2,7 +2,7 @@
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS } from '../contract.ts';
-import type { JobEvent, StepResult } from '../core/protocol.ts';
+import type { JobEvent } from '../core/protocol.ts';
 import type { Observability } from './handler-kit.ts';
 
 export function onJobEvent(tools: Observability): (event: JobEvent) => void {
@@ -26,20 +26,6 @@ export function onJobEvent(tools: Observability): (event: JobEvent) => void {
       ...('reason' in event ? { reason: event.reason } : {}),
     });
   };
-}
-
-/** The job's totals, counted once: when the clear step finishes it. */
-export function recordJobDone(tools: Observability, result: StepResult): void {
-  if (result.status !== 'done' || result.state !== 'cleared') return;
-  const m = tools.metrics;
-  if (!m) return;
-  m.addMetric(METRICS.compacted, MetricUnit.Count, 1);
-  m.addMetric(METRICS.filesIn, MetricUnit.Count, result.inputs ?? 0);
-  m.addMetric(METRICS.filesOut, MetricUnit.Count, result.outputs ?? 0);
-  m.addMetric(METRICS.bytesIn, MetricUnit.Bytes, result.inputBytes ?? 0);
-  m.addMetric(METRICS.bytesOut, MetricUnit.Bytes, result.outputBytes ?? 0);
-  m.addMetric(METRICS.rowsIn, MetricUnit.Count, result.inputRows ?? 0);
-  m.addMetric(METRICS.rowsOut, MetricUnit.Count, result.outputRows ?? 0);
 }
 
 /**
