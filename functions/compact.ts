@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import { DuckDbEngine } from './adapters/duckdb-engine.ts';
 import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
+import type { StepResult } from './core/protocol.ts';
 import { isCompactionJob } from './core/protocol.ts';
 import { duckDbSettingsFromEnv, envDeps, envObservability } from './lambda/env-deps.ts';
-import { parseJobItem, type StepOutput, stepOutput } from './lambda/events.ts';
+import { parseJobItem } from './lambda/events.ts';
 import {
   createLambdaHandler,
   type DepsFactory,
@@ -21,7 +22,7 @@ import {
 import { onJobEvent } from './lambda/telemetry.ts';
 import { SPILL_DIR } from './lambda/work-dir.ts';
 
-export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> {
+export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepResult> {
   await deps.resetWorkDir?.();
   const job = await readJob(deps.store, deps.config.layout, item);
   const { engine, ...rest } = deps;
@@ -31,7 +32,7 @@ export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTo
     isCompactionJob(job) ? { ...stepDeps, engine: await engine() } : stepDeps,
     job,
   );
-  return stepOutput(result);
+  return result;
 }
 
 export function createHandler(getDeps: DepsFactory, observability: Observability) {

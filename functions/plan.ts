@@ -4,7 +4,7 @@
  * deps, call the planner, return a small result.
  */
 
-import { assignJobs, planJobs } from './core/cycle.ts';
+import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
 import { recordSweep } from './core/planner.ts';
@@ -45,7 +45,7 @@ export async function planStep(
   // `now` plans as if at that time (replays, tests); leases still use the real clock.
   const clock: Clock = event.now ? { now: () => new Date(event.now as string) } : deps.clock;
   // `retention` plans the expired files; the tiers plan their candidates.
-  const plan = await planJobs(deps.store, deps.config, clock, event.tier, {
+  const plan = await planCycle(deps.store, deps.config, clock, event.tier, {
     ...(event.only !== undefined ? { only: event.only } : {}),
     ...(event.sweep === true ? { sweep: true } : {}),
   });

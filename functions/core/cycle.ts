@@ -135,7 +135,7 @@ export function assignJobs(
 }
 
 /** The plan of one kind of job: a compaction tier's candidates, or the expired files. */
-export async function planJobs(
+export async function planCycle(
   store: ObjectStore,
   config: CompactorConfig,
   clock: Clock,
@@ -156,7 +156,7 @@ export async function planJobs(
 
 export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
   const recovery = await withRetry('recover', deps, () => recover(deps));
-  const plan = await withRetry('plan', deps, () => planJobs(deps.store, deps.config, deps.clock, tier));
+  const plan = await withRetry('plan', deps, () => planCycle(deps.store, deps.config, deps.clock, tier));
   const specs = assignJobs(plan, deps);
   const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
   let next = 0;

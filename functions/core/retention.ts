@@ -84,7 +84,7 @@ export interface RetentionPlan extends Plan {
   readonly tablesSeen: readonly string[];
 }
 
-/** A plan of the retention kind (planJobs returns the general Plan). */
+/** A plan of the retention kind (planCycle returns the general Plan). */
 export function isRetentionPlan(plan: Plan): plan is RetentionPlan {
   return plan.tier === 'retention' && 'unmatchedRules' in plan;
 }

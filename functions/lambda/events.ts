@@ -6,7 +6,7 @@
 import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
 import type { JobItem } from '../core/plan-store.ts';
-import type { JobRef, StepResult } from '../core/protocol.ts';
+import type { JobRef } from '../core/protocol.ts';
 
 type Json = Record<string, unknown>;
 
@@ -114,12 +114,4 @@ export function parseSummaryEvent(event: unknown): SummaryEvent {
     toleratedFailurePercentage: percentage(e.toleratedFailurePercentage),
     ...(written ? { resultsKey: text(written.Key, 'map.ResultWriterDetails.Key', 'summary input') } : {}),
   };
-}
-
-/** A step's result as the console shows it: small and flat (the tier is the execution's). */
-export type StepOutput = Omit<StepResult, 'tier'>;
-
-export function stepOutput(result: StepResult): StepOutput {
-  const { tier: _tier, ...rest } = result;
-  return rest;
 }

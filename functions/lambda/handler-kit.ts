@@ -15,7 +15,7 @@ import type { CompactorConfig } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import type { ObjectStore } from '../core/object-store.ts';
 import type { JobRef, StepDeps, StepResult } from '../core/protocol.ts';
-import { parseJobRef, type StepOutput, stepOutput } from './events.ts';
+import { parseJobRef } from './events.ts';
 import { onJobEvent } from './telemetry.ts';
 
 export interface HandlerDeps {
@@ -87,10 +87,10 @@ export function jobStepHandler(
   step: (deps: StepDeps, job: JobRef) => Promise<StepResult>,
   after?: (tools: HandlerTools, result: StepResult) => void,
 ) {
-  const run = async (job: JobRef, deps: HandlerDeps, tools: HandlerTools): Promise<StepOutput> => {
+  const run = async (job: JobRef, deps: HandlerDeps, tools: HandlerTools): Promise<StepResult> => {
     const result = await step({ ...deps, signal: tools.signal, onEvent: onJobEvent(tools) }, job);
     after?.(tools, result);
-    return stepOutput(result);
+    return result;
   };
   return {
     run,

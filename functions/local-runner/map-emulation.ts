@@ -75,7 +75,7 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
       ItemProcessor: {
         StartAt: ITEM_STATE,
         States: {
-          // One child execution (child-executions.ts, bound by runLocalWorkflow's ChildExecution handler).
+          // One child execution (child-executions.ts, bound by executeDefinition's ChildExecution handler).
           [ITEM_STATE]: {
             Type: 'Task',
             Resource: 'arn:aws:states:::states:startExecution',

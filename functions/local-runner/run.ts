@@ -21,13 +21,12 @@ import { plansPrefix } from '../core/plan-store.ts';
 import type { StepDeps } from '../core/protocol.ts';
 import type { RunSummary } from '../core/run-summary.ts';
 import { RUN_RECORD_DAYS, stateFolder } from '../core/state-root.ts';
-import type { StepOutput } from '../lambda/events.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, localInvoker, type StepName } from './lambdas.ts';
-import { type ChildDeliveries, type LocalExecution, runLocalWorkflow } from './workflow.ts';
+import { type ChildDeliveries, executeDefinition, type WorkflowExecution } from './workflow.ts';
 
 function resultsRoot(layout: CompactorConfig['layout']): string {
   return stateFolder(layout.stateRoot, 'results');
@@ -190,20 +189,20 @@ export interface LocalRunOptions {
   /** Plan only this table (the execution input's `only`). */
   readonly only?: string;
   readonly retryIntervalMs?: number;
-  /** Deliveries of each Express child (runLocalWorkflow's at-least-once emulation). */
+  /** Deliveries of each Express child (executeDefinition's at-least-once emulation). */
   readonly childDeliveries?: ChildDeliveries;
   readonly expressChildTimeoutSeconds?: number;
-  readonly redriveOf?: LocalExecution;
+  readonly redriveOf?: WorkflowExecution;
   readonly onStep?: (step: StepName, payload: unknown, result: unknown) => void;
   /** Errors the handlers log (quarantines, failed partitions). */
   readonly onError?: (message: string, details: Record<string, unknown>) => void;
   readonly onStateEntered?: (name: string) => void;
-  /** Where validated definitions are marked (runLocalWorkflow); default the definition cache. */
+  /** Where validated definitions are marked (executeDefinition); default the definition cache. */
   readonly definitionCacheDir?: string;
 }
 
 export interface LocalRunResult {
-  readonly execution: LocalExecution;
+  readonly execution: WorkflowExecution;
   readonly output?: {
     readonly tier: string;
     readonly recovery: RecoverOutput;
@@ -241,7 +240,7 @@ export async function runWorkflowLocally(
       options.onStep,
       options.onError,
     );
-    const execution = await runLocalWorkflow(
+    const execution = await executeDefinition(
       workflow.definition,
       { store: deps.store, bucket: workflow.bucket, invoke },
       {
@@ -280,5 +279,3 @@ export async function runWorkflowLocally(
     end();
   }
 }
-
-export type { StepOutput };

@@ -62,7 +62,7 @@ export { ExceedToleratedFailureThresholdError } from './map-results.ts';
 /** Calls the Lambda bound to a function name with a payload; returns what the Lambda returns. */
 export type LambdaInvoker = (functionName: string, payload: Json) => Promise<Json>;
 
-export interface LocalExecution {
+export interface WorkflowExecution {
   readonly executionId: string;
   readonly executionName: string;
   readonly status: 'SUCCEEDED' | 'FAILED';
@@ -93,7 +93,7 @@ export interface RunLocalOptions {
   readonly executionId: string;
   readonly executionName: string;
   /** Redrive: restart at this state with this input; Maps re-run only unsuccessful items. */
-  readonly redriveOf?: LocalExecution;
+  readonly redriveOf?: WorkflowExecution;
   /** Retry waits in ms (0 in tests); default: the definition's own intervals. */
   readonly retryIntervalMs?: number;
   /** Deliveries of each Express child (at-least-once); default once. Standard children: once only. */
@@ -108,11 +108,11 @@ export interface RunLocalOptions {
   readonly validatedCache?: ValidatedCache;
 }
 
-export async function runLocalWorkflow(
+export async function executeDefinition(
   definition: StateMachineDefinition,
   deps: LocalWorkflowDeps,
   options: RunLocalOptions,
-): Promise<LocalExecution> {
+): Promise<WorkflowExecution> {
   const emulated = emulateDistributedMaps(definition);
   const def = emulated.definition as unknown as JsonObject;
   const topStates = def.States as Record<string, StateDef>;
@@ -227,7 +227,7 @@ export async function runLocalWorkflow(
   try {
     const output = (await execution.result) as Json;
     await watch;
-    return { ...base, status: 'SUCCEEDED', output } satisfies LocalExecution;
+    return { ...base, status: 'SUCCEEDED', output } satisfies WorkflowExecution;
   } catch (error) {
     await watch;
     if (!(error instanceof ExecutionError)) throw error;
@@ -236,6 +236,6 @@ export async function runLocalWorkflow(
       status: 'FAILED',
       ...failureOf(error),
       ...(lastFailed ? { failedState: lastFailed } : {}),
-    } satisfies LocalExecution;
+    } satisfies WorkflowExecution;
   }
 }

@@ -35,7 +35,7 @@ import {
 } from '../../functions/core/object-store.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability, STEP_HANDLERS, type StepName } from '../../functions/local-runner/lambdas.ts';
-import { runLocalWorkflow } from '../../functions/local-runner/workflow.ts';
+import { executeDefinition } from '../../functions/local-runner/workflow.ts';
 import type { RecoverOutput } from '../../functions/recover.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
@@ -348,7 +348,7 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
   let n = 0;
   const cycle = async (tier: JobKind) => {
     const name = `${tier}-${++n}`;
-    const execution = await runLocalWorkflow(
+    const execution = await executeDefinition(
       workflow.definition,
       { store: new RecordingStore(inner, 'state machine', run.store), bucket: workflow.bucket, invoke },
       {

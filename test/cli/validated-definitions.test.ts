@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { markValidated, validatedKey, wasValidated } from '../../functions/local-runner/definition-cache.ts';
-import { runLocalWorkflow } from '../../functions/local-runner/workflow.ts';
+import { executeDefinition } from '../../functions/local-runner/workflow.ts';
 import { testStore } from '../support/test-store.ts';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -21,8 +21,8 @@ afterEach(async () => {
 });
 
 function run(definition: object, cache?: { dir: string; root: string }) {
-  return runLocalWorkflow(
-    definition as Parameters<typeof runLocalWorkflow>[0],
+  return executeDefinition(
+    definition as Parameters<typeof executeDefinition>[0],
     {
       store: testStore(join(dir, 'lake')),
       bucket: 'b',

@@ -9,7 +9,7 @@ import {
   parseConfig,
   type TierName,
 } from '../../functions/core/config.ts';
-import { planJobs } from '../../functions/core/cycle.ts';
+import { planCycle } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
 import { readExclusions } from '../../functions/core/exclusions.ts';
@@ -711,9 +711,9 @@ describe('a plan scoped to one table (execution input "only")', () => {
 
   it('is refused for retention, whose rules already name tables', async () => {
     const cfg = config({ retention: { rules: { '*': 30 } } });
-    await expect(planJobs(store, cfg, later, 'retention', { only: 'mydb/cpu/' })).rejects.toThrow(
+    await expect(planCycle(store, cfg, later, 'retention', { only: 'mydb/cpu/' })).rejects.toThrow(
       /"only" scopes a compaction tier, not retention/,
     );
-    await expect(planJobs(store, cfg, later, 'retention')).resolves.toMatchObject({ jobs: [] });
+    await expect(planCycle(store, cfg, later, 'retention')).resolves.toMatchObject({ jobs: [] });
   });
 });

@@ -12,7 +12,7 @@ import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
-import { assignJobs, planJobs, runCycle } from '../../functions/core/cycle.ts';
+import { assignJobs, planCycle, runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { ConfigError, InvalidManifestError } from '../../functions/core/errors.ts';
 import {
@@ -732,7 +732,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
       'hr',
       alive,
     );
-    const hourlyJobs = assignJobs(await planJobs(inner, config, systemClock, 'hourly'), hourlyDeps);
+    const hourlyJobs = assignJobs(await planCycle(inner, config, systemClock, 'hourly'), hourlyDeps);
     const hour5 = hourlyJobs.find(
       (j) => j.partition === hourFolderOf(OVERLAP_LAKE[0]?.key as string),
     ) as JobSpec;

@@ -11,8 +11,8 @@ import type { ParsedOptions } from '../options.ts';
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const ctx = await commandContext(options);
-  const { planJobs } = await import('../../core/cycle.ts');
-  const plan = await planJobs(ctx.target.store, ctx.config, ctx.clock, tier);
+  const { planCycle } = await import('../../core/cycle.ts');
+  const plan = await planCycle(ctx.target.store, ctx.config, ctx.clock, tier);
   emit(io, options, plan, () => {
     const rows = [
       ...plan.jobs.map((j) => [

@@ -14,10 +14,10 @@ import {
   partitionVerdict,
   resultOf,
 } from '../../core/pipeline.ts';
+import type { StepResult } from '../../core/protocol.ts';
 import { judgeMapItem } from '../../core/run-summary.ts';
-import type { StepOutput } from '../../lambda/events.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
-import type { LocalExecution } from '../../local-runner/workflow.ts';
+import type { WorkflowExecution } from '../../local-runner/workflow.ts';
 import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
@@ -81,7 +81,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         onStep: options.json
           ? undefined
           : (step, payload, result) => {
-              const r = result as StepOutput & { jobs?: number };
+              const r = result as StepResult & { jobs?: number };
               if (step === 'plan') planned = r.jobs ?? 0;
               const row = PARTITION_STEPS.find((p) => p.step === step);
               if (!row) return;
@@ -144,7 +144,7 @@ interface PartitionRow {
 }
 
 /** One row per Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
-function partitionRows(execution: LocalExecution, tier: JobKind): PartitionRow[] {
+function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRow[] {
   const rows: PartitionRow[] = [];
   for (const results of execution.mapResults.values()) {
     for (const r of results) {
@@ -173,7 +173,7 @@ function partitionRows(execution: LocalExecution, tier: JobKind): PartitionRow[]
   return rows.sort((a, b) => compareKeys(a.partition, b.partition));
 }
 
-function formatRun(output: NonNullable<LocalRunResult['output']>, execution: LocalExecution): string {
+function formatRun(output: NonNullable<LocalRunResult['output']>, execution: WorkflowExecution): string {
   const r = output.recovery;
   const lines = [
     `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted`,
@@ -208,12 +208,12 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Loc
 }
 
 /** The Summary step's output when the execution failed after it (too many failed partitions). */
-function failedSummary(execution: LocalExecution): SummaryOutput | undefined {
+function failedSummary(execution: WorkflowExecution): SummaryOutput | undefined {
   const input = execution.failedState?.input as { summary?: { Payload?: SummaryOutput } } | undefined;
   return input?.summary?.Payload;
 }
 
-function formatFailedExecution(execution: LocalExecution, tier: JobKind): string {
+function formatFailedExecution(execution: WorkflowExecution, tier: JobKind): string {
   const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
   const s = failedSummary(execution);
   return [
