@@ -180,80 +180,10 @@ export function parseManifest(
   if (!Array.isArray(m.inputs) || m.inputs.length === 0) fail(key, 'inputs must be a non-empty list');
   if (m.inputs.length > config.maxJobFiles) fail(key, `${m.inputs.length} inputs exceed the job bound`);
 
-  const seen = new Set<string>();
-  const inputs: InputRef[] = m.inputs.map((entry: Json, i: number) => {
-    if (typeof entry !== 'object' || entry === null) fail(key, `inputs[${i}] is not an object`);
-    const e = entry as Record<string, Json>;
-    const inputKey = safeKey(key, e.key, `inputs[${i}].key`);
-    const file = layout.parse(inputKey);
-    if (!file || jobPartitionOf(tier, file) !== partitionFolder) {
-      fail(key, `input "${inputKey}" is outside partition ${partitionFolder} or not a ${tier} input`);
-    }
-    if (seen.has(inputKey)) fail(key, `input "${inputKey}" is listed twice`);
-    seen.add(inputKey);
-    return {
-      key: inputKey,
-      size: count(key, e.size, `inputs[${i}].size`),
-      etag: str(key, e.etag, `inputs[${i}].etag`, 256),
-    };
-  });
-
-  let outputs: OutputRef[] | undefined;
-  if (m.outputs !== undefined) {
-    if (tier === 'retention') fail(key, 'a retention job has no outputs');
-    if (!Array.isArray(m.outputs) || m.outputs.length === 0 || m.outputs.length > 10_000) {
-      fail(key, 'outputs must be a non-empty list');
-    }
-    const staging = stagingPrefix(layout, jobId);
-    const wantLevel = TIER_SPECS[tier].output;
-    outputs = m.outputs.map((entry: Json, i: number) => {
-      if (typeof entry !== 'object' || entry === null) fail(key, `outputs[${i}] is not an object`);
-      const e = entry as Record<string, Json>;
-      const finalKey = safeKey(key, e.finalKey, `outputs[${i}].finalKey`);
-      const file = layout.parse(finalKey);
-      const folder = file && outputFolderOf(tier, file);
-      if (!file || file.level !== wantLevel || folder !== partitionFolder || !file.fileName.includes(jobId)) {
-        fail(key, `output "${finalKey}" is not an output of this job in ${partitionFolder}`);
-      }
-      const stagingKey = safeKey(key, e.stagingKey, `outputs[${i}].stagingKey`);
-      if (!stagingKey.startsWith(staging)) fail(key, `staging key "${stagingKey}" is outside ${staging}`);
-      const checksum = e.checksum as Record<string, Json> | undefined;
-      if (checksum?.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
-        fail(key, `outputs[${i}].checksum must be a CRC32 checksum`);
-      }
-      return {
-        stagingKey,
-        finalKey,
-        size: count(key, e.size, `outputs[${i}].size`),
-        rows: count(key, e.rows, `outputs[${i}].rows`),
-        checksum: { algorithm: 'CRC32', value: checksum.value },
-      };
-    });
-  }
-  let repairOf: InputRef[] | undefined;
-  if (m.repairOf !== undefined) {
-    if (!Array.isArray(m.repairOf) || m.repairOf.length === 0 || m.repairOf.length > 10_000) {
-      fail(key, 'repairOf must be a non-empty list');
-    }
-    if (outputs !== undefined) fail(key, 'a repair job has no outputs');
-    if (tier === 'retention') fail(key, RETENTION_REPAIRS_NOTHING);
-    if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
-    const wantLevel = TIER_SPECS[tier].output;
-    repairOf = m.repairOf.map((entry: Json, i: number) => {
-      const e = (entry ?? {}) as Record<string, Json>;
-      const evidenceKey = safeKey(key, e.key, `repairOf[${i}].key`);
-      const file = layout.parse(evidenceKey);
-      const folder = file && outputFolderOf(tier, file);
-      if (!file || file.level !== wantLevel || folder !== partitionFolder) {
-        fail(key, `repair evidence "${evidenceKey}" is not a ${tier} output in ${partitionFolder}`);
-      }
-      return {
-        key: evidenceKey,
-        size: count(key, e.size, `repairOf[${i}].size`),
-        etag: str(key, e.etag, `repairOf[${i}].etag`, 256),
-      };
-    });
-  }
+  const job: JobScope = { key, layout, tier, partition: partitionFolder, jobId };
+  const inputs = parseInputs(job, m.inputs);
+  const outputs = m.outputs === undefined ? undefined : parseOutputs(job, m.outputs);
+  const repairOf = m.repairOf === undefined ? undefined : parseRepairOf(job, m.repairOf, state, outputs);
   const expiry = tier === 'retention' ? parseExpiry(key, m, state, inputs, layout) : undefined;
   if (tier !== 'retention' && m.expiry !== undefined) fail(key, 'only a retention job has an expiry');
   if (
@@ -264,32 +194,8 @@ export function parseManifest(
   )
     fail(key, `state ${state} without outputs`);
 
-  let deduped: { dedup: DedupRequest; distinctRows: number } | undefined;
-  if (m.dedup !== undefined || m.distinctRows !== undefined) {
-    const dedup = parseDedupRecord(key, m.dedup);
-    const distinctRows = count(key, m.distinctRows, 'distinctRows');
-    if (typeof m.inputRows === 'number' && distinctRows > m.inputRows) {
-      fail(key, `distinctRows ${distinctRows} exceeds inputRows ${m.inputRows}`);
-    }
-    const outputRows = outputs?.reduce((sum, o) => sum + o.rows, 0);
-    if (outputRows !== undefined && outputRows !== distinctRows) {
-      fail(key, `outputs hold ${outputRows} rows, not the ${distinctRows} distinct rows recorded`);
-    }
-    deduped = { dedup, distinctRows };
-  }
-
-  const reasons = (value: Json, field: string): KeptInput[] | undefined => {
-    if (value === undefined) return undefined;
-    if (!Array.isArray(value)) fail(key, `${field} must be a list`);
-    return value.map((entry: Json, i: number) => {
-      const e = (entry ?? {}) as Record<string, Json>;
-      const k = safeKey(key, e.key, `${field}[${i}].key`);
-      const file = layout.parse(k);
-      if (!file || jobPartitionOf(tier, file) !== partitionFolder)
-        fail(key, `${field}[${i}] is outside the partition`);
-      return { key: k, reason: str(key, e.reason, `${field}[${i}].reason`, 4096) };
-    });
-  };
+  const deduped =
+    m.dedup !== undefined || m.distinctRows !== undefined ? parseDeduped(key, m, outputs) : undefined;
 
   return {
     version: 1,
@@ -305,10 +211,10 @@ export function parseManifest(
     ...(outputs === undefined ? {} : { outputs }),
     ...(repairOf === undefined ? {} : { repairOf }),
     ...(expiry === undefined ? {} : { expiry }),
-    ...(m.keptInputs === undefined ? {} : { keptInputs: reasons(m.keptInputs, 'keptInputs') }),
+    ...(m.keptInputs === undefined ? {} : { keptInputs: parseReasons(job, m.keptInputs, 'keptInputs') }),
     ...(m.quarantinedInputs === undefined
       ? {}
-      : { quarantinedInputs: reasons(m.quarantinedInputs, 'quarantinedInputs') }),
+      : { quarantinedInputs: parseReasons(job, m.quarantinedInputs, 'quarantinedInputs') }),
     ...(m.droppedMetadataKeys === undefined
       ? {}
       : { droppedMetadataKeys: metadataKeys(key, m.droppedMetadataKeys) }),
@@ -316,6 +222,130 @@ export function parseManifest(
     updatedAt: isoTime(key, m.updatedAt, 'updatedAt'),
     leaseExpiresAt: isoTime(key, m.leaseExpiresAt, 'leaseExpiresAt'),
   };
+}
+
+/** What a manifest's parts are checked against: its key, the layout, and its job's tier, partition and id. */
+interface JobScope {
+  readonly key: string;
+  readonly layout: Layout;
+  readonly tier: JobKind;
+  readonly partition: string;
+  readonly jobId: string;
+}
+
+/** The inputs: each a plain key inside the job's partition, of the tier's input level, listed once. */
+function parseInputs({ key, layout, tier, partition }: JobScope, value: Json): InputRef[] {
+  const seen = new Set<string>();
+  return (value as Json[]).map((entry: Json, i: number) => {
+    if (typeof entry !== 'object' || entry === null) fail(key, `inputs[${i}] is not an object`);
+    const e = entry as Record<string, Json>;
+    const inputKey = safeKey(key, e.key, `inputs[${i}].key`);
+    const file = layout.parse(inputKey);
+    if (!file || jobPartitionOf(tier, file) !== partition) {
+      fail(key, `input "${inputKey}" is outside partition ${partition} or not a ${tier} input`);
+    }
+    if (seen.has(inputKey)) fail(key, `input "${inputKey}" is listed twice`);
+    seen.add(inputKey);
+    return {
+      key: inputKey,
+      size: count(key, e.size, `inputs[${i}].size`),
+      etag: str(key, e.etag, `inputs[${i}].etag`, 256),
+    };
+  });
+}
+
+/** The outputs: each a final key of this job's level in its partition, staged under its own staging folder. */
+function parseOutputs({ key, layout, tier, partition, jobId }: JobScope, value: Json): OutputRef[] {
+  if (tier === 'retention') fail(key, 'a retention job has no outputs');
+  if (!Array.isArray(value) || value.length === 0 || value.length > 10_000) {
+    fail(key, 'outputs must be a non-empty list');
+  }
+  const staging = stagingPrefix(layout, jobId);
+  const wantLevel = TIER_SPECS[tier].output;
+  return value.map((entry: Json, i: number) => {
+    if (typeof entry !== 'object' || entry === null) fail(key, `outputs[${i}] is not an object`);
+    const e = entry as Record<string, Json>;
+    const finalKey = safeKey(key, e.finalKey, `outputs[${i}].finalKey`);
+    const file = layout.parse(finalKey);
+    const folder = file && outputFolderOf(tier, file);
+    if (!file || file.level !== wantLevel || folder !== partition || !file.fileName.includes(jobId)) {
+      fail(key, `output "${finalKey}" is not an output of this job in ${partition}`);
+    }
+    const stagingKey = safeKey(key, e.stagingKey, `outputs[${i}].stagingKey`);
+    if (!stagingKey.startsWith(staging)) fail(key, `staging key "${stagingKey}" is outside ${staging}`);
+    const checksum = e.checksum as Record<string, Json> | undefined;
+    if (checksum?.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
+      fail(key, `outputs[${i}].checksum must be a CRC32 checksum`);
+    }
+    return {
+      stagingKey,
+      finalKey,
+      size: count(key, e.size, `outputs[${i}].size`),
+      rows: count(key, e.rows, `outputs[${i}].rows`),
+      checksum: { algorithm: 'CRC32', value: checksum.value },
+    };
+  });
+}
+
+/** A repair job's evidence: the outputs of its tier in its partition that hold the inputs' rows. */
+function parseRepairOf(
+  { key, layout, tier, partition }: JobScope,
+  value: Json,
+  state: ManifestState,
+  outputs: OutputRef[] | undefined,
+): InputRef[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > 10_000) {
+    fail(key, 'repairOf must be a non-empty list');
+  }
+  if (outputs !== undefined) fail(key, 'a repair job has no outputs');
+  if (tier === 'retention') fail(key, RETENTION_REPAIRS_NOTHING);
+  if (state === 'staged' || state === 'published') fail(key, `a repair job is never ${state}`);
+  const wantLevel = TIER_SPECS[tier].output;
+  return value.map((entry: Json, i: number) => {
+    const e = (entry ?? {}) as Record<string, Json>;
+    const evidenceKey = safeKey(key, e.key, `repairOf[${i}].key`);
+    const file = layout.parse(evidenceKey);
+    const folder = file && outputFolderOf(tier, file);
+    if (!file || file.level !== wantLevel || folder !== partition) {
+      fail(key, `repair evidence "${evidenceKey}" is not a ${tier} output in ${partition}`);
+    }
+    return {
+      key: evidenceKey,
+      size: count(key, e.size, `repairOf[${i}].size`),
+      etag: str(key, e.etag, `repairOf[${i}].etag`, 256),
+    };
+  });
+}
+
+/** A dedup job's request and the distinct rows its outputs must hold. */
+function parseDeduped(
+  key: string,
+  m: Record<string, Json>,
+  outputs: OutputRef[] | undefined,
+): { dedup: DedupRequest; distinctRows: number } {
+  const dedup = parseDedupRecord(key, m.dedup);
+  const distinctRows = count(key, m.distinctRows, 'distinctRows');
+  if (typeof m.inputRows === 'number' && distinctRows > m.inputRows) {
+    fail(key, `distinctRows ${distinctRows} exceeds inputRows ${m.inputRows}`);
+  }
+  const outputRows = outputs?.reduce((sum, o) => sum + o.rows, 0);
+  if (outputRows !== undefined && outputRows !== distinctRows) {
+    fail(key, `outputs hold ${outputRows} rows, not the ${distinctRows} distinct rows recorded`);
+  }
+  return { dedup, distinctRows };
+}
+
+/** Inputs set aside with a reason (kept, quarantined): each inside the job's partition. */
+function parseReasons({ key, layout, tier, partition }: JobScope, value: Json, field: string): KeptInput[] {
+  if (!Array.isArray(value)) fail(key, `${field} must be a list`);
+  return value.map((entry: Json, i: number) => {
+    const e = (entry ?? {}) as Record<string, Json>;
+    const k = safeKey(key, e.key, `${field}[${i}].key`);
+    const file = layout.parse(k);
+    if (!file || jobPartitionOf(tier, file) !== partition)
+      fail(key, `${field}[${i}] is outside the partition`);
+    return { key: k, reason: str(key, e.reason, `${field}[${i}].reason`, 4096) };
+  });
 }
 
 function metadataKeys(key: string, value: Json): string[] {
