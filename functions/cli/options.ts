@@ -188,6 +188,7 @@ export const COMMAND_OPTIONS = {
     'dry-run',
     'retention',
     'retention-buffer',
+    'max-job-files',
     'unsafe-single-writer-store',
     'json',
   ],

@@ -5,6 +5,7 @@
  * modules are stand-ins that record their call, so nothing runs against a lake or AWS.
  */
 
+import { readFileSync } from 'node:fs';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { COMMAND_NAMES } from '../../functions/cli/compactor.ts';
 import {
@@ -157,5 +158,24 @@ describe('parse failures say what to do, never in parseArgs words', () => {
     const result = await cli('compact', '--store', 'x');
     expect(result.code).toBe(2);
     expect(result.err[0]).toContain('unknown command "compact"');
+  });
+});
+
+describe('docs/cli.md', () => {
+  it("lists under each command exactly the options of the command's table", () => {
+    const page = readFileSync(new URL('../../docs/cli.md', import.meta.url), 'utf8');
+    const listed = new Map<string, string[]>();
+    for (const section of page.split(/^### /m).slice(1)) {
+      const command = /^`compactor ([a-z-]+)`/.exec(section)?.[1];
+      const line = /^Options: (.*)$/m.exec(section)?.[1];
+      if (command !== undefined && line !== undefined) {
+        listed.set(
+          command,
+          [...line.matchAll(/`--([a-z-]+)`/g)].map((m) => m[1] ?? ''),
+        );
+      }
+    }
+    for (const command of COMMANDS)
+      expect(listed.get(command), command).toEqual([...COMMAND_OPTIONS[command]]);
   });
 });
