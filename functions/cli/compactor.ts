@@ -4,40 +4,38 @@
  * a suspect partition); 2 bad usage or configuration, or the command could not run.
  */
 
-import { parseArgs } from 'node:util';
 import type { TierName } from '../core/config.ts';
 import type { CliIo, Handler } from './command.ts';
 import type { DoctorOptions } from './commands/doctor.ts';
 import { SFN_COMMAND_NAMES } from './commands/sfn-options.ts';
-import { OPTIONS, type ParsedOptions } from './options.ts';
-import { USAGE } from './usage.ts';
+import type { CommandName } from './options.ts';
+import { readArgs } from './strict-args.ts';
+import { commandUsage, USAGE } from './usage.ts';
 
 export type { CliIo };
 
 /** Runs one command; returns the exit code. Never calls process.exit (tests call it in-process). */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
-  let command: string | undefined;
-  let options: ParsedOptions;
-  try {
-    const parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
-    options = parsed.values as ParsedOptions;
-    command = parsed.positionals[0];
-    if (parsed.positionals.length > 1) throw new Error(`unexpected argument "${parsed.positionals[1]}"`);
-  } catch (error) {
-    io.err(`compactor: ${(error as Error).message}. See compactor --help.`);
+  const read = readArgs(argv);
+  if (!read.ok) {
+    io.err(
+      'unknownCommand' in read
+        ? `compactor: unknown command "${read.unknownCommand}". Commands: ${COMMAND_NAMES.join(', ')}.`
+        : `compactor: ${read.usage}`,
+    );
     return 2;
   }
-  if (options.help || command === undefined || command === 'help') {
+  const { command, options } = read;
+  if (command === undefined) {
     io.out(USAGE);
-    return command === undefined && !options.help ? 2 : 0;
+    return options.help ? 0 : 2;
   }
-  const handler = COMMANDS[command];
-  if (!handler) {
-    io.err(`compactor: unknown command "${command}". Commands: ${COMMAND_NAMES.join(', ')}.`);
-    return 2;
+  if (options.help) {
+    io.out(commandUsage(command));
+    return 0;
   }
   try {
-    return await handler(options, io);
+    return await COMMANDS[command](options, io);
   } catch (error) {
     // The one place every failure becomes a one-line reason and an exit code.
     const e = error instanceof Error ? error : new Error(String(error));
@@ -51,7 +49,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
  * some commands need (the synthesized stack and its interpreter, the planner and protocol, DuckDB,
  * the AWS SDKs) stay unloaded for `--help`, `status` and `visible` (test/cli/startup.test.ts).
  */
-const COMMANDS: Record<string, Handler> = {
+const COMMANDS: Record<CommandName, Handler> = {
   demo: async (options, io) => (await import('./commands/demo.ts')).demoCommand(options, io),
   run: async (options, io) => (await import('./commands/run.ts')).runCommand(options, io),
   plan: async (options, io) => (await import('./commands/plan.ts')).planCommand(options, io),
@@ -61,12 +59,12 @@ const COMMANDS: Record<string, Handler> = {
   visible: async (options, io) => (await import('./commands/visible.ts')).visibleCommand(options, io),
   repair: async (options, io) => (await import('./commands/repair.ts')).repairCommand(options, io),
   retention: async (options, io) => (await import('./commands/retention.ts')).retentionCommand(options, io),
-  ...Object.fromEntries(
+  ...(Object.fromEntries(
     SFN_COMMAND_NAMES.map((name): [string, Handler] => [
       name,
       async (options, io) => (await import('./commands/sfn.ts')).SFN_COMMANDS[name](options, io),
     ]),
-  ),
+  ) as Record<(typeof SFN_COMMAND_NAMES)[number], Handler>),
   doctor: async (options, io) =>
     (await import('./commands/doctor.ts')).doctorCommand(options as DoctorOptions, io),
 };

@@ -24,13 +24,13 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import {
   consoleUrl,
   redriveCommand,
-  SFN_CLI_OPTIONS,
   SFN_COMMANDS,
   type SfnCliOptions,
   type SfnCommandDeps,
   startCommand,
   watchCommand,
 } from '../../functions/cli/commands/sfn.ts';
+import { COMMAND_OPTIONS, parseArgsConfig } from '../../functions/cli/options.ts';
 
 const REGION = 'eu-west-1';
 const MACHINE = `arn:aws:states:${REGION}:123456789012:stateMachine:Compactor`;
@@ -495,15 +495,16 @@ describe('compactor redrive (mocked Step Functions API: no local Step Functions 
 });
 
 describe('option names for the CLI (no Step Functions API needed)', () => {
-  it('exports every option the commands read, with parseArgs types', () => {
-    expect(SFN_CLI_OPTIONS).toEqual({
-      region: { type: 'string' },
+  it('each command takes the options it reads, with parseArgs types', () => {
+    expect(parseArgsConfig(COMMAND_OPTIONS.start)).toEqual({
       tier: { type: 'string' },
       now: { type: 'string' },
       'state-machine': { type: 'string' },
-      execution: { type: 'string' },
+      region: { type: 'string' },
       wait: { type: 'boolean' },
     });
+    expect(COMMAND_OPTIONS.watch).toEqual(['state-machine', 'execution', 'region']);
+    expect(COMMAND_OPTIONS.redrive).toEqual(['execution', 'region', 'wait']);
     expect(Object.keys(SFN_COMMANDS)).toEqual(['start', 'watch', 'redrive']);
   });
 });

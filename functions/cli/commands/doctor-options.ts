@@ -1,15 +1,7 @@
 /**
- * The options and usage text of `compactor doctor` (doctor.ts), apart from the command so the
- * CLI's usage and option parsing do not load the AWS SDKs.
+ * The usage text of `compactor doctor` (doctor.ts), apart from the command so the CLI's usage
+ * does not load the AWS SDKs (the options are in ../options.ts).
  */
-
-import type { ParseArgsOptionsConfig } from 'node:util';
-
-/** Options only this command reads; merged into the CLI's. */
-export const DOCTOR_CLI_OPTIONS = {
-  stack: { type: 'string' },
-  timeout: { type: 'string' },
-} as const satisfies ParseArgsOptionsConfig;
 
 export const DOCTOR_USAGE = `  doctor --stack NAME         after cdk deploy: probe the bucket, compact a canary table of its own
                               with an execution scoped to it, check its rows exactly and that no

@@ -44,8 +44,8 @@ import { guard, printReport, Report } from './doctor-report.ts';
 import { checkSchedules } from './doctor-schedules.ts';
 import { type Mode, resolveMode, resolveTarget, type Target } from './doctor-target.ts';
 
-// The options and usage text live apart, so the CLI shows them without loading the SDKs.
-export { DOCTOR_CLI_OPTIONS, DOCTOR_USAGE } from './doctor-options.ts';
+// The usage text lives apart, so the CLI shows it without loading the SDKs.
+export { DOCTOR_USAGE } from './doctor-options.ts';
 
 export interface DoctorOptions extends CliOptions {
   readonly stack?: string;

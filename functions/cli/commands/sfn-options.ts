@@ -1,23 +1,12 @@
 /**
- * The options and usage text of `compactor start | watch | redrive` (sfn.ts), apart from
- * the commands so the CLI's usage and option parsing do not load the Step Functions SDK.
+ * The names, usage text and options type of `compactor start | watch | redrive` (sfn.ts), apart
+ * from the commands so the CLI's usage and option parsing do not load the Step Functions SDK
+ * (the options themselves are in ../options.ts).
  */
-
-import type { ParseArgsOptionsConfig } from 'node:util';
 
 /** The commands sfn.ts runs. */
 export const SFN_COMMAND_NAMES = ['start', 'watch', 'redrive'] as const;
 export type SfnCommandName = (typeof SFN_COMMAND_NAMES)[number];
-
-/** The parseArgs options these commands read; merge into the CLI's options (same types as its own). */
-export const SFN_CLI_OPTIONS = {
-  region: { type: 'string' },
-  tier: { type: 'string' },
-  now: { type: 'string' },
-  'state-machine': { type: 'string' },
-  execution: { type: 'string' },
-  wait: { type: 'boolean' },
-} as const satisfies ParseArgsOptionsConfig;
 
 /** Lines for the CLI's usage text. */
 export const SFN_USAGE = `Deployed state machine (region: --region, else the ARN's, else $AWS_REGION):

@@ -31,8 +31,8 @@ import {
 import { follow } from './sfn-follow.ts';
 import type { SfnCliOptions, SfnCommandName } from './sfn-options.ts';
 
-// The options and usage text live apart, so the CLI shows them without loading the SDK.
-export { SFN_CLI_OPTIONS, SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
+// The names and usage text live apart, so the CLI shows them without loading the SDK.
+export { SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
 
 export interface SfnIo {
   readonly out: (line: string) => void;
