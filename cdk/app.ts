@@ -4,23 +4,18 @@
  * the cdk-nag AwsSolutions checks. Tests and the local runner call `createApp` in-process.
  */
 
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, Tags, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { CompactorStack } from './compactor-stack.ts';
 import { CONTEXT_KEY, parseStackConfig, type StackConfig } from './config.ts';
+import { cdkJsonContext } from './config-context.ts';
+
+// The local runner reads cdk.json through the app it synthesizes.
+export { cdkJsonContext };
 
 export const DEFAULT_STACK_NAME = 'ParquetCompactor';
-
-const CDK_JSON = fileURLToPath(new URL('../cdk.json', import.meta.url));
-
-/** The context of cdk.json (feature flags and defaults), which the CDK CLI would pass. */
-export function cdkJsonContext(): Record<string, unknown> {
-  const json = JSON.parse(readFileSync(CDK_JSON, 'utf8')) as { context?: Record<string, unknown> };
-  return json.context ?? {};
-}
 
 export interface CreateAppOptions {
   /** Context over cdk.json's (the CLI's own context, when run by it, still wins). */

@@ -22,14 +22,19 @@ export interface CommandContext {
   readonly clock: Clock;
 }
 
+/**
+ * The store, the config resolved as the deployed stack's (buildConfig) and the clock.
+ * `_stackSettings` is what callers built from the stack before the resolution included it; it is
+ * not applied again.
+ */
 export async function commandContext(
   options: ParsedOptions,
-  overrides: ConfigInput = {},
+  _stackSettings?: ConfigInput,
 ): Promise<CommandContext> {
   const target = await openStore(options);
   return {
     target,
-    config: buildConfig(options, target.dataPrefix, overrides),
+    config: buildConfig(options, target.dataPrefix),
     clock: buildClock(options.now),
   };
 }

@@ -3,6 +3,8 @@
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { CONTEXT_KEY, lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
+import { compactorContextOver, mergeContext } from '../../cdk/config-context.ts';
 import type { DuckDbEngine } from '../adapters/duckdb-engine.ts';
 import { LocalFolderStore } from '../adapters/local-store.ts';
 import {
@@ -44,6 +46,8 @@ export interface CliOptions {
   readonly 'work-dir'?: string;
   readonly retention?: string;
   readonly 'retention-buffer'?: string;
+  /** Stack settings (cdk.json's `compactor` context shape) merged over cdk.json's: parseStackContext. */
+  readonly context?: string;
   /** Skip the store probe: only for a store that provably has a single writer (warned on every run). */
   readonly 'unsafe-single-writer-store'?: boolean;
 }
@@ -135,65 +139,160 @@ export function parseWhole(name: string, value: string): number {
   return n;
 }
 
-export function buildConfig(
-  options: CliOptions,
-  dataPrefix: string,
-  overrides: ConfigInput = {},
-): CompactorConfig {
-  const tier = options.tier as JobKind | undefined;
-  const tierOverride: Partial<Record<string, number>> = {};
-  if (options['min-files'] !== undefined)
-    tierOverride.minFiles = parseWhole('min-files', options['min-files']);
-  if (options['min-age'] !== undefined)
-    tierOverride.minAgeSeconds = parseWhole('min-age', options['min-age']);
-  if (Object.keys(tierOverride).length > 0 && !TIERS.includes(tier as TierName)) {
+type FlagName = keyof CliOptions & string;
+
+/**
+ * The settings flags as stack-context keys: a flag sets its key over cdk.json's `compactor`
+ * context and --context, and the stack's parser then reads it as `cdk synth` would. The
+ * per-tier flags name the --tier's key.
+ */
+export const CONTEXT_FLAGS: readonly {
+  readonly flag: FlagName;
+  /** The context key, as its path; `tier` is the --tier the flag scopes. */
+  readonly key: (tier: TierName) => readonly string[];
+  readonly value: (raw: string | true, flag: string) => unknown;
+}[] = [
+  { flag: 'layout', key: () => ['layout'], value: (raw) => raw },
+  {
+    flag: 'partition-segments',
+    key: () => ['partitionSegments'],
+    value: (raw) => String(raw).split(',').filter(Boolean),
+  },
+  { flag: 'data-suffix', key: () => ['dataSuffix'], value: (raw) => raw },
+  { flag: 'monthly', key: () => ['tiers', 'monthly', 'enabled'], value: () => true },
+  {
+    flag: 'min-files',
+    key: (tier) => ['tiers', tier, 'minFiles'],
+    value: (raw, flag) => parseWhole(flag, String(raw)),
+  },
+  {
+    flag: 'min-age',
+    key: (tier) => ['tiers', tier, 'minAgeSeconds'],
+    value: (raw, flag) => parseWhole(flag, String(raw)),
+  },
+  { flag: 'retention', key: () => ['retention', 'rules'], value: (raw) => parseRetentionRules(String(raw)) },
+  {
+    flag: 'retention-buffer',
+    key: () => ['retention', 'bufferHours'],
+    value: (raw, flag) => parseWhole(flag, String(raw)),
+  },
+  { flag: 'quiet', key: () => ['quietSeconds'], value: (raw, flag) => parseWhole(flag, String(raw)) },
+  {
+    flag: 'target-size',
+    key: () => ['targetFileBytes'],
+    value: (raw, flag) => parseSize(flag, String(raw)),
+  },
+  {
+    flag: 'row-group-size',
+    key: () => ['rowGroupSize'],
+    value: (raw, flag) => parseWhole(flag, String(raw)),
+  },
+  { flag: 'max-job-bytes', key: () => ['maxJobBytes'], value: (raw, flag) => parseSize(flag, String(raw)) },
+  {
+    flag: 'max-job-files',
+    key: () => ['maxJobFiles'],
+    value: (raw, flag) => parseWhole(flag, String(raw)),
+  },
+  { flag: 'sort-keys', key: () => ['sortKeys'], value: (raw) => String(raw).split(',').filter(Boolean) },
+  { flag: 'time-column', key: () => ['timeColumn'], value: (raw) => raw },
+];
+
+const TIER_FLAGS: readonly FlagName[] = ['min-files', 'min-age'];
+
+/** The settings flags given, as a `compactor` context, and which flag set each key. */
+export function flagContext(options: CliOptions): {
+  readonly context: Record<string, unknown>;
+  readonly flagOfKey: ReadonlyMap<string, string>;
+} {
+  const given = CONTEXT_FLAGS.filter(({ flag }) => options[flag] !== undefined && options[flag] !== false);
+  const tier = options.tier;
+  if (given.some(({ flag }) => TIER_FLAGS.includes(flag)) && !TIERS.includes(tier as TierName)) {
     throw new ConfigError(
       `--min-files and --min-age apply to one tier: add --tier ${TIERS.join(', --tier ')}`,
     );
   }
-  let tiers = overrides.tiers;
-  if (options.monthly) tiers = { ...tiers, monthly: { ...tiers?.monthly, enabled: true } };
-  if (tier !== undefined && tier !== 'retention' && Object.keys(tierOverride).length > 0)
-    tiers = { ...tiers, [tier]: { ...tiers?.[tier], ...tierOverride } };
-  const retention = {
-    ...overrides.retention,
-    ...(options.retention !== undefined ? { rules: parseRetentionRules(options.retention) } : {}),
-    ...(options['retention-buffer'] !== undefined
-      ? { bufferHours: parseWhole('retention-buffer', options['retention-buffer']) }
-      : {}),
-  };
-  return parseConfig({
-    // A cycle run by hand lists the whole lake, as a sweep does: the schedule's narrow cycles
-    // (planning.listing "windowed", the stack's default) rely on sweep records a CLI lake has not.
-    planning: { listing: 'full' },
-    ...overrides,
+  const context: Record<string, unknown> = {};
+  const flagOfKey = new Map<string, string>();
+  for (const { flag, key, value } of given) {
+    const path = key(tier as TierName);
+    let at = context;
+    for (const part of path.slice(0, -1)) {
+      at[part] ??= {};
+      at = at[part] as Record<string, unknown>;
+    }
+    at[path[path.length - 1] ?? flag] = value(options[flag] as string | true, flag);
+    flagOfKey.set(`${CONTEXT_KEY}.${path.join('.')}`, `--${flag}`);
+  }
+  return { context, flagOfKey };
+}
+
+/**
+ * The one default a local command does not share with the stack: a cycle run by hand lists the
+ * whole lake, as a sweep does. The stack's windowed cycles list only recent windows between sweeps
+ * (a day apart for hourly), so `plan` right after a `run` would not show older folders, and each run
+ * would leave sweep records in the lake. cdk.json or --context `planning.listing` overrides it.
+ */
+export const LOCAL_CONTEXT: Readonly<Record<string, unknown>> = { planning: { listing: 'full' } };
+
+/**
+ * Keys a local command drops before parsing: hourly's and daily's `enabled` only pause their
+ * schedules, and a command run by hand has none. cdk.json spells out daily's `true`, which a
+ * hive or firehose --layout would otherwise refuse (the planner still refuses such a daily run).
+ */
+const SCHEDULE_SWITCHES: readonly TierName[] = ['hourly', 'daily'];
+
+function withoutScheduleSwitches(context: Record<string, unknown>): Record<string, unknown> {
+  const tiers = context.tiers;
+  if (typeof tiers !== 'object' || tiers === null || Array.isArray(tiers)) return context;
+  const out: Record<string, unknown> = { ...(tiers as Record<string, unknown>) };
+  for (const tier of SCHEDULE_SWITCHES) {
+    const settings = out[tier];
+    if (typeof settings !== 'object' || settings === null || Array.isArray(settings)) continue;
+    const { enabled: _, ...rest } = settings as Record<string, unknown>;
+    out[tier] = rest;
+  }
+  return { ...context, tiers: out };
+}
+
+/**
+ * The settings a local command runs with, resolved as the deployed stack's: LOCAL_CONTEXT,
+ * cdk.json's `compactor` context over it, --context merged over it, the settings flags over that (CONTEXT_FLAGS),
+ * parsed by the stack's parser; then what the Lambdas get as COMPACTOR_CONFIG, with the store's
+ * data prefix for the stack's dataPrefix.
+ */
+export function resolveConfigInput(options: CliOptions, dataPrefix: string): ConfigInput {
+  const flags = flagContext(options);
+  const context = mergeContext(
+    mergeContext(LOCAL_CONTEXT, compactorContextOver(parseStackContext(options.context))),
+    flags.context,
+  );
+  let stack: StackConfig;
+  try {
+    stack = parseStackConfig(withoutScheduleSwitches(context));
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    // Name the flag when one set the key the message is about.
+    const flag = [...flags.flagOfKey].find(([key]) => error.message.includes(key))?.[1];
+    if (flag === undefined) throw error;
+    throw new ConfigError(`${error.message} (set by ${flag})`, { cause: error });
+  }
+  return {
+    ...lambdaConfigInput(stack),
     dataPrefix,
-    ...(options.layout !== undefined ? { layout: options.layout } : {}),
-    ...(tiers ? { tiers } : {}),
-    ...(Object.keys(retention).length > 0 ? { retention } : {}),
-    ...(options.quiet !== undefined ? { quietSeconds: parseWhole('quiet', options.quiet) } : {}),
-    ...(options['target-size'] !== undefined
-      ? { targetFileBytes: parseSize('target-size', options['target-size']) }
-      : {}),
-    ...(options['row-group-size'] !== undefined
-      ? { rowGroupSize: parseWhole('row-group-size', options['row-group-size']) }
-      : {}),
-    ...(options['max-job-bytes'] !== undefined
-      ? { maxJobBytes: parseSize('max-job-bytes', options['max-job-bytes']) }
-      : {}),
-    ...(options['max-job-files'] !== undefined
-      ? { maxJobFiles: parseWhole('max-job-files', options['max-job-files']) }
-      : {}),
-    ...(options['sort-keys'] !== undefined
-      ? { sortKeys: options['sort-keys'].split(',').filter(Boolean) }
-      : {}),
-    ...(options['time-column'] !== undefined ? { timeColumn: options['time-column'] } : {}),
-    ...(options['partition-segments'] !== undefined
-      ? { partitionSegments: options['partition-segments'].split(',').filter(Boolean) }
-      : {}),
-    ...(options['data-suffix'] !== undefined ? { dataSuffix: options['data-suffix'] } : {}),
     ...(options['unsafe-single-writer-store'] === true ? { unsafeSingleWriterStore: true } : {}),
-  });
+  };
+}
+
+/**
+ * The config a local command runs with (resolveConfigInput). `_stackSettings` is what callers
+ * built from the stack before the resolution included it; it is not applied again.
+ */
+export function buildConfig(
+  options: CliOptions,
+  dataPrefix: string,
+  _stackSettings?: ConfigInput,
+): CompactorConfig {
+  return parseConfig(resolveConfigInput(options, dataPrefix));
 }
 
 export function buildClock(now: string | undefined): Clock {

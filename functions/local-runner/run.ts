@@ -6,12 +6,13 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
+import { compactorContextOver } from '../../cdk/config-context.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import type { CompactorConfig, ConfigInput, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
@@ -99,7 +100,7 @@ export async function synthesizeWorkflow(
 
 async function synthesizeUncached(compactorContext: Record<string, unknown>): Promise<SynthesizedWorkflow> {
   // Loaded only on a cache miss: aws-cdk-lib takes a second or two to import.
-  const { createApp, cdkJsonContext } = await import('../../cdk/app.ts');
+  const { createApp } = await import('../../cdk/app.ts');
   const { extractWorkflow } = await import('../../cdk/synth-definition.ts');
   const outdir = await mkdtemp(join(tmpdir(), 'compactor-synth-'));
   try {
@@ -109,7 +110,7 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
       context: {
         'aws:cdk:bundling-stacks': [],
         // Over cdk.json's own `compactor` settings, as `cdk deploy -c` would not merge but a user expects.
-        compactor: deepMerge((cdkJsonContext().compactor ?? {}) as Record<string, unknown>, compactorContext),
+        compactor: compactorContextOver(compactorContext),
       },
     });
     const assembly = app.synth();
@@ -128,25 +129,14 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
 }
 
 /**
- * The table settings (dedup, naiveTimestampsUtc, timeUnits), the job bounds (which follow
- * map.childExecutionType: an Express chain's tasks time out sooner) and monthly tier the deployed Lambdas
- * get in COMPACTOR_CONFIG: cdk.json's `compactor` context with `compactorContext` merged over it (as the definition is synthesized), validated as
- * `cdk synth` validates it, so a bad setting fails here with the same message.
+ * What the deployed Lambdas get in COMPACTOR_CONFIG with cdk.json's `compactor` context and
+ * `compactorContext` merged over it (as the definition is synthesized), validated as `cdk synth`
+ * validates it, so a bad setting fails here with the same message.
  */
 export async function stackStepSettings(
   compactorContext: Record<string, unknown> = {},
-): Promise<
-  Pick<ConfigInput, 'dedup' | 'tiers' | 'naiveTimestampsUtc' | 'timeUnits' | 'maxJobBytes' | 'maxJobFiles'>
-> {
-  const input = lambdaConfigInput(await stackConfigOf(compactorContext));
-  return {
-    maxJobBytes: input.maxJobBytes,
-    maxJobFiles: input.maxJobFiles,
-    ...(input.dedup ? { dedup: input.dedup } : {}),
-    ...(input.naiveTimestampsUtc ? { naiveTimestampsUtc: input.naiveTimestampsUtc } : {}),
-    ...(input.timeUnits ? { timeUnits: input.timeUnits } : {}),
-    ...(input.tiers?.monthly?.enabled ? { tiers: { monthly: { enabled: true } } } : {}),
-  };
+): Promise<ConfigInput> {
+  return lambdaConfigInput(await stackConfigOf(compactorContext));
 }
 
 /**
@@ -154,23 +144,7 @@ export async function stackStepSettings(
  * `compactorContext` merged over it. `lambdaConfigInput` of it is what the Lambdas get.
  */
 export async function stackConfigOf(compactorContext: Record<string, unknown> = {}): Promise<StackConfig> {
-  const cdkJson = JSON.parse(await readFile(join(REPO, 'cdk.json'), 'utf8')) as {
-    context?: { compactor?: Record<string, unknown> };
-  };
-  return parseStackConfig(deepMerge(cdkJson.context?.compactor ?? {}, compactorContext));
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function deepMerge(base: Record<string, unknown>, over: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...base };
-  for (const [key, value] of Object.entries(over)) {
-    const current = out[key];
-    out[key] = isPlainObject(current) && isPlainObject(value) ? deepMerge(current, value) : value;
-  }
-  return out;
+  return parseStackConfig(compactorContextOver(compactorContext));
 }
 
 export interface LocalRunDeps {
