@@ -81,7 +81,7 @@ export const OPTIONS = {
   context: {
     type: 'string',
     value: 'JSON',
-    help: 'run with these settings of the deployed stack over cdk.json\'s\n"compactor" context, e.g. \'{"map":{"toleratedFailurePercentage":20}}\'\nor \'{"dedup":{"mydb/cpu/":{"mode":"exact"}}}\' (the table settings dedup,\nnaiveTimestampsUtc and timeUnits reach the steps this way)',
+    help: 'stack settings over cdk.json\'s "compactor" context, as `cdk deploy -c`\ngives them, e.g. \'{"tiers":{"hourly":{"minFiles":20}}}\'; the flags override\nboth (docs/configuration.md)',
   },
   'target-size': { type: 'string', value: 'SIZE', help: 'split outputs at about this size (512MiB)' },
   'row-group-size': { type: 'string', value: 'N', help: 'output row group size in rows (122880)' },
@@ -137,8 +137,11 @@ export type ParsedOptions = {
 // Groups read through context.ts's helpers, named once here.
 /** openStore. */
 const STORE = ['store', 'endpoint', 'region'] as const;
-/** buildConfig's layout: which keys are data, where the state root is. */
-const LAYOUT = ['layout', 'partition-segments', 'data-suffix'] as const;
+/**
+ * buildConfig: cdk.json's `compactor` context, then --context, then the flags (the layout's here;
+ * each command adds the ones it reads), resolved as the deployed stack resolves them.
+ */
+const LAYOUT = ['context', 'layout', 'partition-segments', 'data-suffix'] as const;
 /** buildEngine. */
 const ENGINE = ['memory-limit', 'threads', 'work-dir'] as const;
 /** What the planner reads besides the layout. */
@@ -167,7 +170,6 @@ export const COMMAND_OPTIONS = {
     ...PLANNING,
     'now',
     'concurrency',
-    'context',
     'row-group-size',
     'sort-keys',
     'time-column',
@@ -195,7 +197,7 @@ export const COMMAND_OPTIONS = {
   start: ['tier', 'now', 'state-machine', 'region', 'wait'],
   watch: ['state-machine', 'execution', 'region'],
   redrive: ['execution', 'region', 'wait'],
-  doctor: ['stack', 'state-machine', ...STORE, ...LAYOUT, 'context', 'timeout', ...ENGINE, 'json'],
+  doctor: ['stack', 'state-machine', ...STORE, ...LAYOUT, 'timeout', ...ENGINE, 'json'],
 } as const satisfies Record<string, readonly OptionName[]>;
 
 export type CommandName = keyof typeof COMMAND_OPTIONS;

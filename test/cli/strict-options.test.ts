@@ -70,7 +70,7 @@ describe('the option tables', () => {
       ['run', 'dry-run'],
       ['recover', 'dry-run'],
       ['status', 'tier'],
-      ['status', 'context'],
+      ['status', 'dry-run'],
       ['demo', 'store'],
       ['plan', 'concurrency'],
       ['verify', 'now'],
