@@ -21,6 +21,7 @@ import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { STEP_STATE_NAMES, type StepName, TRANSIENT_ERRORS } from '../../functions/contract.ts';
 import {
+  DEFAULT_CHILD_EXECUTION_TYPE,
   type LambdaSizeClass,
   PARTITION_STEPS,
   type PartitionStep,
@@ -28,7 +29,8 @@ import {
   stepsThrough,
 } from '../../functions/core/pipeline.ts';
 import { stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
-import { type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
+import { CHILD_DEFAULTS, type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
+import { STACK_DEFAULTS } from '../config-defaults.ts';
 import { StateRootJsonItemReader, StateRootResultWriter } from './state-root-map-io.ts';
 
 /** Each step's function, by step name. */
@@ -42,13 +44,13 @@ export interface CompactionWorkflowProps {
   readonly dataPrefix: string;
   /**
    * Partitions compacted at once.
-   * @default 10
+   * @default STACK_DEFAULTS.map.maxConcurrency (10)
    */
   readonly maxConcurrency?: number;
   /**
    * Share of partitions (percent) that may fail before the execution fails. Applied after Summary,
    * so the run's totals and metrics exist whatever the outcome (see `STATES.tolerance`).
-   * @default 5
+   * @default STACK_DEFAULTS.map.toleratedFailurePercentage (5)
    */
   readonly toleratedFailurePercentage?: number;
   /**
@@ -57,24 +59,24 @@ export interface CompactionWorkflowProps {
    */
   readonly timeout?: Duration;
   /**
-   * The compact Lambda's timeout; its task waits a minute longer.
-   * @default Duration.minutes(15)
+   * The compact Lambda's timeout; its task waits `taskSlackSeconds(childExecutionType)` longer.
+   * @default CHILD_DEFAULTS[childExecutionType].compactTimeoutSeconds (Express 40 s, Standard 900 s)
    */
   readonly compactTimeout?: Duration;
   /**
-   * The other Lambdas' timeout; their tasks wait a minute longer.
-   * @default Duration.minutes(5)
+   * Recover's, Plan's and Summary's Lambda timeout; their tasks wait a minute longer.
+   * @default STACK_DEFAULTS.lambda.others.timeoutSeconds (300 s)
    */
   readonly stepTimeout?: Duration;
   /**
    * Timeout of the chain's steps after compact (publish, verify, delete inputs, clear manifest).
-   * @default stepTimeout
+   * @default CHILD_DEFAULTS[childExecutionType].partitionStepTimeoutSeconds (Express 10 s, Standard 300 s)
    */
   readonly partitionStepTimeout?: Duration;
   /**
    * The Map's child workflows. Their tasks wait their Lambda's timeout plus
    * `taskSlackSeconds(type)` and retry as `childRetry(type)` (cdk/child-budget.ts).
-   * @default 'EXPRESS'
+   * @default DEFAULT_CHILD_EXECUTION_TYPE ('EXPRESS', functions/core/pipeline.ts)
    */
   readonly childExecutionType?: ChildExecutionType;
   /**
@@ -131,13 +133,18 @@ export class CompactionWorkflow extends Construct {
     super(scope, id);
     // Without this flag CDK silently drops resultWriterV2 from the rendered Map state.
     this.node.setContext(RESULT_WRITER_V2_FLAG, true);
+    // Defaults first, each the stack's own, so the construct alone makes a chain the stack accepts.
     const f = props.functions;
-    const childType = props.childExecutionType ?? 'EXPRESS';
+    const childType = props.childExecutionType ?? DEFAULT_CHILD_EXECUTION_TYPE;
+    const child = CHILD_DEFAULTS[childType];
     const timeouts: Record<LambdaSizeClass, Duration> = {
-      compact: props.compactTimeout ?? Duration.minutes(15),
-      partitionSteps: props.partitionStepTimeout ?? props.stepTimeout ?? Duration.minutes(5),
-      others: props.stepTimeout ?? Duration.minutes(5),
+      compact: props.compactTimeout ?? Duration.seconds(child.compactTimeoutSeconds),
+      partitionSteps: props.partitionStepTimeout ?? Duration.seconds(child.partitionStepTimeoutSeconds),
+      others: props.stepTimeout ?? Duration.seconds(STACK_DEFAULTS.lambda.others.timeoutSeconds),
     };
+    const maxConcurrency = props.maxConcurrency ?? STACK_DEFAULTS.map.maxConcurrency;
+    const toleratedFailurePercentage =
+      props.toleratedFailurePercentage ?? STACK_DEFAULTS.map.toleratedFailurePercentage;
 
     // The parent is always Standard; tasks of the chain run as the Map's children.
     // Each step's task: its state name, function, result path and timeout from its pipeline row.
@@ -249,7 +256,7 @@ export class CompactionWorkflow extends Construct {
         key: sfn.JsonPath.stringAt('$.plan.Payload.itemsKey'),
         keyPrefix: stateFolder(stateRootOf(props.dataPrefix), 'plans'),
       }),
-      maxConcurrency: props.maxConcurrency ?? 10,
+      maxConcurrency,
       // The Map Run never fails for failed items, so its results are always written and Summary
       // always runs; the configured tolerance is applied after Summary (STATES.tolerance). A Map
       // Run that fails for its own reasons (ItemReader, ResultWriter) still fails here.
@@ -272,7 +279,7 @@ export class CompactionWorkflow extends Construct {
       'tier.$': '$.args.tier',
       'executionId.$': '$$.Execution.Id',
       'map.$': '$.map',
-      toleratedFailurePercentage: props.toleratedFailurePercentage ?? 5,
+      toleratedFailurePercentage,
     });
     const nothing = new sfn.Pass(this, STATES.nothing, {
       stateName: STATES.nothing,
