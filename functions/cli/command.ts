@@ -3,7 +3,7 @@
  * and --json or text output.
  */
 
-import type { CompactorConfig, ConfigInput } from '../core/config.ts';
+import type { CompactorConfig } from '../core/config.ts';
 import type { Clock } from '../core/engine.ts';
 import { buildClock, buildConfig, openStore, type StoreTarget } from './context.ts';
 import type { ParsedOptions } from './options.ts';
@@ -22,15 +22,8 @@ export interface CommandContext {
   readonly clock: Clock;
 }
 
-/**
- * The store, the config resolved as the deployed stack's (buildConfig) and the clock.
- * `_stackSettings` is what callers built from the stack before the resolution included it; it is
- * not applied again.
- */
-export async function commandContext(
-  options: ParsedOptions,
-  _stackSettings?: ConfigInput,
-): Promise<CommandContext> {
+/** The store, the config resolved as the deployed stack's (buildConfig) and the clock. */
+export async function commandContext(options: ParsedOptions): Promise<CommandContext> {
   const target = await openStore(options);
   return {
     target,

@@ -283,15 +283,8 @@ export function resolveConfigInput(options: CliOptions, dataPrefix: string): Con
   };
 }
 
-/**
- * The config a local command runs with (resolveConfigInput). `_stackSettings` is what callers
- * built from the stack before the resolution included it; it is not applied again.
- */
-export function buildConfig(
-  options: CliOptions,
-  dataPrefix: string,
-  _stackSettings?: ConfigInput,
-): CompactorConfig {
+/** The config a local command runs with, resolved as the deployed stack's (resolveConfigInput). */
+export function buildConfig(options: CliOptions, dataPrefix: string): CompactorConfig {
   return parseConfig(resolveConfigInput(options, dataPrefix));
 }
 

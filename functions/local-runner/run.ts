@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
-import { lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
+import { parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver } from '../../cdk/config-context.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
-import type { CompactorConfig, ConfigInput, JobKind } from '../core/config.ts';
+import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import { deletePrefix } from '../core/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
@@ -126,17 +126,6 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
   } finally {
     await rm(outdir, { recursive: true, force: true });
   }
-}
-
-/**
- * What the deployed Lambdas get in COMPACTOR_CONFIG with cdk.json's `compactor` context and
- * `compactorContext` merged over it (as the definition is synthesized), validated as `cdk synth`
- * validates it, so a bad setting fails here with the same message.
- */
-export async function stackStepSettings(
-  compactorContext: Record<string, unknown> = {},
-): Promise<ConfigInput> {
-  return lambdaConfigInput(await stackConfigOf(compactorContext));
 }
 
 /**

@@ -146,9 +146,10 @@ describe('the Express job bound is derived from the measured throughput', () => 
 
 describe('a local run takes the stack’s job bounds', () => {
   it('Express bounds by default, Standard’s when configured (the steps then fit the definition’s task timeouts)', async () => {
-    const { stackStepSettings } = await import('../../functions/local-runner/run.ts');
-    expect(await stackStepSettings({})).toMatchObject({ maxJobBytes: 256 * MiB, maxJobFiles: 2000 });
-    expect(await stackStepSettings({ map: { childExecutionType: 'STANDARD' } })).toMatchObject({
+    const { buildConfig } = await import('../../functions/cli/context.ts');
+    const local = (context: object) => buildConfig({ context: JSON.stringify(context) }, '');
+    expect(local({})).toMatchObject({ maxJobBytes: 256 * MiB, maxJobFiles: 2000 });
+    expect(local({ map: { childExecutionType: 'STANDARD' } })).toMatchObject({
       maxJobBytes: 2048 * MiB,
       maxJobFiles: 5000,
     });

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { cdkJsonContext } from '../../cdk/app.ts';
 import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../../cdk/lambda-sizing.ts';
+import { buildConfig } from '../../functions/cli/context.ts';
 import { parseConfig } from '../../functions/core/config.ts';
-import { stackStepSettings } from '../../functions/local-runner/run.ts';
 
 describe('stack config: defaults', () => {
   it('gives every default when the context is absent', () => {
@@ -143,16 +143,17 @@ describe('stack config: overrides', () => {
     expect([...core.naiveTimestampsUtc]).toEqual(['mydb/cpu/']);
   });
 
-  it('passes timeUnits to the Lambdas (and to a CLI run, as stackStepSettings), and leaves it out when none is set', async () => {
+  it('passes timeUnits to the Lambdas (and to a CLI run, as --context), and leaves it out when none is set', async () => {
     expect(lambdaConfigInput(STACK_DEFAULTS)).not.toHaveProperty('timeUnits');
     const config = parseStackConfig({ timeUnits: { 'mydb/cpu/': 'ms' } });
     const core = parseConfig(JSON.parse(lambdaConfigJson(config)));
     expect([...core.timeUnits]).toEqual([['mydb/cpu/', 'ms']]);
-    const settings = await stackStepSettings({
-      timeUnits: { 'mydb/cpu/': 'ns' },
-      naiveTimestampsUtc: ['mydb/mem/'],
-    });
-    expect(settings).toMatchObject({ timeUnits: { 'mydb/cpu/': 'ns' }, naiveTimestampsUtc: ['mydb/mem/'] });
+    const local = buildConfig(
+      { context: JSON.stringify({ timeUnits: { 'mydb/cpu/': 'ns' }, naiveTimestampsUtc: ['mydb/mem/'] }) },
+      '',
+    );
+    expect([...local.timeUnits]).toEqual([['mydb/cpu/', 'ns']]);
+    expect([...local.naiveTimestampsUtc]).toEqual(['mydb/mem/']);
   });
 
   it('sizes DuckDB from the compact memory: ~75% of it and one thread per vCPU', () => {

@@ -23,7 +23,7 @@ import { createS3Client, S3Store } from '../../adapters/s3-store.ts';
 import { type CompactorConfig, parseConfig } from '../../core/config.ts';
 import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
-import { stackConfigOf, stackStepSettings } from '../../local-runner/run.ts';
+import { stackConfigOf } from '../../local-runner/run.ts';
 import { buildConfig, openStore } from '../context.ts';
 import { oneLine } from '../format.ts';
 import type { DoctorDeps, DoctorIo, DoctorOptions } from './doctor.ts';
@@ -116,7 +116,7 @@ export async function resolveTarget(
 ): Promise<Target | undefined> {
   if (mode.kind === 'local') {
     const opened = await openStore(options);
-    const config = buildConfig(options, opened.dataPrefix, await stackStepSettings(stackContext));
+    const config = buildConfig(options, opened.dataPrefix);
     report.add('stack outputs', 'n/a', `a local run over ${opened.store.location}`);
     return { store: opened.store, ...(opened.localRoot ? { localRoot: opened.localRoot } : {}), config };
   }

@@ -28,13 +28,10 @@ import { assertCliStore } from '../store-guard.ts';
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  const { runWorkflowLocally, stackStepSettings, synthesizeWorkflow } = await import(
-    '../../local-runner/run.ts'
-  );
-  // The stack's table settings (dedup, naiveTimestampsUtc, timeUnits) and monthly tier (cdk.json's
-  // `compactor` context, then --context) reach the steps, as COMPACTOR_CONFIG carries them to the
-  // Lambdas; the other protocol settings come from the options.
-  const ctx = await commandContext(options, await stackStepSettings(stackContext));
+  const { runWorkflowLocally, synthesizeWorkflow } = await import('../../local-runner/run.ts');
+  // The steps get what COMPACTOR_CONFIG carries to the Lambdas: cdk.json's `compactor` context,
+  // then --context, then the flags (commandContext).
+  const ctx = await commandContext(options);
   // A tier that is off or that the layout refuses fails here, before Recover writes anything.
   if (tier !== 'retention') (await import('../../core/planner.ts')).assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
