@@ -1,7 +1,7 @@
 /** The bench's hand-written SVG chart (bench/results.svg). */
 
 import { f2, int, label, MIB, TOOL_COLOR } from './report-format.ts';
-import type { BenchResults } from './run.ts';
+import type { BenchResults } from './results.ts';
 
 function escapeXml(text: string): string {
   return text.replace(

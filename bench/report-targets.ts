@@ -5,7 +5,7 @@ import type { CostModel } from './cost.ts';
 import { wholeProcessTargets } from './orchestration-report.ts';
 import { plannerLakeTargets } from './planner-scale.ts';
 import { f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
-import type { BenchResults } from './run.ts';
+import type { BenchResults } from './results.ts';
 
 export interface Target {
   readonly name: string;

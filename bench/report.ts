@@ -8,7 +8,7 @@ import { wholeProcessSection } from './orchestration-report.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
 import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
 import { fetchGap, footerGap, targets, writeGap } from './report-targets.ts';
-import type { BenchResults } from './run.ts';
+import type { BenchResults } from './results.ts';
 import type { Tool } from './worker.ts';
 
 /** The fastest and slowest measured run of a tool: how far one run's noise reaches. */

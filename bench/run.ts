@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
 import { LAMBDA_MEMORY_MB, PRODUCT_MEMORY_LIMIT, THREADS } from './compact-lambda.ts';
 import { type Comparison, runComparison } from './compare.ts';
-import { type CostModel, costModel } from './cost.ts';
+import { costModel } from './cost.ts';
 import { DATASETS, type Dataset, generateDataset } from './datasets.ts';
 import { type MemoryResult, runMemory } from './memory.ts';
 import { type OrchestrationResult, runOrchestration } from './orchestration.ts';
@@ -25,37 +25,10 @@ import {
 import { printTables, renderMarkdown } from './report.ts';
 import { renderSvg } from './report-svg.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
+import type { BenchResults, Environment } from './results.ts';
 import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
-
-export interface Environment {
-  readonly node: string;
-  readonly cpu: string;
-  readonly cores: number;
-  readonly memoryBytes: number;
-  readonly arch: string;
-  readonly duckdb: string;
-  readonly polars: string;
-  readonly loadAverageStart: readonly number[];
-  readonly loadAverageEnd: readonly number[];
-  readonly startedAt: string;
-  readonly durationS: number;
-}
-
-export interface BenchResults {
-  readonly environment: Environment;
-  readonly settings: { readonly runs: number; readonly threads: number; readonly productMemoryLimit: string };
-  readonly comparisons: readonly Comparison[];
-  readonly requests?: RequestAccounting;
-  readonly orchestration?: OrchestrationResult;
-  readonly planner?: PlannerScaleResult;
-  readonly plannerLake?: PlannerLakeResult;
-  readonly memory?: MemoryResult;
-  readonly transitions?: TransitionCount;
-  readonly s3Latency?: S3LatencyResult;
-  readonly cost?: CostModel;
-}
 
 interface Args {
   readonly runs: number;

@@ -5,7 +5,7 @@
  */
 
 import { targets } from './report-targets.ts';
-import type { BenchResults } from './run.ts';
+import type { BenchResults } from './results.ts';
 
 export const BLOCK_START = '<!-- bench-summary:start -->';
 export const BLOCK_END = '<!-- bench-summary:end -->';

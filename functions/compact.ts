@@ -17,8 +17,8 @@ import {
   type DepsFactory,
   type HandlerDeps,
   type HandlerTools,
-  type Observability,
 } from './lambda/handler-kit.ts';
+import type { Observability } from './lambda/telemetry.ts';
 import { onJobEvent } from './lambda/telemetry.ts';
 import { SPILL_DIR } from './lambda/work-dir.ts';
 

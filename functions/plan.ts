@@ -16,8 +16,8 @@ import {
   type DepsFactory,
   type HandlerDeps,
   type HandlerTools,
-  type Observability,
 } from './lambda/handler-kit.ts';
+import type { Observability } from './lambda/telemetry.ts';
 import { recordExecutionPlanned } from './lambda/telemetry.ts';
 
 export interface PlanOutput {

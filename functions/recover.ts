@@ -15,9 +15,9 @@ import {
   type DepsFactory,
   type HandlerDeps,
   type HandlerTools,
-  type Observability,
 } from './lambda/handler-kit.ts';
 import { assertHandlerStore } from './lambda/store-guarantees.ts';
+import type { Observability } from './lambda/telemetry.ts';
 import { onJobEvent } from './lambda/telemetry.ts';
 
 export interface RecoverOutput {

@@ -13,8 +13,8 @@ import {
   type DepsFactory,
   type HandlerDeps,
   type HandlerTools,
-  type Observability,
 } from './lambda/handler-kit.ts';
+import type { Observability } from './lambda/telemetry.ts';
 
 export interface SummaryOutput extends RunSummary {
   readonly tier: string;

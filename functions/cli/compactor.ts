@@ -6,7 +6,7 @@
 
 import type { TierName } from '../core/config.ts';
 import type { CliIo, Handler } from './command.ts';
-import type { DoctorOptions } from './commands/doctor.ts';
+import type { DoctorOptions } from './commands/doctor-options.ts';
 import { SFN_COMMAND_NAMES } from './commands/sfn-options.ts';
 import type { CommandName } from './options.ts';
 import { readArgs } from './strict-args.ts';

@@ -4,7 +4,6 @@
  * message names the entry and how to fix it) and their lookup by a file's table.
  */
 
-import type { CompactorConfig } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { Layout } from './layout.ts';
 
@@ -148,26 +147,34 @@ export function parseTimeUnits(value: unknown, layout: Layout): Map<string, Time
   );
 }
 
+/** What the lookups below read of a configuration (config.ts's CompactorConfig holds them). */
+export interface TableSettings {
+  readonly layout: { readonly dataPrefix: string };
+  readonly dedup: ReadonlyMap<string, DedupSetting>;
+  readonly naiveTimestampsUtc: ReadonlySet<string>;
+  readonly timeUnits: ReadonlyMap<string, TimeUnit>;
+}
+
 /** A table as `DataFile.table` names it (with the data prefix), as the settings name it (without). */
-function settingsTable(config: CompactorConfig, table: string): string | undefined {
+function settingsTable(config: TableSettings, table: string): string | undefined {
   const { dataPrefix } = config.layout;
   return table.startsWith(dataPrefix) ? table.slice(dataPrefix.length) : undefined;
 }
 
 /** The epoch unit of a table's integer time column (table as `DataFile.table` names it), if declared. */
-export function timeUnitOf(config: CompactorConfig, table: string): TimeUnit | undefined {
+export function timeUnitOf(config: TableSettings, table: string): TimeUnit | undefined {
   const path = settingsTable(config, table);
   return path === undefined ? undefined : config.timeUnits.get(path);
 }
 
 /** Whether a table (as `DataFile.table` names it, with the data prefix) takes naive timestamps as UTC. */
-export function naiveTimestampsAreUtc(config: CompactorConfig, table: string): boolean {
+export function naiveTimestampsAreUtc(config: TableSettings, table: string): boolean {
   const path = settingsTable(config, table);
   return path !== undefined && config.naiveTimestampsUtc.has(path);
 }
 
 /** The dedup of a table as `DataFile.table` names it (with the data prefix), if any. */
-export function dedupOf(config: CompactorConfig, table: string): DedupSetting | undefined {
+export function dedupOf(config: TableSettings, table: string): DedupSetting | undefined {
   const path = settingsTable(config, table);
   return path === undefined ? undefined : config.dedup.get(path);
 }

@@ -3,15 +3,15 @@
  * cycle sweeps or lists windows: planner-listing.ts), and recording one once its plan is written.
  */
 
-import type { CompactorConfig, TierName } from './config.ts';
+import type { CompactorConfig, JobKind, TierName } from './config.ts';
 import type { ObjectStore } from './object-store.ts';
-import type { Plan } from './planner.ts';
+import { stateFolder } from './state-root.ts';
 
 /** Where sweeps are recorded: one empty-bodied marker per sweep, named by its plan time. */
 export function sweepsRoot(config: CompactorConfig, tier: TierName): string {
   // Under plans/: the plan step may already list and write there, and the bucket's lifecycle rule
-  // expires markers with the plans (after 15 days), so they never pile up.
-  return `${config.layout.stateRoot}plans/sweeps/${tier}/`;
+  // expires markers with the plans (after RUN_RECORD_DAYS), so they never pile up.
+  return `${stateFolder(config.layout.stateRoot, 'plans')}sweeps/${tier}/`;
 }
 
 /** The latest recorded sweep of `tier` at or before `now` (ms), if any. */
@@ -36,7 +36,15 @@ export async function lastSweep(
  * Records that `plan` swept its tier, once the plan is written (plan step): the narrow cycles
  * that follow rely on it. A plan step retried after its record only lists windows again.
  */
-export async function recordSweep(store: ObjectStore, config: CompactorConfig, plan: Plan): Promise<void> {
+export async function recordSweep(
+  store: ObjectStore,
+  config: CompactorConfig,
+  plan: {
+    readonly tier: JobKind;
+    readonly now: string;
+    readonly listing?: { readonly mode: string; readonly tables?: unknown };
+  },
+): Promise<void> {
   if (plan.listing?.mode !== 'sweep' || plan.tier === 'retention') return;
   const body = Buffer.from(`${JSON.stringify({ plannedAt: plan.now, tables: plan.listing.tables })}\n`);
   await store.put(`${sweepsRoot(config, plan.tier)}${plan.now}.json`, body, {

@@ -10,7 +10,8 @@ import { DEFAULT_WORK_DIR, ENV, METRICS_NAMESPACE, SERVICE_NAME } from '../contr
 import { type ConfigInput, parseConfig } from '../core/config.ts';
 import { type Engine, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
-import { type DepsFactory, type HandlerDeps, type Observability, once } from './handler-kit.ts';
+import { type DepsFactory, type HandlerDeps, once } from './handler-kit.ts';
+import type { Observability } from './telemetry.ts';
 import { clearWorkDir, SPILL_DIR } from './work-dir.ts';
 
 function required(name: string): string {

@@ -5,9 +5,7 @@
  * factory for a local store, so a local run goes through the same middleware and code.
  */
 
-import type { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
 import middy from '@middy/core';
 import type { Context } from 'aws-lambda';
@@ -16,7 +14,7 @@ import type { Clock, Engine } from '../core/engine.ts';
 import type { ObjectStore } from '../core/object-store.ts';
 import type { JobRef, StepDeps, StepResult } from '../core/protocol.ts';
 import { parseJobRef } from './events.ts';
-import { onJobEvent } from './telemetry.ts';
+import { type Observability, onJobEvent } from './telemetry.ts';
 
 export interface HandlerDeps {
   readonly store: ObjectStore;
@@ -34,12 +32,6 @@ export interface HandlerDeps {
   readonly resetWorkDir?: () => Promise<void>;
   readonly isOwnerAlive: (executionId: string) => Promise<boolean>;
   readonly randomHex: () => string;
-}
-
-export interface Observability {
-  readonly logger: Logger;
-  /** Absent in local runs, which print no EMF. */
-  readonly metrics?: Metrics;
 }
 
 export interface HandlerTools extends Observability {

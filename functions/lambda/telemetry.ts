@@ -1,9 +1,17 @@
 /** Job events and step results as logs and EMF metrics (the dashboard and alarms read these). */
 
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS } from '../contract.ts';
 import type { JobEvent } from '../core/protocol.ts';
-import type { Observability } from './handler-kit.ts';
+
+/** Where a handler logs and records metrics. */
+export interface Observability {
+  readonly logger: Logger;
+  /** Absent in local runs, which print no EMF. */
+  readonly metrics?: Metrics;
+}
 
 export function onJobEvent(tools: Observability): (event: JobEvent) => void {
   return (event) => {

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { renderMarkdown } from '../../bench/report.ts';
-import type { BenchResults } from '../../bench/run.ts';
+import type { BenchResults } from '../../bench/results.ts';
 import {
   BLOCK_END,
   BLOCK_START,

@@ -26,10 +26,10 @@ import {
   redriveCommand,
   SFN_COMMANDS,
   type SfnCliOptions,
-  type SfnCommandDeps,
   startCommand,
   watchCommand,
 } from '../../functions/cli/commands/sfn.ts';
+import type { SfnCommandDeps } from '../../functions/cli/commands/sfn-context.ts';
 import { COMMAND_OPTIONS, parseArgsConfig } from '../../functions/cli/options.ts';
 
 const REGION = 'eu-west-1';

@@ -90,7 +90,10 @@ function tracedStore(dir: string, fault: Fault | undefined, trace: Trace): Fault
       : {}),
     beforeCall: async (call) => {
       if (!isProtocol(call)) return;
-      const line = `${call.op} ${normalise(call.key)}`;
+      // A batch delete's keys come in listing order, which random attempt folders change.
+      const keys =
+        call.op === 'deleteMany' ? call.key.split(',').map(normalise).sort().join(',') : normalise(call.key);
+      const line = `${call.op} ${keys}`;
       (MUTATING_OPS.has(call.op) ? trace.writes : trace.reads).push(line);
     },
   });

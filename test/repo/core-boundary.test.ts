@@ -96,3 +96,23 @@ describe('the core boundary lint rule (biome.json overrides for functions/core/*
     expect(await lint('functions/adapters/probe.ts', adapter)).toMatchObject({ failed: false });
   });
 });
+
+describe('only the local runner and the CLI import the stack (biome.json override for functions/**)', () => {
+  const stack = "import { STACK_DEFAULTS } from '%s';\n\nexport const d = STACK_DEFAULTS;\n";
+  it.each([
+    ['functions/probe.ts', '../cdk/config-defaults.ts'],
+    ['functions/lambda/probe.ts', '../../cdk/config-defaults.ts'],
+    ['functions/adapters/probe.ts', '../../cdk/config-defaults.ts'],
+  ])('fails %s importing cdk/', async (path, spec) => {
+    const { failed, output } = await lint(path, stack.replace('%s', spec));
+    expect(failed).toBe(true);
+    expect(output).toContain('Only the local runner and the CLI import the stack');
+  });
+
+  it.each([
+    ['functions/local-runner/probe.ts', '../../cdk/config-defaults.ts'],
+    ['functions/cli/commands/probe.ts', '../../../cdk/config-defaults.ts'],
+  ])('passes %s importing cdk/', async (path, spec) => {
+    expect(await lint(path, stack.replace('%s', spec))).toMatchObject({ failed: false });
+  });
+});

@@ -21,10 +21,11 @@ import {
 import { systemClock } from '../../core/engine.ts';
 import { runWorkflowLocally, type SynthesizedWorkflow } from '../../local-runner/run.ts';
 import type { PlanOutput } from '../../plan.ts';
+import type { CliIo } from '../command.ts';
 import type { buildEngine } from '../context.ts';
 import { formatDuration, oneLine } from '../format.ts';
-import type { DoctorDeps, DoctorIo } from './doctor.ts';
 import type { Canary } from './doctor-canary.ts';
+import type { DoctorDeps } from './doctor-options.ts';
 import type { Report } from './doctor-report.ts';
 import type { Target } from './doctor-target.ts';
 import { consoleUrl } from './sfn.ts';
@@ -78,7 +79,7 @@ export async function runDeployed(
   aws: { readonly arn: string; readonly region: string; readonly sfn: SFNClient },
   input: Record<string, string>,
   id: string,
-  io: DoctorIo,
+  io: CliIo,
   deps: DoctorDeps,
   timeoutMs: number,
   now: () => number,
@@ -144,7 +145,7 @@ export async function runLocal(
   engine: Awaited<ReturnType<typeof buildEngine>>['engine'],
   workDir: string,
   input: { readonly now: string; readonly only: string },
-  io: DoctorIo,
+  io: CliIo,
 ): Promise<Ended> {
   const startedAt = Date.now();
   const { execution, output } = await runWorkflowLocally(

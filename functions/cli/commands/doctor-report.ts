@@ -7,8 +7,8 @@
 import { CloudFormationServiceException } from '@aws-sdk/client-cloudformation';
 import { SchedulerServiceException } from '@aws-sdk/client-scheduler';
 import { SFNServiceException } from '@aws-sdk/client-sfn';
+import type { CliIo } from '../command.ts';
 import { oneLine, table } from '../format.ts';
-import type { DoctorIo } from './doctor.ts';
 
 export type Result = 'pass' | 'FAIL' | 'n/a' | 'skipped';
 
@@ -67,7 +67,7 @@ export async function guard<T>(
 }
 
 /** Prints the rows: a table and a one-line verdict, or JSON with --json. */
-export function printReport(report: Report, json: boolean | undefined, io: DoctorIo): void {
+export function printReport(report: Report, json: boolean | undefined, io: CliIo): void {
   if (json) {
     io.out(JSON.stringify({ ok: !report.failed(), checks: report.rows }, null, 2));
   } else {

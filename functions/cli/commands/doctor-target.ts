@@ -24,9 +24,10 @@ import { type CompactorConfig, parseConfig } from '../../core/config.ts';
 import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { stackConfigOf } from '../../local-runner/run.ts';
+import type { CliIo } from '../command.ts';
 import { buildConfig, openStore } from '../context.ts';
 import { oneLine } from '../format.ts';
-import type { DoctorDeps, DoctorIo, DoctorOptions } from './doctor.ts';
+import type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 import { guard, type Report } from './doctor-report.ts';
 
 const STATE_MACHINE_ARN = /^arn:aws[a-z-]*:states:([a-z0-9-]+):\d{12}:stateMachine:[^:]+$/;
@@ -109,7 +110,7 @@ export interface Target {
 export async function resolveTarget(
   mode: Mode,
   options: DoctorOptions,
-  io: DoctorIo,
+  io: CliIo,
   deps: DoctorDeps,
   report: Report,
   stackContext: Record<string, unknown>,

@@ -22,14 +22,13 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import type { CloudFormationClient } from '@aws-sdk/client-cloudformation';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { DescribeStateMachineCommand, SFNClient } from '@aws-sdk/client-sfn';
 import { ConfigError } from '../../core/errors.ts';
-import type { ObjectStore } from '../../core/object-store.ts';
 import { type ProbeReport, probeStore } from '../../core/store-probe.ts';
 import { type SynthesizedWorkflow, synthesizeWorkflow } from '../../local-runner/run.ts';
-import { buildEngine, type CliOptions, parseStackContext, parseWhole } from '../context.ts';
+import type { CliIo } from '../command.ts';
+import { buildEngine, parseStackContext, parseWhole } from '../context.ts';
 import {
   type Canary,
   checkCanaryRows,
@@ -40,43 +39,21 @@ import {
   writeCanary,
 } from './doctor-canary.ts';
 import { definitionScopes, iso, judgeExecution, runDeployed, runLocal } from './doctor-execution.ts';
+import type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 import { guard, printReport, Report } from './doctor-report.ts';
 import { checkSchedules } from './doctor-schedules.ts';
 import { type Mode, resolveMode, resolveTarget, type Target } from './doctor-target.ts';
 
+export type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 // The usage text lives apart, so the CLI shows it without loading the SDKs.
 export { DOCTOR_USAGE } from './doctor-options.ts';
-
-export interface DoctorOptions extends CliOptions {
-  readonly stack?: string;
-  readonly 'state-machine'?: string;
-  readonly timeout?: string;
-  readonly context?: string;
-  readonly json?: boolean;
-}
-
-export interface DoctorIo {
-  readonly out: (line: string) => void;
-  readonly err: (line: string) => void;
-}
-
-export interface DoctorDeps {
-  readonly cloudFormation?: CloudFormationClient;
-  readonly scheduler?: SchedulerClient;
-  readonly sfn?: SFNClient;
-  /** The store of a bucket (default: the S3 adapter for the region); tests pass a stand-in. */
-  readonly bucketStore?: (bucket: string, region: string) => ObjectStore;
-  readonly sleep?: (ms: number) => Promise<void>;
-  readonly now?: () => number;
-  readonly env?: Readonly<Record<string, string | undefined>>;
-}
 
 const DEFAULT_TIMEOUT_S = 900;
 
 /** Runs the doctor; returns the exit code. */
 export async function doctorCommand(
   options: DoctorOptions,
-  io: DoctorIo,
+  io: CliIo,
   deps: DoctorDeps = {},
 ): Promise<number> {
   let mode: Mode;
@@ -108,7 +85,7 @@ export async function doctorCommand(
 async function diagnose(
   mode: Mode,
   options: DoctorOptions,
-  io: DoctorIo,
+  io: CliIo,
   deps: DoctorDeps,
   report: Report,
   settings: { readonly timeoutMs: number; readonly stackContext: Record<string, unknown> },

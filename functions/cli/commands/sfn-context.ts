@@ -9,9 +9,23 @@ import { SFNClient, SFNServiceException } from '@aws-sdk/client-sfn';
 import { isExecutionArn } from '../../adapters/sfn-owners.ts';
 import { JOB_KINDS, type JobKind } from '../../core/config.ts';
 import { ConfigError } from '../../core/errors.ts';
+import type { CliIo } from '../command.ts';
 import { oneLine } from '../format.ts';
-import type { SfnCommandDeps, SfnIo } from './sfn.ts';
 import type { SfnCliOptions } from './sfn-options.ts';
+
+/** What the start, watch and redrive commands are given (tests pass stand-ins). */
+export interface SfnCommandDeps {
+  /** Defaults to a client for the resolved region. */
+  readonly client?: SFNClient;
+  /** Waits between polls; tests pass an instant one. */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Defaults to process.env (AWS_REGION, COMPACTOR_STATE_MACHINE_ARN). */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** The time used in execution names. */
+  readonly now?: () => Date;
+  /** How long --wait and watch follow an execution before giving up (default 2 h of polling). */
+  readonly maxWaitMs?: number;
+}
 
 const STATE_MACHINE_ENV = 'COMPACTOR_STATE_MACHINE_ARN';
 /** A state machine, or one of its versions or aliases (StartExecution accepts all three). */
@@ -24,7 +38,7 @@ export interface SfnContext {
   readonly region: string;
   readonly sleep: (ms: number) => Promise<void>;
   readonly maxWaitMs: number;
-  readonly io: SfnIo;
+  readonly io: CliIo;
 }
 
 export function parseTier(value: string | undefined): JobKind {
@@ -82,7 +96,7 @@ function resolveRegion(options: SfnCliOptions, deps: SfnCommandDeps, arn: string
   return region;
 }
 
-export function context(options: SfnCliOptions, io: SfnIo, deps: SfnCommandDeps, arn: string): SfnContext {
+export function context(options: SfnCliOptions, io: CliIo, deps: SfnCommandDeps, arn: string): SfnContext {
   const region = resolveRegion(options, deps, arn);
   return {
     client: deps.client ?? new SFNClient({ region }),
@@ -118,7 +132,7 @@ const FIXES: Readonly<Record<string, string>> = {
  * Runs a command, turning usage errors and the Step Functions errors above into one line and
  * exit 2. Anything else propagates to the CLI's handler (also one line, exit 2).
  */
-export async function guarded(command: string, io: SfnIo, body: () => Promise<number>): Promise<number> {
+export async function guarded(command: string, io: CliIo, body: () => Promise<number>): Promise<number> {
   try {
     return await body();
   } catch (error) {

@@ -14,8 +14,8 @@ import {
   ListExecutionsCommand,
   type SFNClient,
 } from '@aws-sdk/client-sfn';
+import type { CliIo } from '../command.ts';
 import { formatDuration, oneLine } from '../format.ts';
-import type { SfnIo } from './sfn.ts';
 import type { SfnContext } from './sfn-context.ts';
 
 const FIRST_POLL_MS = 2_000;
@@ -112,7 +112,7 @@ async function report(ctx: SfnContext, execution: DescribeExecutionOutput): Prom
 }
 
 /** Prints the execution's JSON output field by field (the workflow's summary). */
-function printOutput(io: SfnIo, execution: DescribeExecutionOutput): void {
+function printOutput(io: CliIo, execution: DescribeExecutionOutput): void {
   if (execution.output === undefined) {
     io.out(
       execution.outputDetails?.included === false

@@ -15,10 +15,10 @@ import {
   DescribeExecutionCommand,
   ListExecutionsCommand,
   RedriveExecutionCommand,
-  type SFNClient,
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
 import type { JobKind } from '../../core/config.ts';
+import type { CliIo } from '../command.ts';
 import { table } from '../format.ts';
 import {
   context,
@@ -27,6 +27,7 @@ import {
   parseTier,
   requireExecution,
   requireStateMachine,
+  type SfnCommandDeps,
 } from './sfn-context.ts';
 import { follow } from './sfn-follow.ts';
 import type { SfnCliOptions, SfnCommandName } from './sfn-options.ts';
@@ -34,25 +35,7 @@ import type { SfnCliOptions, SfnCommandName } from './sfn-options.ts';
 // The names and usage text live apart, so the CLI shows them without loading the SDK.
 export { SFN_COMMAND_NAMES, SFN_USAGE, type SfnCliOptions } from './sfn-options.ts';
 
-export interface SfnIo {
-  readonly out: (line: string) => void;
-  readonly err: (line: string) => void;
-}
-
-export interface SfnCommandDeps {
-  /** Defaults to a client for the resolved region. */
-  readonly client?: SFNClient;
-  /** Waits between polls; tests pass an instant one. */
-  readonly sleep?: (ms: number) => Promise<void>;
-  /** Defaults to process.env (AWS_REGION, COMPACTOR_STATE_MACHINE_ARN). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  /** The time used in execution names. */
-  readonly now?: () => Date;
-  /** How long --wait and watch follow an execution before giving up (default 2 h of polling). */
-  readonly maxWaitMs?: number;
-}
-
-export type SfnCommand = (options: SfnCliOptions, io: SfnIo, deps?: SfnCommandDeps) => Promise<number>;
+export type SfnCommand = (options: SfnCliOptions, io: CliIo, deps?: SfnCommandDeps) => Promise<number>;
 
 // ---- start ----
 

@@ -1,0 +1,42 @@
+/**
+ * What one `npm run bench` measured, as bench/results.json holds it: the run's machine and each
+ * section's results. The entry script (run.ts) fills it; the report, the chart and the summary
+ * blocks read it.
+ */
+
+import type { Comparison } from './compare.ts';
+import type { CostModel } from './cost.ts';
+import type { MemoryResult } from './memory.ts';
+import type { OrchestrationResult } from './orchestration.ts';
+import type { PlannerLakeResult, PlannerScaleResult } from './planner-scale.ts';
+import type { RequestAccounting } from './requests.ts';
+import type { S3LatencyResult } from './s3-latency.ts';
+import type { TransitionCount } from './transitions.ts';
+
+export interface Environment {
+  readonly node: string;
+  readonly cpu: string;
+  readonly cores: number;
+  readonly memoryBytes: number;
+  readonly arch: string;
+  readonly duckdb: string;
+  readonly polars: string;
+  readonly loadAverageStart: readonly number[];
+  readonly loadAverageEnd: readonly number[];
+  readonly startedAt: string;
+  readonly durationS: number;
+}
+
+export interface BenchResults {
+  readonly environment: Environment;
+  readonly settings: { readonly runs: number; readonly threads: number; readonly productMemoryLimit: string };
+  readonly comparisons: readonly Comparison[];
+  readonly requests?: RequestAccounting;
+  readonly orchestration?: OrchestrationResult;
+  readonly planner?: PlannerScaleResult;
+  readonly plannerLake?: PlannerLakeResult;
+  readonly memory?: MemoryResult;
+  readonly transitions?: TransitionCount;
+  readonly s3Latency?: S3LatencyResult;
+  readonly cost?: CostModel;
+}

@@ -1,0 +1,39 @@
+/**
+ * The shape of the house, read from the imports themselves (test/support/import-graph.ts): no
+ * circle of files anywhere in functions/, cdk/ or bench/ (type imports count: a circle of types is
+ * still a circle to read), and within functions/ only the local runner and the CLI import cdk/
+ * (as biome.json's rule says; this checks the files that exist, the rule the ones to come).
+ */
+
+import { describe, expect, it } from 'vitest';
+import { importCycles, importGraph } from '../support/import-graph.ts';
+
+describe('the imports', () => {
+  const graph = importGraph(['functions', 'cdk', 'bench']);
+
+  it('form no circle of files', () => {
+    expect(graph.size).toBeGreaterThan(100);
+    expect(importCycles(graph).map((c) => c.join(' -> '))).toEqual([]);
+  });
+
+  it('find a circle when there is one', () => {
+    const circle = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['a.ts']],
+    ]);
+    expect(importCycles(circle)).toEqual([['a.ts', 'b.ts', 'c.ts', 'a.ts']]);
+  });
+
+  it('reach cdk/ from functions/ only in the local runner and the CLI', () => {
+    const crossing = [...graph]
+      .filter(([file]) => file.startsWith('functions/'))
+      .flatMap(([file, targets]) =>
+        targets.filter((t) => t.startsWith('cdk/')).map((t) => `${file} -> ${t}`),
+      );
+    expect(crossing.length).toBeGreaterThan(0);
+    expect(
+      crossing.filter((c) => !c.startsWith('functions/local-runner/') && !c.startsWith('functions/cli/')),
+    ).toEqual([]);
+  });
+});
