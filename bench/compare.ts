@@ -7,12 +7,12 @@
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../functions/adapters/local-store/local-store.ts';
 import { parseConfig } from '../functions/core/config.ts';
 import { systemClock } from '../functions/core/engine.ts';
-import { manifestKey, stagingRoot } from '../functions/core/manifest.ts';
-import { deletePrefix } from '../functions/core/manifest-cas.ts';
+import { manifestKey, stagingRoot } from '../functions/core/manifest/manifest.ts';
+import { deletePrefix } from '../functions/core/manifest/manifest-cas.ts';
 import { runChild } from './child.ts';
 import type { Dataset } from './datasets.ts';
 import { median } from './stats.ts';

@@ -7,8 +7,8 @@
 
 import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
-import { quoteString } from '../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { quoteString } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { writeSampleParquet } from '../functions/adapters/sample-data.ts';
 import { forEachLimit } from '../functions/core/limit.ts';
 

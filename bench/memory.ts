@@ -7,7 +7,7 @@
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { runChild } from './child.ts';
 import { removeJob } from './compare.ts';
 import { generateSpillDataset } from './datasets.ts';

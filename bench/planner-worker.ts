@@ -8,7 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { parseConfig } from '../functions/core/config.ts';
 import type { ListOptions, ObjectSummary } from '../functions/core/object-store.ts';
-import { planTier } from '../functions/core/planner.ts';
+import { planTier } from '../functions/core/planner/planner.ts';
 import { peakRssBytes } from './peak-rss.ts';
 import { LakeStore, lakeObjectCount, RAW_PER_HOUR } from './planner-lake.ts';
 import type { PlannerLakeRun, PlannerLakeTask, PlannerScaleRun, PlannerScaleTask } from './planner-scale.ts';

@@ -11,13 +11,13 @@
 
 import { copyFile, mkdir, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../functions/adapters/local-store/local-store.ts';
 import { writeSampleParquet } from '../functions/adapters/sample-data.ts';
 import { parseConfig, type TierName } from '../functions/core/config.ts';
 import { assignJobs, runJob } from '../functions/core/cycle.ts';
 import { systemClock } from '../functions/core/engine.ts';
-import { planTier } from '../functions/core/planner.ts';
+import { planTier } from '../functions/core/planner/planner.ts';
 import { FaultStore } from '../test/support/fault-store.ts';
 
 /** Calls of a job besides its input downloads and input-delete batches (one output). */

@@ -8,7 +8,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
+import { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LAMBDA_MEMORY_MB, PRODUCT_MEMORY_LIMIT, THREADS } from './compact-lambda.ts';
 import { type Comparison, runComparison } from './compare.ts';
 import { costModel } from './cost.ts';

@@ -10,7 +10,7 @@
 
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { InputRef } from '../functions/core/manifest.ts';
+import type { InputRef } from '../functions/core/manifest/manifest.ts';
 import { peakRssBytes } from './peak-rss.ts';
 import { exclusiveMs, type Span, unionMs } from './stats.ts';
 
@@ -59,12 +59,12 @@ async function main(): Promise<void> {
   const taskFile = process.argv[2];
   if (!taskFile) throw new Error('usage: node bench/s3-worker.ts <task.json>');
   const task = JSON.parse(await readFile(taskFile, 'utf8')) as S3Task;
-  const { createS3Client, S3Store } = await import('../functions/adapters/s3-store.ts');
-  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
+  const { createS3Client, S3Store } = await import('../functions/adapters/s3-store/s3-store.ts');
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
   const { ForwardingStore } = await import('../functions/core/object-store.ts');
   const { parseConfig } = await import('../functions/core/config.ts');
   const { systemClock } = await import('../functions/core/engine.ts');
-  const { newJobId } = await import('../functions/core/manifest.ts');
+  const { newJobId } = await import('../functions/core/manifest/manifest.ts');
   const protocol = await import('../functions/core/protocol.ts');
   const { randomBytes } = await import('node:crypto');
 

@@ -4,8 +4,8 @@
  * and sum of squares all match, so a lost row and a duplicated one cannot cancel out.
  */
 
-import type { DuckDbEngine } from '../functions/adapters/duckdb-engine.ts';
-import { parquetPath } from '../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { parquetPath } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
 
 export interface Verification {
   readonly rows: number;

@@ -84,7 +84,7 @@ async function timeDuckDbWrite(
 
 async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
-  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine.ts');
+  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
   const instance = await DuckDBInstance.create(':memory:', { threads: String(task.threads) });
   const connection = await instance.connect();
   const out = join(task.runDir, 'duckdb.parquet');
@@ -103,7 +103,7 @@ async function runDuckDb(task: WorkerTask): Promise<WorkerResult> {
 async function runWrite(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
   const { describe, enumTypes, quoteIdentifier, quoteString, readAll } = await import(
-    '../functions/adapters/duckdb-engine.ts'
+    '../functions/adapters/duckdb-engine/duckdb-engine.ts'
   );
   const { parseConfig } = await import('../functions/core/config.ts');
   const config = parseConfig({});
@@ -209,7 +209,7 @@ async function runFetch(task: WorkerTask): Promise<WorkerResult> {
  * over the same local files in this process, alternating, the median of three each.
  */
 async function runFooters(task: WorkerTask): Promise<WorkerResult> {
-  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
   const { parquetPath } = await import('../functions/core/duckdb-sql.ts');
   const list = `[${task.paths.map(parquetPath).join(', ')}]`;
   const listPass = `SELECT f.file_name, f.num_rows, m.row_group_rows, m.chunk_end, f.file_size_bytes
@@ -253,13 +253,13 @@ async function runFooters(task: WorkerTask): Promise<WorkerResult> {
 }
 
 async function runProduct(task: WorkerTask): Promise<WorkerResult> {
-  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine.ts');
-  const { LocalFolderStore } = await import('../functions/adapters/local-store.ts');
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
+  const { LocalFolderStore } = await import('../functions/adapters/local-store/local-store.ts');
   const { parseConfig } = await import('../functions/core/config.ts');
   const { systemClock } = await import('../functions/core/engine.ts');
-  const { newJobId } = await import('../functions/core/manifest.ts');
+  const { newJobId } = await import('../functions/core/manifest/manifest.ts');
   const { compactStep } = await import('../functions/core/protocol.ts');
-  const { loadManifest } = await import('../functions/core/manifest-cas.ts');
+  const { loadManifest } = await import('../functions/core/manifest/manifest-cas.ts');
   const { TimedEngine, TimedStore } = await import('./timed.ts');
 
   const config = parseConfig({ quietSeconds: 0 });

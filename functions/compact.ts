@@ -5,7 +5,7 @@
  */
 
 import { join } from 'node:path';
-import { DuckDbEngine } from './adapters/duckdb-engine.ts';
+import { DuckDbEngine } from './adapters/duckdb-engine/duckdb-engine.ts';
 import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
 import type { StepResult } from './core/protocol.ts';

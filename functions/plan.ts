@@ -7,7 +7,7 @@
 import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
-import { recordSweep } from './core/planner.ts';
+import { recordSweep } from './core/planner/planner.ts';
 import { isRetentionPlan } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';

@@ -9,7 +9,7 @@
  */
 
 import type { JS } from '@duckdb/node-api';
-import { parquetPath, quoteIdentifier, quoteString } from './duckdb-engine.ts';
+import { parquetPath, quoteIdentifier, quoteString } from './duckdb-engine/duckdb-engine.ts';
 
 /** Runs SQL and returns rows (DuckDbEngine.query satisfies it). */
 export interface SqlRunner {

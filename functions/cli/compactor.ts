@@ -6,8 +6,8 @@
 
 import type { TierName } from '../core/config.ts';
 import type { CliIo, Handler } from './command.ts';
-import type { DoctorOptions } from './commands/doctor-options.ts';
-import { SFN_COMMAND_NAMES } from './commands/sfn-options.ts';
+import type { DoctorOptions } from './commands/doctor/doctor-options.ts';
+import { SFN_COMMAND_NAMES } from './commands/sfn/sfn-options.ts';
 import type { CommandName } from './options.ts';
 import { readArgs } from './strict-args.ts';
 import { commandUsage, USAGE } from './usage.ts';
@@ -62,11 +62,11 @@ const COMMANDS: Record<CommandName, Handler> = {
   ...(Object.fromEntries(
     SFN_COMMAND_NAMES.map((name): [string, Handler] => [
       name,
-      async (options, io) => (await import('./commands/sfn.ts')).SFN_COMMANDS[name](options, io),
+      async (options, io) => (await import('./commands/sfn/sfn.ts')).SFN_COMMANDS[name](options, io),
     ]),
   ) as Record<(typeof SFN_COMMAND_NAMES)[number], Handler>),
   doctor: async (options, io) =>
-    (await import('./commands/doctor.ts')).doctorCommand(options as DoctorOptions, io),
+    (await import('./commands/doctor/doctor.ts')).doctorCommand(options as DoctorOptions, io),
 };
 
 /** Every command the CLI runs, in the order its messages list them. */

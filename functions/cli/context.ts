@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CONTEXT_KEY, lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver, mergeContext } from '../../cdk/config-context.ts';
-import type { DuckDbEngine } from '../adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../adapters/local-store.ts';
+import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../adapters/local-store/local-store.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -69,7 +69,7 @@ export async function openStore(
     const [bucket = '', ...rest] = target.slice('s3://'.length).split('/');
     if (bucket === '') throw new ConfigError(`--store ${target}: no bucket name`);
     const prefix = rest.filter(Boolean).join('/');
-    const { createS3Client, S3Store } = await import('../adapters/s3-store.ts');
+    const { createS3Client, S3Store } = await import('../adapters/s3-store/s3-store.ts');
     const client = createS3Client({
       ...(options.endpoint ? { endpoint: options.endpoint } : {}),
       region: options.region ?? process.env.AWS_REGION ?? 'us-east-1',
@@ -305,7 +305,7 @@ export function workDirOf(options: Pick<CliOptions, 'work-dir'>): string {
 export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
   const workDir = workDirOf(options);
   // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
-  const { DuckDbEngine } = await import('../adapters/duckdb-engine.ts');
+  const { DuckDbEngine } = await import('../adapters/duckdb-engine/duckdb-engine.ts');
   const engine = await DuckDbEngine.create({
     tempDirectory: join(workDir, 'spill'),
     ...(options['memory-limit'] !== undefined ? { memoryLimit: options['memory-limit'] } : {}),

@@ -7,7 +7,7 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
 import { writeSampleParquet } from '../adapters/sample-data.ts';
 import type { ObjectStore } from '../core/object-store.ts';
 

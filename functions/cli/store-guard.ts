@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { CompactorConfig } from '../core/config.ts';
 import type { Clock } from '../core/engine.ts';
 import type { ObjectStore } from '../core/object-store.ts';
-import { assertStoreGuarantees } from '../core/store-probe.ts';
+import { assertStoreGuarantees } from '../core/store-probe/store-probe.ts';
 import { CONTAINER_PROBE_CACHE } from '../lambda/store-guarantees.ts';
 
 /** The opt-out's flag: long and alarming on purpose. */

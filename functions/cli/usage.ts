@@ -4,8 +4,8 @@
  * options.ts. `compactor <command> --help`: that command's lines and options.
  */
 
-import { DOCTOR_USAGE } from './commands/doctor-options.ts';
-import { SFN_USAGE } from './commands/sfn-options.ts';
+import { DOCTOR_USAGE } from './commands/doctor/doctor-options.ts';
+import { SFN_USAGE } from './commands/sfn/sfn-options.ts';
 import { type CommandName, OPTIONS, type OptionName, optionLines, optionsOf } from './options.ts';
 
 /** `compactor --help`. */

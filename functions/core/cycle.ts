@@ -10,7 +10,7 @@ import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import type { CompactDeps, JobSpec, StepResult } from './job.ts';
-import { newJobId } from './manifest.ts';
+import { newJobId } from './manifest/manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import {
   DEFAULT_CHILD_EXECUTION_TYPE,
@@ -24,7 +24,7 @@ import {
   retryOf,
   type StepName,
 } from './pipeline.ts';
-import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner.ts';
+import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner/planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { planRetention } from './retention.ts';
 

@@ -15,7 +15,7 @@ import {
   parseManifest,
   quarantineRoot,
   scanManifestText,
-} from './manifest.ts';
+} from './manifest/manifest.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 
 /** A manifest (live, or held by a quarantine record) that does not validate, as far as it can be read. */

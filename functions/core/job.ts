@@ -5,7 +5,7 @@
 
 import type { CompactorConfig, JobKind, TierName } from './config.ts';
 import type { Clock, Engine } from './engine.ts';
-import type { InputRef, Manifest, ManifestState } from './manifest.ts';
+import type { InputRef, Manifest, ManifestState } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 
 /** User metadata every staged and final output carries. */

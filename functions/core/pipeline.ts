@@ -22,7 +22,7 @@ import {
   type StepResult,
   type StepStatus,
 } from './job.ts';
-import type { ManifestState } from './manifest.ts';
+import type { ManifestState } from './manifest/manifest.ts';
 import { expireStep } from './retention.ts';
 import { clearManifestStep } from './steps/clear-manifest.ts';
 import { compactStep } from './steps/compact.ts';

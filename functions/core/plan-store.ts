@@ -9,7 +9,7 @@ import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
 import type { JobRef, JobSpec } from './job.ts';
 import type { Layout } from './layout.ts';
-import type { InputRef } from './manifest.ts';
+import type { InputRef } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { RUN_RECORD_DAYS, stateFolder } from './state-root.ts';
 

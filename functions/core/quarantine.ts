@@ -12,8 +12,8 @@ import {
   quarantinedInputKey,
   quarantinedManifestKey,
   serializeManifest,
-} from './manifest.ts';
-import { describeOutcome } from './manifest-cas.ts';
+} from './manifest/manifest.ts';
+import { describeOutcome } from './manifest/manifest-cas.ts';
 
 export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: Manifest): Promise<void> {
   const input = manifest.inputs.find((i) => i.key === bad.key);

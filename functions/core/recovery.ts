@@ -23,8 +23,8 @@ import {
   quarantineRoot,
   stagingPrefix,
   stagingRoot,
-} from './manifest.ts';
-import { deleteManifest, deletePrefix, type Loaded, takeOver } from './manifest-cas.ts';
+} from './manifest/manifest.ts';
+import { deleteManifest, deletePrefix, type Loaded, takeOver } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH } from './object-store.ts';
 import { quarantineManifest } from './quarantine.ts';
 import { clearManifestStep } from './steps/clear-manifest.ts';

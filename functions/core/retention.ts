@@ -28,7 +28,7 @@ import {
   type KeptInput,
   leaseOf,
   tierFolderFile,
-} from './manifest.ts';
+} from './manifest/manifest.ts';
 import {
   advance,
   claimOrLoad,
@@ -36,10 +36,10 @@ import {
   type Loaded,
   newClaim,
   writeManifest,
-} from './manifest-cas.ts';
+} from './manifest/manifest-cas.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
-import type { Plan, PlannedJob, SkippedPartition } from './planner.ts';
+import type { Plan, PlannedJob, SkippedPartition } from './planner/planner.ts';
 
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;

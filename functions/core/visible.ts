@@ -10,7 +10,7 @@
 import type { CompactorConfig } from './config.ts';
 import { ConfigError, TransientStoreError } from './errors.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './exclusions.ts';
-import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest.ts';
+import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest/manifest.ts';
 import type { ObjectStore, ObjectSummary } from './object-store.ts';
 import { isParquetObject } from './parquet-sniff.ts';
 

@@ -42,7 +42,7 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
     // runner binds the same handlers in-process with its own store and owners, and never needs them.
     const [{ SFNClient }, { createS3Client, S3Store }, { StepFunctionsOwners }] = await Promise.all([
       import('@aws-sdk/client-sfn'),
-      import('../adapters/s3-store.ts'),
+      import('../adapters/s3-store/s3-store.ts'),
       import('../adapters/sfn-owners.ts'),
     ]);
     const owners = new StepFunctionsOwners({

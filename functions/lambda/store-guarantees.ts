@@ -4,7 +4,7 @@
  * before the workflow starts, so the Recover step finds the verdict and does not probe again.
  */
 
-import { assertStoreGuarantees, ProbeCache } from '../core/store-probe.ts';
+import { assertStoreGuarantees, ProbeCache } from '../core/store-probe/store-probe.ts';
 import type { HandlerDeps, HandlerTools } from './handler-kit.ts';
 
 export const CONTAINER_PROBE_CACHE = new ProbeCache();

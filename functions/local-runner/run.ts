@@ -16,7 +16,7 @@ import { compactorContextOver } from '../../cdk/config-context.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
-import { deletePrefix } from '../core/manifest-cas.ts';
+import { deletePrefix } from '../core/manifest/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
 import type { StepDeps } from '../core/protocol.ts';

@@ -7,7 +7,11 @@
 import { copyFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import {
+  type DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { summarizeIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactOutput, CompactRequest, DedupRequest } from '../../functions/core/engine.ts';
 import { DedupError } from '../../functions/core/errors.ts';

@@ -2,7 +2,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import {
+  DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { SampleSpec } from '../../functions/adapters/sample-data.ts';
 import { readIds, summarizeIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactOutput, CompactRequest } from '../../functions/core/engine.ts';

@@ -4,7 +4,7 @@ import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 
 let root: string;
 beforeEach(async () => {
@@ -53,7 +53,7 @@ describe('the local folder store: durability', () => {
   it('process: a put whose process is killed (SIGKILL) right after it returned is there, whole, with its ETag', async () => {
     const lake = join(root, 'lake');
     const script = [
-      `import { LocalFolderStore } from ${JSON.stringify(new URL('../../functions/adapters/local-store.ts', import.meta.url).href)};`,
+      `import { LocalFolderStore } from ${JSON.stringify(new URL('../../functions/adapters/local-store/local-store.ts', import.meta.url).href)};`,
       `const store = new LocalFolderStore(${JSON.stringify(lake)}, { durability: 'process' });`,
       `const { etag } = await store.put('k/v', Buffer.alloc(1 << 20, 7), { metadata: { n: '1' } });`,
       'process.stdout.write(etag);',

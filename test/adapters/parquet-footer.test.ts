@@ -1,8 +1,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { parquetPath } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { parquetPath } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { readFooter } from '../../functions/adapters/parquet-footer.ts';
 import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';

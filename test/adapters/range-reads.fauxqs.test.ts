@@ -6,8 +6,8 @@
  */
 
 import { afterAll, describe, expect, it } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { S3Store } from '../../functions/adapters/s3-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
 import { NotFoundError, PreconditionFailedError } from '../../functions/core/errors.ts';
 import { type ObjectStore, readRange } from '../../functions/core/object-store.ts';
 import { isParquetObject } from '../../functions/core/parquet-sniff.ts';

@@ -10,7 +10,7 @@ import { S3ServiceException } from '@aws-sdk/client-s3';
 import { isThrottlingError, isTransientError } from '@smithy/core/retry';
 import type { SdkError } from '@smithy/types';
 import { describe, expect, it } from 'vitest';
-import { mapS3Error } from '../../functions/adapters/s3-store.ts';
+import { mapS3Error } from '../../functions/adapters/s3-store/s3-store.ts';
 import { TransientStoreError } from '../../functions/core/errors.ts';
 
 /** The SDK's retry deciders take its SdkError view of the same exception object. */

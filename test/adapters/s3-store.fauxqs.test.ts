@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { CreateMultipartUploadCommand, ListMultipartUploadsCommand } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { S3Store } from '../../functions/adapters/s3-store.ts';
+import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
 import { NotFoundError, PreconditionFailedError } from '../../functions/core/errors.ts';
 import type { ObjectSummary } from '../../functions/core/object-store.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';

@@ -32,7 +32,7 @@ import {
   encodeKeyForCopySource,
   mapS3Error,
   S3Store,
-} from '../../functions/adapters/s3-store.ts';
+} from '../../functions/adapters/s3-store/s3-store.ts';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../../functions/core/errors.ts';
 
 const MiB = 1024 * 1024;

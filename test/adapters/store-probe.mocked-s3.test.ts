@@ -30,8 +30,8 @@ import {
 } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { S3Store } from '../../functions/adapters/s3-store.ts';
-import { probeRoot, probeStore } from '../../functions/core/store-probe.ts';
+import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
+import { probeRoot, probeStore } from '../../functions/core/store-probe/store-probe.ts';
 
 const client = new S3Client({ region: 'us-east-1', credentials: { accessKeyId: 'x', secretAccessKey: 'x' } });
 const s3 = mockClient(client);

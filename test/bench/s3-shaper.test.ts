@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { URL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Shaper, startShaper } from '../../bench/s3-shaper.ts';
-import { createS3Client, S3Store } from '../../functions/adapters/s3-store.ts';
+import { createS3Client, S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
 import { useTempDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
 

@@ -22,8 +22,8 @@ import type { Context } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { type JobKind, parseConfig } from '../../functions/core/config.ts';
 import {
   type CopyOptions,

@@ -9,8 +9,8 @@
 
 import type { Context } from 'aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { ENV } from '../../functions/contract.ts';

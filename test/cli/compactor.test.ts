@@ -10,16 +10,20 @@ import { cp, mkdtemp, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
+import {
+  type DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { generateDemoLake } from '../../functions/cli/demo-lake.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { Layout } from '../../functions/core/layout.ts';
-import { manifestKey, manifestsRoot, stagingRoot } from '../../functions/core/manifest.ts';
+import { manifestKey, manifestsRoot, stagingRoot } from '../../functions/core/manifest/manifest.ts';
 import {
   arcRawKey,
   cli,

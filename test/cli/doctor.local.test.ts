@@ -8,8 +8,8 @@
 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { writeLake } from '../support/lake-harness.ts';

@@ -37,9 +37,13 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { lambdaConfigInput } from '../../cdk/config.ts';
 import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { type DoctorDeps, type DoctorOptions, doctorCommand } from '../../functions/cli/commands/doctor.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import {
+  type DoctorDeps,
+  type DoctorOptions,
+  doctorCommand,
+} from '../../functions/cli/commands/doctor/doctor.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { ForwardingStore, type ObjectStore, type WriteOptions } from '../../functions/core/object-store.ts';

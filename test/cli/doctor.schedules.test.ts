@@ -6,7 +6,10 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { lastFireTimes, parseScheduleExpression } from '../../functions/cli/commands/doctor-schedules.ts';
+import {
+  lastFireTimes,
+  parseScheduleExpression,
+} from '../../functions/cli/commands/doctor/doctor-schedules.ts';
 
 const at = (iso: string) => Date.parse(iso);
 const isoList = (ms: number[]) => ms.map((m) => new Date(m).toISOString());

@@ -10,11 +10,11 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
-import { manifestKey, newJobId, serializeManifest } from '../../functions/core/manifest.ts';
+import { manifestKey, newJobId, serializeManifest } from '../../functions/core/manifest/manifest.ts';
 import {
   runWorkflowLocally,
   type SynthesizedWorkflow,

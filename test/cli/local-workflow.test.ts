@@ -17,16 +17,16 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { S3Store } from '../../functions/adapters/s3-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
-import type { InputRef } from '../../functions/core/manifest.ts';
-import { newClaim } from '../../functions/core/manifest-cas.ts';
+import type { InputRef } from '../../functions/core/manifest/manifest.ts';
+import { newClaim } from '../../functions/core/manifest/manifest-cas.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import {
   runWorkflowLocally,

@@ -6,8 +6,8 @@
 
 import { rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';

@@ -28,8 +28,8 @@ import {
   type SfnCliOptions,
   startCommand,
   watchCommand,
-} from '../../functions/cli/commands/sfn.ts';
-import type { SfnCommandDeps } from '../../functions/cli/commands/sfn-context.ts';
+} from '../../functions/cli/commands/sfn/sfn.ts';
+import type { SfnCommandDeps } from '../../functions/cli/commands/sfn/sfn-context.ts';
 import { COMMAND_OPTIONS, parseArgsConfig } from '../../functions/cli/options.ts';
 
 const REGION = 'eu-west-1';

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { useTempDir } from '../support/engine-fixture.ts';

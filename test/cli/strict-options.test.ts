@@ -36,10 +36,10 @@ vi.mock('../../functions/cli/commands/verify.ts', () => ({ verifyCommand: record
 vi.mock('../../functions/cli/commands/visible.ts', () => ({ visibleCommand: recorder('visible') }));
 vi.mock('../../functions/cli/commands/repair.ts', () => ({ repairCommand: recorder('repair') }));
 vi.mock('../../functions/cli/commands/retention.ts', () => ({ retentionCommand: recorder('retention') }));
-vi.mock('../../functions/cli/commands/sfn.ts', () => ({
+vi.mock('../../functions/cli/commands/sfn/sfn.ts', () => ({
   SFN_COMMANDS: { start: recorder('start'), watch: recorder('watch'), redrive: recorder('redrive') },
 }));
-vi.mock('../../functions/cli/commands/doctor.ts', () => ({ doctorCommand: recorder('doctor') }));
+vi.mock('../../functions/cli/commands/doctor/doctor.ts', () => ({ doctorCommand: recorder('doctor') }));
 
 const COMMANDS = Object.keys(COMMAND_OPTIONS) as CommandName[];
 const ALL = Object.keys(OPTIONS) as OptionName[];

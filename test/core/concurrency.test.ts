@@ -6,11 +6,11 @@
 
 import { rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
-import { planTier } from '../../functions/core/planner.ts';
+import { planTier } from '../../functions/core/planner/planner.ts';
 import {
   type CompactDeps,
   clearManifestStep,

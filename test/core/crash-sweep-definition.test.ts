@@ -12,7 +12,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../../functions/core/object-store.ts';

@@ -10,8 +10,12 @@ import { mkdtemp, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import {
+  type DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -29,8 +33,13 @@ import {
   systemClock,
 } from '../../functions/core/engine.ts';
 import { DedupError, RowCountMismatchError } from '../../functions/core/errors.ts';
-import { type Manifest, manifestKey, parseManifest, stagingRoot } from '../../functions/core/manifest.ts';
-import { planTier } from '../../functions/core/planner.ts';
+import {
+  type Manifest,
+  manifestKey,
+  parseManifest,
+  stagingRoot,
+} from '../../functions/core/manifest/manifest.ts';
+import { planTier } from '../../functions/core/planner/planner.ts';
 import { type CompactDeps, compactStep, type JobSpec } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';

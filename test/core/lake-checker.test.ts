@@ -5,7 +5,7 @@
 
 import { rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore, type FaultStoreOptions } from '../support/fault-store.ts';
 import {

@@ -13,7 +13,7 @@ import {
   quarantinedManifestKey,
   serializeManifest,
   stagingPrefix,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { partitionOf } from '../../functions/core/tiers.ts';
 
 const LOCATION = 's3://data-lake-bucket';

@@ -11,7 +11,7 @@
 
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { PARTITION_STEPS, partitionVerdict } from '../../functions/core/pipeline.ts';

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
-import { S3Store } from '../../functions/adapters/s3-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -26,14 +26,14 @@ import {
   newJobId,
   quarantinedInputKey,
   serializeManifest,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import {
   ForwardingStore,
   type ListOptions,
   type ObjectStore,
   type ObjectSummary,
 } from '../../functions/core/object-store.ts';
-import { parseInFolder, planTier, sweepsRoot } from '../../functions/core/planner.ts';
+import { parseInFolder, planTier, sweepsRoot } from '../../functions/core/planner/planner.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import {
   type CompactorConfig,
   type ConfigInput,
@@ -26,9 +26,9 @@ import {
   quarantinedManifestKey,
   serializeManifest,
   stagingPrefix,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { ForwardingStore, type ObjectStore, type ObjectSummary } from '../../functions/core/object-store.ts';
-import { type Plan, planTier } from '../../functions/core/planner.ts';
+import { type Plan, planTier } from '../../functions/core/planner/planner.ts';
 import { testStore } from '../support/test-store.ts';
 
 const HOUR = 3_600_000;

@@ -8,8 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import {
+  type DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
@@ -28,9 +32,9 @@ import {
   quarantineRoot,
   serializeManifest,
   stagingRoot,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
-import { planTier } from '../../functions/core/planner.ts';
+import { planTier } from '../../functions/core/planner/planner.ts';
 import {
   type CompactDeps,
   clearManifestStep,

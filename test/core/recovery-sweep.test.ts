@@ -8,10 +8,10 @@
 
 import { rename, rm } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { TierName } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
-import { manifestsRoot } from '../../functions/core/manifest.ts';
+import { manifestsRoot } from '../../functions/core/manifest/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FAULT_KINDS, type FaultKind, FaultStore } from '../support/fault-store.ts';

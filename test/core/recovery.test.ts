@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle } from '../../functions/core/cycle.ts';
@@ -24,9 +24,9 @@ import {
   quarantineRoot,
   stagingPrefix,
   stagingRoot,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import { planTier } from '../../functions/core/planner.ts';
+import { planTier } from '../../functions/core/planner/planner.ts';
 import {
   type CompactDeps,
   compactStep,

@@ -8,8 +8,8 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { assignJobs, planCycle, runCycle } from '../../functions/core/cycle.ts';
@@ -23,7 +23,7 @@ import {
   parseManifest,
   quarantinedInputKey,
   serializeManifest,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import {
   clearManifestStep,

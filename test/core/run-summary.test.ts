@@ -8,7 +8,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import {
   MAX_CAUSE_CHARS,

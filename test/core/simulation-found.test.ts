@@ -11,9 +11,9 @@ import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import { PreconditionFailedError } from '../../functions/core/errors.ts';
-import { manifestKey, parseManifest, quarantineRoot } from '../../functions/core/manifest.ts';
+import { manifestKey, parseManifest, quarantineRoot } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import { planTier } from '../../functions/core/planner.ts';
+import { planTier } from '../../functions/core/planner/planner.ts';
 import {
   clearManifestStep,
   compactStep,

@@ -9,7 +9,7 @@
 import { readdir, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { ConfigError, StoreGuaranteesError, TransientStoreError } from '../../functions/core/errors.ts';
 import { type CopyOptions, ForwardingStore, type ObjectStore } from '../../functions/core/object-store.ts';
@@ -21,7 +21,7 @@ import {
   probeRoot,
   probeStore,
   STORE_GUARANTEES,
-} from '../../functions/core/store-probe.ts';
+} from '../../functions/core/store-probe/store-probe.ts';
 import { useTempDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { ALL_CONDITIONS, IgnoringStore } from '../support/ignoring-store.ts';

@@ -11,11 +11,15 @@ import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { type DuckDbEngine, parquetPath, quoteString } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import {
+  type DuckDbEngine,
+  parquetPath,
+  quoteString,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
-import { quarantineRoot } from '../../functions/core/manifest.ts';
+import { quarantineRoot } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { SWEEP_CONFIG, sweepDeps } from '../support/lake-harness.ts';
@@ -349,7 +353,8 @@ describe('naive TIMESTAMP beside TIMESTAMPTZ (issue 13 item 5)', () => {
   });
 
   it('the engine reads naive timestamps as UTC whatever the host time zone (a child process in Asia/Tokyo)', async () => {
-    const engineModule = new URL('../../functions/adapters/duckdb-engine.ts', import.meta.url).href;
+    const engineModule = new URL('../../functions/adapters/duckdb-engine/duckdb-engine.ts', import.meta.url)
+      .href;
     const script = `
       const { DuckDbEngine } = await import(${JSON.stringify(engineModule)});
       const engine = await DuckDbEngine.create({ threads: 1 });

@@ -7,12 +7,12 @@
 import { join } from 'node:path';
 import type { Context } from 'aws-lambda';
 import { describe, expect, it, vi } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { createHandler as clearHandler } from '../../functions/clear-manifest.ts';
 import { createHandler as compactHandler } from '../../functions/compact.ts';
 import { parseConfig } from '../../functions/core/config.ts';
-import { manifestsRoot } from '../../functions/core/manifest.ts';
+import { manifestsRoot } from '../../functions/core/manifest/manifest.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { createHandler as deleteInputsHandler } from '../../functions/delete-inputs.ts';
 import { configFromEnv } from '../../functions/lambda/env-deps.ts';

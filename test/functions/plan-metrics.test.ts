@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { describe, expect, it } from 'vitest';
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';

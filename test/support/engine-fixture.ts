@@ -7,7 +7,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { DuckDbEngine, type DuckDbEngineOptions } from '../../functions/adapters/duckdb-engine.ts';
+import {
+  DuckDbEngine,
+  type DuckDbEngineOptions,
+} from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 
 export interface EngineFixtureOptions {
   /** The engine's options, given the folder (to spill into it, say). Default: one thread. */

@@ -5,7 +5,7 @@
 
 import type { S3Client } from '@aws-sdk/client-s3';
 import { startFauxqs } from 'fauxqs';
-import { createS3Client } from '../../functions/adapters/s3-store.ts';
+import { createS3Client } from '../../functions/adapters/s3-store/s3-store.ts';
 
 export interface FauxqsS3 {
   readonly endpoint: string;

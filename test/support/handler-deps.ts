@@ -1,7 +1,7 @@
 /** The deps the Lambda handlers get, for a local folder and engine: what env-deps.ts builds in AWS. */
 
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';

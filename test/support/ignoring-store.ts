@@ -13,7 +13,7 @@ import {
   type ObjectStore,
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
-import type { StoreGuarantee } from '../../functions/core/store-probe.ts';
+import type { StoreGuarantee } from '../../functions/core/store-probe/store-probe.ts';
 
 export class IgnoringStore extends ForwardingStore {
   readonly #ignored: ReadonlySet<StoreGuarantee>;

@@ -7,8 +7,8 @@ import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { isMissing } from '../../functions/adapters/durable-fs.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { isMissing } from '../../functions/adapters/local-store/durable-fs.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -25,7 +25,7 @@ import {
   parseManifest,
   quarantineRoot,
   stagingRoot,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-store.ts';
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';

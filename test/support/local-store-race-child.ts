@@ -5,7 +5,7 @@
  * of the keys `${keyPrefix}${i}` at once (many keys make the processes' commits really overlap),
  * and prints the outcomes as one JSON line.
  */
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 
 const [root, keyPrefix, keyCount, body, mode, ...etags] = process.argv.slice(2);
 if (

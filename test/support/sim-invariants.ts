@@ -11,7 +11,12 @@
  */
 
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
-import { isAtOrPast, type Manifest, manifestsRoot, parseManifest } from '../../functions/core/manifest.ts';
+import {
+  isAtOrPast,
+  type Manifest,
+  manifestsRoot,
+  parseManifest,
+} from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { META_JOB_ID } from '../../functions/core/protocol.ts';
 import type { CallRecord } from './fault-store.ts';

@@ -14,8 +14,8 @@
 import { mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import { type LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store.ts';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { type LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store/local-store.ts';
 import { type CompactorConfig, type ConfigInput, parseConfig } from '../../functions/core/config.ts';
 import {
   type Manifest,
@@ -24,7 +24,7 @@ import {
   quarantinedManifestKey,
   serializeManifest,
   stagingPrefix,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { type LakeFile, writeLake } from './lake-harness.ts';
 import { changedFiles, hashFiles, linkFiles } from './linked-tree.ts';
 import { testStore } from './test-store.ts';

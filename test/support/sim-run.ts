@@ -14,8 +14,8 @@
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DuckDbEngine } from '../../functions/adapters/duckdb-engine.ts';
-import type { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, type SqlRunner } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { type CycleDeps, runCycle } from '../../functions/core/cycle.ts';
@@ -25,7 +25,7 @@ import {
   type ManifestState,
   manifestsRoot,
   parseManifest,
-} from '../../functions/core/manifest.ts';
+} from '../../functions/core/manifest/manifest.ts';
 import { EXECUTION_TYPES, type ExecutionType } from '../../functions/core/pipeline.ts';
 import {
   type CompactDeps,

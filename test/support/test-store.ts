@@ -5,7 +5,7 @@
  * sweep's time on this VM's disk.
  */
 
-import { LocalFolderStore } from '../../functions/adapters/local-store.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 
 export function testStore(root: string): LocalFolderStore {
   return new LocalFolderStore(root, { durability: 'process' });

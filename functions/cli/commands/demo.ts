@@ -5,7 +5,7 @@
 
 import { readdir, rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { LocalFolderStore } from '../../adapters/local-store.ts';
+import { LocalFolderStore } from '../../adapters/local-store/local-store.ts';
 import { ConfigError } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { visibleFiles } from '../../core/visible.ts';

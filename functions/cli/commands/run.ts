@@ -33,7 +33,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   // then --context, then the flags (commandContext).
   const ctx = await commandContext(options);
   // A tier that is off or that the layout refuses fails here, before Recover writes anything.
-  if (tier !== 'retention') (await import('../../core/planner.ts')).assertTierRuns(ctx.config, tier);
+  if (tier !== 'retention') (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
   const concurrency =
     options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));

@@ -4,7 +4,7 @@
  */
 
 import { readFailures } from '../../core/failures.ts';
-import { manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest.ts';
+import { manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest/manifest.ts';
 import { getBytesIfExists } from '../../core/object-store.ts';
 import { describeQuarantineRecord, type QuarantineRecordRow } from '../../core/quarantine.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';

@@ -4,8 +4,14 @@
 
 import { failureKey } from '../failures.ts';
 import { type JobRef, result, type StepDeps, type StepResult, summary } from '../job.ts';
-import { stagingPrefix } from '../manifest.ts';
-import { checkLease, deleteManifest, deletePrefix, loadForStep, orTwinsWork } from '../manifest-cas.ts';
+import { stagingPrefix } from '../manifest/manifest.ts';
+import {
+  checkLease,
+  deleteManifest,
+  deletePrefix,
+  loadForStep,
+  orTwinsWork,
+} from '../manifest/manifest-cas.ts';
 
 export async function clearManifestStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   return orTwinsWork(deps, ref, 'inputs-deleted', () => clear(deps, ref));

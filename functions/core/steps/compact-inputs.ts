@@ -16,8 +16,8 @@ import {
 } from '../errors.ts';
 import { type CompactDeps, type CompactionJob, result, type StepResult, withSignal } from '../job.ts';
 import { forEachLimit } from '../limit.ts';
-import type { KeptInput } from '../manifest.ts';
-import { checkLease, type Loaded, partitionDataFile, release } from '../manifest-cas.ts';
+import type { KeptInput } from '../manifest/manifest.ts';
+import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
 import { quarantineInput } from '../quarantine.ts';
 import { epochMisfits, foreignReason, type GoodInput } from './merge-checks.ts';
 

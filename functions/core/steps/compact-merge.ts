@@ -13,8 +13,8 @@ import { DedupError, OutputTooLargeError, RowCountMismatchError } from '../error
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';
 import { type CompactDeps, type CompactionJob, result, type StepResult, withSignal } from '../job.ts';
 import type { DataFile } from '../layout.ts';
-import type { InputRef } from '../manifest.ts';
-import { checkLease, type Loaded, partitionDataFile, release } from '../manifest-cas.ts';
+import type { InputRef } from '../manifest/manifest.ts';
+import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
 import { compareKeys } from '../object-store.ts';
 import { quarantineInput } from '../quarantine.ts';
 import { integerFloatMixes, unifySchemas } from '../schema.ts';

@@ -26,7 +26,7 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
-import { manifestKey, type OutputRef, outputKey, stagingPrefix } from '../manifest.ts';
+import { manifestKey, type OutputRef, outputKey, stagingPrefix } from '../manifest/manifest.ts';
 import {
   advance,
   checkLease,
@@ -37,7 +37,7 @@ import {
   partitionDataFile,
   release,
   writeManifest,
-} from '../manifest-cas.ts';
+} from '../manifest/manifest-cas.ts';
 import { type CheckedInputs, type FooterChecks, fetchInputs } from './compact-inputs.ts';
 import { type Merged, mergeInputs } from './compact-merge.ts';
 

@@ -5,8 +5,8 @@
 
 import { DeleteFailedError } from '../errors.ts';
 import { type JobRef, result, type StepDeps, type StepResult, summary, withSignal } from '../job.ts';
-import type { KeptInput } from '../manifest.ts';
-import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest-cas.ts';
+import type { KeptInput } from '../manifest/manifest.ts';
+import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest/manifest-cas.ts';
 import { MAX_DELETE_BATCH } from '../object-store.ts';
 
 export async function deleteInputsStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {

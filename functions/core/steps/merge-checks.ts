@@ -10,7 +10,7 @@ import { epochOutsideReason, epochRange, isEpochIntegerType } from '../epoch-tim
 import { ConfigError, DedupError, ManifestConflictError, SchemaConflictError } from '../errors.ts';
 import type { CompactDeps } from '../job.ts';
 import type { DataFile } from '../layout.ts';
-import type { InputRef, KeptInput } from '../manifest.ts';
+import type { InputRef, KeptInput } from '../manifest/manifest.ts';
 import { DOUBLE_EXACT_LIMIT, type DoubleProof, type IntegerFloatMix } from '../schema.ts';
 import { tierPeriod } from '../tiers.ts';
 

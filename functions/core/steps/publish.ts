@@ -19,8 +19,8 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
-import type { Manifest, OutputRef } from '../manifest.ts';
-import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest-cas.ts';
+import type { Manifest, OutputRef } from '../manifest/manifest.ts';
+import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest/manifest-cas.ts';
 import type { ObjectHead } from '../object-store.ts';
 import { quarantineManifest } from '../quarantine.ts';
 

@@ -13,8 +13,8 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
-import type { Manifest } from '../manifest.ts';
-import { advance, loadForStep, orTwinsWork, writeManifest } from '../manifest-cas.ts';
+import type { Manifest } from '../manifest/manifest.ts';
+import { advance, loadForStep, orTwinsWork, writeManifest } from '../manifest/manifest-cas.ts';
 import { quarantineManifest } from '../quarantine.ts';
 import { isOurOutput } from './publish.ts';
 

@@ -1,0 +1,171 @@
+/**
+ * DuckDbEngine.compact: the merge SQL (casts to the unified schema, the sort, dedup, footer
+ * metadata) and its outputs. Inputs that fit the target are one order-preserving COPY; larger
+ * jobs sort once into a temp table and COPY one rowid range per output, sized by the bytes per
+ * row measured so far. A failed statement is mapped to the input it could not read.
+ */
+
+import { mkdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { DuckDBConnection, JS } from '@duckdb/node-api';
+import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
+import type { CompactOutput, CompactRequest } from '../../core/engine.ts';
+import { InputUnreadableError } from '../../core/engine.ts';
+import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
+import { enumTypes } from './duckdb-engine-enums.ts';
+import { readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
+
+/** DuckDB's vector size: row groups are multiples of it. */
+const VECTOR_SIZE = 2048;
+
+export async function compact(
+  withConnection: WithConnection,
+  request: CompactRequest,
+): Promise<CompactOutput[]> {
+  const { inputs, columns, outputDir, targetFileBytes, rowGroupSize, signal, dedup } = request;
+  if (inputs.length === 0) throw new RangeError('compact needs at least one input');
+  if (columns.length === 0) throw new RangeError('compact needs at least one column');
+  if (dedup) dedupColumns(columns, dedup);
+  if (!Number.isSafeInteger(rowGroupSize) || rowGroupSize < 1) {
+    throw new RangeError(`rowGroupSize must be a positive integer, got ${rowGroupSize}`);
+  }
+  if (!(targetFileBytes > 0)) {
+    throw new RangeError(`targetFileBytes must be positive, got ${targetFileBytes}`);
+  }
+
+  const names = new Set(columns.map((c) => c.name.toLowerCase()));
+  const sortKeys = request.sortBy.filter((key) => names.has(key.toLowerCase()));
+  const orderBy = sortKeys.map((key) => `${quoteIdentifier(key)} ASC NULLS LAST`);
+  // Equal sort keys keep the inputs' order (DuckDB's parallel sort alone does not): rows that
+  // arrived together stay together, which makes the output deterministic and much smaller.
+  if (orderBy.length > 0 && !names.has(FILE_INDEX)) orderBy.push(FILE_INDEX);
+  const source = readAll(inputs);
+  const copyOptions = `FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE ${rowGroupSize}${kvMetadataOption(request.metadata)}`;
+  const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
+
+  // All at once: one at a time, thousands of small inputs cost tens of milliseconds.
+  const sizes = await Promise.all(inputs.map(async (input) => (await stat(input)).size));
+  const inputBytes = sizes.reduce((sum, size) => sum + size, 0);
+  await mkdir(outputDir, { recursive: true });
+
+  return withConnection(signal, async (connection) => {
+    const classify = async (error: unknown) => classifyCompactError(connection, error, inputs, signal);
+    const run = async (sql: string) => {
+      signal?.throwIfAborted();
+      try {
+        await connection.run(sql);
+      } catch (error) {
+        throw await classify(error);
+      }
+    };
+    const read = async (sql: string): Promise<Record<string, JS>[]> => {
+      signal?.throwIfAborted();
+      try {
+        return (await connection.runAndReadAll(sql)).getRowObjectsJS();
+      } catch (error) {
+        throw await classify(error);
+      }
+    };
+    const enums = await enumTypes(read, source, columns, sortKeys, inputBytes);
+    const casts = columns
+      .map(
+        (c) =>
+          `CAST(${quoteIdentifier(c.name)} AS ${enums.get(c.name) ?? c.type}) AS ${quoteIdentifier(c.name)}`,
+      )
+      .join(', ');
+    const plain = `SELECT ${casts} FROM ${source}`;
+    const sorted = orderBy.length > 0 ? `${plain} ORDER BY ${orderBy.join(', ')}` : plain;
+    const select = dedup ? dedupSelect(casts, columns, source, sortKeys, dedup) : sorted;
+    const paths: string[] = [];
+    // Outputs are usually no larger than the inputs (same data, sorted, ZSTD): when the inputs fit
+    // the target, one direct COPY is the whole job and costs what a raw DuckDB COPY costs.
+    if (inputBytes <= targetFileBytes) {
+      paths.push(outputPath(0));
+      await run(`COPY (${select}) TO ${quoteString(outputPath(0))} (${copyOptions})`);
+    } else {
+      await run(`CREATE TEMP TABLE compact_sorted AS ${select}`);
+      const total = Number(
+        (await connection.runAndReadAll('SELECT count(*) FROM compact_sorted')).getRows()[0]?.[0],
+      );
+      // Files end on row-group boundaries so only the last row group of each file is short.
+      const step = Math.ceil(rowGroupSize / VECTOR_SIZE) * VECTOR_SIZE;
+      let written = 0;
+      let writtenBytes = 0;
+      do {
+        const remaining = total - written;
+        // Bytes per row: the inputs' until the first output is measured, then the outputs' so far.
+        const bytesPerRow = written === 0 ? inputBytes / Math.max(total, 1) : writtenBytes / written;
+        const files = Math.max(1, Math.ceil((remaining * bytesPerRow) / targetFileBytes));
+        let rows = Math.ceil(remaining / files);
+        if (files > 1 && rows > step) rows = Math.min(remaining, Math.round(rows / step) * step);
+        const path = outputPath(paths.length);
+        paths.push(path);
+        await run(
+          `COPY (SELECT * FROM compact_sorted WHERE rowid >= ${written} AND rowid < ${written + rows}) ` +
+            `TO ${quoteString(path)} (${copyOptions})`,
+        );
+        written += rows;
+        writtenBytes += (await stat(path)).size;
+      } while (written < total);
+    }
+    const outputs: CompactOutput[] = [];
+    for (const path of paths) {
+      const rows = (
+        await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
+      ).getRows()[0]?.[0];
+      outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
+    }
+    return outputs;
+  });
+}
+
+/**
+ * Maps a failed compact statement to the error the caller can act on. A damaged data page only
+ * shows when it is read (inspect reads footers); the core quarantines an InputUnreadableError.
+ */
+async function classifyCompactError(
+  connection: DuckDBConnection,
+  error: unknown,
+  inputs: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<unknown> {
+  if (signal?.aborted) return signal.reason;
+  const message = error instanceof Error ? error.message : String(error);
+  if (!isCorruptionError(error)) return error;
+  const named = inputs.filter((input) => message.includes(input) || message.includes(escapeGlob(input)));
+  const [only] = named;
+  if (only !== undefined && named.length === 1) {
+    return new InputUnreadableError(only, shortReason(error), { cause: error });
+  }
+  // Page-header damage fails without a file name: read each input in full to find the culprit.
+  // Only on this failure path, so the extra read costs nothing on success.
+  for (const input of inputs) {
+    signal?.throwIfAborted();
+    try {
+      await connection.run(
+        `SELECT sum(hash(COLUMNS(*))) FROM read_parquet(${parquetPath(input)}, hive_partitioning = false)`,
+      );
+    } catch (readError) {
+      if (signal?.aborted) return signal.reason;
+      if (!isCorruptionError(readError)) return error;
+      return new InputUnreadableError(input, shortReason(readError), { cause: readError });
+    }
+  }
+  return error;
+}
+
+/** DuckDB's error classes for bytes it cannot decode (not memory, interrupts or binder errors). */
+function isCorruptionError(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /^(Invalid Input|Invalid|Serialization|IO) Error/.test(message);
+}
+
+/**
+ * The COPY option that writes footer key-value metadata (KV_METADATA, a struct of key: value;
+ * https://duckdb.org/docs/current/data/parquet/overview, "Writing to Parquet Files"), or ''.
+ */
+function kvMetadataOption(metadata: Readonly<Record<string, string>> | undefined): string {
+  const entries = Object.entries(metadata ?? {});
+  if (entries.length === 0) return '';
+  return `, KV_METADATA {${entries.map(([k, v]) => `${quoteIdentifier(k)}: ${quoteString(v)}`).join(', ')}}`;
+}

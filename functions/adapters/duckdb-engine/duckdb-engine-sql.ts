@@ -1,0 +1,35 @@
+/**
+ * What the engine's modules share: the connection each call runs on, the read_parquet source
+ * compact reads its inputs with, DESCRIBE, and DuckDB's error messages shortened for a reason.
+ */
+
+import type { DuckDBConnection } from '@duckdb/node-api';
+import { parquetPath } from '../../core/duckdb-sql.ts';
+import type { Column } from '../../core/engine.ts';
+
+/** DuckDbEngine's connection per call: the modules run their SQL on it, never on one of their own. */
+export type WithConnection = <T>(
+  signal: AbortSignal | undefined,
+  body: (connection: DuckDBConnection) => Promise<T>,
+) => Promise<T>;
+
+const MAX_REASON_LENGTH = 300;
+
+/** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */
+export function readAll(files: readonly string[]): string {
+  return `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+}
+
+/** The columns and DuckDB types of `SELECT * FROM source`. */
+export async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {
+  const rows = (await connection.runAndReadAll(`DESCRIBE SELECT * FROM ${source}`)).getRowObjectsJS();
+  return rows.map((row) => ({ name: String(row.column_name), type: String(row.column_type) }));
+}
+
+/** DuckDB's message on one line, without the echoed SQL, bounded in length. */
+export function shortReason(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const withoutSql = message.split(/\n\s*LINE \d+:/)[0] ?? message;
+  const oneLine = withoutSql.replace(/\s+/g, ' ').trim();
+  return oneLine.length > MAX_REASON_LENGTH ? `${oneLine.slice(0, MAX_REASON_LENGTH - 3)}...` : oneLine;
+}

@@ -1,0 +1,186 @@
+/**
+ * The local folder store's changes to a key. A write stages its data in its upload folder, then
+ * commits it under the key's lock: the conditions are checked and the staged file (and sidecar) are
+ * renamed into place. A delete also runs under the lock. Which fsyncs they make is decided once,
+ * from the store's `durability` option (Durability).
+ */
+
+import type { BigIntStats } from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
+import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
+import {
+  errorCode,
+  fsyncDir,
+  pruneEmptyDirs,
+  renameIntoPlace,
+  statObject,
+  unlinkIfExists,
+  writeDurably,
+} from './durable-fs.ts';
+import { dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
+import type { KeyLocks } from './local-store-lock.ts';
+import { readSidecar, type Sidecar, type SidecarEntry } from './local-store-sidecar.ts';
+
+/**
+ * The fsyncs the store makes, decided once from its `durability` option: all of them ('machine'),
+ * or none ('process').
+ */
+export interface Durability {
+  /** fsyncs a file written for the store, before it is renamed into place. */
+  syncFile(file: FileHandle): Promise<void>;
+  /** Writes a new file holding `text`, synced as syncFile syncs. */
+  writeFile(path: string, text: string): Promise<void>;
+  /** fsyncs a folder after a rename or unlink in it, so the change survives power loss. */
+  syncDir(dir: string): Promise<void>;
+}
+
+const noSync = async (): Promise<void> => {};
+
+export function durabilityOf(mode: 'machine' | 'process'): Durability {
+  if (mode === 'machine') {
+    return {
+      syncFile: (file) => file.sync(),
+      writeFile: (path, text) => writeDurably(path, text, true),
+      syncDir: fsyncDir,
+    };
+  }
+  return { syncFile: noSync, writeFile: (path, text) => writeDurably(path, text, false), syncDir: noSync };
+}
+
+/** What a change to a key needs: where the files are, the key's lock, which fsyncs to make. */
+export interface KeyChanges {
+  readonly paths: StorePaths;
+  readonly locks: KeyLocks;
+  readonly durability: Durability;
+}
+
+export interface Attributes {
+  readonly metadata: Readonly<Record<string, string>>;
+  readonly checksum?: Checksum;
+}
+
+export interface Staged {
+  readonly dir: string;
+  readonly dataPath: string;
+  readonly stat: BigIntStats;
+  readonly etag: string;
+  readonly crc: number;
+}
+
+export interface Conditions {
+  readonly ifNoneMatch?: '*';
+  readonly ifMatch?: string;
+}
+
+/** Writes `<dir>/data` with `fill`, fsyncs it (per `durability`), and returns its identity. */
+export async function stageData(
+  dir: string,
+  durability: Durability,
+  fill: (out: FileHandle) => Promise<number>,
+): Promise<Staged> {
+  const dataPath = join(dir, 'data');
+  const out = await open(dataPath, 'wx');
+  try {
+    const crc = await fill(out);
+    await durability.syncFile(out);
+    // Rename keeps inode, size and mtime, so this is the ETag the object will have.
+    const st = await out.stat({ bigint: true });
+    return { dir, dataPath, stat: st, etag: etagOf(st), crc };
+  } finally {
+    await out.close();
+  }
+}
+
+/** Checks the conditions and makes the staged data the object, all under the key's lock. */
+export async function commit(
+  store: KeyChanges,
+  key: string,
+  staged: Staged,
+  conditions: Conditions,
+  attrs: Attributes | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const { paths, durability } = store;
+  const path = dataPath(paths, key);
+  const sidecar = sidecarPath(paths, key);
+  const release = await store.locks.lock(key, signal);
+  try {
+    const current = statObject(path);
+    if (conditions.ifNoneMatch === '*' && current !== undefined) throw new PreconditionFailedError(key);
+    if (
+      conditions.ifMatch !== undefined &&
+      (current === undefined || etagOf(current) !== unquote(conditions.ifMatch))
+    ) {
+      throw new PreconditionFailedError(key);
+    }
+    if (attrs !== undefined) {
+      // The sidecar goes in first so the new data is never visible without its attributes; it
+      // keeps the current version's entry so readers of the old data still find theirs.
+      const currentEtag = current === undefined ? undefined : etagOf(current);
+      const kept =
+        currentEtag === undefined
+          ? []
+          : (readSidecar(sidecar)?.entries.filter((e) => e.etag === currentEtag) ?? []);
+      const entry: SidecarEntry = {
+        etag: staged.etag,
+        ino: staged.stat.ino.toString(),
+        size: Number(staged.stat.size),
+        metadata: attrs.metadata,
+        ...(attrs.checksum === undefined ? {} : { checksum: attrs.checksum }),
+      };
+      const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
+      const tmp = join(staged.dir, 'meta.json');
+      await durability.writeFile(tmp, JSON.stringify(next));
+      renameIntoPlace(tmp, sidecar, key);
+      await durability.syncDir(dirname(sidecar));
+    }
+    renameIntoPlace(staged.dataPath, path, key);
+    await durability.syncDir(dirname(path));
+    if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+  } finally {
+    release();
+  }
+}
+
+/** Deletes one key (if its ETag still matches), under its lock; a per-key failure is an outcome. */
+export async function deleteOne(
+  store: KeyChanges,
+  request: DeleteRequest,
+  signal: AbortSignal | undefined,
+): Promise<DeleteOutcome> {
+  const { paths, durability } = store;
+  const { key } = request;
+  const path = dataPath(paths, key);
+  try {
+    const release = await store.locks.lock(key, signal);
+    try {
+      const current = statObject(path);
+      if (current === undefined) return { key, status: 'not-found' };
+      if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
+        return { key, status: 'precondition-failed' };
+      }
+      if (!unlinkIfExists(path)) return { key, status: 'not-found' };
+      // The protocol records "inputs deleted" next; the delete must not come back after a crash.
+      await durability.syncDir(dirname(path));
+      const sidecar = sidecarPath(paths, key);
+      if (unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+      pruneEmptyDirs(dirname(path), paths.root);
+      return { key, status: 'deleted' };
+    } finally {
+      release();
+    }
+  } catch (error) {
+    // Per-key failures are outcomes (as in DeleteObjects); anything else is a bug or an abort.
+    const code = errorCode(error);
+    if (code !== undefined && error instanceof Error) {
+      return { key, status: 'error', code, message: error.message };
+    }
+    if (error instanceof TransientStoreError) {
+      return { key, status: 'error', code: error.name, message: error.message };
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,279 @@
+/**
+ * The embedded object store: a local folder with S3's semantics.
+ *
+ * Object `a/b/c.parquet` is the file `<root>/a/b/c.parquet`, so DuckDB and people can glob the
+ * folder as a data lake. Everything the store needs besides the data lives in the reserved
+ * hidden folder `<root>/.compactor-store/`, which is never listed:
+ *
+ * - `tmp/<uploadId>/`  one folder per write in progress: `intent.json` (the target key), `data`,
+ *                      `meta.json`. A write is whole-object visible because `data` is fsynced and
+ *                      then renamed into place; a folder left behind by a crash is an incomplete upload.
+ * - `meta/<key>.json`  sidecar holding user metadata and checksum, one entry per data-file version
+ *                      (identified by its ETag, i.e. inode, size and mtime); entries for other
+ *                      versions are stale and ignored.
+ * - `locks/<sha256(key)>.lock`  per-key lock making conditional writes atomic across processes.
+ *
+ * This file holds the store's API and its options. Keys, paths and ETags are in local-store-keys.ts,
+ * the listings in local-store-listing.ts, the reads in local-store-reads.ts, staging, commits and
+ * deletes in local-store-commit.ts, the upload folders in local-store-uploads.ts.
+ */
+
+import { readFileSync, readSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { crc32 } from 'node:zlib';
+import { NotFoundError } from '../../core/errors.ts';
+import type {
+  Checksum,
+  CopyOptions,
+  DeleteOutcome,
+  DeleteRequest,
+  IncompleteUpload,
+  ListOptions,
+  ObjectHead,
+  ObjectStore,
+  ObjectSummary,
+  WriteOptions,
+} from '../../core/object-store.ts';
+import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
+import { copyHandle, writeAll } from './durable-fs.ts';
+import {
+  commit,
+  deleteOne,
+  durabilityOf,
+  type KeyChanges,
+  type Staged,
+  stageData,
+} from './local-store-commit.ts';
+import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
+import { listFolders, listObjects } from './local-store-listing.ts';
+import { KeyLocks } from './local-store-lock.ts';
+import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
+import {
+  abortIncompleteUpload,
+  beginUpload,
+  listIncompleteUploads,
+  removeUpload,
+} from './local-store-uploads.ts';
+
+export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
+
+export interface LocalFolderStoreOptions {
+  /** How long a write waits for another writer's lock on the same key before TransientStoreError. */
+  readonly lockTimeoutMs?: number;
+  /**
+   * A lock older than this is broken even when its pid looks alive (pid reuse, or a holder on
+   * another host sharing the folder). Locks are held only for the few syscalls of a commit.
+   */
+  readonly staleLockMs?: number;
+  /**
+   * 'machine' (the default): every write is fsynced before it is renamed into place, and its
+   * folder after, so a write or delete survives the machine losing power
+   * (https://man7.org/linux/man-pages/man2/fsync.2.html). 'process': no fsync; a write or delete
+   * still survives its process being killed at any point (kill -9), since the page cache is the
+   * kernel's, but not a kernel crash or power loss. For tests and throwaway lakes.
+   */
+  readonly durability?: 'machine' | 'process';
+}
+
+export class LocalFolderStore implements ObjectStore {
+  readonly location: string;
+  readonly #paths: StorePaths;
+  readonly #changes: KeyChanges;
+
+  constructor(rootDir: string, options: LocalFolderStoreOptions = {}) {
+    const paths = storePaths(rootDir);
+    this.#paths = paths;
+    this.location = `file://${paths.root}`;
+    this.#changes = {
+      paths,
+      locks: new KeyLocks(paths.locksDir, options.lockTimeoutMs ?? 30_000, options.staleLockMs ?? 60_000),
+      durability: durabilityOf(options.durability ?? 'machine'),
+    };
+  }
+
+  async *list(prefix: string, options: ListOptions = {}): AsyncIterable<ObjectSummary> {
+    yield* listObjects(this.#paths.root, prefix, options);
+  }
+
+  /** The folders under `prefix` that hold an object (a folder left empty is none, as on S3). */
+  async *listFolders(prefix: string, options: { readonly signal?: AbortSignal } = {}): AsyncIterable<string> {
+    yield* listFolders(this.#paths.root, prefix, options);
+  }
+
+  head(key: string, options: { readonly signal?: AbortSignal } = {}): Promise<ObjectHead | undefined> {
+    return readHead(this.#paths, key, options);
+  }
+
+  async getBytes(
+    key: string,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    return readOpened(this.#paths, key, options, (fd, _stat, etag) => ({ body: readFileSync(fd), etag }));
+  }
+
+  async getRange(
+    key: string,
+    start: number,
+    end: number,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly body: Buffer; readonly etag: string }> {
+    return readOpened(this.#paths, key, options, (fd, stat, etag) => {
+      const size = Number(stat.size);
+      const from = Math.min(Math.max(start, 0), size);
+      const length = Math.max(Math.min(end, size) - from, 0);
+      const body = Buffer.alloc(length);
+      let read = 0;
+      while (read < length) {
+        const bytesRead = readSync(fd, body, read, length - read, from + read);
+        if (bytesRead === 0) break;
+        read += bytesRead;
+      }
+      return { body: body.subarray(0, read), etag };
+    });
+  }
+
+  /** Fetches the version into `path`: a hard link where it can be, else a copy (see fetchToFile). */
+  getToFile(
+    key: string,
+    path: string,
+    options: { readonly ifMatch?: string; readonly signal?: AbortSignal } = {},
+  ): Promise<{ readonly etag: string; readonly size: number }> {
+    return fetchToFile(this.#paths, key, path, options);
+  }
+
+  async put(
+    key: string,
+    body: Buffer | { readonly file: string },
+    options: WriteOptions = {},
+  ): Promise<{ readonly etag: string }> {
+    assertKey(key);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const wanted = options.checksum;
+    if (wanted !== undefined && wanted.algorithm !== 'CRC32') {
+      throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
+    }
+    const dir = beginUpload(this.#paths.tmpDir, key, 'put');
+    try {
+      const staged = await stageData(dir, this.#changes.durability, async (out) => {
+        if (Buffer.isBuffer(body)) {
+          signal?.throwIfAborted();
+          await writeAll(out, body);
+          return crc32(body);
+        }
+        const src = await open(body.file, 'r');
+        try {
+          return (await copyHandle(src, out, signal)).crc;
+        } finally {
+          await src.close();
+        }
+      });
+      let checksum: Checksum | undefined;
+      if (wanted !== undefined) {
+        const value = crc32Base64(staged.crc);
+        // S3 rejects a body whose checksum differs from the one the client declared.
+        if (value !== wanted.value) {
+          throw new Error(`put ${key}: body CRC32 is ${value}, the request declared ${wanted.value}`);
+        }
+        checksum = { algorithm: 'CRC32', value };
+      }
+      const metadata = lowerCaseKeys(options.metadata ?? {});
+      const attrs =
+        checksum !== undefined || Object.keys(metadata).length > 0
+          ? { metadata, ...(checksum === undefined ? {} : { checksum }) }
+          : undefined;
+      signal?.throwIfAborted();
+      await commit(this.#changes, key, staged, options, attrs, signal);
+      return { etag: staged.etag };
+    } finally {
+      removeUpload(dir);
+    }
+  }
+
+  async copy(source: string, target: string, options: CopyOptions = {}): Promise<{ readonly etag: string }> {
+    assertKey(source);
+    assertKey(target);
+    const { signal } = options;
+    signal?.throwIfAborted();
+    const src = await openWithAttributes(this.#paths, source);
+    if (src === undefined) throw new NotFoundError(source);
+    let staged: Staged;
+    let dir: string;
+    try {
+      dir = beginUpload(this.#paths.tmpDir, target, 'copy');
+    } catch (error) {
+      // The source stays open otherwise: the try below is what closes it.
+      await src.handle.close();
+      throw error;
+    }
+    try {
+      try {
+        staged = await stageData(
+          dir,
+          this.#changes.durability,
+          async (out) => (await copyHandle(src.handle, out, signal)).crc,
+        );
+      } finally {
+        await src.handle.close();
+      }
+      if (staged.stat.size !== src.stat.size) {
+        throw new Error(`copy ${source}: read ${staged.stat.size} bytes, expected ${src.stat.size}`);
+      }
+      const stored = src.entry?.checksum;
+      if (stored !== undefined && crc32Base64(staged.crc) !== stored.value) {
+        throw new Error(`copy ${source}: its bytes no longer match its stored CRC32 ${stored.value}`);
+      }
+      const attrs =
+        src.entry === undefined
+          ? undefined
+          : { metadata: src.entry.metadata, ...(stored === undefined ? {} : { checksum: stored }) };
+      signal?.throwIfAborted();
+      await commit(
+        this.#changes,
+        target,
+        staged,
+        options.ifNoneMatch === undefined ? {} : { ifNoneMatch: options.ifNoneMatch },
+        attrs,
+        signal,
+      );
+      return { etag: staged.etag };
+    } finally {
+      removeUpload(dir);
+    }
+  }
+
+  async deleteMany(
+    requests: readonly DeleteRequest[],
+    options: { readonly signal?: AbortSignal } = {},
+  ): Promise<DeleteOutcome[]> {
+    if (requests.length > MAX_DELETE_BATCH) {
+      throw new Error(`deleteMany: ${requests.length} keys, at most ${MAX_DELETE_BATCH} per request`);
+    }
+    // A malformed request is rejected whole, before anything is deleted (as S3 does).
+    for (const request of requests) assertKey(request.key);
+    const outcomes: DeleteOutcome[] = [];
+    for (const request of requests) {
+      options.signal?.throwIfAborted();
+      outcomes.push(await deleteOne(this.#changes, request, options.signal));
+    }
+    return outcomes;
+  }
+
+  listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
+    return listIncompleteUploads(this.#paths.tmpDir, prefix);
+  }
+
+  abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
+    return abortIncompleteUpload(this.#paths.tmpDir, upload);
+  }
+}
+
+function crc32Base64(crc: number): string {
+  const bytes = Buffer.alloc(4);
+  bytes.writeUInt32BE(crc >>> 0);
+  return bytes.toString('base64');
+}
+
+function lowerCaseKeys(metadata: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.entries(metadata).map(([k, v]) => [k.toLowerCase(), v]));
+}

@@ -1,0 +1,68 @@
+/**
+ * Candidate planning for one tier. Data is listed first, then manifests, so a file listed
+ * before its manifest appeared is still excluded by it. A file named by any live or quarantined
+ * manifest, or quarantined itself, is never a candidate.
+ *
+ * This module is the planner's public face: planTier, its two passes in order, and every name its
+ * importers use. The listing lives in planner-listing.ts (with list-windows.ts), the jobs and
+ * skips in planner-jobs.ts, the sweep markers in planner-sweeps.ts.
+ */
+
+import type { CompactorConfig, JobKind, TierName } from '../config.ts';
+import type { Clock } from '../engine.ts';
+import { ConfigError } from '../errors.ts';
+import { readExclusions } from '../exclusions.ts';
+import { readFailures } from '../failures.ts';
+import type { ObjectStore } from '../object-store.ts';
+import { type PlannedJob, planJobs, type SkippedPartition } from './planner-jobs.ts';
+import { listTierFolders, type PlanListing, type PlanScope, scopePrefix } from './planner-listing.ts';
+
+export type { PlannedJob, SkippedPartition } from './planner-jobs.ts';
+export { type PlanListing, type PlanScope, parseInFolder, scopePrefix } from './planner-listing.ts';
+export { lastSweep, recordSweep, sweepsRoot } from './planner-sweeps.ts';
+
+export interface Plan {
+  readonly tier: JobKind;
+  readonly now: string;
+  readonly jobs: readonly PlannedJob[];
+  readonly skipped: readonly SkippedPartition[];
+  readonly objectsListed: number;
+  /** Absent on retention plans, which always list the whole data root. */
+  readonly listing?: PlanListing;
+}
+
+/**
+ * Throws the ConfigError of a tier that is off, or that its layout refuses (its outputs would sit
+ * above the partitions readers read: Layout.tierRefusal), before anything is listed or written.
+ */
+export function assertTierRuns(config: CompactorConfig, tier: TierName): void {
+  // The layout's refusal first: it holds whatever the tier's setting says.
+  const refusal = config.layout.tierRefusal(tier);
+  if (refusal) throw new ConfigError(`tiers.${tier}: ${refusal}`);
+  if (config.tiers[tier].enabled) return;
+  throw new ConfigError(
+    `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
+  );
+}
+
+export async function planTier(
+  store: ObjectStore,
+  config: CompactorConfig,
+  clock: Clock,
+  tier: TierName,
+  scope: PlanScope = {},
+): Promise<Plan> {
+  assertTierRuns(config, tier);
+  // Validated before anything is listed: a bad scope plans nothing rather than everything.
+  const listed = scopePrefix(config, scope);
+  const now = clock.now().getTime();
+
+  // 1. Data first: every listing completes before manifests are read.
+  const { folders, objectsListed, listing } = await listTierFolders(store, config, tier, now, scope, listed);
+
+  // 2. Then manifests and quarantine, and partitions in failure backoff.
+  const exclusions = await readExclusions(store, config);
+  const failures = await readFailures(store, config);
+  const { jobs, skipped } = await planJobs(store, config, tier, now, folders, exclusions, failures);
+  return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed, listing };
+}
