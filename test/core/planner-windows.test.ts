@@ -158,8 +158,21 @@ describe('the windows chosen for each tier', () => {
 /** Deterministic pseudo-random numbers. */
 const rng = mulberry32;
 
-// Files get their real mtime; the clock runs 6 h ahead so every folder is quiet.
-const LATER = Date.now() + 6 * HOUR;
+/**
+ * Noon on the first 2nd of a month at least 6 h after `ms`. Files get their real mtime, so a clock
+ * that far ahead finds every folder quiet; and on the 2nd the last month's monthly flush (due a day
+ * after the month ended) is within a 30 h lookback, so every tier's window holds jobs whatever
+ * today's date is.
+ */
+function noonOnASecondAfter(ms: number): number {
+  const from = new Date(ms + 6 * HOUR);
+  const thisMonth = Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), 2, 12);
+  return thisMonth >= from.getTime()
+    ? thisMonth
+    : Date.UTC(from.getUTCFullYear(), from.getUTCMonth() + 1, 2, 12);
+}
+
+const LATER = noonOnASecondAfter(Date.now());
 const later: Clock = { now: () => new Date(LATER) };
 
 interface LakeCase {
