@@ -4,12 +4,11 @@
  * message names the entry and how to fix it) and their lookup by a file's table.
  */
 
+import type { DedupInput, TimeUnit } from './config-schema.ts';
 import { ConfigError } from './errors.ts';
 import type { Layout } from './layout.ts';
 
-/** Units of an integer epoch time column: seconds, milli-, micro- or nanoseconds since 1970 UTC. */
-export type TimeUnit = 's' | 'ms' | 'us' | 'ns';
-export const TIME_UNITS: readonly TimeUnit[] = ['s', 'ms', 'us', 'ns'];
+export { type DedupInput, TIME_UNITS, type TimeUnit } from './config-schema.ts';
 
 /**
  * Dedup of one table. 'exact': rows equal in every column (NULLs equal, as DISTINCT) are kept
@@ -20,11 +19,6 @@ export type DedupSetting =
   | { readonly mode: 'exact' }
   | { readonly mode: 'last'; readonly keys: readonly string[] };
 
-export interface DedupInput {
-  readonly mode: DedupSetting['mode'];
-  readonly keys?: readonly string[];
-}
-
 /** A per-table setting names a table path of the layout; the message says how to write one. */
 function assertTablePath(name: string, table: string, layout: Layout): void {
   if (!layout.isTablePath(table)) {
@@ -34,29 +28,15 @@ function assertTablePath(name: string, table: string, layout: Layout): void {
   }
 }
 
-export function plainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/**
- * A map of table path -> setting: each path checked against the layout, each setting by
- * `parseEntry`, which is given the entry's name for its messages (`dedup["mydb/cpu/"]`).
- */
-function parseTableMap<T>(
+/** A map of table path -> setting (shape checked by the schema): each path checked against the layout. */
+function tableMap<T, U>(
   setting: string,
-  value: unknown,
+  value: Readonly<Record<string, T>> | undefined,
   layout: Layout,
-  shape: { readonly what: string; readonly example: string },
-  parseEntry: (name: string, entry: unknown) => T,
-): Map<string, T> {
-  const out = new Map<string, T>();
-  if (value === undefined) return out;
-  if (!plainObject(value)) {
-    throw new ConfigError(
-      `${setting} must be an object of table path -> ${shape.what}, e.g. ${shape.example}`,
-    );
-  }
-  for (const [table, entry] of Object.entries(value)) {
+  parseEntry: (name: string, entry: T) => U,
+): Map<string, U> {
+  const out = new Map<string, U>();
+  for (const [table, entry] of Object.entries(value ?? {})) {
     const name = `${setting}[${JSON.stringify(table)}]`;
     assertTablePath(name, table, layout);
     out.set(table, parseEntry(name, entry));
@@ -64,42 +44,32 @@ function parseTableMap<T>(
   return out;
 }
 
-const DEDUP_EXAMPLE = '{"mydb/cpu/": {"mode": "exact"}, "mydb/mem/": {"mode": "last", "keys": ["host"]}}';
-
-/** Validates `dedup`; every message names the setting and how to fix it. */
-export function parseDedup(value: unknown, layout: Layout, timeColumn: string): Map<string, DedupSetting> {
-  return parseTableMap('dedup', value, layout, { what: 'setting', example: DEDUP_EXAMPLE }, (name, entry) =>
-    dedupSetting(name, entry, timeColumn),
-  );
+/** Checks `dedup`'s tables and keys; every message names the entry and how to fix it. */
+export function parseDedup(
+  value: Readonly<Record<string, DedupInput>> | undefined,
+  layout: Layout,
+  timeColumn: string,
+): Map<string, DedupSetting> {
+  return tableMap('dedup', value, layout, (name, entry) => dedupSetting(name, entry, timeColumn));
 }
 
-function dedupSetting(name: string, entry: unknown, timeColumn: string): DedupSetting {
-  if (!plainObject(entry)) throw new ConfigError(`${name} must be an object, e.g. {"mode": "exact"}`);
-  for (const field of Object.keys(entry)) {
-    if (field !== 'mode' && field !== 'keys') {
-      throw new ConfigError(`${name}.${field} is not a setting (known: mode, keys)`);
-    }
-  }
-  const mode = entry.mode;
-  if (mode === 'exact') {
+function dedupSetting(name: string, entry: DedupInput, timeColumn: string): DedupSetting {
+  if (entry.mode === 'exact') {
     if (entry.keys !== undefined) {
       throw new ConfigError(
         `${name}.keys: mode "exact" compares every column; remove keys, or use mode "last" to keep one row per key`,
       );
     }
-    return { mode };
-  }
-  if (mode !== 'last') {
-    throw new ConfigError(`${name}.mode must be "exact" or "last", got ${JSON.stringify(mode)}`);
+    return { mode: 'exact' };
   }
   const keys = entry.keys;
-  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k === '')) {
+  if (keys === undefined) {
     throw new ConfigError(
-      `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key), got ${JSON.stringify(keys)}`,
+      `${name}.keys must list the columns that identify a series for mode "last", e.g. ["host"] ([] for time alone; the time column is always part of the key)`,
     );
   }
   const seen = new Set<string>();
-  for (const key of keys as string[]) {
+  for (const key of keys) {
     // DuckDB resolves identifiers case-insensitively: "Host" and "host" are one column.
     const folded = key.toLowerCase();
     if (folded === timeColumn.toLowerCase()) {
@@ -110,41 +80,21 @@ function dedupSetting(name: string, entry: unknown, timeColumn: string): DedupSe
     if (seen.has(folded)) throw new ConfigError(`${name}.keys names "${key}" twice; list each column once`);
     seen.add(folded);
   }
-  return { mode, keys: [...(keys as string[])] };
+  return { mode: 'last', keys: [...keys] };
 }
 
 /** A list of table paths (without the data prefix), each checked against the layout. */
-export function parseTables(name: string, value: unknown, layout: Layout): Set<string> {
-  if (value === undefined) return new Set();
-  if (!Array.isArray(value) || value.some((t) => typeof t !== 'string')) {
-    throw new ConfigError(
-      `${name} must be a list of table paths, e.g. ["mydb/cpu/"], got ${JSON.stringify(value)}`,
-    );
-  }
-  for (const table of value as string[]) {
-    assertTablePath(name, table, layout);
-  }
-  return new Set(value as string[]);
+export function parseTables(name: string, value: readonly string[] | undefined, layout: Layout): Set<string> {
+  for (const table of value ?? []) assertTablePath(name, table, layout);
+  return new Set(value);
 }
 
-const TIME_UNITS_EXAMPLE = '{"mydb/cpu/": "ms"}';
-
-/** Validates `timeUnits`: table path -> one of TIME_UNITS; every message names the entry. */
-export function parseTimeUnits(value: unknown, layout: Layout): Map<string, TimeUnit> {
-  return parseTableMap(
-    'timeUnits',
-    value,
-    layout,
-    { what: 'unit', example: TIME_UNITS_EXAMPLE },
-    (name, unit) => {
-      if (!TIME_UNITS.includes(unit as TimeUnit)) {
-        throw new ConfigError(
-          `${name} must be one of ${TIME_UNITS.map((u) => `"${u}"`).join(', ')} (seconds, milliseconds, microseconds, nanoseconds since 1970-01-01 UTC), got ${JSON.stringify(unit)}`,
-        );
-      }
-      return unit as TimeUnit;
-    },
-  );
+/** Checks `timeUnits`' tables (the schema checks each unit). */
+export function parseTimeUnits(
+  value: Readonly<Record<string, TimeUnit>> | undefined,
+  layout: Layout,
+): Map<string, TimeUnit> {
+  return tableMap('timeUnits', value, layout, (_name, unit) => unit);
 }
 
 /** What the lookups below read of a configuration (config.ts's CompactorConfig holds them). */

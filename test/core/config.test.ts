@@ -56,7 +56,7 @@ describe('config: dedup', () => {
     [{ dedup: { 'mydb/cpu/': {} } }, 'dedup["mydb/cpu/"].mode must be "exact" or "last", got undefined'],
     [{ dedup: { 'mydb/cpu/': { mode: 'exact', keys: ['host'] } } }, 'remove keys, or use mode "last"'],
     [{ dedup: { 'mydb/cpu/': { mode: 'last' } } }, 'dedup["mydb/cpu/"].keys must list the columns'],
-    [{ dedup: { 'mydb/cpu/': { mode: 'last', keys: [''] } } }, '.keys must list the columns'],
+    [{ dedup: { 'mydb/cpu/': { mode: 'last', keys: [''] } } }, '.keys[0] must be a column name, got ""'],
     [{ dedup: { 'mydb/cpu/': { mode: 'last', keys: ['time'] } } }, 'must not name the time column "time"'],
     [{ dedup: { 'mydb/cpu/': { mode: 'last', keys: ['host', 'Host'] } } }, 'names "Host" twice'],
     [{ dedup: { 'mydb/cpu/': { mode: 'last', keys: ['host'], order: 'desc' } } }, '.order is not a setting'],

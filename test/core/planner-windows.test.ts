@@ -562,7 +562,10 @@ describe('planning settings', () => {
     [{ sweepEveryHours: 337 }, 'sweep records expire with the plans after 15'],
     [{ listConcurrency: 0 }, 'planning.listConcurrency must be a whole number'],
     [{ lookback: 3 }, 'planning.lookback is not a setting'],
-    [{ sweepEveryHours: { weekly: 3 } }, 'planning.sweepEveryHours.weekly is not a tier'],
+    [
+      { sweepEveryHours: { weekly: 3 } },
+      'planning.sweepEveryHours.weekly is not a setting (known: hourly, daily, monthly)',
+    ],
     [{ sweepEveryHours: { daily: 400 } }, 'planning.sweepEveryHours.daily must be a number of hours from 0'],
   ])('refuses %j, naming the key', (planning, message) => {
     expect(() => parseConfig({ planning: planning as ConfigInput['planning'] })).toThrow(message);
