@@ -7,30 +7,19 @@
  * the Lambdas would reject fails `cdk synth` with the same message instead of every execution.
  */
 
-import { type ConfigInput, parseConfig, TIERS } from '../functions/core/config.ts';
-import type { DedupInput, TimeUnit } from '../functions/core/config-tables.ts';
+import { parseConfig } from '../functions/core/config.ts';
+import { parseSettings } from '../functions/core/config-schema.ts';
 import { ConfigError } from '../functions/core/errors.ts';
-import {
-  CHILD_DEFAULTS,
-  CHILD_EXECUTION_TYPES,
-  type ChildExecutionType,
-  expressRefusal,
-} from './child-budget.ts';
+import { CHILD_DEFAULTS, expressRefusal } from './child-budget.ts';
 import { CONTEXT_KEY, MiB, STACK_DEFAULTS, type StackConfig } from './config-defaults.ts';
+import { stackContextSchema } from './config-schema.ts';
 import {
   bucketSettings,
   fail,
-  int,
-  type Json,
-  lambdaSize,
   layoutRefusal,
   normalisePrefix,
   rawContext,
-  retentionSettings,
-  section,
-  str,
-  TIER_KEYS,
-  tierSettings,
+  withoutComments,
 } from './config-sections.ts';
 import { lambdaConfigInput } from './lambda-config.ts';
 
@@ -46,170 +35,65 @@ export {
 } from './config-defaults.ts';
 export { lambdaConfigInput, lambdaConfigJson } from './lambda-config.ts';
 
-/** Parses the `compactor` context value; `undefined` gives every default. */
+/**
+ * Parses the `compactor` context value; `undefined` gives every default. The schema checks each
+ * key; what follows fills the defaults that depend on other keys and checks keys against each other.
+ */
 export function parseStackConfig(value: unknown): StackConfig {
-  const json = section(rawContext(value), CONTEXT_KEY, [
-    'bucket',
-    'dataPrefix',
-    'layout',
-    'partitionSegments',
-    'dataSuffix',
-    'tiers',
-    'retention',
-    'quietSeconds',
-    'targetFileBytes',
-    'rowGroupSize',
-    'maxJobBytes',
-    'maxJobFiles',
-    'sortKeys',
-    'timeColumn',
-    'dedup',
-    'naiveTimestampsUtc',
-    'timeUnits',
-    'planning',
-    'map',
-    'lambda',
-    'alarmEmail',
-    'metricsNamespace',
-    'removalPolicy',
-  ]);
   const k = CONTEXT_KEY;
+  const json = parseSettings(stackContextSchema, withoutComments(rawContext(value)) ?? {}, `context ${k}`);
   const d = STACK_DEFAULTS;
 
-  const bucket = bucketSettings(json.bucket);
-
-  const tiersJson = section(json.tiers, `${k}.tiers`, TIERS);
   const tiers = {
-    hourly: tierSettings(tiersJson.hourly, 'hourly'),
-    daily: tierSettings(tiersJson.daily, 'daily'),
-    monthly: tierSettings(tiersJson.monthly, 'monthly'),
+    hourly: { ...d.tiers.hourly, ...json.tiers?.hourly },
+    daily: { ...d.tiers.daily, ...json.tiers?.daily },
+    monthly: { ...d.tiers.monthly, ...json.tiers?.monthly },
   };
-  const partitionSegments = json.partitionSegments as readonly string[] | undefined;
-  if (
-    partitionSegments !== undefined &&
-    (!Array.isArray(partitionSegments) || partitionSegments.some((s) => typeof s !== 'string'))
-  ) {
-    fail(
-      `${k}.partitionSegments`,
-      `must be a list of the layout's segments, got ${JSON.stringify(partitionSegments)}`,
-    );
-  }
-  const dataSuffix = str(json, k, 'dataSuffix');
   // A layout whose readers would never see daily outputs (hive, firehose) gets no daily schedule
   // by default, and turning it on fails synth with the reason (Layout.tierRefusal).
-  const layoutName = str(json, k, 'layout') ?? d.layout;
-  const dailyRefusal = layoutRefusal(layoutName, partitionSegments, dataSuffix);
+  const layout = json.layout ?? d.layout;
+  const dailyRefusal = layoutRefusal(layout, json.partitionSegments, json.dataSuffix);
   if (dailyRefusal !== undefined) {
-    if (section(tiersJson.daily, `${k}.tiers.daily`, TIER_KEYS).enabled === true) {
+    if (json.tiers?.daily?.enabled === true)
       fail(`${k}.tiers.daily.enabled`, `cannot be true: ${dailyRefusal}`);
-    }
     tiers.daily = { ...tiers.daily, enabled: false };
   }
 
-  const sortKeys = json.sortKeys ?? d.sortKeys;
-  if (!Array.isArray(sortKeys) || sortKeys.some((s) => typeof s !== 'string' || s === '')) {
-    fail(`${k}.sortKeys`, `must be a list of column names, got ${JSON.stringify(sortKeys)}`);
-  }
-
-  // Table paths are the keys, so only the shape is checked here; the core's parser (below)
-  // checks each table and setting, and its errors name them.
-  const dedupJson = json.dedup ?? d.dedup;
-  if (typeof dedupJson !== 'object' || dedupJson === null || Array.isArray(dedupJson)) {
-    fail(`${k}.dedup`, `must be an object of table path -> {"mode": ...}, got ${JSON.stringify(dedupJson)}`);
-  }
-  const dedup = Object.fromEntries(
-    Object.entries(dedupJson as Json).filter(([table]) => !table.startsWith('//')),
-  ) as Record<string, DedupInput>;
-
-  const naiveTimestampsUtc = json.naiveTimestampsUtc ?? d.naiveTimestampsUtc;
-  if (!Array.isArray(naiveTimestampsUtc) || naiveTimestampsUtc.some((t) => typeof t !== 'string')) {
-    fail(
-      `${k}.naiveTimestampsUtc`,
-      `must be a list of table paths, got ${JSON.stringify(naiveTimestampsUtc)}`,
-    );
-  }
-
-  const timeUnits = json.timeUnits ?? d.timeUnits;
-  if (typeof timeUnits !== 'object' || timeUnits === null || Array.isArray(timeUnits)) {
-    fail(
-      `${k}.timeUnits`,
-      `must be an object of table path -> "s" | "ms" | "us" | "ns", got ${JSON.stringify(timeUnits)}`,
-    );
-  }
-
-  const mapJson = section(json.map, `${k}.map`, [
-    'maxConcurrency',
-    'toleratedFailurePercentage',
-    'childExecutionType',
-  ]);
-  const childExecutionType = str(mapJson, `${k}.map`, 'childExecutionType') ?? d.map.childExecutionType;
-  if (!(CHILD_EXECUTION_TYPES as readonly string[]).includes(childExecutionType)) {
-    fail(
-      `${k}.map.childExecutionType`,
-      `must be "EXPRESS" (per-partition chains of at most five minutes) or "STANDARD" (bigger jobs), got ${JSON.stringify(childExecutionType)}`,
-    );
-  }
   // Job bounds and the chain's Lambda timeouts default by child type.
-  const child = CHILD_DEFAULTS[childExecutionType as ChildExecutionType];
-  const lambdaJson = section(json.lambda, `${k}.lambda`, ['compact', 'partitionSteps', 'others']);
-
-  const alarmEmail = str(json, k, 'alarmEmail');
-  if (alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(alarmEmail)) {
-    fail(`${k}.alarmEmail`, `is not an email address: "${alarmEmail}"`);
-  }
-  const metricsNamespace = str(json, k, 'metricsNamespace') ?? d.metricsNamespace;
-  if (!/^[A-Za-z0-9_./#:-]{1,255}$/.test(metricsNamespace) || metricsNamespace.startsWith('AWS/')) {
-    fail(`${k}.metricsNamespace`, `is not a custom CloudWatch namespace: "${metricsNamespace}"`);
-  }
-  const removalPolicy = str(json, k, 'removalPolicy') ?? d.removalPolicy;
-  if (removalPolicy !== 'retain' && removalPolicy !== 'destroy') {
-    fail(`${k}.removalPolicy`, `must be "retain" or "destroy", got "${removalPolicy}"`);
-  }
-
+  const childExecutionType = json.map?.childExecutionType ?? d.map.childExecutionType;
+  const child = CHILD_DEFAULTS[childExecutionType];
   const config: StackConfig = {
-    bucket,
-    dataPrefix: normalisePrefix(str(json, k, 'dataPrefix') ?? d.dataPrefix),
-    layout: layoutName,
-    partitionSegments,
-    dataSuffix,
+    bucket: bucketSettings(json.bucket ?? {}),
+    dataPrefix: normalisePrefix(json.dataPrefix ?? d.dataPrefix),
+    layout,
+    partitionSegments: json.partitionSegments,
+    dataSuffix: json.dataSuffix,
     tiers,
-    retention: retentionSettings(json.retention),
-    quietSeconds: int(json, k, 'quietSeconds', d.quietSeconds, 0, 86_400),
-    targetFileBytes: int(json, k, 'targetFileBytes', d.targetFileBytes, 1, Number.MAX_SAFE_INTEGER),
-    rowGroupSize: int(json, k, 'rowGroupSize', d.rowGroupSize, 1, Number.MAX_SAFE_INTEGER),
-    maxJobBytes: int(json, k, 'maxJobBytes', child.maxJobBytes, 1, Number.MAX_SAFE_INTEGER),
-    maxJobFiles: int(json, k, 'maxJobFiles', child.maxJobFiles, 1, Number.MAX_SAFE_INTEGER),
-    sortKeys: sortKeys as string[],
-    timeColumn: str(json, k, 'timeColumn') ?? d.timeColumn,
-    dedup,
-    naiveTimestampsUtc: naiveTimestampsUtc as string[],
-    timeUnits: timeUnits as Record<string, TimeUnit>,
-    planning: (json.planning ?? d.planning) as NonNullable<ConfigInput['planning']>,
-    // Distributed Map limits.
-    map: {
-      maxConcurrency: int(mapJson, `${k}.map`, 'maxConcurrency', d.map.maxConcurrency, 1, 10_000),
-      toleratedFailurePercentage: int(
-        mapJson,
-        `${k}.map`,
-        'toleratedFailurePercentage',
-        d.map.toleratedFailurePercentage,
-        0,
-        100,
-      ),
-      childExecutionType: childExecutionType as ChildExecutionType,
-    },
+    retention: { ...d.retention, ...json.retention },
+    quietSeconds: json.quietSeconds ?? d.quietSeconds,
+    targetFileBytes: json.targetFileBytes ?? d.targetFileBytes,
+    rowGroupSize: json.rowGroupSize ?? d.rowGroupSize,
+    maxJobBytes: json.maxJobBytes ?? child.maxJobBytes,
+    maxJobFiles: json.maxJobFiles ?? child.maxJobFiles,
+    sortKeys: json.sortKeys ?? d.sortKeys,
+    timeColumn: json.timeColumn ?? d.timeColumn,
+    dedup: json.dedup ?? d.dedup,
+    naiveTimestampsUtc: json.naiveTimestampsUtc ?? d.naiveTimestampsUtc,
+    timeUnits: json.timeUnits ?? d.timeUnits,
+    planning: json.planning ?? d.planning,
+    map: { ...d.map, ...json.map, childExecutionType },
     lambda: {
-      compact: lambdaSize(lambdaJson.compact, 'compact', child.compactTimeoutSeconds),
-      partitionSteps: lambdaSize(
-        lambdaJson.partitionSteps,
-        'partitionSteps',
-        child.partitionStepTimeoutSeconds,
-      ),
-      others: lambdaSize(lambdaJson.others, 'others', d.lambda.others.timeoutSeconds),
+      compact: { ...d.lambda.compact, timeoutSeconds: child.compactTimeoutSeconds, ...json.lambda?.compact },
+      partitionSteps: {
+        ...d.lambda.partitionSteps,
+        timeoutSeconds: child.partitionStepTimeoutSeconds,
+        ...json.lambda?.partitionSteps,
+      },
+      others: { ...d.lambda.others, ...json.lambda?.others },
     },
-    alarmEmail,
-    metricsNamespace,
-    removalPolicy,
+    alarmEmail: json.alarmEmail,
+    metricsNamespace: json.metricsNamespace ?? d.metricsNamespace,
+    removalPolicy: json.removalPolicy ?? d.removalPolicy,
   };
 
   if (config.maxJobBytes > config.lambda.compact.ephemeralStorageMb * MiB) {
@@ -228,6 +112,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     });
     if (refusal) fail(`${k}.${refusal.key}`, refusal.message);
   }
+  // What only the layout can tell (table paths, the tiers it allows) is the core's, in its words.
   try {
     parseConfig(lambdaConfigInput(config));
   } catch (error) {

@@ -23,6 +23,13 @@ export const MAX_RETENTION_DAYS = 36_500;
  */
 const MAX_SWEEP_EVERY_HOURS = 336;
 
+declare module 'zod' {
+  interface GlobalMeta {
+    /** The default as the docs print it, where no value states it (`the layout's`). */
+    defaultText?: string;
+  }
+}
+
 /** A whole number in [min, max]; every way to miss it gets the same message, naming the range. */
 export function wholeNumber(min: number, max: number, unit = '') {
   const error = `must be a whole number${unit ? ` of ${unit}` : ''} from ${min} to ${max}`;
@@ -151,12 +158,15 @@ export const sharedShape = {
   partitionSegments: list(
     z.string({ error: 'must be a template segment' }),
     'the layout\'s segments readers map to partition columns, e.g. ["dt={YYYY}-{MM}-{DD}", "hour={HH}"] or []',
-  ).describe(
-    'the template segments readers map to partition columns (a tier never writes above the finest one)',
-  ),
-  dataSuffix: text('".parquet", or "" for any name').describe(
-    'the input suffix (`""`: any name, checked as Parquet by its magic and footer)',
-  ),
+  ).meta({
+    description:
+      'the template segments readers map to partition columns (a tier never writes above the finest one)',
+    defaultText: "the layout's",
+  }),
+  dataSuffix: text('".parquet", or "" for any name').meta({
+    description: 'the input suffix (`""`: any name, checked as Parquet by its magic and footer)',
+    defaultText: "the layout's",
+  }),
   quietSeconds: wholeNumber(0, 86_400, 'seconds').describe('skip folders holding a file newer than this'),
   targetFileBytes: wholeNumber(1, MAX_TARGET_FILE_BYTES).describe(
     'split outputs at about this size (below 5 GB: one CopyObject)',
@@ -205,7 +215,7 @@ export const configInputSchema = section(
     ),
     retention: section(retentionShape, '{"rules": {"*": 365}}'),
     leaseSeconds: wholeNumber(1, Number.MAX_SAFE_INTEGER, 'seconds').describe(
-      "a job's lease, renewed at each step: it must outlive any step's Lambda, or recovery could take over a job still running",
+      "a job's lease, renewed at each step (see [the protocol](protocol.md#the-steps)): it must outlive any step's Lambda, or recovery could take over a job still running; the stack writes its longest Lambda timeout + 300 s",
     ),
     failureBackoff: section(
       {
@@ -214,13 +224,15 @@ export const configInputSchema = section(
         maxSeconds: wholeNumber(1, Number.MAX_SAFE_INTEGER, 'seconds').describe('the longest backoff'),
       },
       '{"after": 3}',
+    ).describe(
+      'how long a partition that keeps failing is left alone; the stack leaves these at their defaults',
     ),
     unsafeSingleWriterStore: z
       .boolean({
         error:
           'must be true or false; true skips the store probe and is safe only for a store with a single writer',
       })
-      .describe('skip the store probe; the stack never sets it'),
+      .describe("skip the store probe (the CLI's `--unsafe-single-writer-store`); the stack never sets it"),
   },
   '{"layout": "arc"}',
 );

@@ -46,10 +46,10 @@ describe('map.childExecutionType', () => {
 
   it('rejects anything else, naming the key and the choices', () => {
     expect(() => parseStackConfig({ map: { childExecutionType: 'express' } })).toThrow(
-      /context compactor\.map\.childExecutionType must be "EXPRESS" .* or "STANDARD" .*, got "express"/,
+      /context compactor\.map\.childExecutionType must be "EXPRESS" or "STANDARD" \(per-partition chains of at most five minutes, or bigger jobs\), got "express"/,
     );
     expect(() => parseStackConfig({ map: { childExecutionType: 1 } })).toThrow(
-      /compactor\.map\.childExecutionType must be a string/,
+      /compactor\.map\.childExecutionType must be "EXPRESS" or "STANDARD" .*, got 1$/,
     );
   });
 });

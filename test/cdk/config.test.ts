@@ -281,7 +281,7 @@ describe('stack config: invalid values fail and name the key', () => {
     [
       'retention days',
       { retention: { rules: { 'mydb/': 0 } } },
-      /context compactor: retention\.rules\["mydb\/"\] must be a whole number of days/,
+      /context compactor\.retention\.rules\["mydb\/"\] must be a whole number of days from 1 to 36500, got 0/,
     ],
     [
       'retention path',
@@ -336,7 +336,7 @@ describe('stack config: invalid values fail and name the key', () => {
     [
       'timeUnits unit',
       { timeUnits: { 'mydb/cpu/': 'seconds' } },
-      /^context compactor: timeUnits\["mydb\/cpu\/"\] must be one of "s", "ms", "us", "ns"/,
+      /^context compactor\.timeUnits\["mydb\/cpu\/"\] must be one of "s", "ms", "us", "ns"/,
     ],
     [
       'timeUnits table',
@@ -354,15 +354,16 @@ describe('stack config: invalid values fail and name the key', () => {
   });
 
   it("fails synth with the core's own message for what the core rejects", () => {
-    // Layout and target size are the core's rules; the message is the core's, prefixed with the key.
+    // The layout is the core's rule (its message, prefixed); the target size and the time column
+    // are checked by the core's schema, which the stack's is built from: the same words.
     expect(() => parseStackConfig({ layout: '{table}/{YYYY}/{MM}/{DD}/' })).toThrow(
       /^context compactor: layout "\{table\}\/\{YYYY\}\/\{MM\}\/\{DD\}\/" must contain \{HH\} exactly once$/,
     );
     expect(() => parseStackConfig({ targetFileBytes: 6 * 1024 ** 3 })).toThrow(
-      /^context compactor: targetFileBytes must be a whole number from 1 to 5367660544, got 6442450944$/,
+      /^context compactor\.targetFileBytes must be a whole number from 1 to 5367660544, got 6442450944$/,
     );
     expect(() => parseStackConfig({ timeColumn: '' })).toThrow(
-      /^context compactor: timeColumn must be a column name, got ""$/,
+      /^context compactor\.timeColumn must be a column name, got ""$/,
     );
   });
 

@@ -642,7 +642,7 @@ describe('planning in the stack context (cdk.json compactor.planning)', () => {
 
   it('a bad setting fails at synth, naming it', () => {
     expect(() => parseStackConfig({ planning: { listing: 'all' } })).toThrow(
-      'context compactor: planning.listing must be "windowed" or "full"',
+      'context compactor.planning.listing must be "windowed" or "full", got "all"',
     );
   });
 });

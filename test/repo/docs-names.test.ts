@@ -4,9 +4,8 @@
  * every relative link resolves (the file, and the heading when it names one).
  *
  * The lists come from the code itself: the commands from the CLI's own dispatch table
- * (COMMAND_NAMES), the flags from its usage text, the stack context keys
- * from cdk/config.ts's parser (each object's unknown-key error lists the keys it accepts, probed
- * section by section), the core keys from functions/core/config.ts's CONFIG_KEYS and DEFAULTS.
+ * (COMMAND_NAMES), the flags from its usage text, the stack context keys from the walk of its
+ * schema (cdk/config-reference.ts), the core keys from functions/core/config.ts's CONFIG_KEYS and DEFAULTS.
  *
  * The naming convention it checks (stated in docs/cli.md and docs/configuration.md):
  * - a command is named `compactor <command>` in a code span or code block; docs/cli.md has a
@@ -21,7 +20,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { parseStackConfig } from '../../cdk/config.ts';
+import { stackSettingRows } from '../../cdk/config-reference.ts';
 import { COMMAND_NAMES, runCli } from '../../functions/cli/compactor.ts';
 import { CONFIG_KEYS, DEFAULTS, TIERS } from '../../functions/core/config.ts';
 
@@ -65,35 +64,9 @@ async function cliFlags(): Promise<Set<string>> {
   return new Set([...out.join('\n').matchAll(/(?<![\w-])(--[a-z][a-z-]*|-h)\b/g)].map((m) => m[1] ?? ''));
 }
 
-const PROBE = 'zz-docs-probe';
-
-/** The keys the stack parser accepts at `path`, from its unknown-key error; undefined for a leaf. */
-function stackSection(path: readonly string[]): string[] | undefined {
-  let value: unknown = { [PROBE]: 1 };
-  for (const segment of [...path].reverse()) value = { [segment]: value };
-  try {
-    parseStackConfig(value);
-  } catch (error) {
-    const message = (error as Error).message;
-    const dotted = [...path, PROBE].join('.');
-    if (!message.includes(`${dotted} is not a setting`)) return undefined;
-    const known = /\(known: ([^)]*)\)/.exec(message)?.[1];
-    return known?.split(', ');
-  }
-  return undefined;
-}
-
+/** The stack context's keys, sections included, walked from its schema. */
 function stackKeys(): Set<string> {
-  const keys = new Set<string>();
-  const walk = (path: readonly string[]) => {
-    const children = stackSection(path) ?? [];
-    for (const child of children) {
-      keys.add([...path, child].join('.'));
-      if (path.length < 2) walk([...path, child]);
-    }
-  };
-  walk([]);
-  return keys;
+  return new Set(stackSettingRows().map((row) => row.key));
 }
 
 function coreKeys(): Set<string> {
@@ -186,7 +159,7 @@ describe('docs name what the code has', () => {
   const all = pages();
   const stack = stackKeys();
   const core = coreKeys();
-  const sizes = stackSection(['lambda']) ?? [];
+  const sizes = [...stack].filter((k) => /^lambda\.[^.]+$/.test(k)).map((k) => k.slice('lambda.'.length));
   const known = new Set([...stack, ...core]);
   const tops = new Set([...known].map((k) => k.split('.')[0] ?? ''));
 
