@@ -2,7 +2,7 @@
  * The `compactor` context's schema: the core's settings (functions/core/config-schema.ts) at the
  * same keys, a schedule for each tier and for retention, and what only the stack has (the bucket,
  * the Map, the Lambdas' sizes, alarms). cdk/compactor-context.schema.json and the tables of
- * docs/configuration.md are generated from it (test/cdk/config-schema.test.ts fails on drift).
+ * docs/configuration.md are generated from it (test/cdk/config-reference.test.ts fails on drift).
  */
 
 import * as z from 'zod';

@@ -14,9 +14,9 @@ import { ConfigError } from './errors.ts';
 
 const MiB = 1024 * 1024;
 /** One CopyObject copies at most 5 GB: an output must stay below it. */
-export const MAX_TARGET_FILE_BYTES = 5 * 1024 * MiB - MiB;
+const MAX_TARGET_FILE_BYTES = 5 * 1024 * MiB - MiB;
 /** A century: a longer retention is a typo, not a policy. */
-export const MAX_RETENTION_DAYS = 36_500;
+const MAX_RETENTION_DAYS = 36_500;
 /**
  * Sweep records live under plans/, which the bucket's lifecycle rule expires after 15 days: a
  * longer interval would find no record and sweep every cycle.
@@ -255,21 +255,14 @@ export function keyPath(path: readonly PropertyKey[]): string {
  * got: `tiers.hourly.minFiles must be a whole number from 1 to 100000, got 0`; `root` names the
  * whole value (`context compactor`), if it has a name.
  */
-export function configIssue(error: z.ZodError, root = ''): ConfigError {
+function configIssue(error: z.ZodError, root = ''): ConfigError {
   const found = error.issues[0];
   if (found === undefined) return new ConfigError(`${root || 'the configuration'} is not valid`);
   const issue = unionBranch(found);
   const path = [...issue.path];
   if (issue.code === 'unrecognized_keys' && issue.keys[0] !== undefined) path.push(issue.keys[0]);
   const inner = keyPath(path);
-  const key =
-    root === ''
-      ? inner || 'the configuration'
-      : inner === ''
-        ? root
-        : inner.startsWith('[')
-          ? `${root}${inner}`
-          : `${root}.${inner}`;
+  const key = [root, inner].filter(Boolean).join(inner.startsWith('[') ? '' : '.') || 'the configuration';
   const got =
     issue.code === 'unrecognized_keys' || !('input' in issue)
       ? ''

@@ -29,7 +29,7 @@ function assertTablePath(name: string, table: string, layout: Layout): void {
 }
 
 /** A map of table path -> setting (shape checked by the schema): each path checked against the layout. */
-function tableMap<T, U>(
+function byTable<T, U>(
   setting: string,
   value: Readonly<Record<string, T>> | undefined,
   layout: Layout,
@@ -50,7 +50,7 @@ export function parseDedup(
   layout: Layout,
   timeColumn: string,
 ): Map<string, DedupSetting> {
-  return tableMap('dedup', value, layout, (name, entry) => dedupSetting(name, entry, timeColumn));
+  return byTable('dedup', value, layout, (name, entry) => dedupSetting(name, entry, timeColumn));
 }
 
 function dedupSetting(name: string, entry: DedupInput, timeColumn: string): DedupSetting {
@@ -94,7 +94,7 @@ export function parseTimeUnits(
   value: Readonly<Record<string, TimeUnit>> | undefined,
   layout: Layout,
 ): Map<string, TimeUnit> {
-  return tableMap('timeUnits', value, layout, (_name, unit) => unit);
+  return byTable('timeUnits', value, layout, (_name, unit) => unit);
 }
 
 /** What the lookups below read of a configuration (config.ts's CompactorConfig holds them). */

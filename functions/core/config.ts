@@ -115,6 +115,8 @@ export interface CompactorConfig {
 /** Every top-level key of COMPACTOR_CONFIG; test/repo/docs-names.test.ts checks the docs name only these. */
 export const CONFIG_KEYS = Object.keys(configInputSchema.shape) as readonly (keyof ConfigInput)[];
 
+const MiB = 1024 * 1024;
+
 export const DEFAULTS = {
   layout: 'arc',
   hourly: { minFiles: 10, minAgeSeconds: 3600 },
@@ -123,9 +125,9 @@ export const DEFAULTS = {
   monthly: { minFiles: 2, minAgeSeconds: 86_400 },
   quietSeconds: 300,
   timeColumn: 'time',
-  targetFileBytes: 512 * 1024 * 1024,
+  targetFileBytes: 512 * MiB,
   rowGroupSize: 122_880,
-  maxJobBytes: 2 * 1024 * 1024 * 1024,
+  maxJobBytes: 2 * 1024 * MiB,
   maxJobFiles: 5000,
   leaseSeconds: 20 * 60,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
@@ -173,7 +175,6 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
   }
   const monthlyRefusal = layout.tierRefusal('monthly');
   if (monthlyEnabled && monthlyRefusal) throw new ConfigError(`tiers.monthly.enabled: ${monthlyRefusal}`);
-  const backoff = { ...DEFAULTS.failureBackoff, ...input.failureBackoff };
   return {
     layout,
     planning: parsePlanning(input.planning),
@@ -189,7 +190,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     maxJobBytes: input.maxJobBytes ?? DEFAULTS.maxJobBytes,
     maxJobFiles: input.maxJobFiles ?? DEFAULTS.maxJobFiles,
     leaseSeconds: input.leaseSeconds ?? DEFAULTS.leaseSeconds,
-    failureBackoff: backoff,
+    failureBackoff: { ...DEFAULTS.failureBackoff, ...input.failureBackoff },
     retention: parseRetention(input.retention, layout),
     unsafeSingleWriterStore: input.unsafeSingleWriterStore ?? false,
   };
