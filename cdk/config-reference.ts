@@ -107,10 +107,13 @@ export function contextJsonSchema(): Record<string, unknown> {
   return { ...commented, title: 'compactor context (cdk.json "context.compactor")' };
 }
 
-/** cdk.json documents a setting with a "//" key beside it: every object of settings takes them. */
+/**
+ * cdk.json documents a setting with a "//" key beside it, and the parser drops such keys from
+ * every object (withoutComments): so every object of the schema, table-path maps too, takes them.
+ */
 function allowComments(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(allowComments);
   if (typeof node !== 'object' || node === null) return node;
   const out = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, allowComments(v)]));
-  return out.additionalProperties === false ? { ...out, patternProperties: { '^//': {} } } : out;
+  return out.type === 'object' ? { ...out, patternProperties: { '^//': {} } } : out;
 }

@@ -77,6 +77,12 @@ describe('cdk/compactor-context.schema.json', () => {
     expect(validate(context), JSON.stringify(validate.errors)).toBe(true);
   });
 
+  it('accepts a "//" comment in a table-path map, as the stack does', () => {
+    const context = { retention: { rules: { '//': 'a year for everything', '*': 365 } } };
+    expect(validate(context), JSON.stringify(validate.errors)).toBe(true);
+    expect(parseStackConfig(context).retention.rules).toEqual({ '*': 365 });
+  });
+
   it.each([
     [{ tiers: { hourly: { minFiles: 0 } } }, '/tiers/hourly/minFiles'],
     [{ tiers: { hourly: { minFile: 3 } } }, '/tiers/hourly'],
