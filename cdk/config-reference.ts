@@ -8,7 +8,7 @@
 import * as z from 'zod';
 import { CONFIG_KEYS, DEFAULTS } from '../functions/core/config.ts';
 import { configInputSchema, keyPath } from '../functions/core/config-schema.ts';
-import { CHILD_DEFAULTS, type ChildDefaults } from './child-budget.ts';
+import { parseStackConfig } from './config.ts';
 import { MiB, STACK_DEFAULTS } from './config-defaults.ts';
 import { stackContextSchema } from './config-schema.ts';
 
@@ -21,13 +21,13 @@ export interface SettingRow {
   readonly section: boolean;
 }
 
-/** Defaults that follow `map.childExecutionType`: the docs show both children's. */
-const BY_CHILD: Readonly<Record<string, (c: ChildDefaults) => number>> = {
-  maxJobBytes: (c) => c.maxJobBytes,
-  maxJobFiles: (c) => c.maxJobFiles,
-  'lambda.compact.timeoutSeconds': (c) => c.compactTimeoutSeconds,
-  'lambda.partitionSteps.timeoutSeconds': (c) => c.partitionStepTimeoutSeconds,
-};
+const CHILD_TYPE = 'map.childExecutionType';
+
+/**
+ * The stack's defaults with Standard children. A default that differs from STACK_DEFAULTS (the
+ * Express ones) follows the child type, so the docs show both, as parseStackConfig fills them.
+ */
+const STANDARD_DEFAULTS = parseStackConfig({ map: { childExecutionType: 'STANDARD' } });
 
 function unwrap(schema: z.ZodType): z.ZodType {
   return schema instanceof z.ZodOptional ? unwrap(schema.unwrap() as z.ZodType) : schema;
@@ -57,6 +57,11 @@ function show(key: string, value: unknown): string {
   return `\`${JSON.stringify(value)}\``;
 }
 
+/** The stack leaves some sections to the core (`planning`): their defaults are the core's DEFAULTS. */
+function defaultAt(defaults: unknown, path: readonly string[]): unknown {
+  return valueAt(defaults, path) ?? valueAt(DEFAULTS, path);
+}
+
 function rows(
   schema: z.ZodType,
   defaults: unknown,
@@ -67,13 +72,13 @@ function rows(
     .map(({ path, schema: s }) => {
       const key = keyPath(path);
       const section = s instanceof z.ZodObject;
-      const byChild = BY_CHILD[key];
+      const value = defaultAt(defaults, path);
+      const standard = defaults === STACK_DEFAULTS ? defaultAt(STANDARD_DEFAULTS, path) : value;
       const shown = section
         ? ''
-        : byChild
-          ? `Express ${show(key, byChild(CHILD_DEFAULTS.EXPRESS))}, Standard ${show(key, byChild(CHILD_DEFAULTS.STANDARD))}`
-          : (z.globalRegistry.get(s)?.defaultText ??
-            show(key, valueAt(defaults, path) ?? valueAt(DEFAULTS, path)));
+        : key !== CHILD_TYPE && JSON.stringify(standard) !== JSON.stringify(value)
+          ? `Express ${show(key, value)}, Standard ${show(key, standard)}`
+          : (z.globalRegistry.get(s)?.defaultText ?? show(key, value));
       return { key, meaning: s.description ?? '', default: shown, section };
     });
 }
