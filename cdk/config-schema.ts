@@ -38,7 +38,11 @@ const KMS_KEY_ARN = /^arn:aws(-[a-z]+)*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+
 /** https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html */
 const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
-/** https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricDatum.html (Namespace) */
+/**
+ * A custom namespace must not begin with "AWS/", reserved for AWS's own metrics
+ * (https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricData.html, Namespace);
+ * the characters are the ones CloudWatch's examples use, a subset of what it accepts.
+ */
 const NAMESPACE = /^[A-Za-z0-9_./#:-]{1,255}$/;
 
 function tier(scheduleExample: string, what: string) {
