@@ -26,7 +26,7 @@ import { printTables, renderMarkdown } from './report.ts';
 import { renderSvg } from './report-svg.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import type { BenchResults, Environment } from './results.ts';
-import { runS3Latency, type S3LatencyResult, s3JobSpecs } from './s3-latency.ts';
+import { runS3Latency, type S3LatencyResult, s3LatencyCases } from './s3-latency.ts';
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
 
@@ -227,7 +227,7 @@ async function main(): Promise<number> {
       log('S3 path behind the latency shaper');
       const s3Dir = join(tmp, 's3');
       results.s3Latency = await runS3Latency(engine, s3Dir, {
-        jobs: await s3JobSpecs(engine, s3Dir, { quick: args.quick, datasets: args.datasets }),
+        jobs: await s3LatencyCases(engine, s3Dir, { quick: args.quick, datasets: args.datasets }),
         // The big jobs take minutes a run; their S3 waits are simulated, not noisy.
         runs: (spec) => (args.quick ? 1 : spec.files * spec.rowsPerFile > 20e6 ? 1 : 3),
         threads: THREADS,

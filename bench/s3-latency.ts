@@ -48,7 +48,7 @@ export const S3_SOURCES = [
 
 export type CostJobId = 'arc-hour' | 'firehose-hour' | 'full-job';
 
-export interface S3JobSpec extends DatasetSpec {
+export interface S3LatencyCase extends DatasetSpec {
   /** The cost model's job this run measures, if any. */
   readonly costJob?: CostJobId;
   /** How much smaller than the named job this run is (1, or 8 for --quick's big jobs). */
@@ -107,11 +107,11 @@ async function fileBytesForRows(engine: DuckDbEngine, dir: string, rows: number)
 }
 
 /** The bench datasets, then the cost model's jobs (shrunk 8x by --quick, except the small Arc hour). */
-export async function s3JobSpecs(
+export async function s3LatencyCases(
   engine: DuckDbEngine,
   dir: string,
   options: { readonly quick: boolean; readonly datasets: readonly string[] },
-): Promise<S3JobSpec[]> {
+): Promise<S3LatencyCase[]> {
   const quick = options.quick;
   await mkdir(dir, { recursive: true });
   const shrink = quick ? 8 : 1;
@@ -157,8 +157,8 @@ export async function runS3Latency(
   engine: DuckDbEngine,
   dir: string,
   options: {
-    readonly jobs: readonly S3JobSpec[];
-    readonly runs: (spec: S3JobSpec) => number;
+    readonly jobs: readonly S3LatencyCase[];
+    readonly runs: (spec: S3LatencyCase) => number;
     readonly threads: number;
     readonly memoryLimit: string;
     readonly log: (line: string) => void;

@@ -9,7 +9,7 @@
 import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
-import type { CompactDeps, JobSpec, StepResult } from './job.ts';
+import type { CompactDeps, Job, StepResult } from './job.ts';
 import { newJobId } from './manifest/manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import {
@@ -48,11 +48,11 @@ export interface CycleDeps extends CompactDeps, RecoveryDeps, RetryDeps {
   readonly randomHex: () => string;
   readonly onProgress?: (progress: JobProgress) => void;
   /** Each step's result as it returns (the equivalence test compares these with the state machine's). */
-  readonly onStep?: (step: StepName, job: JobSpec, result: StepResult) => void;
+  readonly onStep?: (step: StepName, job: Job, result: StepResult) => void;
 }
 
 export interface JobProgress {
-  readonly job: JobSpec;
+  readonly job: Job;
   readonly done: number;
   readonly total: number;
   readonly outcome: JobOutcome;
@@ -66,7 +66,7 @@ export interface CycleReport {
   readonly tier: JobKind;
   readonly recovery: RecoveryReport;
   readonly plan: Plan;
-  readonly jobs: readonly { readonly job: JobSpec; readonly outcome: JobOutcome }[];
+  readonly jobs: readonly { readonly job: Job; readonly outcome: JobOutcome }[];
 }
 
 export type { JobDeps };
@@ -98,7 +98,7 @@ async function withRetry<T>(step: StepName, deps: RetryDeps, attempt: () => Prom
  */
 export async function runJob(
   deps: JobDeps & RetryDeps & Pick<CycleDeps, 'onStep'>,
-  job: JobSpec,
+  job: Job,
 ): Promise<JobOutcome> {
   const steps: StepResult[] = [];
   const outcome: Record<string, StepResult> = {};
@@ -120,10 +120,7 @@ export async function runJob(
   return { status: verdict, steps };
 }
 
-export function assignJobs(
-  plan: Plan,
-  deps: Pick<CycleDeps, 'clock' | 'randomHex' | 'executionId'>,
-): JobSpec[] {
+export function assignJobs(plan: Plan, deps: Pick<CycleDeps, 'clock' | 'randomHex' | 'executionId'>): Job[] {
   const now = deps.clock.now();
   return plan.jobs.map((job: PlannedJob) => ({
     tier: job.tier,
@@ -157,15 +154,15 @@ export async function planCycle(
 export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
   const recovery = await withRetry('recover', deps, () => recover(deps));
   const plan = await withRetry('plan', deps, () => planCycle(deps.store, deps.config, deps.clock, tier));
-  const specs = assignJobs(plan, deps);
-  const jobs: { job: JobSpec; outcome: JobOutcome }[] = [];
+  const assigned = assignJobs(plan, deps);
+  const jobs: { job: Job; outcome: JobOutcome }[] = [];
   let next = 0;
-  const workers = Array.from({ length: Math.min(deps.concurrency, specs.length) }, async () => {
-    while (next < specs.length) {
-      const job = specs[next++] as JobSpec;
+  const workers = Array.from({ length: Math.min(deps.concurrency, assigned.length) }, async () => {
+    while (next < assigned.length) {
+      const job = assigned[next++] as Job;
       const outcome = await runJob(deps, job);
       jobs.push({ job, outcome });
-      deps.onProgress?.({ job, done: jobs.length, total: specs.length, outcome });
+      deps.onProgress?.({ job, done: jobs.length, total: assigned.length, outcome });
     }
   });
   await Promise.all(workers);

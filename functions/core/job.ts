@@ -1,6 +1,9 @@
 /**
- * What a job is (its ref, spec and deps) and what each step returns: the types every step,
- * recovery, the cycle and the Lambdas share.
+ * What a job is and what each step returns: the types every step, recovery, the cycle and the
+ * Lambdas share. A job's forms, in the order it meets them: the planner's PlannedJob (no id yet);
+ * the Job, once the plan step gives it an id and an execution; the JobItem the Map carries (the
+ * Job's ref, its inputs stored aside); each step's StepResult; and the PartitionOutcome, the
+ * Map iteration's results by step, from which pipeline.ts draws the one verdict.
  */
 
 import type { CompactorConfig, JobKind, TierName } from './config.ts';
@@ -54,16 +57,16 @@ export interface JobRef {
   readonly executionId: string;
 }
 
-export interface JobSpec extends JobRef {
+/**
+ * A job: who runs it and which inputs it takes. `Job<TierName>` merges its inputs into outputs;
+ * `Job<'retention'>` expires them (expireStep).
+ */
+export interface Job<Kind extends JobKind = JobKind> extends JobRef {
+  readonly tier: Kind;
   readonly inputs: readonly InputRef[];
 }
 
-/** A job that merges its inputs into outputs (retention jobs run expireStep instead). */
-export interface CompactionJob extends JobSpec {
-  readonly tier: TierName;
-}
-
-export function isCompactionJob(job: JobSpec): job is CompactionJob {
+export function isCompactionJob(job: Job): job is Job<TierName> {
   return job.tier !== 'retention';
 }
 

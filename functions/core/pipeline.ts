@@ -17,7 +17,7 @@ import { ConfigError } from './errors.ts';
 import {
   type CompactDeps,
   isCompactionJob,
-  type JobSpec,
+  type Job,
   type StepDeps,
   type StepResult,
   type StepStatus,
@@ -96,14 +96,14 @@ export interface PartitionStep extends StepRow {
     readonly choice: string;
     readonly endState: string;
   };
-  readonly run: (deps: JobDeps, job: JobSpec) => Promise<StepResult>;
+  readonly run: (deps: JobDeps, job: Job) => Promise<StepResult>;
 }
 
 /**
  * A compaction job claims, stages and merges; a retention job claims, re-checks and commits its
  * expired files (publish and verify then find it verified; delete inputs and clear finish it).
  */
-export async function compactOrExpire(deps: JobDeps, job: JobSpec): Promise<StepResult> {
+export async function compactOrExpire(deps: JobDeps, job: Job): Promise<StepResult> {
   if (!isCompactionJob(job)) return expireStep(deps, job);
   const { engine, workDir } = deps;
   if (!engine || workDir === undefined) {

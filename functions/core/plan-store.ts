@@ -7,7 +7,7 @@
 
 import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
-import type { JobRef, JobSpec } from './job.ts';
+import type { Job, JobRef } from './job.ts';
 import type { Layout } from './layout.ts';
 import type { InputRef } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
@@ -31,7 +31,7 @@ export async function writePlan(
   store: ObjectStore,
   layout: Layout,
   executionName: string,
-  jobs: readonly JobSpec[],
+  jobs: readonly Job[],
 ): Promise<{ readonly itemsKey: string; readonly items: readonly JobItem[] }> {
   const prefix = plansPrefix(layout, executionName);
   const items: JobItem[] = [];
@@ -56,7 +56,7 @@ export async function writePlan(
 }
 
 /** Reads a job's inputs back; the item must name the same job the file holds. */
-export async function readJob(store: ObjectStore, layout: Layout, item: JobItem): Promise<JobSpec> {
+export async function readJob(store: ObjectStore, layout: Layout, item: JobItem): Promise<Job> {
   if (!item.jobKey.startsWith(stateFolder(layout.stateRoot, 'plans'))) {
     throw new ConfigError(`job file ${item.jobKey} is outside ${stateFolder(layout.stateRoot, 'plans')}`);
   }
@@ -74,7 +74,7 @@ export async function readJob(store: ObjectStore, layout: Layout, item: JobItem)
     }
     throw error;
   }
-  const job = JSON.parse(body.toString('utf8')) as JobSpec & { inputs: InputRef[] };
+  const job = JSON.parse(body.toString('utf8')) as Job & { inputs: InputRef[] };
   if (job.jobId !== item.jobId || job.partition !== item.partition || job.tier !== item.tier) {
     throw new ConfigError(`job file ${item.jobKey} does not describe job ${item.jobId}`);
   }

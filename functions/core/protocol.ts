@@ -15,11 +15,10 @@
 
 export {
   type CompactDeps,
-  type CompactionJob,
   isCompactionJob,
+  type Job,
   type JobEvent,
   type JobRef,
-  type JobSpec,
   META_JOB_ID,
   META_ROWS,
   type StepDeps,

@@ -17,7 +17,7 @@ import type { Clock } from './engine.ts';
 import { ConfigError } from './errors.ts';
 import { isExcluded, readExclusions } from './exclusions.ts';
 import { failureKey, readFailures } from './failures.ts';
-import { type JobSpec, result, type StepDeps, type StepResult, summary, withSignal } from './job.ts';
+import { type Job, result, type StepDeps, type StepResult, summary, withSignal } from './job.ts';
 import { type DataFile, periodEnd } from './layout.ts';
 import { forEachLimit } from './limit.ts';
 import {
@@ -261,7 +261,7 @@ async function heldByOthers(
  * commit point; deleteInputsStep and clearManifestStep follow. Idempotent: a retry finds its own claim
  * and checks again, or finds it committed and reports that.
  */
-export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResult> {
+export async function expireStep(deps: StepDeps, job: Job): Promise<StepResult> {
   const { store } = deps;
   if (job.tier !== 'retention') {
     throw new ConfigError(`job ${job.jobId} is a ${job.tier} job: it is run by compactStep, not expireStep`);
@@ -319,7 +319,7 @@ export async function expireStep(deps: StepDeps, job: JobSpec): Promise<StepResu
 /** A planned job's inputs still expired under this step's rule and cutoff, and that expiry. */
 function expiringInputs(
   deps: StepDeps,
-  job: JobSpec,
+  job: Job,
 ): { inputs: readonly InputRef[]; expiry: Expiry } | { reason: string } {
   const { config } = deps;
   // Retention leases a day folder, or a month folder for monthly outputs (as parseManifest checks).

@@ -16,7 +16,7 @@ import {
   clearManifestStep,
   compactStep,
   deleteInputsStep,
-  type JobSpec,
+  type Job,
   publishStep,
   type StepResult,
   verifyStep,
@@ -121,7 +121,7 @@ describe('two owners on one partition', () => {
   });
 });
 
-const STEPS: readonly [string, (deps: CompactDeps, job: JobSpec) => Promise<StepResult>][] = [
+const STEPS: readonly [string, (deps: CompactDeps, job: Job) => Promise<StepResult>][] = [
   ['compact', compactStep],
   ['publish', publishStep],
   ['verify', verifyStep],

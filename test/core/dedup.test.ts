@@ -40,7 +40,7 @@ import {
   stagingRoot,
 } from '../../functions/core/manifest/manifest.ts';
 import { planTier } from '../../functions/core/planner/planner.ts';
-import { type CompactDeps, compactStep, type JobSpec } from '../../functions/core/protocol.ts';
+import { type CompactDeps, compactStep, type Job } from '../../functions/core/protocol.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { recoverUntilQuiet, sweepDeps } from '../support/lake-harness.ts';
@@ -193,14 +193,14 @@ async function snapshot(l: Lake): Promise<string[]> {
   return all.sort();
 }
 
-async function manifestOf(l: Lake, job: JobSpec): Promise<Manifest | undefined> {
+async function manifestOf(l: Lake, job: Job): Promise<Manifest | undefined> {
   const key = manifestKey(l.config.layout, job.tier, job.partition);
   if (!(await l.store.head(key))) return undefined;
   const { body } = await l.store.getBytes(key);
   return parseManifest(l.config, l.store.location, key, body);
 }
 
-async function jobFor(l: Lake, partition: string, tier: TierName = 'hourly'): Promise<JobSpec> {
+async function jobFor(l: Lake, partition: string, tier: TierName = 'hourly'): Promise<Job> {
   const plan = await planTier(l.store, l.config, systemClock, tier);
   const job = assignJobs(plan, {
     clock: systemClock,
@@ -316,7 +316,7 @@ describe('dedup in the compact step', () => {
 });
 
 describe('dedup is verified, not assumed', () => {
-  async function expectNothingPublished(l: Lake, job: JobSpec, before: readonly string[]): Promise<void> {
+  async function expectNothingPublished(l: Lake, job: Job, before: readonly string[]): Promise<void> {
     expect(await manifestOf(l, job), 'the claim is released').toBeUndefined();
     const staging: string[] = [];
     for await (const object of l.store.list(stagingRoot(l.config.layout))) staging.push(object.key);

@@ -41,8 +41,8 @@ import {
   compactStep,
   deleteInputsStep,
   downloadConcurrency,
+  type Job,
   type JobEvent,
-  type JobSpec,
   META_JOB_ID,
   publishStep,
   type StepResult,
@@ -118,12 +118,12 @@ function deps(l: Lake, store: ObjectStore = l.store, clock: Clock = systemClock)
 
 const randomHex = () => randomBytes(4).toString('hex');
 
-async function plan(l: Lake, tier: TierName = 'hourly', executionId = 'exec-A'): Promise<JobSpec[]> {
+async function plan(l: Lake, tier: TierName = 'hourly', executionId = 'exec-A'): Promise<Job[]> {
   const planned = await planTier(l.store, l.config, systemClock, tier);
   return assignJobs(planned, { clock: systemClock, randomHex, executionId });
 }
 
-async function jobFor(l: Lake, partition: string, tier: TierName = 'hourly'): Promise<JobSpec> {
+async function jobFor(l: Lake, partition: string, tier: TierName = 'hourly'): Promise<Job> {
   const job = (await plan(l, tier)).find((j) => j.partition === partition);
   if (!job) throw new Error(`no ${tier} job planned for ${partition}`);
   return job;
@@ -135,7 +135,7 @@ function at<T>(items: readonly T[], index: number): T {
   return item;
 }
 
-async function manifestOf(l: Lake, job: JobSpec): Promise<Manifest | undefined> {
+async function manifestOf(l: Lake, job: Job): Promise<Manifest | undefined> {
   const key = manifestKey(l.config.layout, job.tier, job.partition);
   const head = await l.store.head(key);
   if (!head) return undefined;
@@ -143,7 +143,7 @@ async function manifestOf(l: Lake, job: JobSpec): Promise<Manifest | undefined> 
   return parseManifest(l.config, l.store.location, key, body);
 }
 
-async function requireManifest(l: Lake, job: JobSpec): Promise<Manifest> {
+async function requireManifest(l: Lake, job: Job): Promise<Manifest> {
   const manifest = await manifestOf(l, job);
   if (!manifest) throw new Error(`no manifest for ${job.partition}`);
   return manifest;
@@ -238,7 +238,7 @@ function dataDeletes(store: FaultStore, config: CompactorConfig): string[] {
   );
 }
 
-function claimOf(job: JobSpec, location: string, inputs: readonly InputRef[] = job.inputs): Manifest {
+function claimOf(job: Job, location: string, inputs: readonly InputRef[] = job.inputs): Manifest {
   const now = new Date();
   return {
     version: 1,
@@ -283,7 +283,7 @@ describe('compact step: the claim', () => {
     const before = await snapshot(l.store);
 
     const faulty = new FaultStore(l.store);
-    const other: JobSpec = {
+    const other: Job = {
       ...job,
       jobId: `${job.jobId.slice(0, 17)}${randomHex()}`,
       executionId: 'exec-B',
@@ -299,7 +299,7 @@ describe('compact step: the claim', () => {
   it('a claim that lands while we look (another owner) is skipped and left alone', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);
-    const other: JobSpec = {
+    const other: Job = {
       ...job,
       jobId: `${job.jobId.slice(0, 17)}${randomHex()}`,
       executionId: 'exec-B',

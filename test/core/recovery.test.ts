@@ -31,7 +31,7 @@ import {
   type CompactDeps,
   compactStep,
   deleteInputsStep,
-  type JobSpec,
+  type Job,
   META_JOB_ID,
   publishStep,
   verifyStep,
@@ -121,7 +121,7 @@ function recoveryDeps(l: Lake, options: RecoverOptions = {}): RecoveryDeps {
   };
 }
 
-async function jobFor(l: Lake, partition: string): Promise<JobSpec> {
+async function jobFor(l: Lake, partition: string): Promise<Job> {
   const planned = await planTier(l.store, l.config, systemClock, 'hourly');
   const job = assignJobs(planned, { clock: systemClock, randomHex, executionId: OWNER }).find(
     (j) => j.partition === partition,
@@ -219,7 +219,7 @@ function dataDeletes(store: FaultStore, config: CompactorConfig): string[] {
 }
 
 /** A claim whose invocation died after uploading its staged outputs, before recording them. */
-async function claimedWithStaging(l: Lake, partition = HOUR_10): Promise<JobSpec> {
+async function claimedWithStaging(l: Lake, partition = HOUR_10): Promise<Job> {
   const job = await jobFor(l, partition);
   let manifestPuts = 0;
   const dying = crashBefore(
@@ -233,11 +233,7 @@ async function claimedWithStaging(l: Lake, partition = HOUR_10): Promise<JobSpec
 }
 
 /** Runs the job's steps as exec-A until the manifest is in `state`. */
-async function runUpTo(
-  l: Lake,
-  state: Exclude<ManifestState, 'claimed'>,
-  partition = HOUR_10,
-): Promise<JobSpec> {
+async function runUpTo(l: Lake, state: Exclude<ManifestState, 'claimed'>, partition = HOUR_10): Promise<Job> {
   const job = await jobFor(l, partition);
   const d = stepDeps(l);
   expect((await compactStep(d, job)).state).toBe('staged');
@@ -679,7 +675,7 @@ const INVALID: readonly Invalid[] = [
 ];
 
 /** A verified job (obeying it would delete inputs) whose manifest is then replaced by `invalid`. */
-async function invalidManifest(l: Lake, invalid: Invalid): Promise<{ job: JobSpec; body: Buffer }> {
+async function invalidManifest(l: Lake, invalid: Invalid): Promise<{ job: Job; body: Buffer }> {
   const job = await runUpTo(l, 'verified');
   const { body: original } = await l.store.getBytes(mKey(l));
   const text = original.toString('utf8');

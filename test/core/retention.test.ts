@@ -25,12 +25,7 @@ import {
   serializeManifest,
 } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
-import {
-  clearManifestStep,
-  compactStep,
-  deleteInputsStep,
-  type JobSpec,
-} from '../../functions/core/protocol.ts';
+import { clearManifestStep, compactStep, deleteInputsStep, type Job } from '../../functions/core/protocol.ts';
 import { quarantineManifest } from '../../functions/core/quarantine.ts';
 import { recover } from '../../functions/core/recovery.ts';
 import { expireStep, planRetention } from '../../functions/core/retention.ts';
@@ -513,7 +508,7 @@ describe('retention recovery', () => {
     const { store: probeStore } = await fresh('probe');
     const probe = new FaultStore(probeStore);
     const [probeJob] = assignJobs(await planRetention(probeStore, config, clock), deps(probe, 'probe'));
-    await expireStep(deps(probe, 'probe'), probeJob as JobSpec);
+    await expireStep(deps(probe, 'probe'), probeJob as Job);
     const commit = probe.calls.filter((c) => c.op === 'put' && c.key.includes('/manifests/retention/'))[1];
     expect(commit).toBeDefined();
 
@@ -525,8 +520,8 @@ describe('retention recovery', () => {
       const faulty = new FaultStore(store, { fault: { at, kind: 'crash' } });
       const [job] = assignJobs(await planRetention(store, config, clock), deps(faulty, 'dead'));
       await expect(
-        expireStep(deps(faulty, 'dead'), job as JobSpec).then(() =>
-          deleteInputsStep(deps(faulty, 'dead'), job as JobSpec),
+        expireStep(deps(faulty, 'dead'), job as Job).then(() =>
+          deleteInputsStep(deps(faulty, 'dead'), job as Job),
         ),
       ).rejects.toThrow(/crash/);
       const report = await recover(deps(store, 'recovery'));
@@ -733,9 +728,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
       alive,
     );
     const hourlyJobs = assignJobs(await planCycle(inner, config, systemClock, 'hourly'), hourlyDeps);
-    const hour5 = hourlyJobs.find(
-      (j) => j.partition === hourFolderOf(OVERLAP_LAKE[0]?.key as string),
-    ) as JobSpec;
+    const hour5 = hourlyJobs.find((j) => j.partition === hourFolderOf(OVERLAP_LAKE[0]?.key as string)) as Job;
     // The retention job claims and re-checks, and is held just before its commit.
     let release = () => {};
     const held = new Promise<void>((resolve) => {
@@ -761,7 +754,7 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
       alive,
     );
     const [day] = assignJobs(await planRetention(inner, config, systemClock), retentionDeps);
-    const expiring = expireStep(retentionDeps, day as JobSpec);
+    const expiring = expireStep(retentionDeps, day as Job);
     await atCommit;
     // Now the merge claims hour 05: it finds the retention lease after its claim and gives the hour back.
     expect(await compactStep(hourlyDeps, hour5)).toMatchObject({
@@ -770,8 +763,8 @@ describe('retention overlapping an hourly cycle on the same folders', () => {
     });
     release();
     expect(await expiring).toMatchObject({ state: 'verified' });
-    await deleteInputsStep(retentionDeps, day as JobSpec);
-    await clearManifestStep(retentionDeps, day as JobSpec);
+    await deleteInputsStep(retentionDeps, day as Job);
+    await clearManifestStep(retentionDeps, day as Job);
     expect(checker.violations).toEqual([]);
     // The hour's expired rows are gone for good: no merge output brought them back.
     expect((await dataKeys(inner)).filter((k) => k.startsWith(hour5.partition))).toEqual([]);

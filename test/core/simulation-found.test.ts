@@ -18,7 +18,7 @@ import {
   clearManifestStep,
   compactStep,
   deleteInputsStep,
-  type JobSpec,
+  type Job,
   publishStep,
   verifyStep,
 } from '../../functions/core/protocol.ts';
@@ -51,7 +51,7 @@ const randomHex = (() => {
 })();
 
 /** Hour 05's hourly job, planned and given its id as the first execution would run it. */
-async function hourFiveJob(store: ObjectStore, config: CompactorConfig): Promise<JobSpec> {
+async function hourFiveJob(store: ObjectStore, config: CompactorConfig): Promise<Job> {
   const hourly = await planTier(store, config, systemClock, 'hourly');
   const job = assignJobs(hourly, { clock: systemClock, randomHex, executionId: 'exec-hourly' }).find(
     (j) => j.partition === HOUR_05,

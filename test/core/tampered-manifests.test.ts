@@ -25,7 +25,7 @@ import { systemClock } from '../../functions/core/engine.ts';
 import { manifestKey, manifestsRoot, quarantineRoot } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
 import { planTier } from '../../functions/core/planner/planner.ts';
-import { compactStep, type JobSpec, publishStep, verifyStep } from '../../functions/core/protocol.ts';
+import { compactStep, type Job, publishStep, verifyStep } from '../../functions/core/protocol.ts';
 import { probeRoot } from '../../functions/core/store-probe/store-probe.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
@@ -86,7 +86,7 @@ let counter = 0;
 const randomHex = () => (0xa0000000 + ++counter).toString(16);
 
 /** Hour 10's job run by exec-A through verify: obeying its manifest would delete its inputs. */
-async function verifiedJob(l: Lake): Promise<JobSpec> {
+async function verifiedJob(l: Lake): Promise<Job> {
   const plan = await planTier(l.store, l.config, systemClock, 'hourly');
   const job = assignJobs(plan, { clock: systemClock, randomHex, executionId: 'exec-A' }).find(
     (j) => j.partition === HOUR_10,

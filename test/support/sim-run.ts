@@ -32,8 +32,8 @@ import {
   clearManifestStep,
   compactStep,
   deleteInputsStep,
+  type Job,
   type JobEvent,
-  type JobSpec,
   publishStep,
   type StepResult,
   verifyStep,
@@ -84,16 +84,14 @@ const EXPECTED_RUN_ERRORS = new Set([
   'CrashedError',
 ]);
 
-const STEP_FOR_STATE: Record<
-  ManifestState,
-  [string, (deps: CompactDeps, job: JobSpec) => Promise<StepResult>]
-> = {
-  claimed: ['compact', compactStep],
-  staged: ['publish', publishStep],
-  published: ['verify', verifyStep],
-  verified: ['delete-inputs', deleteInputsStep],
-  'inputs-deleted': ['clear', clearManifestStep],
-};
+const STEP_FOR_STATE: Record<ManifestState, [string, (deps: CompactDeps, job: Job) => Promise<StepResult>]> =
+  {
+    claimed: ['compact', compactStep],
+    staged: ['publish', publishStep],
+    published: ['verify', verifyStep],
+    verified: ['delete-inputs', deleteInputsStep],
+    'inputs-deleted': ['clear', clearManifestStep],
+  };
 
 export interface SimContext {
   readonly root: string;
@@ -408,7 +406,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
         if (live.length > 0) {
           const m = rng.pick(live);
           const [stepName, step] = STEP_FOR_STATE[m.state];
-          const job: JobSpec = {
+          const job: Job = {
             tier: m.tier,
             partition: m.partition,
             jobId: m.jobId,

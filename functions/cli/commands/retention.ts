@@ -47,7 +47,7 @@ export async function retentionCommand(options: ParsedOptions, io: CliIo): Promi
     const plan: RetentionPlan = await planRetention(ctx.target.store, ctx.config, ctx.clock);
     const rows: RetentionRow[] = [];
     let failed = 0;
-    const specs = assignJobs(plan, deps);
+    const assigned = assignJobs(plan, deps);
     for (const [i, job] of plan.jobs.entries()) {
       const row: RetentionRow = {
         partition: job.partition,
@@ -56,12 +56,12 @@ export async function retentionCommand(options: ParsedOptions, io: CliIo): Promi
         files: job.inputs.map((input) => input.key),
         bytes: job.inputBytes,
       };
-      const spec = specs[i];
-      if (dryRun || !spec) {
+      const assignedJob = assigned[i];
+      if (dryRun || !assignedJob) {
         rows.push(row);
         continue;
       }
-      const outcome = await runJob(deps, spec);
+      const outcome = await runJob(deps, assignedJob);
       const committed = outcome.steps[0];
       const deleted = outcome.steps.find((r) => r.state === 'inputs-deleted' || r.state === 'cleared');
       // Inputs set aside at the commit are not in the committed inputs; those kept at the delete are.

@@ -6,6 +6,7 @@
 
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { TierName } from '../config.ts';
 import { timeUnitOf } from '../config-tables.ts';
 import { type Engine, type InputInfo, InputUnreadableError } from '../engine.ts';
 import {
@@ -14,7 +15,7 @@ import {
   PreconditionFailedError,
   SchemaConflictError,
 } from '../errors.ts';
-import { type CompactDeps, type CompactionJob, result, type StepResult, withSignal } from '../job.ts';
+import { type CompactDeps, type Job, result, type StepResult, withSignal } from '../job.ts';
 import { forEachLimit } from '../limit.ts';
 import type { KeptInput } from '../manifest/manifest.ts';
 import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
@@ -40,7 +41,7 @@ export interface CheckedInputs {
 export async function fetchInputs(
   deps: CompactDeps,
   loaded: Loaded,
-  ref: CompactionJob,
+  ref: Job<TierName>,
   dir: string,
   footerChecks: FooterChecks,
 ): Promise<CheckedInputs | StepResult> {

@@ -6,12 +6,12 @@
 
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CompactorConfig } from '../config.ts';
+import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc } from '../config-tables.ts';
 import { type DedupRequest, type Engine, InputUnreadableError } from '../engine.ts';
 import { DedupError, OutputTooLargeError, RowCountMismatchError } from '../errors.ts';
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';
-import { type CompactDeps, type CompactionJob, result, type StepResult, withSignal } from '../job.ts';
+import { type CompactDeps, type Job, result, type StepResult, withSignal } from '../job.ts';
 import type { DataFile } from '../layout.ts';
 import type { InputRef } from '../manifest/manifest.ts';
 import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
@@ -38,7 +38,7 @@ export interface Merged {
 export async function mergeInputs(
   deps: CompactDeps,
   loaded: Loaded,
-  ref: CompactionJob,
+  ref: Job<TierName>,
   dir: string,
   { good, corrupt }: CheckedInputs,
 ): Promise<Merged | StepResult> {

@@ -10,14 +10,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from '../checksum.ts';
+import type { TierName } from '../config.ts';
 import { ConfigError, ErrorNames, ManifestConflictError, RETRYABLE_ERRORS } from '../errors.ts';
 import { recordFailure } from '../failures.ts';
 import {
   type CompactDeps,
-  type CompactionJob,
   isCompactionJob,
+  type Job,
   type JobRef,
-  type JobSpec,
   META_JOB_ID,
   META_ROWS,
   result,
@@ -41,17 +41,14 @@ import {
 import { type CheckedInputs, type FooterChecks, fetchInputs } from './compact-inputs.ts';
 import { type Merged, mergeInputs } from './compact-merge.ts';
 
-export async function compactStep(deps: CompactDeps, spec: JobSpec): Promise<StepResult> {
-  if (!isCompactionJob(spec)) {
-    throw new ConfigError(
-      `job ${spec.jobId} is a ${spec.tier} job: it is run by expireStep, not compactStep`,
-    );
+export async function compactStep(deps: CompactDeps, job: Job): Promise<StepResult> {
+  if (!isCompactionJob(job)) {
+    throw new ConfigError(`job ${job.jobId} is a ${job.tier} job: it is run by expireStep, not compactStep`);
   }
-  const job = spec;
   return orTwinsWork(deps, job, 'claimed', () => compact(deps, job));
 }
 
-async function compact(deps: CompactDeps, job: CompactionJob): Promise<StepResult> {
+async function compact(deps: CompactDeps, job: Job<TierName>): Promise<StepResult> {
   const loaded = await claimOrLoad(deps, job, 'partition', () => newClaim(deps, job, job.inputs));
   if (!('manifest' in loaded)) return loaded;
   if (loaded.manifest.state !== 'claimed')
@@ -116,7 +113,7 @@ function countsAsFailure(error: unknown): error is Error {
   return !notTheJobs.includes(error.name);
 }
 
-async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Promise<StepResult> {
+async function stage(deps: CompactDeps, loaded: Loaded, ref: Job<TierName>): Promise<StepResult> {
   await mkdir(deps.workDir, { recursive: true });
   const dir = await mkdtemp(join(deps.workDir, `${ref.jobId}-`));
   const footerChecks: FooterChecks = new Map();
@@ -138,7 +135,7 @@ async function stage(deps: CompactDeps, loaded: Loaded, ref: CompactionJob): Pro
 async function writeStaged(
   deps: CompactDeps,
   loaded: Loaded,
-  ref: CompactionJob,
+  ref: Job<TierName>,
   { good, corrupt }: CheckedInputs,
   { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows }: Merged,
 ): Promise<StepResult> {
