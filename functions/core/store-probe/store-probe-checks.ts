@@ -5,7 +5,7 @@
 
 import { crc32OfBytes } from '../checksum.ts';
 import { PreconditionFailedError, TransientStoreError } from '../errors.ts';
-import type { Checksum, ObjectStore } from '../object-store.ts';
+import type { Checksum, ObjectHead, ObjectStore } from '../object-store.ts';
 import { stateFolder } from '../state-root.ts';
 import { removeProbeLeftovers } from './store-probe-cleanup.ts';
 
@@ -87,23 +87,69 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   const { store, signal } = deps;
   const id = deps.randomHex();
   const base = `${probeRoot(deps.stateRoot)}${id}/`;
-  const objectKey = `${base}object`;
-  const copyKey = `${base}copy`;
   let version = 0;
-  const next = (): { body: Buffer; checksum: Checksum } => {
-    // Each version differs, so its ETag differs on every store (S3's is the MD5 of the body).
-    const body = Buffer.from(`compactor store probe ${id} version ${++version}\n`);
-    return { body, checksum: crc32OfBytes(body) };
-  };
   const checks = new Map<StoreGuarantee, ProbeCheck>();
-  const fail = (guarantee: StoreGuarantee, detail: string) => {
-    // The first failure found for a guarantee is the one reported.
-    if (!checks.has(guarantee)) checks.set(guarantee, { guarantee, ok: false, detail });
+  const probe: Probe = {
+    store,
+    signal,
+    objectKey: `${base}object`,
+    copyKey: `${base}copy`,
+    next: () => {
+      // Each version differs, so its ETag differs on every store (S3's is the MD5 of the body).
+      const body = Buffer.from(`compactor store probe ${id} version ${++version}\n`);
+      return { body, checksum: crc32OfBytes(body) };
+    },
+    fail: (guarantee, detail) => {
+      // The first failure found for a guarantee is the one reported.
+      if (!checks.has(guarantee)) checks.set(guarantee, { guarantee, ok: false, detail });
+    },
   };
 
-  // put-if-absent: creating a new key is accepted, a second create of it is refused.
-  const v1 = next();
-  let current: { etag: string; checksum: Checksum };
+  const created = await checkPutIfAbsent(probe);
+  const { current, stale } = await checkCompareAndSwap(probe, created);
+  const copied = await checkConditionalCopy(probe);
+  const head = await checkRefusedDelete(probe, stale);
+  const copyHead = await checkChecksums(probe, head, copied, current);
+  const deleted = await deleteWithOwnEtags(probe, [
+    [probe.objectKey, head],
+    [probe.copyKey, copyHead],
+  ]);
+  // Whatever the verdict, the probe leaves nothing behind: what is left goes without a condition.
+  await removeProbeLeftovers(store, {
+    root: probeRoot(deps.stateRoot),
+    base,
+    left: [probe.objectKey, probe.copyKey].filter((key) => !deleted.has(key)),
+    ours: (head ?? copyHead)?.lastModified.getTime(),
+    signal,
+  });
+
+  const ordered = STORE_GUARANTEES.map(
+    (guarantee): ProbeCheck => checks.get(guarantee) ?? { guarantee, ok: true, detail: PASSED[guarantee] },
+  );
+  return { location: store.location, ok: ordered.every((c) => c.ok), checks: ordered };
+}
+
+/** One probe's two keys, the versions it writes to the first, and where each check reports. */
+interface Probe {
+  readonly store: ObjectStore;
+  readonly signal: AbortSignal | undefined;
+  readonly objectKey: string;
+  readonly copyKey: string;
+  readonly next: () => { readonly body: Buffer; readonly checksum: Checksum };
+  readonly fail: (guarantee: StoreGuarantee, detail: string) => void;
+}
+
+/** The object's version as last written. */
+interface Written {
+  readonly etag: string;
+  readonly checksum: Checksum;
+}
+
+/** Creating a new key is accepted, a second create of it is refused. */
+async function checkPutIfAbsent(probe: Probe): Promise<Written> {
+  const { store, signal, objectKey } = probe;
+  const v1 = probe.next();
+  let current: Written;
   const created = await attempt(
     () => store.put(objectKey, v1.body, { ifNoneMatch: '*', checksum: v1.checksum, signal }),
     signal,
@@ -111,7 +157,7 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   if (created.kind === 'done') {
     current = { etag: created.value.etag, checksum: v1.checksum };
   } else {
-    fail(
+    probe.fail(
       'put-if-absent',
       created.kind === 'refused'
         ? `a create with If-None-Match: * of a new key (${objectKey}) was refused as if it existed`
@@ -123,94 +169,114 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
       checksum: v1.checksum,
     };
   }
-  const v2 = next();
+  const v2 = probe.next();
   const second = await attempt(
     () => store.put(objectKey, v2.body, { ifNoneMatch: '*', checksum: v2.checksum, signal }),
     signal,
   );
   if (second.kind === 'done') {
-    fail(
+    probe.fail(
       'put-if-absent',
       'a second create with If-None-Match: * of an existing key was accepted: it overwrote the object',
     );
-    current = { etag: second.value.etag, checksum: v2.checksum };
-  } else if (second.kind === 'failed') {
-    fail(
+    return { etag: second.value.etag, checksum: v2.checksum };
+  }
+  if (second.kind === 'failed') {
+    probe.fail(
       'put-if-absent',
       `a second create with If-None-Match: * of an existing key failed instead of being refused: ${describe(second.error)}`,
     );
   }
+  return current;
+}
 
-  // compare-and-swap: a replace on the current ETag is accepted, one on the old ETag refused.
-  const v3 = next();
-  let stale: string | undefined;
+/**
+ * A replace on the current ETag is accepted, one on the old ETag refused. Returns the object's
+ * version now and the ETag it replaced (undefined when the replace failed).
+ */
+async function checkCompareAndSwap(
+  probe: Probe,
+  written: Written,
+): Promise<{ readonly current: Written; readonly stale: string | undefined }> {
+  const { store, signal, objectKey } = probe;
+  const v3 = probe.next();
   const swapped = await attempt(
-    () => store.put(objectKey, v3.body, { ifMatch: current.etag, checksum: v3.checksum, signal }),
+    () => store.put(objectKey, v3.body, { ifMatch: written.etag, checksum: v3.checksum, signal }),
     signal,
   );
-  if (swapped.kind === 'done') {
-    stale = current.etag;
-    current = { etag: swapped.value.etag, checksum: v3.checksum };
-  } else {
-    fail(
+  if (swapped.kind !== 'done') {
+    probe.fail(
       'compare-and-swap',
       swapped.kind === 'refused'
         ? 'a replace with If-Match on the current ETag was refused'
         : `a replace with If-Match on the current ETag failed: ${describe(swapped.error)}`,
     );
+    return { current: written, stale: undefined };
   }
-  if (stale !== undefined && stale === current.etag) {
-    fail(
+  const stale = written.etag;
+  const current = { etag: swapped.value.etag, checksum: v3.checksum };
+  if (stale === current.etag) {
+    probe.fail(
       'compare-and-swap',
       `a replace with new content kept the ETag ${stale}: ETags do not identify versions`,
     );
-  } else if (stale !== undefined) {
-    const v4 = next();
-    const staleSwap = await attempt(
-      () => store.put(objectKey, v4.body, { ifMatch: stale, checksum: v4.checksum, signal }),
-      signal,
-    );
-    if (staleSwap.kind === 'done') {
-      fail(
-        'compare-and-swap',
-        'a replace with If-Match on a stale ETag was accepted: it overwrote the newer object',
-      );
-      current = { etag: staleSwap.value.etag, checksum: v4.checksum };
-    } else if (staleSwap.kind === 'failed') {
-      fail(
-        'compare-and-swap',
-        `a replace with If-Match on a stale ETag failed instead of being refused: ${describe(staleSwap.error)}`,
-      );
-    }
+    return { current, stale };
   }
+  const v4 = probe.next();
+  const staleSwap = await attempt(
+    () => store.put(objectKey, v4.body, { ifMatch: stale, checksum: v4.checksum, signal }),
+    signal,
+  );
+  if (staleSwap.kind === 'done') {
+    probe.fail(
+      'compare-and-swap',
+      'a replace with If-Match on a stale ETag was accepted: it overwrote the newer object',
+    );
+    return { current: { etag: staleSwap.value.etag, checksum: v4.checksum }, stale };
+  }
+  if (staleSwap.kind === 'failed') {
+    probe.fail(
+      'compare-and-swap',
+      `a replace with If-Match on a stale ETag failed instead of being refused: ${describe(staleSwap.error)}`,
+    );
+  }
+  return { current, stale };
+}
 
-  // conditional-copy: a copy with If-None-Match: * onto a new key is accepted, onto it again refused.
-  let copied = false;
+/** A copy with If-None-Match: * onto a new key is accepted, onto it again refused. True if it copied. */
+async function checkConditionalCopy(probe: Probe): Promise<boolean> {
+  const { store, signal, objectKey, copyKey } = probe;
   const copy = await attempt(() => store.copy(objectKey, copyKey, { ifNoneMatch: '*', signal }), signal);
-  if (copy.kind === 'done') {
-    copied = true;
-    const again = await attempt(() => store.copy(objectKey, copyKey, { ifNoneMatch: '*', signal }), signal);
-    if (again.kind === 'done') {
-      fail(
-        'conditional-copy',
-        'a copy with If-None-Match: * onto an existing key was accepted: it overwrote the target',
-      );
-    } else if (again.kind === 'failed') {
-      fail(
-        'conditional-copy',
-        `a copy with If-None-Match: * onto an existing key failed instead of being refused: ${describe(again.error)}`,
-      );
-    }
-  } else {
-    fail(
+  if (copy.kind !== 'done') {
+    probe.fail(
       'conditional-copy',
       copy.kind === 'refused'
         ? 'a copy with If-None-Match: * onto a new key was refused as if it existed'
         : `a copy with If-None-Match: * onto a new key failed: ${describe(copy.error)}`,
     );
+    return false;
   }
+  const again = await attempt(() => store.copy(objectKey, copyKey, { ifNoneMatch: '*', signal }), signal);
+  if (again.kind === 'done') {
+    probe.fail(
+      'conditional-copy',
+      'a copy with If-None-Match: * onto an existing key was accepted: it overwrote the target',
+    );
+  } else if (again.kind === 'failed') {
+    probe.fail(
+      'conditional-copy',
+      `a copy with If-None-Match: * onto an existing key failed instead of being refused: ${describe(again.error)}`,
+    );
+  }
+  return true;
+}
 
-  // conditional-delete, first half: an entry with a wrong ETag is refused and the object stays.
+/**
+ * Conditional delete, first half: an entry with a wrong ETag (the stale one, when there is one)
+ * is refused and the object stays. Returns the object's head afterwards.
+ */
+async function checkRefusedDelete(probe: Probe, stale: string | undefined): Promise<ObjectHead | undefined> {
+  const { store, signal, objectKey } = probe;
   const wrongEtag = stale ?? 'ffffffffffffffffffffffffffffffff';
   const refusedDelete = await attempt(
     () => store.deleteMany([{ key: objectKey, etag: wrongEtag }], { signal }),
@@ -219,20 +285,20 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   if (refusedDelete.kind === 'done') {
     const outcome = refusedDelete.value[0];
     if (outcome?.status === 'deleted') {
-      fail('conditional-delete', 'a DeleteObjects entry with a wrong ETag deleted the object');
+      probe.fail('conditional-delete', 'a DeleteObjects entry with a wrong ETag deleted the object');
     } else if (outcome?.status === 'error') {
-      fail(
+      probe.fail(
         'conditional-delete',
         `a DeleteObjects entry with a wrong ETag failed with ${outcome.code}: ${outcome.message}`,
       );
     } else if (outcome?.status !== 'precondition-failed') {
-      fail(
+      probe.fail(
         'conditional-delete',
         `a DeleteObjects entry with a wrong ETag of an existing object reported ${outcome?.status ?? 'nothing'}`,
       );
     }
   } else {
-    fail(
+    probe.fail(
       'conditional-delete',
       refusedDelete.kind === 'refused'
         ? 'a DeleteObjects request with a per-key ETag was refused whole'
@@ -241,10 +307,21 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
   }
   const head = await store.head(objectKey, { signal });
   if (head === undefined) {
-    fail('conditional-delete', 'the object was gone after a DeleteObjects entry with a wrong ETag');
+    probe.fail('conditional-delete', 'the object was gone after a DeleteObjects entry with a wrong ETag');
   }
+  return head;
+}
 
-  // checksums: the full-object CRC32 of what was written, and of its copy, comes back on a head.
+/**
+ * The full-object CRC32 of what was written, and of its copy, comes back on a head. Returns the
+ * copy's head (undefined when there is no copy).
+ */
+async function checkChecksums(
+  probe: Probe,
+  head: ObjectHead | undefined,
+  copied: boolean,
+  current: Written,
+): Promise<ObjectHead | undefined> {
   const checksumProblem = (what: string, got: Checksum | undefined, want: Checksum) =>
     got === undefined
       ? `a head of ${what} returned no full-object checksum (one was sent with the write)`
@@ -253,64 +330,57 @@ export async function probeStore(deps: ProbeDeps): Promise<ProbeReport> {
         : undefined;
   if (head !== undefined) {
     const problem = checksumProblem('the written object', head.checksum, current.checksum);
-    if (problem !== undefined) fail('checksums', problem);
+    if (problem !== undefined) probe.fail('checksums', problem);
   }
-  const copyHead = copied ? await store.head(copyKey, { signal }) : undefined;
-  if (copied) {
-    const problem =
-      copyHead === undefined
-        ? 'a head of the copy found nothing'
-        : checksumProblem('a server-side copy', copyHead.checksum, current.checksum);
-    if (problem !== undefined) fail('checksums', problem);
-  }
+  if (!copied) return undefined;
+  const copyHead = await probe.store.head(probe.copyKey, { signal: probe.signal });
+  const problem =
+    copyHead === undefined
+      ? 'a head of the copy found nothing'
+      : checksumProblem('a server-side copy', copyHead.checksum, current.checksum);
+  if (problem !== undefined) probe.fail('checksums', problem);
+  return copyHead;
+}
 
-  // conditional-delete, second half (and the cleanup): entries with the objects' own ETags delete them.
-  const own = [
-    ...(head !== undefined ? [{ key: objectKey, etag: head.etag }] : []),
-    ...(copyHead !== undefined ? [{ key: copyKey, etag: copyHead.etag }] : []),
-  ];
+/**
+ * Conditional delete, second half (and the cleanup): entries with the objects' own ETags delete
+ * them. Returns the keys that are gone.
+ */
+async function deleteWithOwnEtags(
+  probe: Probe,
+  heads: readonly (readonly [key: string, head: ObjectHead | undefined])[],
+): Promise<ReadonlySet<string>> {
+  const { store, signal } = probe;
+  const own = heads.flatMap(([key, head]) => (head === undefined ? [] : [{ key, etag: head.etag }]));
   const deleted = new Set<string>();
-  if (own.length > 0) {
-    const cleanup = await attempt(() => store.deleteMany(own, { signal }), signal);
-    if (cleanup.kind === 'done') {
-      for (const outcome of cleanup.value) {
-        if (outcome.status === 'deleted') {
-          deleted.add(outcome.key);
-          continue;
-        }
-        // What a re-sent request answers when the first one deleted the object and its response
-        // was lost: the object is gone, as the conditional delete must leave it.
-        if (outcome.status === 'not-found' && (await store.head(outcome.key, { signal })) === undefined) {
-          deleted.add(outcome.key);
-          continue;
-        }
-        fail(
-          'conditional-delete',
-          `a DeleteObjects entry with the object's own ETag did not delete it: ${outcome.status}${outcome.status === 'error' ? ` ${outcome.code}: ${outcome.message}` : ''}`,
-        );
-      }
-    } else {
-      fail(
-        'conditional-delete',
-        cleanup.kind === 'refused'
-          ? "a DeleteObjects request with the objects' own ETags was refused whole"
-          : `a DeleteObjects request with the objects' own ETags failed: ${describe(cleanup.error)}`,
-      );
-    }
+  if (own.length === 0) return deleted;
+  const cleanup = await attempt(() => store.deleteMany(own, { signal }), signal);
+  if (cleanup.kind !== 'done') {
+    probe.fail(
+      'conditional-delete',
+      cleanup.kind === 'refused'
+        ? "a DeleteObjects request with the objects' own ETags was refused whole"
+        : `a DeleteObjects request with the objects' own ETags failed: ${describe(cleanup.error)}`,
+    );
+    return deleted;
   }
-  // Whatever the verdict, the probe leaves nothing behind: what is left goes without a condition.
-  await removeProbeLeftovers(store, {
-    root: probeRoot(deps.stateRoot),
-    base,
-    left: [objectKey, copyKey].filter((key) => !deleted.has(key)),
-    ours: (head ?? copyHead)?.lastModified.getTime(),
-    signal,
-  });
-
-  const ordered = STORE_GUARANTEES.map(
-    (guarantee): ProbeCheck => checks.get(guarantee) ?? { guarantee, ok: true, detail: PASSED[guarantee] },
-  );
-  return { location: store.location, ok: ordered.every((c) => c.ok), checks: ordered };
+  for (const outcome of cleanup.value) {
+    if (outcome.status === 'deleted') {
+      deleted.add(outcome.key);
+      continue;
+    }
+    // What a re-sent request answers when the first one deleted the object and its response
+    // was lost: the object is gone, as the conditional delete must leave it.
+    if (outcome.status === 'not-found' && (await store.head(outcome.key, { signal })) === undefined) {
+      deleted.add(outcome.key);
+      continue;
+    }
+    probe.fail(
+      'conditional-delete',
+      `a DeleteObjects entry with the object's own ETag did not delete it: ${outcome.status}${outcome.status === 'error' ? ` ${outcome.code}: ${outcome.message}` : ''}`,
+    );
+  }
+  return deleted;
 }
 
 const PASSED: Readonly<Record<StoreGuarantee, string>> = {
