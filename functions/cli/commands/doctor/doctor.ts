@@ -24,6 +24,7 @@
 import { randomBytes } from 'node:crypto';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { DescribeStateMachineCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { TIERS } from '../../../core/config.ts';
 import { ConfigError } from '../../../core/errors.ts';
 import { type ProbeReport, probeStore } from '../../../core/store-probe/store-probe.ts';
 import { type SynthesizedWorkflow, synthesizeWorkflow } from '../../../local-runner/run.ts';
@@ -81,6 +82,25 @@ export async function doctorCommand(
   return report.failed() ? 1 : 0;
 }
 
+/** The deployed stack's Step Functions and Scheduler clients; absent for a local run. */
+interface Aws {
+  readonly arn: string;
+  readonly region: string;
+  readonly sfn: SFNClient;
+  readonly scheduler: SchedulerClient;
+}
+
+interface DiagnoseSettings {
+  readonly timeoutMs: number;
+  readonly stackContext: Record<string, unknown>;
+}
+
+const CANARY_CHECKS = ['store probe', 'canary execution', 'canary rows', 'no state left', 'canary removed'];
+
+function skipRest(report: Report, checks: readonly string[], why: string): void {
+  for (const check of checks) report.add(check, 'skipped', why);
+}
+
 /** Runs the checks in order, each adding its rows; one that cannot go on marks the rest skipped. */
 async function diagnose(
   mode: Mode,
@@ -88,20 +108,16 @@ async function diagnose(
   io: CliIo,
   deps: DoctorDeps,
   report: Report,
-  settings: { readonly timeoutMs: number; readonly stackContext: Record<string, unknown> },
+  settings: DiagnoseSettings,
 ): Promise<void> {
   const now = deps.now ?? (() => Date.now());
   const randomHex = () => randomBytes(4).toString('hex');
   const target = await resolveTarget(mode, options, io, deps, report, settings.stackContext);
-  const skipRest = (from: string[], why: string) => {
-    for (const check of from) report.add(check, 'skipped', why);
-  };
-  const canaryChecks = ['store probe', 'canary execution', 'canary rows', 'no state left', 'canary removed'];
   if (!target) {
-    skipRest([...canaryChecks, 'schedules'], 'the stack could not be read');
+    skipRest(report, [...CANARY_CHECKS, 'schedules'], 'the stack could not be read');
     return;
   }
-  const aws =
+  const aws: Aws | undefined =
     target.stateMachineArn !== undefined && target.region !== undefined
       ? {
           arn: target.stateMachineArn,
@@ -110,36 +126,33 @@ async function diagnose(
           scheduler: deps.scheduler ?? new SchedulerClient({ region: target.region }),
         }
       : undefined;
-
-  // The deployed definition must pass `only` to Plan, or the canary execution would plan the whole lake.
-  let workflow: SynthesizedWorkflow | undefined;
-  if (aws) {
-    const scoped = await guard(report, 'state machine', async () => {
-      const described = await aws.sfn.send(new DescribeStateMachineCommand({ stateMachineArn: aws.arn }));
-      const supports = definitionScopes(described.definition ?? '{}');
-      if (!supports) {
-        report.add(
-          'state machine',
-          'FAIL',
-          `${described.name ?? aws.arn} does not pass the execution input "only" to Plan: it predates scoped executions`,
-          'cdk deploy this version of the stack, then run compactor doctor again',
-        );
-        return false;
-      }
-      report.add(
-        'state machine',
-        'pass',
-        `${described.name ?? aws.arn} (${described.status ?? '?'}) runs scoped executions`,
-      );
-      return true;
-    });
-    if (!scoped) {
-      skipRest(canaryChecks, 'the state machine cannot run a scoped execution');
-      await scheduleRows(report, aws, target, now());
-      return;
-    }
+  const runner = await checkStateMachine(report, aws, settings.stackContext);
+  if (runner === undefined) {
+    skipRest(report, CANARY_CHECKS, 'the state machine cannot run a scoped execution');
+  } else if (await checkStoreProbe(report, target, randomHex)) {
+    await checkCanary({ report, target, runner, options, io, deps, settings, now, randomHex });
   } else {
-    workflow = await synthesizeWorkflow(settings.stackContext);
+    skipRest(report, CANARY_CHECKS.slice(1), 'the store lacks a guarantee: nothing was written');
+  }
+  if (aws) await scheduleRows(report, aws, target, now());
+  else report.add('schedules', 'n/a', 'a local run has no schedules');
+}
+
+/** What runs the canary's execution: the deployed state machine, or the synthesized definition locally. */
+type Runner = { readonly aws: Aws } | { readonly workflow: SynthesizedWorkflow };
+
+/**
+ * The definition the canary runs through must pass `only` to Plan, or the canary execution would
+ * plan the whole lake: the deployed one (AWS), or the one cdk synthesizes (local). Undefined when
+ * the deployed one does not.
+ */
+async function checkStateMachine(
+  report: Report,
+  aws: Aws | undefined,
+  stackContext: Record<string, unknown>,
+): Promise<Runner | undefined> {
+  if (!aws) {
+    const workflow = await synthesizeWorkflow(stackContext);
     if (!definitionScopes(JSON.stringify(workflow.definition))) {
       throw new Error('the synthesized definition does not pass "only" to Plan');
     }
@@ -148,26 +161,60 @@ async function diagnose(
       'pass',
       'the definition cdk synthesizes, run locally with each Lambda in-process',
     );
+    return { workflow };
   }
+  const scoped = await guard(report, 'state machine', async () => {
+    const described = await aws.sfn.send(new DescribeStateMachineCommand({ stateMachineArn: aws.arn }));
+    if (!definitionScopes(described.definition ?? '{}')) {
+      report.add(
+        'state machine',
+        'FAIL',
+        `${described.name ?? aws.arn} does not pass the execution input "only" to Plan: it predates scoped executions`,
+        'cdk deploy this version of the stack, then run compactor doctor again',
+      );
+      return false;
+    }
+    report.add(
+      'state machine',
+      'pass',
+      `${described.name ?? aws.arn} (${described.status ?? '?'}) runs scoped executions`,
+    );
+    return true;
+  });
+  return scoped ? { aws } : undefined;
+}
 
+/** The store honours every guarantee the protocol rests on; the doctor writes nothing otherwise. */
+async function checkStoreProbe(report: Report, target: Target, randomHex: () => string): Promise<boolean> {
   const probe = await probeStore({
     store: target.store,
     stateRoot: target.config.layout.stateRoot,
     randomHex,
   });
   report.add('store probe', probe.ok ? 'pass' : 'FAIL', probeDetail(probe), probe.ok ? '' : probeFix(probe));
-  if (!probe.ok) {
-    skipRest(canaryChecks.slice(1), 'the store lacks a guarantee: nothing was written');
-    if (aws) await scheduleRows(report, aws, target, now());
-    else report.add('schedules', 'n/a', 'a local run has no schedules');
-    return;
-  }
+  return probe.ok;
+}
 
-  const { engine, workDir } = await buildEngine(options);
+interface CanaryRun {
+  readonly report: Report;
+  readonly target: Target;
+  readonly runner: Runner;
+  readonly options: DoctorOptions;
+  readonly io: CliIo;
+  readonly deps: DoctorDeps;
+  readonly settings: DiagnoseSettings;
+  readonly now: () => number;
+  readonly randomHex: () => string;
+}
+
+/** Writes the canary table, runs one execution scoped to it, checks what it left, and removes it. */
+async function checkCanary(run: CanaryRun): Promise<void> {
+  const { report, target, io, now } = run;
+  const { engine, workDir } = await buildEngine(run.options);
   let canary: Canary | undefined;
-  let removed = false;
+  let accounted = false;
   try {
-    const id = randomHex();
+    const id = run.randomHex();
     const sql: Sql = engine;
     canary = await writeCanary(target.store, target.config, sql, id, now());
     io.err(
@@ -178,67 +225,72 @@ async function diagnose(
     const newest = Math.max(...(await listCanary(target.store, canary)).map((o) => o.lastModified.getTime()));
     const planAt = Math.max(now(), newest + target.config.quietSeconds * 1000 + 1000);
     const input = { tier: 'hourly', now: iso(planAt), only: canary.table };
-
-    const ended = aws
-      ? await runDeployed(aws, input, id, io, deps, settings.timeoutMs, now)
-      : await runLocal(workflow as SynthesizedWorkflow, target, engine, workDir, input, io);
+    const ended =
+      'aws' in run.runner
+        ? await runDeployed(run.runner.aws, input, id, io, run.deps, run.settings.timeoutMs, now)
+        : await runLocal(run.runner.workflow, target, engine, workDir, input, io);
     const execOk = judgeExecution(report, ended, canary);
     if (ended.status === 'RUNNING') {
-      skipRest(['canary rows', 'no state left'], 'the execution is still running');
+      skipRest(report, ['canary rows', 'no state left'], 'the execution is still running');
       report.add(
         'canary removed',
         'skipped',
         `kept under ${canary.prefix} while its execution runs`,
         `once it ends, run compactor recover and delete ${canary.prefix}`,
       );
-      removed = true;
     } else {
-      const rows = await checkCanaryRows(target.store, target.config, sql, canary, target.localRoot);
-      report.add(
-        'canary rows',
-        rows.ok ? 'pass' : 'FAIL',
-        rows.detail,
-        rows.ok
-          ? ''
-          : execOk
-            ? 'a protocol defect: keep the canary and report it with compactor status output'
-            : 'fix the execution first',
-      );
-      const state = await checkCanaryState(target.store, target.config, canary, rows.files);
-      report.add(
-        'no state left',
-        state.ok ? 'pass' : 'FAIL',
-        state.detail,
-        state.ok
-          ? ''
-          : 'compactor status shows it; compactor recover resolves a manifest whose execution ended',
-      );
-      if (state.held) {
-        report.add(
-          'canary removed',
-          'skipped',
-          `kept under ${canary.prefix}: a live manifest names it (removing it would make recovery quarantine it)`,
-          `run compactor recover (or wait for the next cycle), then delete ${canary.prefix}`,
-        );
-        removed = true;
-      } else {
-        const removal = await removeCanary(target.store, canary);
-        report.add(
-          'canary removed',
-          removal.ok ? 'pass' : 'FAIL',
-          removal.detail,
-          removal.ok ? '' : `delete ${canary.prefix} by hand`,
-        );
-        removed = true;
-      }
+      await checkCanaryAfter(report, target, sql, canary, execOk);
     }
+    accounted = true;
   } finally {
     await engine.close();
-    if (canary && !removed)
+    if (canary && !accounted)
       io.err(`doctor: the canary is left under ${canary.prefix}; delete it once no execution runs`);
   }
-  if (aws) await scheduleRows(report, aws, target, now());
-  else report.add('schedules', 'n/a', 'a local run has no schedules');
+}
+
+/** After the execution: the canary's rows exactly, no state left, and the canary removed. */
+async function checkCanaryAfter(
+  report: Report,
+  target: Target,
+  sql: Sql,
+  canary: Canary,
+  execOk: boolean,
+): Promise<void> {
+  const rows = await checkCanaryRows(target.store, target.config, sql, canary, target.localRoot);
+  report.add(
+    'canary rows',
+    rows.ok ? 'pass' : 'FAIL',
+    rows.detail,
+    rows.ok
+      ? ''
+      : execOk
+        ? 'a protocol defect: keep the canary and report it with compactor status output'
+        : 'fix the execution first',
+  );
+  const state = await checkCanaryState(target.store, target.config, canary, rows.files);
+  report.add(
+    'no state left',
+    state.ok ? 'pass' : 'FAIL',
+    state.detail,
+    state.ok ? '' : 'compactor status shows it; compactor recover resolves a manifest whose execution ended',
+  );
+  if (state.held) {
+    report.add(
+      'canary removed',
+      'skipped',
+      `kept under ${canary.prefix}: a live manifest names it (removing it would make recovery quarantine it)`,
+      `run compactor recover (or wait for the next cycle), then delete ${canary.prefix}`,
+    );
+    return;
+  }
+  const removal = await removeCanary(target.store, canary);
+  report.add(
+    'canary removed',
+    removal.ok ? 'pass' : 'FAIL',
+    removal.detail,
+    removal.ok ? '' : `delete ${canary.prefix} by hand`,
+  );
 }
 
 function probeDetail(probe: ProbeReport): string {
@@ -255,16 +307,11 @@ function probeFix(probe: ProbeReport): string {
     .join(', ')}`;
 }
 
-async function scheduleRows(
-  report: Report,
-  aws: { readonly arn: string; readonly sfn: SFNClient; readonly scheduler: SchedulerClient },
-  target: Target,
-  now: number,
-): Promise<void> {
+async function scheduleRows(report: Report, aws: Aws, target: Target, now: number): Promise<void> {
   const stack = target.stackConfig;
   const expected = stack
     ? [
-        ...(['hourly', 'daily', 'monthly'] as const).filter((t) => stack.tiers[t].enabled),
+        ...TIERS.filter((t) => stack.tiers[t].enabled),
         ...(stack.retention.enabled && Object.keys(stack.retention.rules).length > 0 ? ['retention'] : []),
       ]
     : [];
