@@ -62,6 +62,36 @@ function defaultAt(defaults: unknown, path: readonly string[]): unknown {
   return valueAt(defaults, path) ?? valueAt(DEFAULTS, path);
 }
 
+/**
+ * A stack key's default, as parseStackConfig fills it: with Express children (`value`) and with
+ * Standard ones (`standard`), or the schema's words for one that follows another key (`text`).
+ */
+export interface SettingDefault {
+  readonly value: unknown;
+  readonly standard: unknown;
+  readonly text: string | undefined;
+}
+
+function defaultOf(schema: z.ZodType, defaults: unknown, path: readonly string[]): SettingDefault {
+  const value = defaultAt(defaults, path);
+  const standard =
+    defaults === STACK_DEFAULTS && keyPath(path) !== CHILD_TYPE ? defaultAt(STANDARD_DEFAULTS, path) : value;
+  return { value, standard, text: z.globalRegistry.get(schema)?.defaultText };
+}
+
+/** The default of the stack key at `path` (`['tiers', 'hourly', 'minFiles']`). */
+export function stackSettingDefault(path: readonly string[]): SettingDefault {
+  const key = keyPath(path);
+  const found = walk(stackContextSchema).find((entry) => keyPath(entry.path) === key);
+  if (!found) throw new Error(`${key} is not a stack setting`);
+  return defaultOf(found.schema, STACK_DEFAULTS, path);
+}
+
+/** Whether a key's default follows map.childExecutionType. */
+export function byChildType(d: SettingDefault): boolean {
+  return JSON.stringify(d.standard) !== JSON.stringify(d.value);
+}
+
 function rows(
   schema: z.ZodType,
   defaults: unknown,
@@ -72,13 +102,12 @@ function rows(
     .map(({ path, schema: s }) => {
       const key = keyPath(path);
       const section = s instanceof z.ZodObject;
-      const value = defaultAt(defaults, path);
-      const standard = defaults === STACK_DEFAULTS ? defaultAt(STANDARD_DEFAULTS, path) : value;
+      const d = defaultOf(s, defaults, path);
       const shown = section
         ? ''
-        : key !== CHILD_TYPE && JSON.stringify(standard) !== JSON.stringify(value)
-          ? `Express ${show(key, value)}, Standard ${show(key, standard)}`
-          : (z.globalRegistry.get(s)?.defaultText ?? show(key, value));
+        : byChildType(d)
+          ? `Express ${show(key, d.value)}, Standard ${show(key, d.standard)}`
+          : (d.text ?? show(key, d.value));
       return { key, meaning: s.description ?? '', default: shown, section };
     });
 }
@@ -108,8 +137,27 @@ export function settingsTable(settings: readonly SettingRow[]): string {
 /** The JSON Schema of the `compactor` context, for editors (VS Code's `json.schemas`, cdk.json). */
 export function contextJsonSchema(): Record<string, unknown> {
   const schema = z.toJSONSchema(stackContextSchema, { io: 'input' }) as Record<string, unknown>;
-  const commented = allowComments(schema) as Record<string, unknown>;
+  const commented = allowComments(withDefaults(schema, [])) as Record<string, unknown>;
   return { ...commented, title: 'compactor context (cdk.json "context.compactor")' };
+}
+
+/**
+ * Each value key's default as JSON Schema's `default`, for editors to offer: the one parseStackConfig
+ * fills. A default that follows another key (the child type, the layout) is left to the description.
+ */
+function withDefaults(node: Record<string, unknown>, path: readonly string[]): Record<string, unknown> {
+  const properties = node.properties as Record<string, Record<string, unknown>> | undefined;
+  if (properties !== undefined && node.type === 'object') {
+    const filled = Object.fromEntries(
+      Object.entries(properties).map(([key, child]) => [key, withDefaults(child, [...path, key])]),
+    );
+    return { ...node, properties: filled };
+  }
+  if (path.length === 0) return node;
+  const d = stackSettingDefault(path);
+  return d.value === undefined || d.text !== undefined || byChildType(d)
+    ? node
+    : { ...node, default: d.value };
 }
 
 /**

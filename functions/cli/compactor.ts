@@ -10,7 +10,6 @@ import type { DoctorOptions } from './commands/doctor/doctor-options.ts';
 import { SFN_COMMAND_NAMES } from './commands/sfn/sfn-options.ts';
 import type { CommandName } from './options.ts';
 import { readArgs } from './strict-args.ts';
-import { commandUsage, USAGE } from './usage.ts';
 
 export type { CliIo };
 
@@ -27,11 +26,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   }
   const { command, options } = read;
   if (command === undefined) {
-    io.out(USAGE);
+    io.out((await import('./usage.ts')).USAGE);
     return options.help ? 0 : 2;
   }
   if (options.help) {
-    io.out(commandUsage(command));
+    io.out((await import('./usage.ts')).commandUsage(command));
     return 0;
   }
   try {

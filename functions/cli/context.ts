@@ -19,6 +19,7 @@ import {
 import { type Clock, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import type { ObjectStore } from '../core/object-store.ts';
+import { OPTIONS, type OptionName } from './options.ts';
 
 export interface CliOptions {
   readonly store?: string;
@@ -139,65 +140,48 @@ export function parseWhole(name: string, value: string): number {
   return n;
 }
 
-type FlagName = keyof CliOptions & string;
+/** The options that set a stack key (OPTIONS' `setting`). */
+type FlagName = {
+  [K in OptionName]: (typeof OPTIONS)[K] extends { readonly setting: string } ? K : never;
+}[OptionName];
 
 /**
- * The settings flags as stack-context keys: a flag sets its key over cdk.json's `compactor`
- * context and --context, and the stack's parser then reads it as `cdk synth` would. The
- * per-tier flags name the --tier's key.
+ * The settings flags as stack-context keys: a flag sets its key (OPTIONS' `setting`) over cdk.json's
+ * `compactor` context and --context, and the stack's parser then reads it as `cdk synth` would.
+ * Each reads its value here; the per-tier flags name the --tier's key.
  */
+const FLAG_VALUES: { readonly [F in FlagName]: (raw: string | true, flag: string) => unknown } = {
+  layout: (raw) => raw,
+  'partition-segments': (raw) => String(raw).split(',').filter(Boolean),
+  'data-suffix': (raw) => raw,
+  monthly: () => true,
+  'min-files': (raw, flag) => parseWhole(flag, String(raw)),
+  'min-age': (raw, flag) => parseWhole(flag, String(raw)),
+  retention: (raw) => parseRetentionRules(String(raw)),
+  'retention-buffer': (raw, flag) => parseWhole(flag, String(raw)),
+  quiet: (raw, flag) => parseWhole(flag, String(raw)),
+  'target-size': (raw, flag) => parseSize(flag, String(raw)),
+  'row-group-size': (raw, flag) => parseWhole(flag, String(raw)),
+  'max-job-bytes': (raw, flag) => parseSize(flag, String(raw)),
+  'max-job-files': (raw, flag) => parseWhole(flag, String(raw)),
+  'sort-keys': (raw) => String(raw).split(',').filter(Boolean),
+  'time-column': (raw) => raw,
+};
+
 export const CONTEXT_FLAGS: readonly {
   readonly flag: FlagName;
   /** The context key, as its path; `tier` is the --tier the flag scopes. */
   readonly key: (tier: TierName) => readonly string[];
   readonly value: (raw: string | true, flag: string) => unknown;
-}[] = [
-  { flag: 'layout', key: () => ['layout'], value: (raw) => raw },
-  {
-    flag: 'partition-segments',
-    key: () => ['partitionSegments'],
-    value: (raw) => String(raw).split(',').filter(Boolean),
-  },
-  { flag: 'data-suffix', key: () => ['dataSuffix'], value: (raw) => raw },
-  { flag: 'monthly', key: () => ['tiers', 'monthly', 'enabled'], value: () => true },
-  {
-    flag: 'min-files',
-    key: (tier) => ['tiers', tier, 'minFiles'],
-    value: (raw, flag) => parseWhole(flag, String(raw)),
-  },
-  {
-    flag: 'min-age',
-    key: (tier) => ['tiers', tier, 'minAgeSeconds'],
-    value: (raw, flag) => parseWhole(flag, String(raw)),
-  },
-  { flag: 'retention', key: () => ['retention', 'rules'], value: (raw) => parseRetentionRules(String(raw)) },
-  {
-    flag: 'retention-buffer',
-    key: () => ['retention', 'bufferHours'],
-    value: (raw, flag) => parseWhole(flag, String(raw)),
-  },
-  { flag: 'quiet', key: () => ['quietSeconds'], value: (raw, flag) => parseWhole(flag, String(raw)) },
-  {
-    flag: 'target-size',
-    key: () => ['targetFileBytes'],
-    value: (raw, flag) => parseSize(flag, String(raw)),
-  },
-  {
-    flag: 'row-group-size',
-    key: () => ['rowGroupSize'],
-    value: (raw, flag) => parseWhole(flag, String(raw)),
-  },
-  { flag: 'max-job-bytes', key: () => ['maxJobBytes'], value: (raw, flag) => parseSize(flag, String(raw)) },
-  {
-    flag: 'max-job-files',
-    key: () => ['maxJobFiles'],
-    value: (raw, flag) => parseWhole(flag, String(raw)),
-  },
-  { flag: 'sort-keys', key: () => ['sortKeys'], value: (raw) => String(raw).split(',').filter(Boolean) },
-  { flag: 'time-column', key: () => ['timeColumn'], value: (raw) => raw },
-];
+}[] = (Object.keys(FLAG_VALUES) as FlagName[]).map((flag) => ({
+  flag,
+  key: (tier) => OPTIONS[flag].setting.split('.').map((part) => (part === '<tier>' ? tier : part)),
+  value: FLAG_VALUES[flag],
+}));
 
-const TIER_FLAGS: readonly FlagName[] = ['min-files', 'min-age'];
+const TIER_FLAGS: readonly FlagName[] = CONTEXT_FLAGS.filter(({ flag }) =>
+  OPTIONS[flag].setting.includes('<tier>'),
+).map(({ flag }) => flag);
 
 /** The settings flags given, as a `compactor` context, and which flag set each key. */
 export function flagContext(options: CliOptions): {

@@ -14,7 +14,23 @@ interface OptionDef {
   readonly value?: string;
   /** The help text; continuation lines are indented under the first. */
   readonly help: string;
+  /**
+   * The stack-context key the option sets (`<tier>`: the --tier's key). Its default is that key's,
+   * which the help and docs/configuration.md show (cdk/config-reference.ts renders it).
+   */
+  readonly setting?: string;
+  /** The default of an option that sets no key, as the help and the docs show it. */
+  readonly default?: string;
 }
+
+/** Partitions `run` compacts at once unless --concurrency says otherwise. */
+export const LOCAL_CONCURRENCY = 2;
+
+/** Where `demo` writes its lake unless --dir says otherwise. */
+export const DEMO_DIR = '.demo/lake';
+
+/** How long doctor waits for its execution unless --timeout says otherwise. */
+export const DOCTOR_TIMEOUT_S = 900;
 
 /** Every option of every command, in the order `--help` lists them. */
 export const OPTIONS = {
@@ -28,21 +44,24 @@ export const OPTIONS = {
     value: 'URL',
     help: 'S3-compatible endpoint (path-style), with an s3:// store',
   },
-  region: { type: 'string', value: 'REGION', help: 'AWS region (default $AWS_REGION or us-east-1)' },
+  region: { type: 'string', value: 'REGION', help: 'AWS region', default: '$AWS_REGION or us-east-1' },
   layout: {
     type: 'string',
     value: 'arc|hive|firehose|TEMPLATE',
-    help: "partition layout (default arc), e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'",
+    help: "partition layout, e.g. '{table}/dt={YYYY}-{MM}-{DD}/hour={HH}/'",
+    setting: 'layout',
   },
   'partition-segments': {
     type: 'string',
     value: 'a,b',
-    help: "the template segments your readers map to partition columns (default the\nlayout's; '' for glob readers only): no tier writes above the finest one",
+    help: "the template segments your readers map to partition columns ('' for glob\nreaders only): no tier writes above the finest one",
+    setting: 'partitionSegments',
   },
   'data-suffix': {
     type: 'string',
     value: 'SUFFIX',
-    help: "suffix of raw input names (default the layout's; '' = any name, read as\nParquet by its magic and footer)",
+    help: "suffix of raw input names ('' = any name, read as Parquet by its magic\nand footer)",
+    setting: 'dataSuffix',
   },
   now: {
     type: 'string',
@@ -56,58 +75,96 @@ export const OPTIONS = {
   },
   monthly: {
     type: 'boolean',
-    help: "turn the opt-in monthly tier on (cdk.json: tiers.monthly.enabled);\nthen the daily tier hands a month's daily files to it",
+    help: "turn the opt-in monthly tier on; then the daily tier hands a month's daily\nfiles to it",
+    setting: 'tiers.monthly.enabled',
   },
   'min-files': {
     type: 'string',
     value: 'N',
-    help: 'files a folder needs before it is compacted (hourly 10, daily 2, monthly 2)',
+    help: 'files a folder needs before it is compacted',
+    setting: 'tiers.<tier>.minFiles',
   },
   'min-age': {
     type: 'string',
     value: 'SECONDS',
-    help: 'how long after its period ends a folder becomes eligible (3600 / 10800 / 86400)',
+    help: 'how long after its period ends a folder becomes eligible',
+    setting: 'tiers.<tier>.minAgeSeconds',
   },
   quiet: {
     type: 'string',
     value: 'SECONDS',
-    help: 'skip folders holding a file written less than this ago (300)',
+    help: 'skip folders holding a file written less than this ago',
+    setting: 'quietSeconds',
   },
   concurrency: {
     type: 'string',
     value: 'N',
-    help: "partitions compacted at once (2): the state machine's Map MaxConcurrency",
+    help: "partitions compacted at once: the state machine's Map MaxConcurrency",
+    default: String(LOCAL_CONCURRENCY),
   },
   context: {
     type: 'string',
     value: 'JSON',
     help: 'stack settings over cdk.json\'s "compactor" context, as `cdk deploy -c`\ngives them, e.g. \'{"tiers":{"hourly":{"minFiles":20}}}\'; the flags override\nboth (docs/configuration.md)',
   },
-  'target-size': { type: 'string', value: 'SIZE', help: 'split outputs at about this size (512MiB)' },
-  'row-group-size': { type: 'string', value: 'N', help: 'output row group size in rows (122880)' },
-  'max-job-bytes': { type: 'string', value: 'SIZE', help: 'input bytes one job may take (2GiB)' },
-  'max-job-files': { type: 'string', value: 'N', help: 'input files one job may take (5000)' },
-  'sort-keys': { type: 'string', value: 'a,b', help: 'sort keys after the time column' },
-  'time-column': { type: 'string', value: 'NAME', help: 'time column (time)' },
+  'target-size': {
+    type: 'string',
+    value: 'SIZE',
+    help: 'split outputs at about this size (below 5 GB)',
+    setting: 'targetFileBytes',
+  },
+  'row-group-size': {
+    type: 'string',
+    value: 'N',
+    help: 'output row group size in rows',
+    setting: 'rowGroupSize',
+  },
+  'max-job-bytes': {
+    type: 'string',
+    value: 'SIZE',
+    help: 'input bytes one job may take',
+    setting: 'maxJobBytes',
+  },
+  'max-job-files': {
+    type: 'string',
+    value: 'N',
+    help: 'input files one job may take',
+    setting: 'maxJobFiles',
+  },
+  'sort-keys': { type: 'string', value: 'a,b', help: 'sort keys after the time column', setting: 'sortKeys' },
+  'time-column': { type: 'string', value: 'NAME', help: 'the time column', setting: 'timeColumn' },
   retention: {
     type: 'string',
     value: 'RULES',
-    help: "days to keep per table path, most specific wins; * for every other\ntable, e.g. 'mydb/cpu/=30,mydb/=90,*=365' (default: none, retention off)",
+    help: "days to keep per table path, most specific wins; * for every other\ntable, e.g. 'mydb/cpu/=30,mydb/=90,*=365'; none: retention is off",
+    setting: 'retention.rules',
   },
   'retention-buffer': {
     type: 'string',
     value: 'HOURS',
-    help: 'a file goes only once its hour/day ended this long after its days (24)',
+    help: 'a file goes only once its hour/day ended this long after its days',
+    setting: 'retention.bufferHours',
   },
-  'memory-limit': { type: 'string', value: 'SIZE', help: 'DuckDB memory limit (e.g. 1GB; spills beyond it)' },
-  threads: { type: 'string', value: 'N', help: 'DuckDB threads' },
-  'work-dir': { type: 'string', value: 'DIR', help: 'local scratch folder (default: system temp)' },
+  'memory-limit': {
+    type: 'string',
+    value: 'SIZE',
+    help: 'DuckDB memory limit (e.g. 1GB); DuckDB spills to --work-dir beyond it',
+    default: "DuckDB's (80% of RAM)",
+  },
+  threads: { type: 'string', value: 'N', help: 'DuckDB threads', default: 'all cores' },
+  'work-dir': {
+    type: 'string',
+    value: 'DIR',
+    help: 'local scratch folder for downloaded inputs and outputs',
+    default: 'system temp',
+  },
   'unsafe-single-writer-store': {
     type: 'boolean',
     help: 'skip the store probe (run, recover, repair, retention refuse a store\nthat ignores conditional writes, copies or deletes); only for a store\nnothing else writes to or compacts; warned on every run',
+    default: 'off',
   },
   'dry-run': { type: 'boolean', help: 'report what would change and change nothing' },
-  dir: { type: 'string', value: 'DIR', help: 'the demo lake folder (default .demo/lake)' },
+  dir: { type: 'string', value: 'DIR', help: 'the demo lake folder', default: DEMO_DIR },
   format: {
     type: 'string',
     value: 'F',
@@ -117,12 +174,18 @@ export const OPTIONS = {
   'state-machine': {
     type: 'string',
     value: 'ARN',
-    help: 'the deployed state machine (default $COMPACTOR_STATE_MACHINE_ARN)',
+    help: 'the deployed state machine',
+    default: '$COMPACTOR_STATE_MACHINE_ARN',
   },
   execution: { type: 'string', value: 'ARN', help: 'an execution of the state machine' },
   wait: { type: 'boolean', help: 'follow the execution; exit 0 on success, 1 on failure' },
   stack: { type: 'string', value: 'NAME', help: 'the deployed stack to check' },
-  timeout: { type: 'string', value: 'SECONDS', help: 'how long doctor waits for its execution (900)' },
+  timeout: {
+    type: 'string',
+    value: 'SECONDS',
+    help: 'how long doctor waits for its execution',
+    default: String(DOCTOR_TIMEOUT_S),
+  },
   json: { type: 'boolean', help: 'machine-readable output' },
   help: { type: 'boolean', short: 'h', help: 'this text' },
 } as const satisfies Record<string, OptionDef>;
@@ -232,14 +295,29 @@ export function commandsTaking(option: OptionName): CommandName[] {
 
 const HELP_COLUMN = 30;
 
-/** The `--help` lines of these options, in the table's order. */
-export function optionLines(names: readonly OptionName[]): string {
+/**
+ * The `--help` lines of these options, in the table's order, each ending with its default
+ * (`defaultOf`: option-reference.ts's, which reads a setting's from the stack's defaults) and the
+ * stack key it sets.
+ */
+export function optionLines(
+  names: readonly OptionName[],
+  defaultOf: (name: OptionName) => string | undefined,
+): string {
   const wanted = new Set(names);
   const lines: string[] = [];
   for (const [name, def] of Object.entries(OPTIONS) as [OptionName, OptionDef][]) {
     if (!wanted.has(name)) continue;
     const label = `  ${def.short ? `-${def.short}, ` : ''}--${name}${def.value ? ` ${def.value}` : ''}`;
-    const [first = '', ...rest] = def.help.split('\n');
+    const shown = defaultOf(name);
+    const notes = [
+      ...(shown === undefined ? [] : [`default ${shown}`]),
+      ...(def.setting === undefined ? [] : [`cdk.json: ${def.setting}`]),
+    ];
+    const [first = '', ...rest] = [
+      ...def.help.split('\n'),
+      ...(notes.length === 0 ? [] : [notes.join('; ')]),
+    ];
     const indent = ' '.repeat(HELP_COLUMN);
     if (label.length < HELP_COLUMN) lines.push(`${label.padEnd(HELP_COLUMN)}${first}`);
     else lines.push(label, `${indent}${first}`);

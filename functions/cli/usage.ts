@@ -1,11 +1,13 @@
 /**
  * The `compactor --help` text: the local commands' usage, then the deployed-state-machine commands'
  * (commands/sfn-options.ts) and doctor's (commands/doctor-options.ts); the option lines come from
- * options.ts. `compactor <command> --help`: that command's lines and options.
+ * options.ts, with their defaults (option-reference.ts, which loads the settings schema: the CLI
+ * imports this file only for --help). `compactor <command> --help`: that command's lines and options.
  */
 
 import { DOCTOR_USAGE } from './commands/doctor/doctor-options.ts';
 import { SFN_USAGE } from './commands/sfn/sfn-options.ts';
+import { optionDefault } from './option-reference.ts';
 import { type CommandName, OPTIONS, type OptionName, optionLines, optionsOf } from './options.ts';
 
 /** `compactor --help`. */
@@ -35,7 +37,7 @@ Commands:
                               cutoff and changes nothing
 
 Options (compactor <command> --help lists the command's own):
-${optionLines(Object.keys(OPTIONS) as OptionName[])}
+${optionLines(Object.keys(OPTIONS) as OptionName[], optionDefault)}
 
 ${SFN_USAGE}
 
@@ -57,6 +59,6 @@ export function commandUsage(command: CommandName): string {
     ...(start >= 0 ? lines.slice(start, end) : []),
     '',
     'Options:',
-    optionLines(optionsOf(command)),
+    optionLines(optionsOf(command), optionDefault),
   ].join('\n');
 }

@@ -8,7 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
-import { parseStackConfig } from '../../cdk/config.ts';
+import { lambdaConfigInput, parseStackConfig } from '../../cdk/config.ts';
 import { cdkJsonContext } from '../../cdk/config-context.ts';
 import {
   contextJsonSchema,
@@ -16,6 +16,8 @@ import {
   settingsTable,
   stackSettingRows,
 } from '../../cdk/config-reference.ts';
+import { cliOptionRows, optionsTable } from '../../functions/cli/option-reference.ts';
+import { parseConfig } from '../../functions/core/config.ts';
 
 const DOC = new URL('../../docs/configuration.md', import.meta.url);
 const SCHEMA = new URL('../../cdk/compactor-context.schema.json', import.meta.url);
@@ -39,6 +41,7 @@ describe('docs/configuration.md', () => {
   it.each([
     ['context-keys', () => settingsTable(stackSettingRows())],
     ['lambda-config-keys', () => settingsTable(lambdaOnlySettingRows())],
+    ['cli-options', () => optionsTable(cliOptionRows())],
   ])('its %s table is the schema rendered', (name, render) => {
     const text = readFileSync(DOC, 'utf8');
     const b = block(name, render());
@@ -94,5 +97,26 @@ describe('cdk/compactor-context.schema.json', () => {
     expect(validate(context)).toBe(false);
     expect(validate.errors?.map((e) => e.instancePath)).toContain(where);
     expect(() => parseStackConfig(context)).toThrow(/^context compactor\./);
+  });
+
+  it('carries the defaults parseStackConfig fills: an editor filling them changes nothing', () => {
+    const schema = contextJsonSchema();
+    // Every section present and empty, so ajv's useDefaults can fill each of its keys.
+    const sections = (node: Record<string, unknown>): Record<string, unknown> =>
+      Object.fromEntries(
+        Object.entries((node.properties ?? {}) as Record<string, Record<string, unknown>>)
+          .filter(([, child]) => child.type === 'object' && child.properties !== undefined)
+          .map(([key, child]) => [key, sections(child)]),
+      );
+    const filled = sections(schema);
+    const fill = new Ajv2020({ strict: false, useDefaults: true }).compile(schema);
+    expect(fill(filled), JSON.stringify(fill.errors)).toBe(true);
+    expect(JSON.stringify(filled)).toContain('"minFiles":10');
+    // The stack leaves `planning` to the core, which fills its defaults: compare what the Lambdas get too.
+    const effective = (context: Record<string, unknown>) => {
+      const stack = parseStackConfig(context);
+      return { stack: { ...stack, planning: undefined }, lambdas: parseConfig(lambdaConfigInput(stack)) };
+    };
+    expect(effective(filled)).toEqual(effective({}));
   });
 });

@@ -14,14 +14,14 @@ import { buildEngine } from '../context.ts';
 import type { generateDemoLake } from '../demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
 import { footerRows } from '../lake-stats.ts';
-import type { ParsedOptions } from '../options.ts';
+import { DEMO_DIR, type ParsedOptions } from '../options.ts';
 import { runCommand } from './run.ts';
 
 /** What a demo lake's folder holds: the demo may replace a folder holding only these. */
 const DEMO_ENTRIES = new Set(['telemetry', '_compaction', '.compactor-store']);
 
 export async function demoCommand(options: ParsedOptions, io: CliIo): Promise<number> {
-  const dir = resolve(options.dir ?? '.demo/lake');
+  const dir = resolve(options.dir ?? DEMO_DIR);
   // The folder is wiped first: only ever an earlier demo lake, never someone's data.
   const existing = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') return [];

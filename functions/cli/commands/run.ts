@@ -22,7 +22,7 @@ import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
 import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
-import type { ParsedOptions } from '../options.ts';
+import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
 
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
@@ -36,7 +36,9 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   if (tier !== 'retention') (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
   const concurrency =
-    options.concurrency === undefined ? 2 : Math.max(1, parseWhole('concurrency', options.concurrency));
+    options.concurrency === undefined
+      ? LOCAL_CONCURRENCY
+      : Math.max(1, parseWhole('concurrency', options.concurrency));
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
   // with this run's Map concurrency.
   const definitionCacheDir = join(workDirOf(options), 'definitions');

@@ -9,13 +9,14 @@ import type { SchedulerClient } from '@aws-sdk/client-scheduler';
 import type { SFNClient } from '@aws-sdk/client-sfn';
 import type { ObjectStore } from '../../../core/object-store.ts';
 import type { CliOptions } from '../../context.ts';
+import { DOCTOR_TIMEOUT_S } from '../../options.ts';
 
 export const DOCTOR_USAGE = `  doctor --stack NAME         after cdk deploy: probe the bucket, compact a canary table of its own
                               with an execution scoped to it, check its rows exactly and that no
                               state is left, remove it, and check each schedule started an execution
                               within its last two periods; prints what to fix. Also --state-machine
                               ARN --store s3://bucket/prefix, or --store FOLDER (the synthesized
-                              definition run locally); --timeout SECONDS to wait (900)`;
+                              definition run locally); --timeout SECONDS to wait (${DOCTOR_TIMEOUT_S})`;
 
 export interface DoctorOptions extends CliOptions {
   readonly stack?: string;

@@ -30,6 +30,7 @@ import { type ProbeReport, probeStore } from '../../../core/store-probe/store-pr
 import { type SynthesizedWorkflow, synthesizeWorkflow } from '../../../local-runner/run.ts';
 import type { CliIo } from '../../command.ts';
 import { buildEngine, parseStackContext, parseWhole } from '../../context.ts';
+import { DOCTOR_TIMEOUT_S } from '../../options.ts';
 import {
   type Canary,
   checkCanaryRows,
@@ -49,8 +50,6 @@ export type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 // The usage text lives apart, so the CLI shows it without loading the SDKs.
 export { DOCTOR_USAGE } from './doctor-options.ts';
 
-const DEFAULT_TIMEOUT_S = 900;
-
 /** Runs the doctor; returns the exit code. */
 export async function doctorCommand(
   options: DoctorOptions,
@@ -63,7 +62,7 @@ export async function doctorCommand(
   try {
     mode = resolveMode(options, deps.env ?? process.env);
     timeoutMs =
-      (options.timeout === undefined ? DEFAULT_TIMEOUT_S : parseWhole('timeout', options.timeout)) * 1000;
+      (options.timeout === undefined ? DOCTOR_TIMEOUT_S : parseWhole('timeout', options.timeout)) * 1000;
     stackContext = parseStackContext(options.context);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
