@@ -8,7 +8,7 @@ import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
 import { recordSweep } from './core/planner/planner.ts';
-import { isRetentionPlan } from './core/retention.ts';
+import { isRetentionPlan, UNMATCHED_RULE } from './core/retention.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
 import {
@@ -64,7 +64,7 @@ export async function planStep(
   // A mistyped table path expires nothing, silently: say so where the operator looks.
   if (isRetentionPlan(plan)) {
     for (const rule of plan.unmatchedRules) {
-      tools.logger.warn('retention rule matches no data file', { rule, tablesSeen: plan.tablesSeen });
+      tools.logger.warn(UNMATCHED_RULE, { rule, tablesSeen: plan.tablesSeen });
     }
   }
   return {

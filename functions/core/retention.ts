@@ -84,6 +84,14 @@ export interface RetentionPlan extends Plan {
   readonly tablesSeen: readonly string[];
 }
 
+/** What the plan step logs, with `{ rule, tablesSeen }`, for each of a plan's unmatchedRules. */
+export const UNMATCHED_RULE = 'retention rule matches no data file';
+
+/** The warning for an unmatched rule, naming a few of the tables the lake does hold. */
+export function unmatchedRuleWarning(rule: string, tablesSeen: readonly string[]): string {
+  return `warning: retention rule "${rule}" matches no data file, so it expires nothing; a rule names a table path under the data prefix${tablesSeen.length > 0 ? ` (tables here include ${tablesSeen.join(', ')})` : ' (no table found)'}`;
+}
+
 /** A plan of the retention kind (planCycle returns the general Plan). */
 export function isRetentionPlan(plan: Plan): plan is RetentionPlan {
   return plan.tier === 'retention' && 'unmatchedRules' in plan;

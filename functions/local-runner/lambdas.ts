@@ -37,32 +37,41 @@ export function isStepName(name: string): name is StepName {
   return Object.hasOwn(STEP_HANDLERS, name);
 }
 
+/** Where a local run's handler logs go: warnings (a retention rule that matches nothing) and errors. */
+export type LogSink = (level: 'warn' | 'error', message: string, details: Record<string, unknown>) => void;
+
 /**
- * Local runs print no Powertools JSON (the CLI prints progress) and emit no EMF; errors (a
- * quarantine, a failed partition) reach the given sink so the CLI can show them.
+ * Local runs print no Powertools JSON (the CLI prints progress) and emit no EMF; warnings and
+ * errors (a quarantine, a failed partition) reach the given sink so the CLI can show them.
  */
 class LocalLogger extends Logger {
-  readonly #onError: ((message: string, details: Record<string, unknown>) => void) | undefined;
+  readonly #onLog: LogSink | undefined;
 
-  constructor(onError?: (message: string, details: Record<string, unknown>) => void) {
+  constructor(onLog?: LogSink) {
     super({ serviceName: SERVICE_NAME, logLevel: 'SILENT' });
-    this.#onError = onError;
+    this.#onLog = onLog;
+  }
+
+  override warn(input: LogItemMessage, ...extra: LogItemExtraInput): void {
+    this.#forward('warn', input, extra);
   }
 
   override error(input: LogItemMessage, ...extra: LogItemExtraInput): void {
+    this.#forward('error', input, extra);
+  }
+
+  #forward(level: 'warn' | 'error', input: LogItemMessage, extra: LogItemExtraInput): void {
     const message = typeof input === 'string' ? input : input.message;
     const details = Object.assign({}, ...extra.filter((e) => typeof e === 'object' && e !== null)) as Record<
       string,
       unknown
     >;
-    this.#onError?.(message, details);
+    this.#onLog?.(level, message, details);
   }
 }
 
-export function localObservability(
-  onError?: (message: string, details: Record<string, unknown>) => void,
-): Observability {
-  return { logger: new LocalLogger(onError) };
+export function localObservability(onLog?: LogSink): Observability {
+  return { logger: new LocalLogger(onLog) };
 }
 
 /**
@@ -73,9 +82,9 @@ export function localInvoker(
   functionSteps: ReadonlyMap<string, StepName>,
   getDeps: DepsFactory,
   onResult?: (step: StepName, payload: unknown, result: unknown) => void,
-  onError?: (message: string, details: Record<string, unknown>) => void,
+  onLog?: LogSink,
 ): LambdaInvoker {
-  const observability = localObservability(onError);
+  const observability = localObservability(onLog);
   const handlers = new Map(
     [...new Set(functionSteps.values())].map((step) => [step, STEP_HANDLERS[step](getDeps, observability)]),
   );

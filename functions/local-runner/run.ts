@@ -26,7 +26,7 @@ import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
-import { isStepName, localInvoker, type StepName } from './lambdas.ts';
+import { isStepName, type LogSink, localInvoker, type StepName } from './lambdas.ts';
 import { type ChildDeliveries, executeDefinition, type WorkflowExecution } from './workflow.ts';
 
 function resultsRoot(layout: CompactorConfig['layout']): string {
@@ -157,8 +157,8 @@ export interface LocalRunOptions {
   readonly expressChildTimeoutSeconds?: number;
   readonly redriveOf?: WorkflowExecution;
   readonly onStep?: (step: StepName, payload: unknown, result: unknown) => void;
-  /** Errors the handlers log (quarantines, failed partitions). */
-  readonly onError?: (message: string, details: Record<string, unknown>) => void;
+  /** Warnings and errors the handlers log (a rule that matches nothing, quarantines, failed partitions). */
+  readonly onLog?: LogSink;
   readonly onStateEntered?: (name: string) => void;
   /** Where validated definitions are marked (executeDefinition); default the definition cache. */
   readonly definitionCacheDir?: string;
@@ -201,7 +201,7 @@ export async function runWorkflowLocally(
       workflow.functionSteps,
       async () => handlerDeps,
       options.onStep,
-      options.onError,
+      options.onLog,
     );
     const execution = await executeDefinition(
       workflow.definition,

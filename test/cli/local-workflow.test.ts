@@ -287,7 +287,11 @@ describe('a manifest recovery cannot resolve', () => {
         workDir: join(root, 'work'),
         owners: new DeniedOwners(),
       },
-      { tier: 'hourly', retryIntervalMs: 0, onError: (message) => errors.push(message) },
+      {
+        tier: 'hourly',
+        retryIntervalMs: 0,
+        onLog: (level, message) => level === 'error' && errors.push(message),
+      },
     );
     expect(result.execution.status, result.execution.cause).toBe('SUCCEEDED');
     expect(result.output?.recovery).toMatchObject({ unresolved: 1 });

@@ -92,7 +92,11 @@ describe('compactor retention', () => {
 
     const applied = await cli('retention', '--store', dir, '--retention', RULES, '--now', NOW);
     expect(applied.code, applied.err.join('\n')).toBe(0);
-    expect(applied.text).toMatch(/removed 5 file\(s\), .* in 3 day\(s\); 0 failed/);
+    // Applied, it is `run --tier retention`: the synthesized state machine, as deployed.
+    expect(applied.text).toContain('the synthesized state machine run locally');
+    expect(applied.text).toMatch(
+      /summary: 3 day\(s\) expired \(5 files, .* removed\), 0 skipped, 0 superseded, 0 failed/,
+    );
     const after = new Set(await listAll(dir));
     const removed = before.filter((k) => !after.has(k));
     expect(removed.sort()).toEqual(report.partitions.flatMap((p) => p.files).sort());
@@ -102,7 +106,8 @@ describe('compactor retention', () => {
     expect(await listAll(dir)).toContain('db/cpu/2025/01/28/05/_SUCCESS');
     // Nothing left to do.
     const again = await cli('retention', '--store', dir, '--retention', RULES, '--now', NOW);
-    expect(again.text).toContain('no expired file');
+    expect(again.text).toMatch(/0 partition\(s\) planned/);
+    expect(again.text).toMatch(/summary: 0 day\(s\) expired/);
   });
 
   it('without a rule, or with a malformed one, exits 2 naming the option', async () => {
@@ -148,7 +153,22 @@ describe('compactor retention', () => {
       NOW,
     );
     expect((JSON.parse(json.text) as { unmatchedRules: string[] }).unmatchedRules).toEqual(['telemetry/']);
-  });
+    // The applied run (the plan step, as deployed) warns the same way, and still expires what matches.
+    const applied = await cli(
+      'retention',
+      '--store',
+      dir,
+      '--retention',
+      'db/cpu/=30,telemetry/=7',
+      '--now',
+      NOW,
+    );
+    expect(applied.code, applied.err.join('\n')).toBe(0);
+    expect(applied.err).toContain(
+      'warning: retention rule "telemetry/" matches no data file, so it expires nothing; a rule names a table path under the data prefix (tables here include db/cpu/, db/mem/, other/disk/)',
+    );
+    expect(applied.text).toMatch(/summary: 2 day\(s\) expired/);
+  }, 120_000);
 
   it('plan --tier retention lists the days it would expire and changes nothing', async () => {
     const dir = await lake('plan');

@@ -15,6 +15,7 @@ import {
   resultOf,
 } from '../../core/pipeline.ts';
 import type { StepResult } from '../../core/protocol.ts';
+import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem } from '../../core/run-summary.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import type { WorkflowExecution } from '../../local-runner/workflow.ts';
@@ -66,9 +67,17 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         tier,
         definitionCacheDir,
         ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
-        onError: options.json
+        onLog: options.json
           ? undefined
-          : (message, details) => {
+          : (_level, message, details) => {
+              if (message === UNMATCHED_RULE) {
+                io.err(
+                  unmatchedRuleWarning(
+                    String(details.rule),
+                    (details.tablesSeen as string[] | undefined) ?? [],
+                  ),
+                );
+              }
               if (message === 'quarantined') {
                 const where =
                   details.type === 'input-quarantined'
