@@ -55,8 +55,15 @@ export function readArgs(argv: readonly string[]): ReadArgs {
     if (token.kind !== 'option') continue;
     const raw = token.rawName;
     if (!isOptionName(token.name)) {
-      const near = nearest(token.name, allowed) ?? nearest(token.name, ALL);
-      const hint = near === undefined ? '' : ` Did you mean --${near}?`;
+      const own = nearest(token.name, allowed);
+      const other = own === undefined ? nearest(token.name, ALL) : undefined;
+      // A near option of another command is no fix for this one: say whose it is.
+      const hint =
+        own !== undefined
+          ? ` Did you mean --${own}?`
+          : other !== undefined
+            ? ` The nearest, --${other}, is not an option of ${name} (taken by ${commandsTaking(other).join(', ')}).`
+            : '';
       return { ok: false, usage: `unknown option ${raw}.${hint} ${see}` };
     }
     const option = token.name;

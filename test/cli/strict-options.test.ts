@@ -137,7 +137,14 @@ describe('every command x every option', () => {
 describe('parse failures say what to do, never in parseArgs words', () => {
   it.each([
     [['run', '--teir', 'hourly'], 'unknown option --teir. Did you mean --tier?'],
-    [['plan', '--tier', 'hourly', '--dryrun'], 'Did you mean --dry-run?'],
+    [
+      ['plan', '--tier', 'hourly', '--dryrun'],
+      'unknown option --dryrun. The nearest, --dry-run, is not an option of plan (taken by repair, retention).',
+    ],
+    [
+      ['status', '--teir', 'hourly'],
+      'unknown option --teir. The nearest, --tier, is not an option of status (taken by run, plan, start).',
+    ],
     [['status', '--sotre', 'x'], 'Did you mean --store?'],
     [['status', '--bogus'], 'unknown option --bogus.'],
     [['plan', '-x'], 'unknown option -x.'],
