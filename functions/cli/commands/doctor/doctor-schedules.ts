@@ -235,8 +235,35 @@ export async function checkSchedules(deps: ScheduleCheckDeps): Promise<ScheduleR
   const rows: ScheduleRow[] = [];
   const due: Due[] = [];
   const seen = new Set<string>();
+  for (const summary of await schedulesOf(deps)) {
+    const judged = await judgeSchedule(deps, summary);
+    if (judged.tier !== undefined) seen.add(judged.tier);
+    if ('row' in judged) rows.push(judged.row);
+    else due.push(judged.due);
+  }
+  for (const tier of deps.expected) {
+    if (seen.has(tier)) continue;
+    rows.push({
+      check: `schedule ${tier}`,
+      result: 'FAIL',
+      detail: `no schedule${deps.group ? ` in group ${deps.group}` : ''} starts ${deps.stateMachineArn} with {"tier":"${tier}"}`,
+      fix: 'cdk deploy the stack (the tier is enabled in its settings); if it is, check the stack events',
+    });
+  }
+  if (due.length === 0) return rows;
+  const starts = await findStarts(deps, due);
+  return [...rows, ...due.map((d) => dueRow(d, starts))];
+}
+
+interface ScheduleSummary {
+  readonly name: string;
+  readonly group: string | undefined;
+}
+
+/** The schedules (every page of ListSchedules) whose target is the state machine. */
+async function schedulesOf(deps: ScheduleCheckDeps): Promise<ScheduleSummary[]> {
+  const summaries: ScheduleSummary[] = [];
   let nextToken: string | undefined;
-  const summaries: { name: string; group: string | undefined }[] = [];
   do {
     const page = await deps.scheduler.send(
       new ListSchedulesCommand({
@@ -251,77 +278,92 @@ export async function checkSchedules(deps: ScheduleCheckDeps): Promise<ScheduleR
     }
     nextToken = page.NextToken;
   } while (nextToken);
+  return summaries;
+}
 
-  for (const summary of summaries) {
-    const got = await deps.scheduler.send(
-      new GetScheduleCommand({
-        Name: summary.name,
-        ...(summary.group !== undefined ? { GroupName: summary.group } : {}),
-      }),
-    );
-    const input = parseJson(got.Target?.Input);
-    const tier =
-      input !== null && typeof input === 'object' && 'tier' in input && typeof input.tier === 'string'
-        ? input.tier
-        : undefined;
-    const check = `schedule ${tier ?? summary.name}`;
-    if (tier !== undefined) seen.add(tier);
-    const expression = got.ScheduleExpression ?? '';
-    if (got.State === 'DISABLED') {
-      rows.push({
+/**
+ * One schedule: its row when it cannot be judged by its executions (disabled, an expression or
+ * time zone this cannot follow, not yet due), else when it was due. `tier`: the one its input names.
+ */
+async function judgeSchedule(
+  deps: ScheduleCheckDeps,
+  summary: ScheduleSummary,
+): Promise<{ readonly tier: string | undefined } & ({ readonly row: ScheduleRow } | { readonly due: Due })> {
+  const got = await deps.scheduler.send(
+    new GetScheduleCommand({
+      Name: summary.name,
+      ...(summary.group !== undefined ? { GroupName: summary.group } : {}),
+    }),
+  );
+  const input = parseJson(got.Target?.Input);
+  const tier =
+    input !== null && typeof input === 'object' && 'tier' in input && typeof input.tier === 'string'
+      ? input.tier
+      : undefined;
+  const check = `schedule ${tier ?? summary.name}`;
+  const expression = got.ScheduleExpression ?? '';
+  if (got.State === 'DISABLED') {
+    return {
+      tier,
+      row: {
         check,
         result: 'n/a',
         detail: `${summary.name} (${expression}) is disabled`,
         fix: 'enable it in the Scheduler console, or set the tier enabled in cdk.json and cdk deploy',
-      });
-      continue;
-    }
-    const parsed = parseScheduleExpression(expression);
-    const zone = got.ScheduleExpressionTimezone;
-    if (
-      parsed.kind === 'unsupported' ||
-      (parsed.kind === 'cron' && zone !== undefined && !/^(Etc\/)?UTC$/.test(zone))
-    ) {
-      rows.push({
+      },
+    };
+  }
+  const parsed = parseScheduleExpression(expression);
+  const zone = got.ScheduleExpressionTimezone;
+  if (
+    parsed.kind === 'unsupported' ||
+    (parsed.kind === 'cron' && zone !== undefined && !/^(Etc\/)?UTC$/.test(zone))
+  ) {
+    return {
+      tier,
+      row: {
         check,
         result: 'n/a',
         detail: `cannot tell when ${summary.name} fires: ${parsed.kind === 'unsupported' ? parsed.reason : `time zone ${zone}`}`,
         fix: "look at the schedule's invocations in the Scheduler console",
-      });
-      continue;
-    }
-    const created = (got.StartDate ?? got.CreationDate)?.getTime() ?? 0;
-    const fires = lastFireTimes(parsed, { start: created, until: deps.now - START_GRACE_MS, count: 2 });
-    if (fires.length === 0) {
-      rows.push({
+      },
+    };
+  }
+  const created = (got.StartDate ?? got.CreationDate)?.getTime() ?? 0;
+  const fires = lastFireTimes(parsed, { start: created, until: deps.now - START_GRACE_MS, count: 2 });
+  if (fires.length === 0) {
+    return {
+      tier,
+      row: {
         check,
         result: 'n/a',
         detail: `${summary.name} (${expression}) has not been due yet: created ${iso(created)}`,
         fix: 'run compactor doctor again after its next scheduled time',
-      });
-      continue;
-    }
-    due.push({ check, input, expression, fires });
+      },
+    };
   }
+  return { tier, due: { check, input, expression, fires } };
+}
 
-  for (const tier of deps.expected) {
-    if (seen.has(tier)) continue;
-    rows.push({
-      check: `schedule ${tier}`,
-      result: 'FAIL',
-      detail: `no schedule${deps.group ? ` in group ${deps.group}` : ''} starts ${deps.stateMachineArn} with {"tier":"${tier}"}`,
-      fix: 'cdk deploy the stack (the tier is enabled in its settings); if it is, check the stack events',
-    });
-  }
-  if (due.length === 0) return rows;
+interface Starts {
+  /** The execution each due schedule started, by its input. */
+  readonly found: ReadonlyMap<
+    Due,
+    { readonly name: string; readonly startDate: number; readonly status: string }
+  >;
+  /** MAX_DESCRIBED executions were read before every schedule was found. */
+  readonly exhausted: boolean;
+  /** The start of the oldest window searched. */
+  readonly oldest: number;
+}
 
-  // Newest first, until the oldest window: each execution's input names the schedule that started it.
+/** Newest first, until the oldest window: each execution's input names the schedule that started it. */
+async function findStarts(deps: ScheduleCheckDeps, due: readonly Due[]): Promise<Starts> {
   const found = new Map<Due, { name: string; startDate: number; status: string }>();
   const oldest = Math.min(...due.map((d) => d.fires[d.fires.length - 1] ?? deps.now)) - MINUTE;
   let described = 0;
-  let exhausted = false;
   let token: string | undefined;
-  scan: do {
+  do {
     const page = await deps.sfn.send(
       new ListExecutionsCommand({
         stateMachineArn: deps.stateMachineArn,
@@ -331,12 +373,9 @@ export async function checkSchedules(deps: ScheduleCheckDeps): Promise<ScheduleR
     );
     for (const execution of page.executions ?? []) {
       const startDate = execution.startDate?.getTime() ?? 0;
-      if (startDate < oldest) break scan;
+      if (startDate < oldest) return { found, exhausted: false, oldest };
       if (!execution.executionArn) continue;
-      if (described >= MAX_DESCRIBED) {
-        exhausted = true;
-        break scan;
-      }
+      if (described >= MAX_DESCRIBED) return { found, exhausted: true, oldest };
       described++;
       const full = await deps.sfn.send(
         new DescribeExecutionCommand({ executionArn: execution.executionArn }),
@@ -351,36 +390,37 @@ export async function checkSchedules(deps: ScheduleCheckDeps): Promise<ScheduleR
           status: full.status ?? '?',
         });
       }
-      if (found.size === due.length) break scan;
+      if (found.size === due.length) return { found, exhausted: false, oldest };
     }
     token = page.nextToken;
   } while (token);
+  return { found, exhausted: false, oldest };
+}
 
-  for (const d of due) {
-    const times = d.fires.map(iso).join(' and ');
-    const hit = found.get(d);
-    if (hit) {
-      rows.push({
-        check: d.check,
-        result: 'pass',
-        detail: `${d.expression}: started ${hit.name} at ${iso(hit.startDate)} (${hit.status}); due ${times}`,
-        fix: '',
-      });
-    } else if (exhausted) {
-      rows.push({
-        check: d.check,
-        result: 'n/a',
-        detail: `${MAX_DESCRIBED} executions since ${iso(oldest)} read without finding input ${JSON.stringify(d.input)}`,
-        fix: 'look for it with compactor watch, or in the Step Functions console',
-      });
-    } else {
-      rows.push({
-        check: d.check,
-        result: 'FAIL',
-        detail: `${d.expression} was due ${times}, and no execution with input ${JSON.stringify(d.input)} started since`,
-        fix: "the schedule cannot start the state machine: check its dead-letter queue, the Scheduler role's trust policy (aws:SourceArn is the schedule group's ARN) and its states:StartExecution grant; then cdk deploy",
-      });
-    }
+/** A due schedule's row: the execution it started, or why none was found. */
+function dueRow(d: Due, starts: Starts): ScheduleRow {
+  const times = d.fires.map(iso).join(' and ');
+  const hit = starts.found.get(d);
+  if (hit) {
+    return {
+      check: d.check,
+      result: 'pass',
+      detail: `${d.expression}: started ${hit.name} at ${iso(hit.startDate)} (${hit.status}); due ${times}`,
+      fix: '',
+    };
   }
-  return rows;
+  if (starts.exhausted) {
+    return {
+      check: d.check,
+      result: 'n/a',
+      detail: `${MAX_DESCRIBED} executions since ${iso(starts.oldest)} read without finding input ${JSON.stringify(d.input)}`,
+      fix: 'look for it with compactor watch, or in the Step Functions console',
+    };
+  }
+  return {
+    check: d.check,
+    result: 'FAIL',
+    detail: `${d.expression} was due ${times}, and no execution with input ${JSON.stringify(d.input)} started since`,
+    fix: "the schedule cannot start the state machine: check its dead-letter queue, the Scheduler role's trust policy (aws:SourceArn is the schedule group's ARN) and its states:StartExecution grant; then cdk deploy",
+  };
 }
