@@ -17,6 +17,7 @@ import {
 import type { StepResult } from '../../core/protocol.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem } from '../../core/run-summary.ts';
+import type { LogSink, StepName } from '../../local-runner/lambdas.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import type { WorkflowExecution } from '../../local-runner/workflow.ts';
 import type { SummaryOutput } from '../../summary.ts';
@@ -55,10 +56,6 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
     { cacheDir: definitionCacheDir },
   );
   const { engine, workDir } = await buildEngine(options);
-  const started = Date.now();
-  let planned = 0;
-  let done = 0;
-  const chains = new Map<string, PartitionOutcome>();
   try {
     const { execution, output } = await runWorkflowLocally(
       workflow,
@@ -67,45 +64,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         tier,
         definitionCacheDir,
         ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
-        onLog: options.json
-          ? undefined
-          : (_level, message, details) => {
-              if (message === UNMATCHED_RULE) {
-                io.err(
-                  unmatchedRuleWarning(
-                    String(details.rule),
-                    (details.tablesSeen as string[] | undefined) ?? [],
-                  ),
-                );
-              }
-              if (message === 'quarantined') {
-                const where =
-                  details.type === 'input-quarantined'
-                    ? `input ${details.key} (partition ${details.partition})`
-                    : details.key;
-                io.err(`QUARANTINED ${where}: ${details.reason}`);
-              }
-            },
-        onStep: options.json
-          ? undefined
-          : (step, payload, result) => {
-              const r = result as StepResult & { jobs?: number };
-              if (step === 'plan') planned = r.jobs ?? 0;
-              const row = PARTITION_STEPS.find((p) => p.step === step);
-              if (!row) return;
-              // The chain's results so far, judged as Summary judges the item once it ends.
-              const { partition = r.partition, jobId = r.jobId } = payload as {
-                partition?: string;
-                jobId?: string;
-              };
-              const outcome = { ...(chains.get(jobId) ?? { partition, jobId }), [row.resultKey]: r };
-              chains.set(jobId, outcome);
-              if (!endsChain(row, r) && row !== PARTITION_STEPS.at(-1)) return;
-              chains.delete(jobId);
-              done++;
-              const status = partitionVerdict(tier, outcome);
-              io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
-            },
+        ...(options.json ? {} : { onLog: printLog(io), onStep: printProgress(io, tier) }),
       },
     );
     if (execution.status === 'FAILED' || !output) {
@@ -137,6 +96,48 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   } finally {
     await engine.close();
   }
+}
+
+/** Prints the warnings and quarantines the handlers log, as they happen. */
+function printLog(io: CliIo): LogSink {
+  return (_level, message, details) => {
+    if (message === UNMATCHED_RULE) {
+      io.err(unmatchedRuleWarning(String(details.rule), (details.tablesSeen as string[] | undefined) ?? []));
+    }
+    if (message === 'quarantined') {
+      const where =
+        details.type === 'input-quarantined'
+          ? `input ${details.key} (partition ${details.partition})`
+          : details.key;
+      io.err(`QUARANTINED ${where}: ${details.reason}`);
+    }
+  };
+}
+
+/** Prints `[done/planned] partition verdict (elapsed)` as each chain ends, judged as Summary judges it. */
+function printProgress(
+  io: CliIo,
+  tier: JobKind,
+): (step: StepName, payload: unknown, result: unknown) => void {
+  const started = Date.now();
+  let planned = 0;
+  let done = 0;
+  const chains = new Map<string, PartitionOutcome>();
+  return (step, payload, result) => {
+    const r = result as StepResult & { jobs?: number };
+    if (step === 'plan') planned = r.jobs ?? 0;
+    const row = PARTITION_STEPS.find((p) => p.step === step);
+    if (!row) return;
+    // The chain's results so far, judged as Summary judges the item once it ends.
+    const { partition = r.partition, jobId = r.jobId } = payload as { partition?: string; jobId?: string };
+    const outcome = { ...(chains.get(jobId) ?? { partition, jobId }), [row.resultKey]: r };
+    chains.set(jobId, outcome);
+    if (!endsChain(row, r) && row !== PARTITION_STEPS.at(-1)) return;
+    chains.delete(jobId);
+    done++;
+    const status = partitionVerdict(tier, outcome);
+    io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
+  };
 }
 
 interface PartitionRow {
