@@ -347,6 +347,18 @@ describe('dedup is verified, not assumed', () => {
     },
   );
 
+  it('without dedup, an engine that drops one row fails the step the same way; nothing is published', async () => {
+    const l = await dupLake({ ...CONFIG, dedup: undefined });
+    const job = await jobFor(l, CPU_10);
+    const before = await snapshot(l);
+    const failed = compactStep(deps(l, dropsOneRow), job);
+    await expect(failed).rejects.toThrow(RowCountMismatchError);
+    await expect(failed).rejects.toThrow(
+      /inputs hold 143 rows but the output holds 14[0-2]; nothing was published/,
+    );
+    await expectNothingPublished(l, job, before);
+  });
+
   it('an engine that does not dedup at all is caught the same way', async () => {
     const l = await dupLake();
     const job = await jobFor(l, MEM_10);

@@ -42,76 +42,22 @@ export async function mergeInputs(
   dir: string,
   { good, corrupt }: CheckedInputs,
 ): Promise<Merged | StepResult> {
-  const { store, config, engine } = deps;
-  const manifest = loaded.manifest;
-  let columns: ReturnType<typeof unifySchemas>;
-  try {
-    const schemas = good.map((g) => ({ key: g.input.key, columns: g.info.columns }));
-    const doubleProofs = await proveDoubles(
-      engine,
-      integerFloatMixes(schemas),
-      new Map(good.map((g) => [g.input.key, g.path])),
-    );
-    const table = partitionDataFile(deps, ref.tier, ref.partition).table;
-    columns = unifySchemas(ref.partition, schemas, {
-      doubleProofs,
-      naiveTimestampsUtc: naiveTimestampsAreUtc(config, table),
-    });
-  } catch (error) {
-    await release(deps, loaded);
-    throw error;
-  }
+  const { columns, dedup, partitionFile } = await mergedShape(deps, loaded, ref, good);
   // Keys every input agrees on (and Arc's tag union) go into the outputs; the rest are named.
   const footerMetadata = mergeFooterMetadata(
     good.map((g) => ({ key: g.input.key, metadata: g.info.metadata ?? {} })),
   );
   const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
-  let dedup: DedupRequest | undefined;
-  let partitionFile: DataFile;
-  try {
-    partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
-    dedup = dedupRequest(config, partitionFile.table, columns);
-  } catch (error) {
-    await release(deps, loaded);
-    throw error;
-  }
   // 'last' keeps the row of the last input: give them oldest first.
-  const merged = dedup?.mode === 'last' ? oldestFirst(config, good) : good;
-  const outDir = join(dir, 'out');
-  await mkdir(outDir);
-  checkLease(deps, manifest);
+  const merged = dedup?.mode === 'last' ? oldestFirst(deps.config, good) : good;
   let written: Awaited<ReturnType<Engine['compact']>>;
-  // The split is an estimate, and publish is one server-side copy, which the store caps
-  // (S3: 5 GiB): an output over the cap is rewritten with a smaller target, never staged.
-  const copyLimit = store.maxCopyBytes ?? Number.POSITIVE_INFINITY;
-  let target = Math.min(config.targetFileBytes, copyLimit);
   try {
-    for (let attempt = 1; ; attempt++) {
-      written = await engine.compact({
-        inputs: merged.map((g) => g.path),
-        columns,
-        sortBy: [config.timeColumn, ...config.sortKeys],
-        outputDir: outDir,
-        targetFileBytes: target,
-        rowGroupSize: config.rowGroupSize,
-        ...(dedup ? { dedup } : {}),
-        ...(Object.keys(footerMetadata.kept).length > 0 ? { metadata: footerMetadata.kept } : {}),
-        ...withSignal(deps),
-      });
-      const largest = Math.max(0, ...written.map((o) => o.bytes));
-      if (largest <= copyLimit) break;
-      if (attempt >= OUTPUT_SIZE_ATTEMPTS) {
-        await release(deps, loaded);
-        throw new OutputTooLargeError(
-          `partition ${ref.partition}: an output of ${largest} bytes is over the ${copyLimit}-byte limit of one server-side copy, even when split at ${target} bytes; lower targetFileBytes (now ${config.targetFileBytes}); nothing was staged`,
-        );
-      }
-      // Aim below the limit by the size the estimate missed, with room to spare.
-      target = Math.max(1, Math.floor(target * (copyLimit / largest) * 0.8));
-      checkLease(deps, manifest);
-      await rm(outDir, { recursive: true, force: true });
-      await mkdir(outDir);
-    }
+    written = await writeOutputs(deps, loaded, ref, join(dir, 'out'), {
+      inputs: merged.map((g) => g.path),
+      columns,
+      dedup,
+      metadata: footerMetadata.kept,
+    });
   } catch (error) {
     // The engine refused this partition's dedup (a column hiding its row order): give it back.
     if (error instanceof DedupError) {
@@ -126,36 +72,146 @@ export async function mergeInputs(
     await quarantineInput(
       deps,
       { key: bad.input.key, reason: error.reason.replaceAll(bad.path, bad.input.key) },
-      manifest,
+      loaded.manifest,
     );
     await release(deps, loaded);
     const reason = `input ${bad.input.key} is unreadable past its footer: quarantined; the rest is retried next cycle`;
     deps.onEvent?.({ type: 'skipped', job: ref, reason });
     return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length + 1 });
   }
-  const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
-  let distinctRows: number | undefined;
-  if (dedup) {
-    // Verified, not assumed: the rows a correct dedup writes are counted by separate queries
-    // over the inputs, and the outputs must hold that many rows, each distinct.
-    checkLease(deps, manifest);
-    const count = (files: readonly string[]) =>
-      engine.countDistinct({ files, columns, dedup, ...withSignal(deps) });
-    distinctRows = await count(good.map((g) => g.path));
-    const outputDistinct = await count(written.map((o) => o.path));
-    if (outputRows !== distinctRows || outputDistinct !== outputRows || written.length === 0) {
+  const distinctRows = await verifyRows(deps, loaded, ref, {
+    inputs: good.map((g) => g.path),
+    inputRows,
+    written,
+    columns,
+    dedup,
+  });
+  return { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows };
+}
+
+/**
+ * The outputs' columns (the inputs' schemas unified), the table's dedup, and the partition's
+ * data file. A refusal gives the partition back before it propagates.
+ */
+async function mergedShape(
+  deps: CompactDeps,
+  loaded: Loaded,
+  ref: Job<TierName>,
+  good: CheckedInputs['good'],
+): Promise<{
+  readonly columns: ReturnType<typeof unifySchemas>;
+  readonly dedup: DedupRequest | undefined;
+  readonly partitionFile: DataFile;
+}> {
+  try {
+    const schemas = good.map((g) => ({ key: g.input.key, columns: g.info.columns }));
+    const doubleProofs = await proveDoubles(
+      deps.engine,
+      integerFloatMixes(schemas),
+      new Map(good.map((g) => [g.input.key, g.path])),
+    );
+    const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+    const columns = unifySchemas(ref.partition, schemas, {
+      doubleProofs,
+      naiveTimestampsUtc: naiveTimestampsAreUtc(deps.config, partitionFile.table),
+    });
+    return { columns, dedup: dedupRequest(deps.config, partitionFile.table, columns), partitionFile };
+  } catch (error) {
+    await release(deps, loaded);
+    throw error;
+  }
+}
+
+interface OutputRequest {
+  readonly inputs: readonly string[];
+  readonly columns: ReturnType<typeof unifySchemas>;
+  readonly dedup: DedupRequest | undefined;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/**
+ * Writes the merged outputs into `outDir`. The split is an estimate, and publish is one
+ * server-side copy, which the store caps (S3: 5 GiB): an output over the cap is rewritten with a
+ * smaller target, never staged; past OUTPUT_SIZE_ATTEMPTS the partition is given back.
+ */
+async function writeOutputs(
+  deps: CompactDeps,
+  loaded: Loaded,
+  ref: Job<TierName>,
+  outDir: string,
+  request: OutputRequest,
+): Promise<Awaited<ReturnType<Engine['compact']>>> {
+  const { store, config, engine } = deps;
+  await mkdir(outDir);
+  checkLease(deps, loaded.manifest);
+  const copyLimit = store.maxCopyBytes ?? Number.POSITIVE_INFINITY;
+  let target = Math.min(config.targetFileBytes, copyLimit);
+  for (let attempt = 1; ; attempt++) {
+    const written = await engine.compact({
+      inputs: request.inputs,
+      columns: request.columns,
+      sortBy: [config.timeColumn, ...config.sortKeys],
+      outputDir: outDir,
+      targetFileBytes: target,
+      rowGroupSize: config.rowGroupSize,
+      ...(request.dedup ? { dedup: request.dedup } : {}),
+      ...(Object.keys(request.metadata).length > 0 ? { metadata: request.metadata } : {}),
+      ...withSignal(deps),
+    });
+    const largest = Math.max(0, ...written.map((o) => o.bytes));
+    if (largest <= copyLimit) return written;
+    if (attempt >= OUTPUT_SIZE_ATTEMPTS) {
       await release(deps, loaded);
-      throw new RowCountMismatchError(
-        `partition ${ref.partition}: with dedup ${describeDedup(dedup)} the inputs hold ${inputRows} rows, ${distinctRows} distinct, but the output holds ${outputRows} rows, ${outputDistinct} distinct; nothing was published`,
+      throw new OutputTooLargeError(
+        `partition ${ref.partition}: an output of ${largest} bytes is over the ${copyLimit}-byte limit of one server-side copy, even when split at ${target} bytes; lower targetFileBytes (now ${config.targetFileBytes}); nothing was staged`,
       );
     }
-  } else if (outputRows !== inputRows || written.length === 0) {
+    // Aim below the limit by the size the estimate missed, with room to spare.
+    target = Math.max(1, Math.floor(target * (copyLimit / largest) * 0.8));
+    checkLease(deps, loaded.manifest);
+    await rm(outDir, { recursive: true, force: true });
+    await mkdir(outDir);
+  }
+}
+
+/**
+ * The outputs hold exactly the inputs' rows: all of them, or with dedup the distinct ones, each
+ * once. Verified, not assumed: a dedup's rows are counted by separate queries over the inputs and
+ * the outputs. Resolves to the distinct count (with dedup); a mismatch gives the partition back.
+ */
+async function verifyRows(
+  deps: CompactDeps,
+  loaded: Loaded,
+  ref: Job<TierName>,
+  check: {
+    readonly inputs: readonly string[];
+    readonly inputRows: number;
+    readonly written: Awaited<ReturnType<Engine['compact']>>;
+    readonly columns: ReturnType<typeof unifySchemas>;
+    readonly dedup: DedupRequest | undefined;
+  },
+): Promise<number | undefined> {
+  const { written, dedup, inputRows } = check;
+  const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
+  if (!dedup) {
+    if (outputRows === inputRows && written.length > 0) return undefined;
     await release(deps, loaded);
     throw new RowCountMismatchError(
       `partition ${ref.partition}: inputs hold ${inputRows} rows but the output holds ${outputRows}; nothing was published`,
     );
   }
-  return { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows };
+  checkLease(deps, loaded.manifest);
+  const count = (files: readonly string[]) =>
+    deps.engine.countDistinct({ files, columns: check.columns, dedup, ...withSignal(deps) });
+  const distinctRows = await count(check.inputs);
+  const outputDistinct = await count(written.map((o) => o.path));
+  if (outputRows !== distinctRows || outputDistinct !== outputRows || written.length === 0) {
+    await release(deps, loaded);
+    throw new RowCountMismatchError(
+      `partition ${ref.partition}: with dedup ${describeDedup(dedup)} the inputs hold ${inputRows} rows, ${distinctRows} distinct, but the output holds ${outputRows} rows, ${outputDistinct} distinct; nothing was published`,
+    );
+  }
+  return distinctRows;
 }
 
 /** Writes of a job's outputs before one over the store's copy limit fails the partition. */
