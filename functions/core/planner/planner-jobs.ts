@@ -42,93 +42,69 @@ export async function planJobs(
   exclusions: Exclusions,
   failures: ReadonlyMap<string, FailureRecord>,
 ): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[] }> {
-  const { layout } = config;
-  const tierConfig = config.tiers[tier];
+  const context: FolderContext = { store, config, tier, now, exclusions, failures };
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
-    let candidates = folder.candidates.filter((c) => !isExcluded(exclusions, c.key));
-    const skip = (reason: string) => skipped.push({ tier, partition, reason });
-    if (candidates.length === 0) {
-      // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
-      if (folder.waiting > 0) {
-        const after = new Date(folder.periodEnd + tierConfig.minAgeSeconds * 1000).toISOString();
-        skip(
-          `${folder.waiting} daily file(s) pass to the monthly tier once the month is older than minAge (${tierConfig.minAgeSeconds}s): after ${after}`,
-        );
-      }
-      continue;
-    }
-    const lease = manifestKey(layout, tier, partition);
-    if (exclusions.quarantineHolds.has(lease)) {
-      skip('held by a quarantined manifest that does not validate: see compactor status');
-      continue;
-    }
-    if (exclusions.leasedManifests.has(lease)) {
-      skip('a job holds this partition (live manifest)');
-      continue;
-    }
-    const sample = layout.parse((candidates[0] as Candidate).key);
-    const tooLong = sample && keysTooLong(layout, tier, sample);
-    if (tooLong) {
-      skip(`cannot be compacted: ${tooLong}`);
-      continue;
-    }
-    const failure = failures.get(failureKey(config, tier, partition));
-    if (
-      failure &&
-      failure.consecutiveFailures >= config.failureBackoff.after &&
-      now < Date.parse(failure.nextAttemptAt)
-    ) {
-      skip(
-        `failed ${failure.consecutiveFailures} times in a row (last: ${failure.lastError.split('\n')[0]}); next attempt after ${failure.nextAttemptAt}`,
-      );
-      continue;
-    }
-    if (now < folder.periodEnd + tierConfig.minAgeSeconds * 1000) {
-      skip(`period not older than minAge (${tierConfig.minAgeSeconds}s)`);
-      continue;
-    }
-    if (folder.newestModified > now - config.quietSeconds * 1000) {
-      skip(`a file was written less than ${config.quietSeconds}s ago`);
-      continue;
-    }
-    // Inputs whose name does not say Parquet (Firehose without an extension) are read only now, in
-    // a folder otherwise ready: anything else stays where it is, untouched.
-    if (candidates.some((c) => layout.needsContentCheck(c.key))) {
-      const checked: Candidate[] = [];
-      for (const c of candidates) {
-        if (!layout.needsContentCheck(c.key) || (await isParquetObject(store, c))) checked.push(c);
-      }
-      candidates = checked;
-      if (candidates.length === 0) continue;
-    }
-    // Stragglers are flushed once the next tier may run on the period, so it can take everything.
-    const straggler = stragglerFlush(config, tier, folder.periodStart, now);
-    if (candidates.length < tierConfig.minFiles && !straggler) {
-      skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
-      continue;
-    }
-    // One file of the tier's own level alone has nothing to merge with.
-    const lone =
-      candidates.length === 1 &&
-      layout.parse((candidates[0] as Candidate).key)?.level === TIER_SPECS[tier].output;
-    if (tier !== 'hourly' && lone) continue;
-    candidates.sort((a, b) => compareKeys(a.key, b.key));
-    const inputs: Candidate[] = [];
-    let bytes = 0;
-    for (const c of candidates) {
-      if (inputs.length > 0 && (inputs.length >= config.maxJobFiles || bytes + c.size > config.maxJobBytes))
-        break;
-      inputs.push(c);
-      bytes += c.size;
-    }
-    if (tier !== 'hourly' && inputs.length < 2 && candidates.length > 1) {
-      skip(`the next ${tier} input alone exceeds the job bound`);
-      continue;
-    }
-    jobs.push({
+    const planned = await planFolder(context, partition, folder);
+    if (planned.kind === 'job') jobs.push(planned.job);
+    else if (planned.kind === 'skip') skipped.push({ tier, partition, reason: planned.reason });
+  }
+  return { jobs, skipped };
+}
+
+interface FolderContext {
+  readonly store: ObjectStore;
+  readonly config: CompactorConfig;
+  readonly tier: TierName;
+  readonly now: number;
+  readonly exclusions: Exclusions;
+  readonly failures: ReadonlyMap<string, FailureRecord>;
+}
+
+/** One folder's part of the plan: a job, a skip with its reason, or nothing to say. */
+type FolderPlan =
+  | { readonly kind: 'job'; readonly job: PlannedJob }
+  | { readonly kind: 'skip'; readonly reason: string }
+  | { readonly kind: 'none' };
+
+async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
+  const { config, tier, now } = context;
+  const tierConfig = config.tiers[tier];
+  const skip = (reason: string): FolderPlan => ({ kind: 'skip', reason });
+  let candidates = folder.candidates.filter((c) => !isExcluded(context.exclusions, c.key));
+  const first = candidates[0];
+  if (first === undefined) {
+    // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
+    if (folder.waiting === 0) return { kind: 'none' };
+    const after = new Date(folder.periodEnd + tierConfig.minAgeSeconds * 1000).toISOString();
+    return skip(
+      `${folder.waiting} daily file(s) pass to the monthly tier once the month is older than minAge (${tierConfig.minAgeSeconds}s): after ${after}`,
+    );
+  }
+  const held = heldBack(context, partition, folder, first);
+  if (held !== undefined) return skip(held);
+  candidates = await parquetOnly(context, candidates);
+  if (candidates.length === 0) return { kind: 'none' };
+  // Stragglers are flushed once the next tier may run on the period, so it can take everything.
+  const straggler = stragglerFlush(config, tier, folder.periodStart, now);
+  if (candidates.length < tierConfig.minFiles && !straggler) {
+    return skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
+  }
+  // One file of the tier's own level alone has nothing to merge with.
+  const lone =
+    candidates.length === 1 &&
+    config.layout.parse((candidates[0] as Candidate).key)?.level === TIER_SPECS[tier].output;
+  if (tier !== 'hourly' && lone) return { kind: 'none' };
+  candidates.sort((a, b) => compareKeys(a.key, b.key));
+  const { inputs, bytes } = boundedInputs(config, candidates);
+  if (tier !== 'hourly' && inputs.length < 2 && candidates.length > 1) {
+    return skip(`the next ${tier} input alone exceeds the job bound`);
+  }
+  return {
+    kind: 'job',
+    job: {
       tier,
       partition,
       inputs,
@@ -138,9 +114,76 @@ export async function planJobs(
         candidates.length < tierConfig.minFiles
           ? `straggler flush: the ${tier === 'hourly' ? 'day is old enough for the daily' : 'month is old enough for the monthly'} tier`
           : `${candidates.length} candidate file(s)`,
-    });
+    },
+  };
+}
+
+/**
+ * Why a folder with candidates is not planned now, in the order checked: its lease (quarantined
+ * or live), keys too long for the store, failure backoff, minAge, quiet time. Undefined: none.
+ */
+function heldBack(
+  context: FolderContext,
+  partition: string,
+  folder: Folder,
+  first: Candidate,
+): string | undefined {
+  const { config, tier, now } = context;
+  const { layout } = config;
+  const tierConfig = config.tiers[tier];
+  const lease = manifestKey(layout, tier, partition);
+  if (context.exclusions.quarantineHolds.has(lease)) {
+    return 'held by a quarantined manifest that does not validate: see compactor status';
   }
-  return { jobs, skipped };
+  if (context.exclusions.leasedManifests.has(lease)) return 'a job holds this partition (live manifest)';
+  const sample = layout.parse(first.key);
+  const tooLong = sample && keysTooLong(layout, tier, sample);
+  if (tooLong) return `cannot be compacted: ${tooLong}`;
+  const failure = context.failures.get(failureKey(config, tier, partition));
+  if (
+    failure &&
+    failure.consecutiveFailures >= config.failureBackoff.after &&
+    now < Date.parse(failure.nextAttemptAt)
+  ) {
+    return `failed ${failure.consecutiveFailures} times in a row (last: ${failure.lastError.split('\n')[0]}); next attempt after ${failure.nextAttemptAt}`;
+  }
+  if (now < folder.periodEnd + tierConfig.minAgeSeconds * 1000) {
+    return `period not older than minAge (${tierConfig.minAgeSeconds}s)`;
+  }
+  if (folder.newestModified > now - config.quietSeconds * 1000) {
+    return `a file was written less than ${config.quietSeconds}s ago`;
+  }
+  return undefined;
+}
+
+/**
+ * Inputs whose name does not say Parquet (Firehose without an extension) are read only now, in a
+ * folder otherwise ready: anything else stays where it is, untouched.
+ */
+async function parquetOnly(context: FolderContext, candidates: Candidate[]): Promise<Candidate[]> {
+  const { layout } = context.config;
+  if (!candidates.some((c) => layout.needsContentCheck(c.key))) return candidates;
+  const checked: Candidate[] = [];
+  for (const c of candidates) {
+    if (!layout.needsContentCheck(c.key) || (await isParquetObject(context.store, c))) checked.push(c);
+  }
+  return checked;
+}
+
+/** The sorted candidates a job takes: at least one, then up to maxJobFiles and maxJobBytes. */
+function boundedInputs(
+  config: CompactorConfig,
+  candidates: readonly Candidate[],
+): { readonly inputs: Candidate[]; readonly bytes: number } {
+  const inputs: Candidate[] = [];
+  let bytes = 0;
+  for (const c of candidates) {
+    if (inputs.length > 0 && (inputs.length >= config.maxJobFiles || bytes + c.size > config.maxJobBytes))
+      break;
+    inputs.push(c);
+    bytes += c.size;
+  }
+  return { inputs, bytes };
 }
 
 /**
