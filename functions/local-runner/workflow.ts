@@ -118,25 +118,11 @@ export async function executeDefinition(
   const topStates = def.States as Record<string, StateDef>;
   const previousResults = options.redriveOf?.mapResults ?? new Map<string, readonly ItemResult[]>();
   const mapResults = new Map<string, readonly ItemResult[]>(previousResults);
-  let input: Json = options.input;
-  if (options.redriveOf) {
-    const failed = options.redriveOf.failedState;
-    if (!failed)
-      throw new Error(`execution ${options.redriveOf.executionName} did not fail: nothing to redrive`);
-    // A failed Map restarts at its item reader, which then yields only the unsuccessful items.
-    const mapName = emulated.maps.find((m) => failed.name === `${m.mapName}${RESULT_WRITER_SUFFIX}`)?.mapName;
-    def.StartAt = mapName ? `${mapName}${ITEM_READER_SUFFIX}` : failed.name;
-    input = failed.input;
-    if (mapName) input = options.redriveOf.inputs.get(`${mapName}${ITEM_READER_SUFFIX}`) ?? input;
-    pruneUnreachable(def);
-  }
+  const input: Json = options.redriveOf ? restartAt(def, emulated, options.redriveOf) : options.input;
 
   // Task states of the parent and of every child (item processor) definition.
   const allTasks = taskFunctions(topStates);
   for (const m of emulated.maps) taskFunctions(m.processor.States as Record<string, StateDef>, allTasks);
-  const stateOf = (name: string): StateDef | undefined =>
-    findState(topStates, name) ??
-    emulated.maps.map((m) => findState(m.processor.States as Record<string, StateDef>, name)).find(Boolean);
   const retryOverrides: Record<string, number> = {};
   if (options.retryIntervalMs !== undefined) {
     for (const name of allTasks.keys()) retryOverrides[name] = options.retryIntervalMs;
@@ -151,43 +137,15 @@ export async function executeDefinition(
     expressChildTimeoutSeconds: options.expressChildTimeoutSeconds,
     validatedCache: options.validatedCache,
   });
-
-  for (const [stateName, functionName] of allTasks) {
-    const params = stateOf(stateName)?.Parameters as JsonObject | undefined;
-    if (params?.__local === 'ChildExecution') {
-      handlers[stateName] = async (taskInput) => {
-        const { item, map } = taskInput as { item: Json; map: string };
-        const emulation = emulated.maps.find((m) => m.mapName === map);
-        if (!emulation) throw new Error(`no Map named ${map}`);
-        return children.deliver(emulation, item);
-      };
-    } else if (params?.__local === 'ItemReader') {
-      handlers[stateName] = async (taskInput) => {
-        const { Bucket, Key } = taskInput as { Bucket: string; Key: string };
-        if (Bucket !== deps.bucket)
-          throw new Error(`ItemReader bucket ${Bucket} is not the local store's ${deps.bucket}`);
-        const items = JSON.parse((await deps.store.getBytes(Key)).body.toString('utf8')) as Json[];
-        const mapName = stateName.slice(0, -ITEM_READER_SUFFIX.length);
-        return itemsToRun(items, previousResults.get(mapName));
-      };
-    } else if (params?.__local === 'ResultWriter') {
-      handlers[stateName] = async (taskInput) => {
-        const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
-        const emulation = emulated.maps.find((m) => m.mapName === map);
-        if (!emulation) throw new Error(`no Map named ${map}`);
-        const all = mergeResults(previousResults.get(map), results);
-        mapResults.set(map, all);
-        const details = await writeResults(deps.store, emulation, options.executionName, all);
-        checkTolerance(emulation, all);
-        return details;
-      };
-    } else if (functionName !== undefined) {
-      handlers[stateName] = async (taskInput) => {
-        const payload = (taskInput as JsonObject).Payload ?? null;
-        return { Payload: await deps.invoke(functionName, payload), StatusCode: 200 };
-      };
-    }
-  }
+  bindTasks(handlers, allTasks, {
+    emulated,
+    topStates,
+    deps,
+    executionName: options.executionName,
+    children,
+    previousResults,
+    mapResults,
+  });
 
   const machine = await compileDefinition(def, options.validatedCache);
   const executionInput = options.redriveOf ? options.redriveOf.executionInput : options.input;
@@ -237,5 +195,87 @@ export async function executeDefinition(
       ...failureOf(error),
       ...(lastFailed ? { failedState: lastFailed } : {}),
     } satisfies WorkflowExecution;
+  }
+}
+
+/**
+ * Points a redriven definition at the state that failed (a failed Map restarts at its item
+ * reader, which then yields only the unsuccessful items) and drops what it can no longer reach.
+ * Returns the input that state had.
+ */
+function restartAt(
+  def: JsonObject,
+  emulated: ReturnType<typeof emulateDistributedMaps>,
+  redriveOf: WorkflowExecution,
+): Json {
+  const failed = redriveOf.failedState;
+  if (!failed) throw new Error(`execution ${redriveOf.executionName} did not fail: nothing to redrive`);
+  const mapName = emulated.maps.find((m) => failed.name === `${m.mapName}${RESULT_WRITER_SUFFIX}`)?.mapName;
+  def.StartAt = mapName ? `${mapName}${ITEM_READER_SUFFIX}` : failed.name;
+  pruneUnreachable(def);
+  return mapName ? (redriveOf.inputs.get(`${mapName}${ITEM_READER_SUFFIX}`) ?? failed.input) : failed.input;
+}
+
+interface TaskBindings {
+  readonly emulated: ReturnType<typeof emulateDistributedMaps>;
+  readonly topStates: Record<string, StateDef>;
+  readonly deps: LocalWorkflowDeps;
+  readonly executionName: string;
+  readonly children: ReturnType<typeof childExecutions>;
+  /** A redriven execution's Map results, which its Maps keep for the items that succeeded. */
+  readonly previousResults: ReadonlyMap<string, readonly ItemResult[]>;
+  /** Each Map's results as its ResultWriter writes them. */
+  readonly mapResults: Map<string, readonly ItemResult[]>;
+}
+
+/**
+ * A handler for every task state: the emulated Distributed Map's child executions, ItemReader and
+ * ResultWriter, and each Lambda task, invoked with its payload as Lambda's Invoke integration would.
+ */
+function bindTasks(
+  handlers: TaskHandlers,
+  allTasks: ReadonlyMap<string, string | undefined>,
+  b: TaskBindings,
+): void {
+  const stateOf = (name: string): StateDef | undefined =>
+    findState(b.topStates, name) ??
+    b.emulated.maps.map((m) => findState(m.processor.States as Record<string, StateDef>, name)).find(Boolean);
+  const mapNamed = (map: string) => {
+    const emulation = b.emulated.maps.find((m) => m.mapName === map);
+    if (!emulation) throw new Error(`no Map named ${map}`);
+    return emulation;
+  };
+  for (const [stateName, functionName] of allTasks) {
+    const params = stateOf(stateName)?.Parameters as JsonObject | undefined;
+    if (params?.__local === 'ChildExecution') {
+      handlers[stateName] = async (taskInput) => {
+        const { item, map } = taskInput as { item: Json; map: string };
+        return b.children.deliver(mapNamed(map), item);
+      };
+    } else if (params?.__local === 'ItemReader') {
+      handlers[stateName] = async (taskInput) => {
+        const { Bucket, Key } = taskInput as { Bucket: string; Key: string };
+        if (Bucket !== b.deps.bucket)
+          throw new Error(`ItemReader bucket ${Bucket} is not the local store's ${b.deps.bucket}`);
+        const items = JSON.parse((await b.deps.store.getBytes(Key)).body.toString('utf8')) as Json[];
+        const mapName = stateName.slice(0, -ITEM_READER_SUFFIX.length);
+        return itemsToRun(items, b.previousResults.get(mapName));
+      };
+    } else if (params?.__local === 'ResultWriter') {
+      handlers[stateName] = async (taskInput) => {
+        const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
+        const emulation = mapNamed(map);
+        const all = mergeResults(b.previousResults.get(map), results);
+        b.mapResults.set(map, all);
+        const details = await writeResults(b.deps.store, emulation, b.executionName, all);
+        checkTolerance(emulation, all);
+        return details;
+      };
+    } else if (functionName !== undefined) {
+      handlers[stateName] = async (taskInput) => {
+        const payload = (taskInput as JsonObject).Payload ?? null;
+        return { Payload: await b.deps.invoke(functionName, payload), StatusCode: 200 };
+      };
+    }
   }
 }
