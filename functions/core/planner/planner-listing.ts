@@ -198,18 +198,19 @@ export interface TierFolders {
 }
 
 /**
- * Lists the data under `listed` (the scope's prefix: scopePrefix) as the plan's listing choice
- * says, and gathers every folder of `tier` that holds a candidate or a daily file waiting for
- * the monthly tier, as of `now` (ms).
+ * Gathers, object by object in key order, every folder of `tier` that holds a candidate or a
+ * daily file waiting for the monthly tier, as of `now` (ms); a folder left behind with neither is
+ * dropped. `objectsListed`: the objects seen so far.
  */
-export async function listTierFolders(
-  store: ObjectStore,
+function folderGatherer(
   config: CompactorConfig,
   tier: TierName,
   now: number,
-  scope: PlanScope,
-  listed: string,
-): Promise<TierFolders> {
+): {
+  readonly folders: Map<string, Folder>;
+  readonly consider: (object: ObjectSummary, stream: ListingStream, from?: string) => void;
+  readonly objectsListed: () => number;
+} {
   const { layout } = config;
   const folders = new Map<string, Folder>();
   const small = config.targetFileBytes / 2;
@@ -225,7 +226,7 @@ export async function listTierFolders(
       now >= month.end + monthly.minAgeSeconds * 1000
     );
   };
-  let objectsListed = 0;
+  let listedCount = 0;
 
   // Only keys this deep can lie in a folder of the tier: in an hour folder (hourly), or also in a
   // day folder (daily), or also in a month folder (monthly). Counting '/' is cheaper than parsing.
@@ -237,7 +238,7 @@ export async function listTierFolders(
   // even when a store lists them (it may ignore StartAfter): a folder of the tier before `from` is
   // then never seen, and each one at or after it is whole (list-windows.ts).
   const consider = (object: ObjectSummary, stream: ListingStream, from?: string): void => {
-    objectsListed++;
+    listedCount++;
     const { key } = object;
     if (from !== undefined && compareKeys(key, from) <= 0) return;
     // A store lists in key order (object-store.ts): each folder's keys come together, so a
@@ -289,6 +290,24 @@ export async function listTierFolders(
     folder.candidates.push({ key: object.key, size: object.size, etag: object.etag });
   };
 
+  return { folders, consider, objectsListed: () => listedCount };
+}
+
+/**
+ * Lists the data under `listed` (the scope's prefix: scopePrefix) as the plan's listing choice
+ * says, and gathers every folder of `tier` that holds a candidate or a daily file waiting for
+ * the monthly tier, as of `now` (ms).
+ */
+export async function listTierFolders(
+  store: ObjectStore,
+  config: CompactorConfig,
+  tier: TierName,
+  now: number,
+  scope: PlanScope,
+  listed: string,
+): Promise<TierFolders> {
+  const { layout } = config;
+  const { folders, consider, objectsListed } = folderGatherer(config, tier, now);
   const choice = await chooseListing(store, config, tier, now, scope);
   let listings = choice.listings;
   const { tables, since } = choice;
@@ -316,5 +335,5 @@ export async function listTierFolders(
     ...(tables !== undefined ? { tables: tables.length } : {}),
     listings,
   };
-  return { folders, objectsListed, listing };
+  return { folders, objectsListed: objectsListed(), listing };
 }
