@@ -150,66 +150,100 @@ export async function resolveTarget(
   }
   const cfn = deps.cloudFormation ?? new CloudFormationClient({ region: mode.region });
   return guard(report, 'stack outputs', async () => {
-    let described: DescribeStacksCommandOutput;
-    try {
-      described = await cfn.send(new DescribeStacksCommand({ StackName: mode.stack }));
-    } catch (error) {
-      // DescribeStacks answers ValidationError for a stack that does not exist.
-      if (!(error instanceof CloudFormationServiceException && error.name === 'ValidationError')) throw error;
-      report.add(
-        'stack outputs',
-        'FAIL',
-        `no stack ${mode.stack} in ${mode.region}: ${oneLine(error.message, 300)}`,
-        'deploy it with npx cdk deploy, or pass the deployed --stack NAME and --region',
-      );
-      return undefined;
-    }
-    const stack = described.Stacks?.[0];
-    const status = stack?.StackStatus ?? '?';
-    const outputs = new Map((stack?.Outputs ?? []).map((o) => [o.OutputKey ?? '', o.OutputValue ?? '']));
-    const bucket = outputs.get('BucketName');
-    const prefixOutput = outputs.get('DataPrefix');
-    const stateMachineArn = outputs.get('StateMachineArn');
-    const missing = [
-      bucket ? '' : 'BucketName',
-      prefixOutput !== undefined ? '' : 'DataPrefix',
-      stateMachineArn ? '' : 'StateMachineArn',
-    ].filter(Boolean);
-    if (missing.length > 0 || !/_COMPLETE$/.test(status) || /ROLLBACK|DELETE/.test(status)) {
-      report.add(
-        'stack outputs',
-        'FAIL',
-        `stack ${mode.stack} is ${status}${missing.length > 0 ? `; outputs missing: ${missing.join(', ')}` : ''}`,
-        /IN_PROGRESS$/.test(status)
-          ? 'wait for the deployment to finish, then run compactor doctor again'
-          : 'fix the deployment (see the stack events in the CloudFormation console) and cdk deploy again',
-      );
-      return undefined;
-    }
-    // The stack outputs '(bucket root)' for an empty prefix (cdk/compactor-stack.ts).
-    const dataPrefix = prefixOutput === '(bucket root)' ? '' : (prefixOutput ?? '');
-    let group: string | undefined;
-    let token: string | undefined;
-    do {
-      const page = await cfn.send(new ListStackResourcesCommand({ StackName: mode.stack, NextToken: token }));
-      for (const r of page.StackResourceSummaries ?? []) {
-        if (r.ResourceType === 'AWS::Scheduler::ScheduleGroup' && r.PhysicalResourceId)
-          group = r.PhysicalResourceId;
-      }
-      token = page.NextToken;
-    } while (token);
+    const deployed = await readStack(cfn, mode, report);
+    if (deployed === undefined) return undefined;
+    const group = await scheduleGroupOf(cfn, mode.stack);
     report.add(
       'stack outputs',
       'pass',
-      `${mode.stack} (${status}): bucket ${bucket}, data prefix "${dataPrefix}", ${stateMachineArn}${group ? `, schedule group ${group}` : ''}`,
+      `${mode.stack} (${deployed.status}): bucket ${deployed.bucket}, data prefix "${deployed.dataPrefix}", ${deployed.stateMachineArn}${group ? `, schedule group ${group}` : ''}`,
     );
     return {
-      store: bucketStore(bucket as string, mode.region),
-      config: configFor(dataPrefix),
+      store: bucketStore(deployed.bucket, mode.region),
+      config: configFor(deployed.dataPrefix),
       stackConfig,
-      stateMachineArn: stateMachineArn as string,
+      stateMachineArn: deployed.stateMachineArn,
       region: mode.region,
       ...(group !== undefined ? { group } : {}),
     };
   });
+}
+
+/**
+ * The stack's outputs (DescribeStacks), or undefined with a FAIL row when the stack does not
+ * exist, is not in a complete state, or lacks an output.
+ */
+async function readStack(
+  cfn: CloudFormationClient,
+  mode: Extract<Mode, { kind: 'stack' }>,
+  report: Report,
+): Promise<
+  | {
+      readonly status: string;
+      readonly bucket: string;
+      readonly dataPrefix: string;
+      readonly stateMachineArn: string;
+    }
+  | undefined
+> {
+  let described: DescribeStacksCommandOutput;
+  try {
+    described = await cfn.send(new DescribeStacksCommand({ StackName: mode.stack }));
+  } catch (error) {
+    // DescribeStacks answers ValidationError for a stack that does not exist.
+    if (!(error instanceof CloudFormationServiceException && error.name === 'ValidationError')) throw error;
+    report.add(
+      'stack outputs',
+      'FAIL',
+      `no stack ${mode.stack} in ${mode.region}: ${oneLine(error.message, 300)}`,
+      'deploy it with npx cdk deploy, or pass the deployed --stack NAME and --region',
+    );
+    return undefined;
+  }
+  const stack = described.Stacks?.[0];
+  const status = stack?.StackStatus ?? '?';
+  const outputs = new Map((stack?.Outputs ?? []).map((o) => [o.OutputKey ?? '', o.OutputValue ?? '']));
+  const bucket = outputs.get('BucketName');
+  const prefixOutput = outputs.get('DataPrefix');
+  const stateMachineArn = outputs.get('StateMachineArn');
+  const missing = [
+    bucket ? '' : 'BucketName',
+    prefixOutput !== undefined ? '' : 'DataPrefix',
+    stateMachineArn ? '' : 'StateMachineArn',
+  ].filter(Boolean);
+  if (
+    !bucket ||
+    prefixOutput === undefined ||
+    !stateMachineArn ||
+    !/_COMPLETE$/.test(status) ||
+    /ROLLBACK|DELETE/.test(status)
+  ) {
+    report.add(
+      'stack outputs',
+      'FAIL',
+      `stack ${mode.stack} is ${status}${missing.length > 0 ? `; outputs missing: ${missing.join(', ')}` : ''}`,
+      /IN_PROGRESS$/.test(status)
+        ? 'wait for the deployment to finish, then run compactor doctor again'
+        : 'fix the deployment (see the stack events in the CloudFormation console) and cdk deploy again',
+    );
+    return undefined;
+  }
+  // The stack outputs '(bucket root)' for an empty prefix (cdk/compactor-stack.ts).
+  const dataPrefix = prefixOutput === '(bucket root)' ? '' : prefixOutput;
+  return { status, bucket, dataPrefix, stateMachineArn };
+}
+
+/** The stack's schedule group (ListStackResources, every page), if it has one. */
+async function scheduleGroupOf(cfn: CloudFormationClient, stackName: string): Promise<string | undefined> {
+  let group: string | undefined;
+  let token: string | undefined;
+  do {
+    const page = await cfn.send(new ListStackResourcesCommand({ StackName: stackName, NextToken: token }));
+    for (const r of page.StackResourceSummaries ?? []) {
+      if (r.ResourceType === 'AWS::Scheduler::ScheduleGroup' && r.PhysicalResourceId)
+        group = r.PhysicalResourceId;
+    }
+    token = page.NextToken;
+  } while (token);
+  return group;
 }
