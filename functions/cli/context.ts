@@ -134,9 +134,12 @@ export function parseSize(name: string, value: string): number {
   return Math.round(Number(match[1]) * (UNITS[(match[2] ?? 'b').toLowerCase()] ?? 1));
 }
 
-export function parseWhole(name: string, value: string): number {
+/** A whole-number option's value, `min` or more. */
+export function parseWhole(name: string, value: string, min = 0): number {
   const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new ConfigError(`--${name} ${value}: use a whole number`);
+  if (!Number.isSafeInteger(n) || n < min) {
+    throw new ConfigError(`--${name} ${value}: use a whole number${min > 0 ? ` from ${min}` : ''}`);
+  }
   return n;
 }
 
@@ -281,21 +284,34 @@ export function buildClock(now: string | undefined): Clock {
   return { now: () => new Date(Date.now() + offset) };
 }
 
-/** The local scratch folder: --work-dir, else the system temp folder's compactor-work. */
+/** The local scratch folder: --work-dir (created if missing), else the system temp folder's compactor-work. */
 export function workDirOf(options: Pick<CliOptions, 'work-dir'>): string {
-  return resolve(options['work-dir'] ?? join(tmpdir(), 'compactor-work'));
+  const dir = resolve(options['work-dir'] ?? join(tmpdir(), 'compactor-work'));
+  const stat = statSync(dir, { throwIfNoEntry: false });
+  if (stat !== undefined && !stat.isDirectory()) {
+    throw new ConfigError(`--work-dir ${dir} is not a folder: pass a folder (it is created if missing)`);
+  }
+  return dir;
 }
 
 export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
   const workDir = workDirOf(options);
   // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
   const { DuckDbEngine } = await import('../adapters/duckdb-engine/duckdb-engine.ts');
-  const engine = await DuckDbEngine.create({
-    tempDirectory: join(workDir, 'spill'),
-    ...(options['memory-limit'] !== undefined ? { memoryLimit: options['memory-limit'] } : {}),
-    ...(options.threads !== undefined ? { threads: parseWhole('threads', options.threads) } : {}),
-  });
-  return { engine, workDir };
+  const memoryLimit = options['memory-limit'];
+  const threads = options.threads === undefined ? undefined : parseWhole('threads', options.threads, 1);
+  try {
+    const engine = await DuckDbEngine.create({
+      tempDirectory: join(workDir, 'spill'),
+      ...(memoryLimit !== undefined ? { memoryLimit } : {}),
+      ...(threads !== undefined ? { threads } : {}),
+    });
+    return { engine, workDir };
+  } catch (error) {
+    // The engine names the value DuckDB refused; the user typed an option.
+    if (!(error instanceof ConfigError) || memoryLimit === undefined) throw error;
+    throw new ConfigError(`--memory-limit: ${error.message}; e.g. --memory-limit 1GB`, { cause: error });
+  }
 }
 
 /** `--context JSON`: stack settings (cdk.json's `compactor` context) a command runs with. */

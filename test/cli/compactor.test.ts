@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, readdir, stat } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -141,6 +141,29 @@ describe('usage', () => {
     expectUsageError(await cli('status', '--store', dir, '--endpoint', 'http://127.0.0.1:1'), '--endpoint');
     // None of that touched the lake.
     expect(await stateKeys(dir)).toEqual([]);
+  });
+
+  it('names the option and the fix for a bad engine or run option, before anything is written', async () => {
+    const dir = oldLake.dir;
+    const before = await listAll(dir);
+    const run = (...extra: string[]) =>
+      cli('run', '--tier', 'hourly', '--store', dir, '--work-dir', workDir, ...extra);
+    // DuckDB's own parser judges the memory limit; its words reach the user with the option's name.
+    expectUsageError(
+      await run('--memory-limit', '1XB'),
+      '--memory-limit',
+      'DuckDB refuses memory limit "1XB"',
+      'KiB',
+    );
+    expectUsageError(await run('--threads', '0'), '--threads 0: use a whole number from 1');
+    expectUsageError(await run('--concurrency', '0'), '--concurrency 0: use a whole number from 1');
+    const file = join(root, 'not-a-folder');
+    await writeFile(file, 'x');
+    expectUsageError(
+      await cli('run', '--tier', 'hourly', '--store', dir, '--work-dir', file),
+      `--work-dir ${file} is not a folder`,
+    );
+    expect(await listAll(dir)).toEqual(before);
   });
 });
 
@@ -359,6 +382,7 @@ describe('the opt-in monthly tier', () => {
     const result = await cli('plan', '--tier', 'monthly', '--store', dir);
     expect(result.code).toBe(2);
     expect(result.err.join('\n')).toMatch(/the monthly tier is off: set tiers\.monthly\.enabled/);
+    expect(result.err.join('\n')).toContain('a local command also takes --monthly');
   });
 
   it('run hourly, daily and monthly with --monthly leave one monthly file with exact rows', async () => {

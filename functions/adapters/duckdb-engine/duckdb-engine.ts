@@ -27,6 +27,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { DuckDBInstance } from '@duckdb/node-api';
+import { quoteString } from '../../core/duckdb-sql.ts';
 import type {
   CompactOutput,
   CompactRequest,
@@ -37,6 +38,7 @@ import type {
   IntegerOutside,
   RowContainment,
 } from '../../core/engine.ts';
+import { ConfigError } from '../../core/errors.ts';
 import { readFooter } from '../parquet-footer.ts';
 import { countInexactAsDouble, countMissing, integerBounds, integerOutside } from './duckdb-engine-checks.ts';
 import { compact } from './duckdb-engine-compact.ts';
@@ -83,7 +85,6 @@ export class DuckDbEngine implements Engine, RowContainment {
       autoinstall_known_extensions: 'false',
       autoload_known_extensions: 'false',
     };
-    if (options.memoryLimit !== undefined) config.memory_limit = options.memoryLimit;
     if (options.threads !== undefined) {
       if (!Number.isSafeInteger(options.threads) || options.threads < 1) {
         throw new RangeError(`threads must be a positive integer, got ${options.threads}`);
@@ -96,10 +97,18 @@ export class DuckDbEngine implements Engine, RowContainment {
     // timestamp is taken as UTC (naiveTimestampsUtc) the same on a laptop as on Lambda. Not an
     // instance option: ICU's settings exist only once the instance is up.
     const connection = await instance.connect();
+    let refused: ConfigError | undefined;
     try {
       await connection.run(`SET GLOBAL TimeZone = 'UTC'`);
+      // Set once the instance is up, so DuckDB's own parser says what is wrong with a value:
+      // as a creation option it answers only "Failed to set config".
+      if (options.memoryLimit !== undefined) refused = await setMemoryLimit(connection, options.memoryLimit);
     } finally {
       connection.closeSync();
+    }
+    if (refused) {
+      instance.closeSync();
+      throw refused;
     }
     return new DuckDbEngine(instance);
   }
@@ -187,5 +196,21 @@ export class DuckDbEngine implements Engine, RowContainment {
       // Also drops the connection's temp tables.
       connection.closeSync();
     }
+  }
+}
+
+/** Sets DuckDB's memory limit; the refusal, in DuckDB's words, when it does not read the value. */
+async function setMemoryLimit(connection: DuckDBConnection, limit: string): Promise<ConfigError | undefined> {
+  try {
+    await connection.run(`SET GLOBAL memory_limit = ${quoteString(limit)}`);
+    return undefined;
+  } catch (error) {
+    if (!(error instanceof Error)) throw error;
+    return new ConfigError(
+      `DuckDB refuses memory limit "${limit}": ${error.message.replace(/^Parser Error: /, '')}`,
+      {
+        cause: error,
+      },
+    );
   }
 }

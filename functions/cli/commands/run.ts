@@ -38,9 +38,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   if (tier !== 'retention') (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
   await assertCliStore(ctx, io.err);
   const concurrency =
-    options.concurrency === undefined
-      ? LOCAL_CONCURRENCY
-      : Math.max(1, parseWhole('concurrency', options.concurrency));
+    options.concurrency === undefined ? LOCAL_CONCURRENCY : parseWhole('concurrency', options.concurrency, 1);
   // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
   // with this run's Map concurrency.
   const definitionCacheDir = join(workDirOf(options), 'definitions');

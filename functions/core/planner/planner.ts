@@ -41,7 +41,7 @@ export function assertTierRuns(config: CompactorConfig, tier: TierName): void {
   if (refusal) throw new ConfigError(`tiers.${tier}: ${refusal}`);
   if (config.tiers[tier].enabled) return;
   throw new ConfigError(
-    `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context)`,
+    `the ${tier} tier is off: set tiers.${tier}.enabled to true (cdk.json context compactor.tiers.${tier}.enabled, or --context${tier === 'monthly' ? '; a local command also takes --monthly' : ''})`,
   );
 }
 
