@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, Tags, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import { ConfigError } from '../functions/core/errors.ts';
 import { CompactorStack } from './compactor-stack.ts';
 import { CONTEXT_KEY, parseStackConfig, type StackConfig } from './config.ts';
 import { cdkJsonContext } from './config-context.ts';
@@ -58,7 +59,7 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
     createApp().app.synth();
   } catch (error) {
     // A configuration mistake is the operator's to fix: one line naming the key, no stack trace.
-    if (error instanceof Error && error.name === 'ConfigError') {
+    if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
       process.exit(1);
     }

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Column, Engine } from '../core/engine.ts';
-import { NotFoundError, PreconditionFailedError } from '../core/errors.ts';
+import { InputUnreadableError, NotFoundError, PreconditionFailedError } from '../core/errors.ts';
 import type { ObjectStore, ObjectSummary } from '../core/object-store.ts';
 
 export interface FileRows {
@@ -42,7 +42,7 @@ export async function footerRows(
         const info = await engine.inspect(path);
         out.push({ key: object.key, size: object.size, rows: info.rows, columns: info.columns });
       } catch (error) {
-        if (!(error instanceof Error && error.name === 'InputUnreadableError')) throw error;
+        if (!(error instanceof InputUnreadableError)) throw error;
         out.push({ key: object.key, size: object.size, rows: undefined, error: error.message });
       }
       if (!localRoot) await rm(path, { force: true });

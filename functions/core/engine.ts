@@ -123,18 +123,6 @@ export interface RowContainment {
   countMissing(inputs: readonly string[], evidence: readonly string[]): Promise<number>;
 }
 
-/** The engine could not read a local input file as Parquet. The core turns this into a quarantine. */
-export class InputUnreadableError extends Error {
-  override readonly name = 'InputUnreadableError';
-  readonly file: string;
-  readonly reason: string;
-  constructor(file: string, reason: string, options?: ErrorOptions) {
-    super(`not readable as Parquet: ${file}: ${reason}`, options);
-    this.file = file;
-    this.reason = reason;
-  }
-}
-
 export interface Clock {
   now(): Date;
 }

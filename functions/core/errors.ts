@@ -10,7 +10,7 @@ export const ErrorNames = {
   ManifestConflict: 'ManifestConflictError',
   LeaseExpired: 'LeaseExpiredError',
   InvalidManifest: 'InvalidManifestError',
-  CorruptInput: 'CorruptInputError',
+  InputUnreadable: 'InputUnreadableError',
   SchemaConflict: 'SchemaConflictError',
   RowCountMismatch: 'RowCountMismatchError',
   Dedup: 'DedupError',
@@ -18,7 +18,6 @@ export const ErrorNames = {
   OutputTooLarge: 'OutputTooLargeError',
   VerificationFailed: 'VerificationFailedError',
   DeleteFailed: 'DeleteFailedError',
-  Quarantined: 'QuarantinedError',
   Config: 'ConfigError',
   StoreGuarantees: 'StoreGuaranteesError',
 } as const;
@@ -75,16 +74,14 @@ export class InvalidManifestError extends CompactorError {
   }
 }
 
-export class CorruptInputError extends CompactorError {
-  override readonly name = ErrorNames.CorruptInput;
-  readonly key: string;
+/** The engine could not read a local input file as Parquet. The core turns this into a quarantine. */
+export class InputUnreadableError extends CompactorError {
+  override readonly name = ErrorNames.InputUnreadable;
+  readonly file: string;
   readonly reason: string;
-  constructor(key: string, reason: string, options?: ErrorOptions) {
-    super(
-      `corrupt input ${key}: ${reason}. It is left in place and quarantined; replace or remove it.`,
-      options,
-    );
-    this.key = key;
+  constructor(file: string, reason: string, options?: ErrorOptions) {
+    super(`not readable as Parquet: ${file}: ${reason}`, options);
+    this.file = file;
     this.reason = reason;
   }
 }
@@ -131,11 +128,6 @@ export class VerificationFailedError extends CompactorError {
 /** A DeleteObjects key failed for a reason other than "gone" or "changed": the step is retried. */
 export class DeleteFailedError extends CompactorError {
   override readonly name = ErrorNames.DeleteFailed;
-}
-
-/** The job was quarantined; an operator must look at it. */
-export class QuarantinedError extends CompactorError {
-  override readonly name = ErrorNames.Quarantined;
 }
 
 export class ConfigError extends CompactorError {

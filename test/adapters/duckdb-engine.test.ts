@@ -10,7 +10,7 @@ import {
 import type { SampleSpec } from '../../functions/adapters/sample-data.ts';
 import { readIds, summarizeIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactOutput, CompactRequest } from '../../functions/core/engine.ts';
-import { InputUnreadableError } from '../../functions/core/engine.ts';
+import { InputUnreadableError } from '../../functions/core/errors.ts';
 import { unifySchemas } from '../../functions/core/schema.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { stripStatistics } from '../support/strip-statistics.ts';

@@ -17,9 +17,10 @@ import type { LocalFolderStore } from '../../functions/adapters/local-store/loca
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
-import { type Clock, InputUnreadableError, systemClock } from '../../functions/core/engine.ts';
+import { type Clock, systemClock } from '../../functions/core/engine.ts';
 import {
   FinalKeyConflictError,
+  InputUnreadableError,
   LeaseExpiredError,
   SchemaConflictError,
   VerificationFailedError,

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
 import type { CompactOutput, CompactRequest } from '../../core/engine.ts';
-import { InputUnreadableError } from '../../core/engine.ts';
+import { InputUnreadableError } from '../../core/errors.ts';
 import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
 import { enumTypes } from './duckdb-engine-enums.ts';
 import { readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';

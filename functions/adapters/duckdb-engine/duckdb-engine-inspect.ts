@@ -7,7 +7,7 @@
 import type { JS } from '@duckdb/node-api';
 import { parquetPath } from '../../core/duckdb-sql.ts';
 import type { Column, InputInfo } from '../../core/engine.ts';
-import { InputUnreadableError } from '../../core/engine.ts';
+import { InputUnreadableError } from '../../core/errors.ts';
 import { describe, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
 
 /** Footer signatures whose column types are remembered (a lake has a handful). */

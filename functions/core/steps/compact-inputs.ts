@@ -8,8 +8,9 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TierName } from '../config.ts';
 import { timeUnitOf } from '../config-tables.ts';
-import { type Engine, type InputInfo, InputUnreadableError } from '../engine.ts';
+import type { Engine, InputInfo } from '../engine.ts';
 import {
+  InputUnreadableError,
   ManifestConflictError,
   NotFoundError,
   PreconditionFailedError,
