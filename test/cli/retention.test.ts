@@ -126,47 +126,20 @@ describe('compactor retention', () => {
 
   it('warns about a rule that matches no data file (a mistyped table path), naming tables it found', async () => {
     const dir = await lake('unmatched');
-    const run = await cli(
-      'retention',
-      '--dry-run',
-      '--store',
-      dir,
-      '--retention',
-      'db/cpu/=30,telemetry/=7',
-      '--now',
-      NOW,
-    );
+    const retention = (rules: string, ...extra: string[]) =>
+      cli('retention', ...extra, '--store', dir, '--retention', rules, '--now', NOW);
+    const warning =
+      'warning: retention rule "telemetry/" matches no data file, so it expires nothing; a rule names a table path under the data prefix (tables here include db/cpu/, db/mem/, other/disk/)';
+    const run = await retention('db/cpu/=30,telemetry/=7', '--dry-run');
     expect(run.code).toBe(0);
-    expect(run.text).toContain(
-      'warning: retention rule "telemetry/" matches no data file, so it expires nothing; a rule names a table path under the data prefix (tables here include db/cpu/, db/mem/, other/disk/)',
-    );
+    expect(run.text).toContain(warning);
     expect(run.text).not.toContain('rule "db/cpu/" matches no');
-    const json = await cli(
-      'retention',
-      '--dry-run',
-      '--json',
-      '--store',
-      dir,
-      '--retention',
-      'telemetry/=7',
-      '--now',
-      NOW,
-    );
+    const json = await retention('telemetry/=7', '--dry-run', '--json');
     expect((JSON.parse(json.text) as { unmatchedRules: string[] }).unmatchedRules).toEqual(['telemetry/']);
     // The applied run (the plan step, as deployed) warns the same way, and still expires what matches.
-    const applied = await cli(
-      'retention',
-      '--store',
-      dir,
-      '--retention',
-      'db/cpu/=30,telemetry/=7',
-      '--now',
-      NOW,
-    );
+    const applied = await retention('db/cpu/=30,telemetry/=7');
     expect(applied.code, applied.err.join('\n')).toBe(0);
-    expect(applied.err).toContain(
-      'warning: retention rule "telemetry/" matches no data file, so it expires nothing; a rule names a table path under the data prefix (tables here include db/cpu/, db/mem/, other/disk/)',
-    );
+    expect(applied.err).toContain(warning);
     expect(applied.text).toMatch(/summary: 2 day\(s\) expired/);
   }, 120_000);
 
