@@ -81,10 +81,13 @@ export class StepFunctionsOwners {
     try {
       execution = await this.#client.send(new DescribeExecutionCommand({ executionArn }));
     } catch (error) {
-      // Gone (expired from history after 90 days, or never existed in this account and
-      // region): nothing it started can still run. Any other error (access denied,
-      // throttling) propagates: an unanswered question must never read as "dead".
-      if (error instanceof ExecutionDoesNotExist) return false;
+      // Not an answer either. DescribeExecution "is eventually consistent" and "may not reflect
+      // very recent updates" (https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html):
+      // recovery asks only while the lease is live, just when a new execution may not show yet.
+      // So it counts as alive and recovery waits for the lease; an execution truly gone (out of
+      // history, another account) costs that wait and nothing else. Any other error (access
+      // denied, throttling) propagates: an unanswered question must never read as "dead".
+      if (error instanceof ExecutionDoesNotExist) return true;
       throw error;
     }
     switch (execution.status) {

@@ -94,11 +94,11 @@ describe('StepFunctionsOwners (mocked Step Functions API: no local Step Function
     await expect(owners().isAlive(arn('no-stop-date'))).resolves.toBe(true);
   });
 
-  it('ExecutionDoesNotExist means gone: dead', async () => {
+  it('ExecutionDoesNotExist is no answer (DescribeExecution is eventually consistent): alive, so recovery waits for the lease', async () => {
     sfn
       .on(DescribeExecutionCommand)
       .rejects(new ExecutionDoesNotExist({ $metadata: {}, message: 'Execution Does Not Exist (mocked)' }));
-    await expect(owners().isAlive(arn('gone'))).resolves.toBe(false);
+    await expect(owners().isAlive(arn('not-yet-visible'))).resolves.toBe(true);
   });
 
   it('AccessDenied throws, never "dead"; the failed lookup is not cached', async () => {

@@ -7,10 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DescribeExecutionCommand, ExecutionDoesNotExist, SFNClient } from '@aws-sdk/client-sfn';
+import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
+import { StepFunctionsOwners } from '../../functions/adapters/sfn-owners.ts';
 import type { CompactorConfig } from '../../functions/core/config.ts';
 import { assignJobs, runCycle } from '../../functions/core/cycle.ts';
 import { type Clock, systemClock } from '../../functions/core/engine.ts';
@@ -334,6 +337,33 @@ describe('recovery: whose job it takes', () => {
     const report = await recover(recoveryDeps(l, { alive: async () => false }));
     expect(entry(report)).toMatchObject({ action: 'rolled-forward', state: 'staged' });
     await expectQuiescent(l);
+  });
+
+  it('mocked Step Functions: an owner DescribeExecution does not find yet keeps its job while the lease is live, then loses it', async () => {
+    const l = await lake();
+    const owner = 'arn:aws:states:us-east-1:123456789012:execution:Compactor:just-started';
+    const job = { ...(await jobFor(l, HOUR_10)), executionId: owner };
+    expect((await compactStep(stepDeps(l), job)).state).toBe('staged');
+    const sfn = mockClient(SFNClient);
+    try {
+      // Eventually consistent: an execution started moments ago may not be found yet.
+      sfn
+        .on(DescribeExecutionCommand)
+        .rejects(new ExecutionDoesNotExist({ $metadata: {}, message: 'Execution Does Not Exist (mocked)' }));
+      const owners = (clock: Clock) =>
+        new StepFunctionsOwners({ client: new SFNClient({}), zombieGraceSeconds: 900, clock }).isAlive;
+      const before = await snapshot(l.store);
+      const live = await recover(recoveryDeps(l, { alive: owners(systemClock) }));
+      expect(entry(live)).toMatchObject({ action: 'left-alone', state: 'staged' });
+      expect(await snapshot(l.store)).toEqual(before);
+      const { leaseExpiresAt } = (await manifestAt(l)).manifest;
+      const later: Clock = { now: () => new Date(Date.parse(leaseExpiresAt) + 1000) };
+      const expired = await recover(recoveryDeps(l, { clock: later, alive: owners(later) }));
+      expect(entry(expired)).toMatchObject({ action: 'rolled-forward', state: 'staged' });
+      await expectQuiescent(l);
+    } finally {
+      sfn.restore();
+    }
   });
 
   // Regression (was a bug (recovery.ts resolveValid -> protocol.ts writeManifest)): the take-over write goes through
