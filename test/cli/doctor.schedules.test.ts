@@ -5,8 +5,12 @@
  * the doctor's "started within its last two periods" rests on these times.
  */
 
+import { GetScheduleCommand, ListSchedulesCommand, SchedulerClient } from '@aws-sdk/client-scheduler';
+import { DescribeExecutionCommand, ListExecutionsCommand, SFNClient } from '@aws-sdk/client-sfn';
+import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
 import {
+  checkSchedules,
   lastFireTimes,
   parseScheduleExpression,
 } from '../../functions/cli/commands/doctor/doctor-schedules.ts';
@@ -92,5 +96,76 @@ describe('schedule expressions', () => {
       expect(parseScheduleExpression(expression).kind, expression).toBe('unsupported');
     }
     expect(parseScheduleExpression('cron(0 0 ? JUL MON *)').kind).toBe('cron');
+  });
+});
+
+describe('the execution scan', () => {
+  it('mocked Step Functions: passes over an execution that started before the window but stopped after the one it seeks', async () => {
+    const machine = 'arn:aws:states:eu-west-1:123456789012:stateMachine:Compaction';
+    const now = at('2026-01-15T12:30:00Z');
+    const scheduler = mockClient(SchedulerClient);
+    const sfn = mockClient(SFNClient);
+    try {
+      scheduler
+        .on(ListSchedulesCommand)
+        .resolves({ Schedules: [{ Name: 'Hourly', Target: { Arn: machine } }] });
+      scheduler.on(GetScheduleCommand).resolves({
+        Name: 'Hourly',
+        State: 'ENABLED',
+        ScheduleExpression: 'cron(10 * * * ? *)',
+        CreationDate: new Date(at('2026-01-01T00:00:00Z')),
+        Target: { Arn: machine, RoleArn: 'arn:aws:iam::123456789012:role/s', Input: '{"tier":"hourly"}' },
+      });
+      const arn = (name: string) => `arn:aws:states:eu-west-1:123456789012:execution:Compaction:${name}`;
+      // Stopped executions sort by stopDate (API_ListExecutions): a long daily run that began
+      // before the window and stopped after the hourly start is listed first.
+      sfn.on(ListExecutionsCommand).resolves({
+        executions: [
+          {
+            executionArn: arn('daily'),
+            stateMachineArn: machine,
+            name: 'daily',
+            status: 'SUCCEEDED',
+            startDate: new Date(at('2026-01-15T09:00:00Z')),
+            stopDate: new Date(at('2026-01-15T12:20:00Z')),
+          },
+          {
+            executionArn: arn('hourly'),
+            stateMachineArn: machine,
+            name: 'hourly',
+            status: 'SUCCEEDED',
+            startDate: new Date(at('2026-01-15T12:10:05Z')),
+            stopDate: new Date(at('2026-01-15T12:11:00Z')),
+          },
+        ],
+      });
+      sfn.on(DescribeExecutionCommand, { executionArn: arn('hourly') }).resolves({
+        executionArn: arn('hourly'),
+        status: 'SUCCEEDED',
+        startDate: new Date(at('2026-01-15T12:10:05Z')),
+        input: '{"tier":"hourly"}',
+      });
+      const rows = await checkSchedules({
+        scheduler: new SchedulerClient({ region: 'eu-west-1' }),
+        sfn: new SFNClient({ region: 'eu-west-1' }),
+        stateMachineArn: machine,
+        expected: ['hourly'],
+        now,
+      });
+      expect(rows).toEqual([
+        expect.objectContaining({
+          check: 'schedule hourly',
+          result: 'pass',
+          detail: expect.stringContaining('started hourly'),
+        }),
+      ]);
+      // The daily run started before every window: never described.
+      expect(sfn.commandCalls(DescribeExecutionCommand).map((c) => c.args[0].input.executionArn)).toEqual([
+        arn('hourly'),
+      ]);
+    } finally {
+      scheduler.restore();
+      sfn.restore();
+    }
   });
 });

@@ -12,7 +12,8 @@
  *   https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html; cron fields and
  *   wildcards https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-cron-expressions.html.
  *   L, W and # are not evaluated here: such a schedule gets an "n/a" row.
- * - Executions: ListExecutions, most recent first, paged by nextToken
+ * - Executions: ListExecutions, newest first (running ones by start or redrive date, the rest by
+ *   stop date), paged by nextToken
  *   https://docs.aws.amazon.com/step-functions/latest/apireference/API_ListExecutions.html, and
  *   DescribeExecution for each one's input
  *   https://docs.aws.amazon.com/step-functions/latest/apireference/API_DescribeExecution.html.
@@ -372,9 +373,13 @@ async function findStarts(deps: ScheduleCheckDeps, due: readonly Due[]): Promise
       }),
     );
     for (const execution of page.executions ?? []) {
+      // "Running executions are sorted by their startDate or redriveDate, and other executions
+      // are sorted by their stopDate" (API_ListExecutions): the scan ends at the first sort date
+      // before the oldest window, and passes over one that stopped late but started before it.
+      const sortDate = (execution.stopDate ?? execution.redriveDate ?? execution.startDate)?.getTime() ?? 0;
+      if (sortDate < oldest) return { found, exhausted: false, oldest };
       const startDate = execution.startDate?.getTime() ?? 0;
-      if (startDate < oldest) return { found, exhausted: false, oldest };
-      if (!execution.executionArn) continue;
+      if (startDate < oldest || !execution.executionArn) continue;
       if (described >= MAX_DESCRIBED) return { found, exhausted: true, oldest };
       described++;
       const full = await deps.sfn.send(
