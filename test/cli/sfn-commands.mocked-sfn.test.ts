@@ -37,6 +37,7 @@ const MACHINE = `arn:aws:states:${REGION}:123456789012:stateMachine:Compactor`;
 const EXECUTION = `arn:aws:states:${REGION}:123456789012:execution:Compactor:hourly-20250115T120000-1a2b3c4d`;
 const MAP_RUN = `arn:aws:states:${REGION}:123456789012:mapRun:Compactor/CompactPartitions:77aa`;
 const CHILD = `arn:aws:states:${REGION}:123456789012:execution:Compactor/CompactPartitions:c1`;
+const TIMED_OUT_CHILD = `arn:aws:states:${REGION}:123456789012:execution:Compactor/CompactPartitions:c2`;
 const T0 = new Date('2025-01-15T12:00:00Z');
 const at = (s: number) => new Date(T0.getTime() + s * 1000);
 
@@ -361,11 +362,32 @@ describe('compactor watch (mocked Step Functions API: no local Step Functions se
         },
       ],
     });
-    sfn.on(ListExecutionsCommand, { mapRunArn: MAP_RUN }).resolves({
+    sfn.on(ListExecutionsCommand, { mapRunArn: MAP_RUN, statusFilter: 'FAILED' }).resolves({
       executions: [
         { executionArn: CHILD, stateMachineArn: MACHINE, name: 'c1', status: 'FAILED', startDate: at(5) },
       ],
     });
+    // A child past its time limit is TIMED_OUT, not FAILED; the ResultWriter counts it failed.
+    sfn.on(ListExecutionsCommand, { mapRunArn: MAP_RUN, statusFilter: 'TIMED_OUT' }).resolves({
+      executions: [
+        {
+          executionArn: TIMED_OUT_CHILD,
+          stateMachineArn: MACHINE,
+          name: 'c2',
+          status: 'TIMED_OUT',
+          startDate: at(6),
+        },
+      ],
+    });
+    sfn
+      .on(ListExecutionsCommand, { mapRunArn: MAP_RUN, statusFilter: 'ABORTED' })
+      .resolves({ executions: [] });
+    sfn.on(DescribeExecutionCommand, { executionArn: TIMED_OUT_CHILD }).resolves(
+      described('TIMED_OUT', {
+        executionArn: TIMED_OUT_CHILD,
+        input: JSON.stringify({ partition: 'telemetry/cpu/2025/01/15/11/' }),
+      }),
+    );
     sfn.on(DescribeExecutionCommand, { executionArn: CHILD }).resolves(
       described('FAILED', {
         executionArn: CHILD,
@@ -386,11 +408,12 @@ describe('compactor watch (mocked Step Functions API: no local Step Functions se
     expect(r.out).toContain(
       `  partition telemetry/cpu/2025/01/15/10/: SchemaConflictError: column "usage" differs (${CHILD})`,
     );
-    expect(sfn.commandCalls(ListExecutionsCommand)[0]?.args[0].input).toEqual({
-      mapRunArn: MAP_RUN,
-      statusFilter: 'FAILED',
-      maxResults: 3,
-    });
+    expect(r.out).toContain(`  partition telemetry/cpu/2025/01/15/11/: TIMED_OUT (${TIMED_OUT_CHILD})`);
+    expect(sfn.commandCalls(ListExecutionsCommand).map((c) => c.args[0].input)).toEqual([
+      { mapRunArn: MAP_RUN, statusFilter: 'FAILED', maxResults: 3 },
+      { mapRunArn: MAP_RUN, statusFilter: 'TIMED_OUT', maxResults: 2 },
+      { mapRunArn: MAP_RUN, statusFilter: 'ABORTED', maxResults: 1 },
+    ]);
   });
 
   it('only reads the history of the last attempt (stops at the last redrive)', async () => {

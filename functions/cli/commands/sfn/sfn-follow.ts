@@ -9,6 +9,7 @@ import {
   DescribeExecutionCommand,
   type DescribeExecutionOutput,
   ExecutionDoesNotExist,
+  type ExecutionListItem,
   GetExecutionHistoryCommand,
   type HistoryEvent,
   ListExecutionsCommand,
@@ -242,19 +243,36 @@ async function lastFailure(client: SFNClient, executionArn: string): Promise<Fai
   };
 }
 
+/**
+ * A Map Run's failures, as its ResultWriter files them under FAILED: "all failed, timed out, and
+ * aborted" child executions (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultwriter.html).
+ * ListExecutions filters one status at a time.
+ */
+const FAILED_CHILD_STATUSES = ['FAILED', 'TIMED_OUT', 'ABORTED'] as const;
+
 /** A Distributed Map's failures live in its child executions: show the first few. */
 async function failedChildren(client: SFNClient, mapRunArn: string): Promise<string[]> {
-  const listed = await client.send(
-    new ListExecutionsCommand({ mapRunArn, statusFilter: 'FAILED', maxResults: FAILED_CHILDREN_SHOWN }),
-  );
+  const children: ExecutionListItem[] = [];
+  for (const statusFilter of FAILED_CHILD_STATUSES) {
+    if (children.length >= FAILED_CHILDREN_SHOWN) break;
+    const listed = await client.send(
+      new ListExecutionsCommand({
+        mapRunArn,
+        statusFilter,
+        maxResults: FAILED_CHILDREN_SHOWN - children.length,
+      }),
+    );
+    children.push(...(listed.executions ?? []));
+  }
   const lines: string[] = [];
-  for (const child of listed.executions ?? []) {
+  for (const child of children) {
     if (!child.executionArn) continue;
     const described = await client.send(new DescribeExecutionCommand({ executionArn: child.executionArn }));
     const partition =
       stringField(parseJson(described.input ?? ''), 'partition') ?? child.name ?? child.executionArn;
+    const error = described.error ?? (child.status === 'FAILED' || !child.status ? 'failed' : child.status);
     lines.push(
-      `  partition ${partition}: ${joinReason(described.error ?? 'failed', described.cause ?? '')} (${child.executionArn})`,
+      `  partition ${partition}: ${joinReason(error, described.cause ?? '')} (${child.executionArn})`,
     );
   }
   if (lines.length > 0)
