@@ -8,7 +8,7 @@ import type { Construct } from 'constructs';
 import { stateRootOf } from '../functions/core/state-root.ts';
 import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
-import { CompactorFunctions, grantObjectKey } from './constructs/compactor-functions.ts';
+import { CompactorFunctions, grantMapKey } from './constructs/compactor-functions.ts';
 import { DataBucket } from './constructs/data-bucket.ts';
 import { Monitoring } from './constructs/monitoring.ts';
 import { CompactionSchedules, schedulePeriod, type TierSchedule } from './constructs/schedules.ts';
@@ -74,7 +74,7 @@ export class CompactorStack extends Stack {
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);
     // ItemReader reads the plan and ResultWriter writes the results under the bucket's key too.
-    if (this.data.encryptionKey) grantObjectKey(this.data.encryptionKey, stateMachine);
+    if (this.data.encryptionKey) grantMapKey(this.data.encryptionKey, stateMachine);
 
     const tiers: Record<string, TierSchedule> = {
       hourly: { expression: config.tiers.hourly.schedule, enabled: config.tiers.hourly.enabled },

@@ -99,7 +99,7 @@ export const stackContextSchema = section(
                 : 'is not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<key id>)',
           })
           .describe(
-            "the SSE-KMS key's ARN (not an alias) of an imported bucket, or the key a created `kms` bucket uses; every role gets kms:Decrypt and kms:GenerateDataKey on it",
+            "the SSE-KMS key's ARN (not an alias) of an imported bucket, or the key a created `kms` bucket uses; every role gets kms:Decrypt and kms:GenerateDataKey on it (the state machine's also kms:Encrypt)",
           ),
       },
       '{"create": false, "name": "my-lake"}',

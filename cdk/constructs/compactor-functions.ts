@@ -332,6 +332,14 @@ export function grantObjectKey(key: kms.IKey, grantee: iam.IGrantable): iam.Gran
 }
 
 /**
+ * What a Distributed Map's ItemReader and ResultWriter need of an SSE-KMS bucket's key: "kms:Decrypt,
+ * kms:Encrypt, and kms:GenerateDataKey" (https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).
+ */
+export function grantMapKey(key: kms.IKey, stateMachine: iam.IGrantable): iam.Grant {
+  return key.grant(stateMachine, 'kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey');
+}
+
+/**
  * Construct ids a step keeps from before it was renamed. The publish step was `upload`; its
  * function keeps its logical ID, and so its generated name and ARN: redriving an execution that
  * failed before the upgrade re-runs that execution's own definition ("Redriven executions use the

@@ -221,13 +221,14 @@ function storeCallRequests(
       return [s3('s3:GetObject', object(call.key)), ...(sm ? [] : [list(call.key)]), ...kms('kms:Decrypt')];
     case 'put':
       if (sm) {
-        // ResultWriter: PutObject and the multipart calls the Distributed Map IAM page lists
+        // ResultWriter: PutObject and the multipart calls the Distributed Map IAM page lists, and
+        // under SSE-KMS "kms:Decrypt, kms:Encrypt, and kms:GenerateDataKey" on the key
         // (https://docs.aws.amazon.com/step-functions/latest/dg/iam-policies-eg-dist-map.html).
         return [
           s3('s3:PutObject', object(call.key)),
           s3('s3:ListMultipartUploadParts', object(call.key)),
           s3('s3:AbortMultipartUpload', object(call.key)),
-          ...kms('kms:GenerateDataKey', 'kms:Decrypt'),
+          ...kms('kms:GenerateDataKey', 'kms:Decrypt', 'kms:Encrypt'),
         ];
       }
       return [
