@@ -12,7 +12,7 @@
  * minutes (cdk/config.ts refuses settings that would not).
  */
 
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
@@ -326,6 +326,9 @@ export class CompactionWorkflow extends Construct {
       // (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
       logs: {
         destination: new logs.LogGroup(this, 'Logs', {
+          // "prefix your CloudWatch Logs log group names with /aws/vendedlogs/", or enabling logging
+          // can hit the Logs resource policy's size limit (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+          logGroupName: `/aws/vendedlogs/states/${Stack.of(this).stackName}-${this.node.id}`,
           retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
           removalPolicy: RemovalPolicy.RETAIN,
         }),

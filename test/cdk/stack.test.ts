@@ -147,6 +147,27 @@ describe('stack with the default config', () => {
     });
   });
 
+  describe('state machine logs', () => {
+    it('go to a retained log group under /aws/vendedlogs/, level ALL with execution data', () => {
+      const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine')[0] as [string, CfnResource];
+      const config = sm.Properties.LoggingConfiguration as {
+        Level: string;
+        IncludeExecutionData: boolean;
+        Destinations: { CloudWatchLogsLogGroup: { LogGroupArn: { 'Fn::GetAtt': [string, string] } } }[];
+      };
+      expect(config).toMatchObject({ Level: 'ALL', IncludeExecutionData: true });
+      const group = config.Destinations[0]?.CloudWatchLogsLogGroup.LogGroupArn['Fn::GetAtt'][0] ?? '';
+      expect(s.json.Resources[group]).toMatchObject({
+        Type: 'AWS::Logs::LogGroup',
+        Properties: {
+          LogGroupName: expect.stringMatching(/^\/aws\/vendedlogs\/states\//),
+          RetentionInDays: 90,
+        },
+        DeletionPolicy: 'Retain',
+      });
+    });
+  });
+
   describe('data bucket', () => {
     it('is private, encrypted, access-logged and retained', () => {
       const logs = logicalId(s, 'AWS::S3::Bucket', 'DataAccessLogs');
