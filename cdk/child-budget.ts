@@ -8,16 +8,20 @@
  * Facts designed around:
  * - An Express execution lasts at most five minutes
  *   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-standard-vs-express.html).
- * - Asynchronous Express (what a Map Run starts) is at-least-once: a child may run twice, even at
- *   once (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html).
+ * - AWS does not say how a Map Run starts its Express children, only that redriven ones are
+ *   "started using the StartExecution API action" (https://docs.aws.amazon.com/step-functions/latest/dg/redrive-map-run.html).
+ *   Asynchronous Express is at-least-once (https://docs.aws.amazon.com/step-functions/latest/dg/express-at-least-once-execution.html),
+ *   so the design assumes it, the conservative choice: a child may run twice, even at once.
  *   Every step is idempotent under the same job and tolerates an earlier attempt still running
  *   (DESIGN "The job protocol"); test/core/concurrency.test.ts and
  *   test/cli/local-workflow.test.ts run a whole chain twice and overlapping.
  * - Redriving a Map Run reruns its failed Express children from their start with StartExecution
  *   (https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html).
- * - Step Functions records no history for Express executions; it is in CloudWatch Logs, if the
- *   state machine logs (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html). The
- *   state machine logs ALL events with execution data (compaction-workflow.ts).
+ * - Step Functions keeps no execution history for Express executions; it stores a Map Run's
+ *   Express children's response and status
+ *   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-statemachines.html), and their
+ *   states are in CloudWatch Logs when the state machine logs them (cw-logs.html). It logs ALL
+ *   events with execution data (compaction-workflow.ts).
  */
 
 import {

@@ -322,8 +322,9 @@ export class CompactionWorkflow extends Construct {
       queryLanguage: sfn.QueryLanguage.JSON_PATH,
       timeout: props.timeout ?? Duration.hours(12),
       tracingEnabled: true,
-      // ALL with execution data: for Express children these logs are the only execution history
-      // (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
+      // ALL with execution data, a cost chosen for operators: Step Functions keeps an Express
+      // child's response and status (concepts-statemachines.html), but its states, inputs and
+      // outputs only in these logs (https://docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html).
       logs: {
         destination: new logs.LogGroup(this, 'Logs', {
           // "prefix your CloudWatch Logs log group names with /aws/vendedlogs/", or enabling logging
