@@ -39,6 +39,14 @@ export function backoffSeconds(config: CompactorConfig, failures: number): numbe
   return Math.min(maxSeconds, baseSeconds * 2 ** (failures - after));
 }
 
+/**
+ * Whether the planner holds the partition back at `now` (ms): once its failures reach the
+ * threshold, until its next attempt. The planner and `compactor status` both ask this.
+ */
+export function heldByBackoff(config: CompactorConfig, record: FailureRecord, now: number): boolean {
+  return record.consecutiveFailures >= config.failureBackoff.after && now < Date.parse(record.nextAttemptAt);
+}
+
 async function read(store: ObjectStore, key: string): Promise<FailureRecord | undefined> {
   try {
     const { body } = await store.getBytes(key);

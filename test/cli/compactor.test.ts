@@ -22,6 +22,7 @@ import { generateDemoLake } from '../../functions/cli/demo-lake.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
+import { recordFailure } from '../../functions/core/failures.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { manifestKey, manifestsRoot, stagingRoot } from '../../functions/core/manifest/manifest.ts';
 import {
@@ -441,6 +442,26 @@ describe('verify on the seed bug', () => {
     expect(total).toBe(110);
     const json = JSON.parse((await cli('verify', '--store', dir, '--json')).text) as { problems: number };
     expect(json.problems).toBe(1);
+  });
+});
+
+describe('status with failing partitions', () => {
+  it('says a partition is held back only once the planner holds it back, and when it tries again', async () => {
+    const dir = await copyOldLake('failing');
+    const config = parseConfig({});
+    const store = new LocalFolderStore(dir);
+    const partition = 'db/cpu/2025/01/15/10/';
+    const fail = () =>
+      recordFailure({ store, config, clock: systemClock }, 'hourly', partition, 'SchemaConflictError: x');
+    await fail();
+    const once = await cli('status', '--store', dir);
+    expect(once.text).toContain('failing partitions: 1 (0 held back: after 3 failures in a row');
+    expect(once.text).toMatch(/db\/cpu\/2025\/01\/15\/10\/\s+hourly\s+1\s+next run/);
+    await fail();
+    const record = await fail();
+    const thrice = await cli('status', '--store', dir);
+    expect(thrice.text).toContain('failing partitions: 1 (1 held back');
+    expect(thrice.text).toContain(record.nextAttemptAt);
   });
 });
 

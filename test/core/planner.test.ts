@@ -193,6 +193,23 @@ describe('hourly candidates', () => {
     expect(jobFor(quiet, folder)?.candidates).toBe(5);
   });
 
+  it('names a file written after the time planned for, rather than "less than 0s ago"', async () => {
+    const cfg = config({ quietSeconds: 0 });
+    const folder = hourFolder(Math.floor(Date.now() / HOUR) * HOUR - 2 * HOUR);
+    await putL0(folder, 5);
+    // Planning as of an hour ago, before the files were written (a replay, --now).
+    const earlier = { now: () => new Date(Date.now() - HOUR) };
+    const plan = await planTier(
+      store,
+      { ...cfg, tiers: { ...cfg.tiers, hourly: { ...cfg.tiers.hourly, minAgeSeconds: 0 } } },
+      earlier,
+      'hourly',
+    );
+    expect(skipFor(plan, folder)?.reason).toMatch(
+      /^a file was written at \S+Z, after the time planned for \(\S+Z\)$/,
+    );
+  });
+
   it('counts a fresh L1 file of the hour in the quiet check', async () => {
     const cfg = config();
     const folder = hourFolder(Math.floor(Date.now() / HOUR) * HOUR - 2 * HOUR);

@@ -3,7 +3,7 @@
  * (test/cli/startup.test.ts).
  */
 
-import { readFailures } from '../../core/failures.ts';
+import { heldByBackoff, readFailures } from '../../core/failures.ts';
 import { manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest/manifest.ts';
 import { getBytesIfExists } from '../../core/object-store.ts';
 import { describeQuarantineRecord, type QuarantineRecordRow } from '../../core/quarantine.ts';
@@ -61,13 +61,19 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
     if (body === undefined) continue;
     quarantined.push({ key: object.key, ...describeQuarantineRecord(body) });
   }
-  const failing = [...(await readFailures(store, ctx.config)).values()].map((f) => ({
-    partition: f.partition,
-    tier: f.tier,
-    failures: f.consecutiveFailures,
-    nextAttemptAt: f.nextAttemptAt,
-    lastError: f.lastError.split('\n')[0] ?? '',
-  }));
+  const failing = [...(await readFailures(store, ctx.config)).values()].map((f) => {
+    const held = heldByBackoff(ctx.config, f, now);
+    return {
+      partition: f.partition,
+      tier: f.tier,
+      failures: f.consecutiveFailures,
+      heldBack: held,
+      // Not held back: the next run of its tier tries it again.
+      nextAttemptAt: held ? f.nextAttemptAt : 'next run',
+      lastError: f.lastError.split('\n')[0] ?? '',
+    };
+  });
+  const heldBack = failing.filter((f) => f.heldBack).length;
   emit(io, options, { live, quarantined, failing }, () =>
     [
       `live manifests: ${live.length}`,
@@ -88,7 +94,7 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
             ),
           ]
         : []),
-      `failing partitions: ${failing.length}${failing.length > 0 ? ` (skipped with backoff after ${ctx.config.failureBackoff.after} failures in a row)` : ''}`,
+      `failing partitions: ${failing.length}${failing.length > 0 ? ` (${heldBack} held back: after ${ctx.config.failureBackoff.after} failures in a row a partition waits for its next attempt)` : ''}`,
       ...(failing.length > 0
         ? [
             table(

@@ -6,7 +6,7 @@
 
 import type { CompactorConfig, JobKind, TierName } from '../config.ts';
 import { type Exclusions, isExcluded } from '../exclusions.ts';
-import { type FailureRecord, failureKey } from '../failures.ts';
+import { type FailureRecord, failureKey, heldByBackoff } from '../failures.ts';
 import { type InputRef, keysTooLong, manifestKey } from '../manifest/manifest.ts';
 import { compareKeys, type ObjectStore } from '../object-store.ts';
 import { isParquetObject } from '../parquet-sniff.ts';
@@ -140,15 +140,15 @@ function heldBack(
   const tooLong = sample && keysTooLong(layout, tier, sample);
   if (tooLong) return `cannot be compacted: ${tooLong}`;
   const failure = context.failures.get(failureKey(config, tier, partition));
-  if (
-    failure &&
-    failure.consecutiveFailures >= config.failureBackoff.after &&
-    now < Date.parse(failure.nextAttemptAt)
-  ) {
+  if (failure && heldByBackoff(config, failure, now)) {
     return `failed ${failure.consecutiveFailures} times in a row (last: ${failure.lastError.split('\n')[0]}); next attempt after ${failure.nextAttemptAt}`;
   }
   if (now < folder.periodEnd + tierConfig.minAgeSeconds * 1000) {
     return `period not older than minAge (${tierConfig.minAgeSeconds}s)`;
+  }
+  if (folder.newestModified > now) {
+    // Planning as of an earlier time (a replay, --now) than a file's write.
+    return `a file was written at ${new Date(folder.newestModified).toISOString()}, after the time planned for (${new Date(now).toISOString()})`;
   }
   if (folder.newestModified > now - config.quietSeconds * 1000) {
     return `a file was written less than ${config.quietSeconds}s ago`;
