@@ -38,10 +38,22 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   } catch (error) {
     // The one place every failure becomes a one-line reason and an exit code.
     const e = error instanceof Error ? error : new Error(String(error));
-    io.err(`compactor ${command}: ${e.name}: ${e.message}`);
+    const fix = FIXES[e.name];
+    io.err(`compactor ${command}: ${e.name}: ${e.message}${fix === undefined ? '' : `; ${fix}`}`);
     return 2;
   }
 }
+
+/**
+ * What to do about an error the AWS SDK raises, by its name (matched by name so that start-up
+ * loads no SDK). The SDK looks for credentials along its default provider chain: environment
+ * variables, SSO, web identity, the shared config and credentials files, then instance metadata
+ * (https://docs.aws.amazon.com/sdk-for-javascript/v3/developer-guide/setting-credentials-node.html).
+ */
+const FIXES: Readonly<Record<string, string>> = {
+  CredentialsProviderError:
+    'no AWS credentials were found: run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)',
+};
 
 /**
  * Each command's module is imported when the command runs, never at start-up: the modules only

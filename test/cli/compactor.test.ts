@@ -5,10 +5,12 @@
  * Row counts are checked exactly, by id.
  */
 
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   type DuckDbEngine,
@@ -41,6 +43,7 @@ import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
 const HOUR = 3_600_000;
 const ARC = Layout.fromName('arc');
+const MAIN = fileURLToPath(new URL('../../functions/cli/main.ts', import.meta.url));
 
 let engine: DuckDbEngine;
 let root: string;
@@ -142,6 +145,27 @@ describe('usage', () => {
     expectUsageError(await cli('status', '--store', dir, '--endpoint', 'http://127.0.0.1:1'), '--endpoint');
     // None of that touched the lake.
     expect(await stateKeys(dir)).toEqual([]);
+  });
+
+  it('an AWS command without credentials says how to provide them (the real SDK, nothing to find)', () => {
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: root,
+      // The chain's files and instance metadata, pointed at nothing.
+      AWS_SHARED_CREDENTIALS_FILE: join(root, 'no-credentials'),
+      AWS_CONFIG_FILE: join(root, 'no-config'),
+      AWS_EC2_METADATA_DISABLED: 'true',
+    };
+    const machine = 'arn:aws:states:eu-west-1:123456789012:stateMachine:Compaction';
+    const run = spawnSync(process.execPath, [MAIN, 'start', '--tier', 'hourly', '--state-machine', machine], {
+      env,
+      encoding: 'utf8',
+    });
+    expect(run.status).toBe(2);
+    const lines = run.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain('CredentialsProviderError');
+    expect(lines[0]).toContain('run `aws configure` or `aws sso login`, or set AWS_PROFILE');
   });
 
   it('names the option and the fix for a bad engine or run option, before anything is written', async () => {
