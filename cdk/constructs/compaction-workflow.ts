@@ -299,7 +299,7 @@ export class CompactionWorkflow extends Construct {
       stateName: STATES.partitionsFailed,
       error: PARTITIONS_FAILED_ERROR,
       cause:
-        'More partitions failed than map.toleratedFailurePercentage allows; the Summary step output lists them. The next execution retries them (redriving this one re-runs only this state); `compactor start --tier <tier>` retries them now.',
+        'More partitions failed than map.toleratedFailurePercentage allows; the Summary step output lists them. The next execution retries them (redriving this one re-runs only this state); `compactor start --tier <tier>` retries them now (a local run: `compactor run --tier <tier>`).',
     });
     summary.next(
       new sfn.Choice(this, STATES.tolerance, { stateName: STATES.tolerance })

@@ -178,6 +178,10 @@ describe('a step failing mid-partition: Summary runs, the execution fails, the n
     const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
     expect(first.execution.status).toBe('FAILED');
     expect(first.execution.error).toBe(PARTITIONS_FAILED_ERROR);
+    // The advice fits a deployed and a local run alike.
+    expect(first.execution.cause).toContain(
+      '`compactor start --tier <tier>` retries them now (a local run: `compactor run --tier <tier>`)',
+    );
     expect(first.execution.failedState?.name).toBe(STATES.partitionsFailed);
     // Summary ran before the execution failed: its totals (and metrics) cover this outcome too.
     expect(first.execution.statesEntered).toContain(STATES.summary);

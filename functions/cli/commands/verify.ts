@@ -77,7 +77,7 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
       ...p,
       note: [
         p.rows !== p.visibleRows
-          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a job is in flight)`
+          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a manifest holds the partition: a job in flight, or one a stopped run left, which compactor recover resolves)`
           : '',
         p.unreadable > 0 ? `${p.unreadable} unreadable file(s)` : '',
         suspects.has(p.partition) ? 'SUSPECT: an output coexists with older raw files' : '',
