@@ -703,6 +703,20 @@ describe('recover after a crashed cycle', () => {
     expect(status.code).toBe(0);
     expect(status.text).toMatch(/^live manifests: 1$/m);
     expect(status.text).toMatch(op === 'copy' ? /\bstaged\b/ : /\bverified\b/);
+    // plan shows the held partition (its files all named by the manifest), and what the next run does.
+    const plan = JSON.parse(
+      (await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--json')).text,
+    ) as {
+      skipped: { partition: string; reason: string }[];
+    };
+    const state = op === 'copy' ? 'staged' : 'verified';
+    expect(plan.skipped.map((s) => s.reason)).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `^held by job \\S+ \\(${state} since \\S+, owner ${executionId}, lease until \\S+\\): .*finishes it from ${state}$`,
+        ),
+      ),
+    );
 
     const recovered = await cli('recover', '--store', dir);
     expect(recovered.code, recovered.err.join('\n')).toBe(0);

@@ -73,6 +73,9 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
   const { config, tier, now } = context;
   const tierConfig = config.tiers[tier];
   const skip = (reason: string): FolderPlan => ({ kind: 'skip', reason });
+  // Before the candidates: a manifest excludes the files it names, which may be all of them.
+  const leased = leaseHolder(context, partition);
+  if (leased !== undefined) return skip(leased);
   let candidates = folder.candidates.filter((c) => !isExcluded(context.exclusions, c.key));
   const first = candidates[0];
   if (first === undefined) {
@@ -119,8 +122,29 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
 }
 
 /**
- * Why a folder with candidates is not planned now, in the order checked: its lease (quarantined
- * or live), keys too long for the store, failure backoff, minAge, quiet time. Undefined: none.
+ * Why a manifest holds the folder's lease, if one does: a quarantined one that does not validate,
+ * or a live one, with its job, state, owner and lease, and what the next run's recovery does.
+ */
+function leaseHolder(context: FolderContext, partition: string): string | undefined {
+  const { config, tier } = context;
+  const lease = manifestKey(config.layout, tier, partition);
+  if (context.exclusions.quarantineHolds.has(lease)) {
+    return 'held by a quarantined manifest that does not validate: see compactor status';
+  }
+  if (!context.exclusions.leasedManifests.has(lease)) return undefined;
+  const held = context.exclusions.liveManifests.find((m) => m.tier === tier && m.partition === partition);
+  if (held === undefined)
+    return 'held by a live manifest that does not validate: the next run quarantines it';
+  const then =
+    held.state === 'claimed'
+      ? 'rolls it back (its inputs are planned again)'
+      : `finishes it from ${held.state}`;
+  return `held by job ${held.jobId} (${held.state} since ${held.updatedAt}, owner ${held.executionId}, lease until ${held.leaseExpiresAt}): the next run leaves it to its owner while that runs and the lease lasts, else its recovery ${then}`;
+}
+
+/**
+ * Why a folder with candidates is not planned now, in the order checked: keys too long for the
+ * store, failure backoff, minAge, quiet time. Undefined: none.
  */
 function heldBack(
   context: FolderContext,
@@ -131,11 +155,6 @@ function heldBack(
   const { config, tier, now } = context;
   const { layout } = config;
   const tierConfig = config.tiers[tier];
-  const lease = manifestKey(layout, tier, partition);
-  if (context.exclusions.quarantineHolds.has(lease)) {
-    return 'held by a quarantined manifest that does not validate: see compactor status';
-  }
-  if (context.exclusions.leasedManifests.has(lease)) return 'a job holds this partition (live manifest)';
   const sample = layout.parse(first.key);
   const tooLong = sample && keysTooLong(layout, tier, sample);
   if (tooLong) return `cannot be compacted: ${tooLong}`;
