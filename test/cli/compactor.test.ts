@@ -217,6 +217,8 @@ describe('plan', () => {
     expect(rowOf(arcRawKey(due, 1))).toMatch(/\bcompact\s+3\s+3\b/);
     expect(rowOf(arcRawKey(few, 4))).toMatch(/\bskip\b.*1 file\(s\), fewer than minFiles 2/);
     expect(rowOf(arcRawKey(current, 5))).toMatch(/\bskip\b.*period not older than minAge \(3600s\)/);
+    // A skipped folder takes no input, and shows the files it holds, not "0 0".
+    expect(rowOf(arcRawKey(current, 5))).toMatch(/\bskip\s+2\s+period not older/);
     expect(result.text).toMatch(/^hourly plan at .* \(dry run\): 6 objects listed$/m);
 
     const json = await cli(...args, '--json');

@@ -23,7 +23,8 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
         formatBytes(j.inputBytes),
         j.reason,
       ]),
-      ...plan.skipped.map((s) => [s.partition, 'skip', 0, 0, '', s.reason]),
+      // A skipped partition takes no input; its candidates are shown where the plan counted them.
+      ...plan.skipped.map((s) => [s.partition, 'skip', '', s.candidates ?? '', '', s.reason]),
     ];
     return [
       `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,

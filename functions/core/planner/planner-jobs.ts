@@ -27,6 +27,8 @@ export interface SkippedPartition {
   readonly tier: JobKind;
   readonly partition: string;
   readonly reason: string;
+  /** The folder's files that would be inputs, when the skip comes from a listed folder. */
+  readonly candidates?: number;
 }
 
 /**
@@ -49,7 +51,9 @@ export async function planJobs(
   for (const [partition, folder] of sortedFolders) {
     const planned = await planFolder(context, partition, folder);
     if (planned.kind === 'job') jobs.push(planned.job);
-    else if (planned.kind === 'skip') skipped.push({ tier, partition, reason: planned.reason });
+    else if (planned.kind === 'skip') {
+      skipped.push({ tier, partition, reason: planned.reason, candidates: planned.candidates });
+    }
   }
   return { jobs, skipped };
 }
@@ -66,17 +70,17 @@ interface FolderContext {
 /** One folder's part of the plan: a job, a skip with its reason, or nothing to say. */
 type FolderPlan =
   | { readonly kind: 'job'; readonly job: PlannedJob }
-  | { readonly kind: 'skip'; readonly reason: string }
+  | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
   | { readonly kind: 'none' };
 
 async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
   const { config, tier, now } = context;
   const tierConfig = config.tiers[tier];
-  const skip = (reason: string): FolderPlan => ({ kind: 'skip', reason });
   // Before the candidates: a manifest excludes the files it names, which may be all of them.
   const leased = leaseHolder(context, partition);
-  if (leased !== undefined) return skip(leased);
+  if (leased !== undefined) return { kind: 'skip', reason: leased, candidates: folder.candidates.length };
   let candidates = folder.candidates.filter((c) => !isExcluded(context.exclusions, c.key));
+  const skip = (reason: string): FolderPlan => ({ kind: 'skip', reason, candidates: candidates.length });
   const first = candidates[0];
   if (first === undefined) {
     // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
