@@ -571,7 +571,7 @@ describe('what is never data', () => {
     const plan = await planTier(store, cfg, later, 'hourly');
     expect(plan.jobs).toEqual([]);
     expect(plan.skipped).toEqual([
-      { tier: 'hourly', partition: folder, reason: '2 file(s), fewer than minFiles 3' },
+      { tier: 'hourly', partition: folder, reason: '2 file(s), fewer than minFiles 3', candidates: 2 },
     ]);
     // One more real file makes the hour eligible, with only the real files.
     const third = l0(folder, 3);
