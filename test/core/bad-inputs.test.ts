@@ -573,6 +573,7 @@ describe('keys near the limits (found)', () => {
         reason: expect.stringMatching(
           /^cannot be compacted: its output key would be 10\d\d bytes \(limit 1024, 250 a name\): shorten the data prefix or table path$/,
         ),
+        candidates: files.length,
       },
     ]);
     await expect(dataIds(l)).resolves.toEqual(range(1, 10));

@@ -153,6 +153,8 @@ describe('monthly planning', () => {
         tier: 'monthly',
         partition: fresh.month,
         reason: `2 daily file(s) pass to the monthly tier once the month is older than minAge (${cfg.tiers.monthly.minAgeSeconds}s): after ${after}`,
+        // The daily files wait for the monthly tier; none is a candidate yet.
+        candidates: 0,
       },
     ]);
   });
