@@ -66,6 +66,23 @@ describe('hive layout: hourly only, exact through partitioned and glob readers',
     `read_parquet('${dir}/events/dt=*/hour=*/*.parquet', hive_partitioning = true)`;
   const glob = (dir: string) => `read_parquet('${dir}/events/**/*.parquet', hive_partitioning = false)`;
 
+  it('plan and run without --layout hive find nothing to do and say which layout the lake reads as', async () => {
+    const dir = await hiveLake();
+    const before = await listAll(dir);
+    const hint = 'is data in the arc layout; they read as hive: did you mean --layout hive?';
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    expect(plan.code).toBe(0);
+    expect(plan.text).toContain('nothing to do');
+    expect(plan.err.join('\n')).toContain(hint);
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    expect(run.code).toBe(0);
+    expect(run.err.join('\n')).toContain(hint);
+    expect(await listAll(dir)).toEqual(before);
+    // With the right layout, no hint.
+    const right = await cli('plan', '--tier', 'hourly', '--store', dir, '--layout', 'hive', '--quiet', '0');
+    expect(right.err.join('\n')).not.toContain('did you mean --layout');
+  });
+
   it('run --tier hourly then --tier daily: the daily run is refused, every row is read once by both readers', async () => {
     const dir = await hiveLake();
     expect(await count(partitioned(dir))).toEqual({ rows: TOTAL, distinct: TOTAL });

@@ -6,6 +6,7 @@
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { parseTier } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
+import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
 
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
@@ -13,6 +14,9 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   const ctx = await commandContext(options);
   const { planCycle } = await import('../../core/cycle.ts');
   const plan = await planCycle(ctx.target.store, ctx.config, ctx.clock, tier);
+  const empty = plan.jobs.length === 0 && plan.skipped.length === 0;
+  const hint = empty && plan.objectsListed > 0 ? await layoutHint(ctx.target.store, ctx.config) : undefined;
+  if (hint !== undefined) io.err(`warning: ${hint}`);
   emit(io, options, plan, () => {
     const rows = [
       ...plan.jobs.map((j) => [

@@ -24,6 +24,7 @@ import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
 import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
+import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
 
@@ -82,6 +83,11 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         () => formatFailedExecution(execution, tier),
       );
       return 1;
+    }
+    const { plan } = output;
+    if (plan.jobs === 0 && plan.skipped === 0 && plan.objectsListed > 0) {
+      const hint = await layoutHint(ctx.target.store, ctx.config);
+      if (hint !== undefined) io.err(`warning: ${hint}`);
     }
     emit(io, options, { ...output, partitions: partitionRows(execution, tier) }, () =>
       formatRun(output, execution),
