@@ -213,6 +213,8 @@ export interface StepNumbers {
   readonly outputBytes?: number;
   readonly inputRows?: number;
   readonly outputRows?: number;
+  /** With dedup: the inputs' distinct rows, which the outputs hold. */
+  readonly distinctRows?: number;
   readonly quarantinedInputs?: number;
 }
 

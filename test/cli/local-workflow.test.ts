@@ -377,6 +377,15 @@ describe('compactor run executes the synthesized definition', () => {
     const result = await run(dir, '--context', '{"dedup":{"db/cpu/":{"mode":"exact"}}}');
     expect(result.code, result.err).toBe(0);
     expect(result.json).toMatchObject({ summary: { partitions: 1, compacted: 1, rows } });
+    // The row says what dedup dropped: the retried file's rows.
+    const dropped = FILES[0]?.rows ?? 0;
+    expect(result.json).toMatchObject({
+      partitions: [
+        {
+          note: `dedup: ${(rows + dropped).toLocaleString('en-US')} rows in, ${dropped.toLocaleString('en-US')} duplicate(s) dropped`,
+        },
+      ],
+    });
     expect(await ids(store)).toEqual(range(rows));
   });
 

@@ -13,6 +13,7 @@ import {
   type PartitionOutcome,
   partitionVerdict,
   resultOf,
+  type StepNumbers,
 } from '../../core/pipeline.ts';
 import type { StepResult } from '../../core/protocol.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
@@ -179,11 +180,18 @@ function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRo
             ? `${judged.error}: ${judged.cause}`
             : judged.verdict === 'superseded' && compact?.status !== 'superseded'
               ? 'rolled back or taken over by recovery meanwhile'
-              : (compact?.reason ?? ''),
+              : (compact?.reason ?? dedupNote(committed, compact)),
       });
     }
   }
   return rows.sort((a, b) => compareKeys(a.partition, b.partition));
+}
+
+/** What a committed dedup job dropped: the inputs' rows beyond their distinct ones. */
+function dedupNote(committed: boolean, compact: StepNumbers | undefined): string {
+  const { inputRows, distinctRows } = compact ?? {};
+  if (!committed || inputRows === undefined || distinctRows === undefined) return '';
+  return `dedup: ${formatCount(inputRows)} rows in, ${formatCount(inputRows - distinctRows)} duplicate(s) dropped`;
 }
 
 function formatRun(output: NonNullable<LocalRunResult['output']>, execution: WorkflowExecution): string {
