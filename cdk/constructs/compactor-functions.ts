@@ -113,15 +113,23 @@ export function duckDbInstallCommands(outputDir: string, versions = installedDuc
   // (naming it explicitly fails: npm checks explicit packages against the host). Optional means a
   // mismatch is skipped silently, hence the `test -f` below.
   const packages = [`@duckdb/node-api@${versions.api}`, `@duckdb/node-bindings@${versions.bindings}`];
+  const binding = `@duckdb/node-bindings-linux-arm64@${versions.bindings}`;
+  // Offline with a cache that lacks the binding, npm fails with a page of stack: say it in one
+  // line, with the fix, and keep npm's words in a file.
+  const refused = shellQuote(
+    `compactor: bundling the compact Lambda needs ${binding} from the npm registry or npm's cache, and npm could not get it: run "npm cache add ${binding}" once with the registry reachable, then synth again (npm's output:`,
+  );
   return [
     // Without its own package.json, npm would walk up and install into the project instead.
     `echo '{"private":true}' > ${out}/package.json`,
     [
+      'log=$(mktemp) &&',
       'npm install',
       `--prefix ${out}`,
       '--no-save --no-package-lock --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline',
       '--loglevel=error --os=linux --cpu=arm64 --libc=glibc',
       ...packages,
+      `>"$log" 2>&1 && rm -f "$log" || { echo ${refused} "$log)" >&2; exit 1; }`,
     ].join(' '),
     `rm -f ${out}/package.json ${out}/node_modules/.package-lock.json`,
     `rm -rf ${out}/node_modules/@duckdb/node-bindings-linux-arm64-musl`,
