@@ -10,7 +10,7 @@ export type SfnCommandName = (typeof SFN_COMMAND_NAMES)[number];
 
 /** Lines for the CLI's usage text. */
 export const SFN_USAGE = `Deployed state machine (region: --region, else the ARN's, else $AWS_REGION):
-  start --tier hourly|daily|retention [--wait] [--now ISO]
+  start --tier hourly|daily|monthly|retention [--wait] [--now ISO]
                               start an execution of --state-machine ARN (or $COMPACTOR_STATE_MACHINE_ARN);
                               --wait follows it and exits 0 on success, 1 on failure
   watch [--execution ARN]     follow one execution, or list the state machine's 10 most recent
