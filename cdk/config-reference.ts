@@ -49,12 +49,17 @@ function valueAt(root: unknown, path: readonly string[]): unknown {
   return value;
 }
 
+/** A `…Bytes` key's value in whole MiB or GiB (`512 MiB`, or `512MiB` with no separator), else undefined. */
+export function wholeSize(key: string, value: unknown, separator = ' '): string | undefined {
+  if (typeof value !== 'number' || !/Bytes$/.test(key) || value % MiB !== 0) return undefined;
+  return value % (1024 * MiB) === 0
+    ? `${value / 1024 / MiB}${separator}GiB`
+    : `${value / MiB}${separator}MiB`;
+}
+
 function show(key: string, value: unknown): string {
   if (value === undefined) return 'none';
-  if (typeof value === 'number' && /Bytes$/.test(key) && value % MiB === 0) {
-    return value % (1024 * MiB) === 0 ? `${value / 1024 / MiB} GiB` : `${value / MiB} MiB`;
-  }
-  return `\`${JSON.stringify(value)}\``;
+  return wholeSize(key, value) ?? `\`${JSON.stringify(value)}\``;
 }
 
 /** The stack leaves some sections to the core (`planning`): their defaults are the core's DEFAULTS. */
@@ -79,12 +84,16 @@ function defaultOf(schema: z.ZodType, defaults: unknown, path: readonly string[]
   return { value, standard, text: z.globalRegistry.get(schema)?.defaultText };
 }
 
+/** The stack context's keys by their dotted path, walked once. */
+let stackKeys: ReadonlyMap<string, z.ZodType> | undefined;
+
 /** The default of the stack key at `path` (`['tiers', 'hourly', 'minFiles']`). */
 export function stackSettingDefault(path: readonly string[]): SettingDefault {
+  stackKeys ??= new Map(walk(stackContextSchema).map((entry) => [keyPath(entry.path), entry.schema]));
   const key = keyPath(path);
-  const found = walk(stackContextSchema).find((entry) => keyPath(entry.path) === key);
-  if (!found) throw new Error(`${key} is not a stack setting`);
-  return defaultOf(found.schema, STACK_DEFAULTS, path);
+  const schema = stackKeys.get(key);
+  if (!schema) throw new Error(`${key} is not a stack setting`);
+  return defaultOf(schema, STACK_DEFAULTS, path);
 }
 
 /** Whether a key's default follows map.childExecutionType. */

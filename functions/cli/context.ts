@@ -19,7 +19,7 @@ import {
 import { type Clock, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import type { ObjectStore } from '../core/object-store.ts';
-import { OPTIONS, type OptionName } from './options.ts';
+import { OPTIONS, type OptionName, settingPath } from './options.ts';
 
 export interface CliOptions {
   readonly store?: string;
@@ -178,7 +178,7 @@ export const CONTEXT_FLAGS: readonly {
   readonly value: (raw: string | true, flag: string) => unknown;
 }[] = (Object.keys(FLAG_VALUES) as FlagName[]).map((flag) => ({
   flag,
-  key: (tier) => OPTIONS[flag].setting.split('.').map((part) => (part === '<tier>' ? tier : part)),
+  key: (tier) => settingPath(OPTIONS[flag].setting, tier),
   value: FLAG_VALUES[flag],
 }));
 
@@ -195,7 +195,7 @@ export function flagContext(options: CliOptions): {
   const tier = options.tier;
   if (given.some(({ flag }) => TIER_FLAGS.includes(flag)) && !TIERS.includes(tier as TierName)) {
     throw new ConfigError(
-      `--min-files and --min-age apply to one tier: add --tier ${TIERS.join(', --tier ')}`,
+      `${TIER_FLAGS.map((flag) => `--${flag}`).join(' and ')} apply to one tier: add --tier ${TIERS.join(', --tier ')}`,
     );
   }
   const context: Record<string, unknown> = {};

@@ -5,24 +5,21 @@
  * `default`. Loaded only for --help and by the docs test: it brings the settings schema.
  */
 
-import { MiB } from '../../cdk/config-defaults.ts';
-import { byChildType, type SettingDefault, stackSettingDefault } from '../../cdk/config-reference.ts';
+import {
+  byChildType,
+  type SettingDefault,
+  stackSettingDefault,
+  wholeSize,
+} from '../../cdk/config-reference.ts';
 import { TIERS } from '../core/config.ts';
-import { OPTIONS, type OptionName } from './options.ts';
-
-interface OptionDefault {
-  readonly type: 'string' | 'boolean';
-  readonly setting?: string;
-  readonly default?: string;
-}
+import { OPTIONS, type OptionDef, type OptionName, settingPath } from './options.ts';
 
 /** A default value as a flag would spell it: `512MiB`, `a,b`, `off`, `none`. */
 function asFlag(setting: string, value: unknown): string {
   if (value === undefined) return 'none';
   if (typeof value === 'boolean') return value ? 'on' : 'off';
-  if (typeof value === 'number' && /Bytes$/.test(setting) && value % MiB === 0) {
-    return value % (1024 * MiB) === 0 ? `${value / 1024 / MiB}GiB` : `${value / MiB}MiB`;
-  }
+  const size = wholeSize(setting, value, '');
+  if (size !== undefined) return size;
   if (Array.isArray(value)) return value.length === 0 ? 'none' : value.join(',');
   if (typeof value === 'object' && value !== null) {
     return Object.keys(value).length === 0 ? 'none' : JSON.stringify(value);
@@ -39,14 +36,13 @@ function shown(setting: string, d: SettingDefault): string {
 
 /** The default of `name` as the help and the docs show it; undefined when it has none to show. */
 export function optionDefault(name: OptionName): string | undefined {
-  const def: OptionDefault = OPTIONS[name];
+  const def: OptionDef = OPTIONS[name];
   if (def.setting === undefined) return def.default;
   const setting = def.setting;
-  const path = setting.split('.');
-  if (!path.includes('<tier>')) return shown(setting, stackSettingDefault(path));
+  if (!setting.includes('<tier>')) return shown(setting, stackSettingDefault(setting.split('.')));
   // A per-tier option sets the --tier's key: its default is each tier's.
   return TIERS.map(
-    (tier) => `${tier} ${shown(setting, stackSettingDefault(path.map((p) => (p === '<tier>' ? tier : p))))}`,
+    (tier) => `${tier} ${shown(setting, stackSettingDefault(settingPath(setting, tier)))}`,
   ).join(', ');
 }
 
@@ -72,10 +68,10 @@ const TUNING: readonly OptionName[] = [
 
 export function cliOptionRows(): OptionRow[] {
   const names = (Object.keys(OPTIONS) as OptionName[]).filter(
-    (name) => (OPTIONS[name] as OptionDefault).setting !== undefined,
+    (name) => (OPTIONS[name] as OptionDef).setting !== undefined,
   );
   return [...names, ...TUNING].map((name) => {
-    const def: OptionDefault & { readonly value?: string; readonly help: string } = OPTIONS[name];
+    const def: OptionDef = OPTIONS[name];
     const meaning = def.help.replaceAll('\n', ' ');
     return {
       option: `--${name}${def.value === undefined ? '' : ` ${def.value}`}`,

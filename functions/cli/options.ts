@@ -6,8 +6,9 @@
  */
 
 import type { ParseArgsOptionsConfig } from 'node:util';
+import type { TierName } from '../core/config.ts';
 
-interface OptionDef {
+export interface OptionDef {
   readonly type: 'string' | 'boolean';
   readonly short?: string;
   /** The value's placeholder in the help line. */
@@ -21,6 +22,11 @@ interface OptionDef {
   readonly setting?: string;
   /** The default of an option that sets no key, as the help and the docs show it. */
   readonly default?: string;
+}
+
+/** A setting's key path (`OptionDef.setting`), its `<tier>` the given tier's. */
+export function settingPath(setting: string, tier: TierName): string[] {
+  return setting.split('.').map((part) => (part === '<tier>' ? tier : part));
 }
 
 /** Partitions `run` compacts at once unless --concurrency says otherwise. */
