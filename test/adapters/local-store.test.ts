@@ -8,6 +8,8 @@ import {
   open,
   readdir,
   readFile,
+  readlink,
+  realpath,
   rm,
   stat,
   symlink,
@@ -553,21 +555,40 @@ describe('LocalFolderStore checksums and sidecars', () => {
   });
 });
 
+/** How many of this process's descriptors are open on `path`. */
+async function descriptorsOf(path: string): Promise<number> {
+  const wanted = await realpath(path);
+  let count = 0;
+  for (const fd of await readdir('/proc/self/fd')) {
+    // A descriptor closed since readdir listed it is not open on the path.
+    const target = await readlink(join('/proc/self/fd', fd)).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return undefined;
+      throw error;
+    });
+    if (target === wanted) count++;
+  }
+  return count;
+}
+
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  while (!(await condition())) await new Promise((r) => setTimeout(r, 10));
+}
+
 describe('LocalFolderStore incomplete uploads and aborts', () => {
   it('lists an upload in progress under its key and aborts it, failing the put', async () => {
     const fifo = join(root, '..', `${root.split('/').pop()}.fifo`);
     execFileSync('mkfifo', [fifo]);
     try {
+      // Opened read-write, a FIFO never blocks its opener (Linux, fifo(7)), so the put can open it too.
+      const writer = await open(fifo, 'r+');
       const put = store.put('db/m/slow.parquet', { file: fifo });
       const settled = put.then(
         () => 'resolved',
         (error: unknown) => error,
       );
-      let uploads = await store.listIncompleteUploads('db/');
-      for (let i = 0; uploads.length === 0 && i < 200; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-        uploads = await store.listIncompleteUploads('db/');
-      }
+      // Abort only once the put reads the FIFO: aborted earlier, it fails before opening it.
+      await until(async () => (await descriptorsOf(fifo)) >= 2);
+      const uploads = await store.listIncompleteUploads('db/');
       expect(uploads).toHaveLength(1);
       expect(uploads[0]).toMatchObject({ key: 'db/m/slow.parquet' });
       expect(uploads[0]?.initiated).toBeInstanceOf(Date);
@@ -580,7 +601,6 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
       await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
       expect(await store.listIncompleteUploads('')).toEqual([]);
 
-      const writer = await open(fifo, 'w');
       await writer.write(Buffer.from('late bytes'));
       await writer.close();
       expect(await settled).toBeInstanceOf(Error);
