@@ -10,6 +10,7 @@ import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
 import { CompactorFunctions, grantMapKey } from './constructs/compactor-functions.ts';
 import { DataBucket } from './constructs/data-bucket.ts';
+import { FailureSummary } from './constructs/failure-summary.ts';
 import { Monitoring } from './constructs/monitoring.ts';
 import { CompactionSchedules, schedulePeriod, type TierSchedule } from './constructs/schedules.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from './nag.ts';
@@ -24,6 +25,7 @@ export class CompactorStack extends Stack {
   readonly data: DataBucket;
   readonly functions: CompactorFunctions;
   readonly workflow: CompactionWorkflow;
+  readonly failureSummary: FailureSummary;
   readonly schedules: CompactionSchedules;
   readonly monitoring: Monitoring;
 
@@ -73,6 +75,12 @@ export class CompactorStack extends Stack {
     });
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);
+    this.failureSummary = new FailureSummary(this, 'FailureSummary', {
+      stateMachine,
+      summary: f.summary,
+      toleratedFailurePercentage: config.map.toleratedFailurePercentage,
+    });
+    this.failureSummary.node.addDependency(f.grantListMapRuns(stateMachine));
     // ItemReader reads the plan and ResultWriter writes the results under the bucket's key too.
     if (this.data.encryptionKey) grantMapKey(this.data.encryptionKey, stateMachine);
 

@@ -127,7 +127,7 @@ export const stackContextSchema = section(
       {
         maxConcurrency: wholeNumber(1, 10_000).describe('partitions compacted at once'),
         toleratedFailurePercentage: wholeNumber(0, 100).describe(
-          'share of failed partitions (percent) above which the execution fails, after Summary ran',
+          'share of failed partitions (percent) above which the Map fails the execution; a redrive re-runs the failed ones',
         ),
         childExecutionType: oneOf(
           CHILD_EXECUTION_TYPES,

@@ -1,7 +1,8 @@
 /**
  * Extracts a deployable state machine's definition from a synthesized template, with every
  * CloudFormation token resolved to a local stand-in, and the step each Lambda runs (its
- * COMPACTOR_STEP environment variable). The local runner executes exactly this definition.
+ * COMPACTOR_STEP environment variable), and the EventBridge rules that run a step when an execution
+ * stops. The local runner executes exactly this definition and fires exactly these rules.
  */
 
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
@@ -11,6 +12,8 @@ type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Resource = { Type: string; Properties?: Record<string, Json> };
 
 export const LOCAL_BUCKET = 'local-data-bucket';
+/** The state machine's ARN in a local run's events. */
+export const LOCAL_STATE_MACHINE_ARN = 'arn:aws:states:local:000000000000:stateMachine:local';
 
 export interface ExtractedWorkflow {
   readonly definition: StateMachineDefinition;
@@ -18,7 +21,21 @@ export interface ExtractedWorkflow {
   readonly functionSteps: ReadonlyMap<string, string>;
   /** The name the definition uses for the data bucket. */
   readonly bucket: string;
+  /** Rules on the state machine's "Execution Status Change" events, with their targets' input. */
+  readonly statusRules: readonly StatusRule[];
 }
+
+export interface StatusRule {
+  /** The execution statuses the rule matches. */
+  readonly statuses: readonly string[];
+  /** The function it invokes, as functionSteps names it. */
+  readonly functionName: string;
+  /** The target's InputTransformer: which event fields, and the template they fill. */
+  readonly inputPathsMap: Readonly<Record<string, string>>;
+  readonly inputTemplate: string;
+}
+
+const STATUS_CHANGE = 'Step Functions Execution Status Change';
 
 export function localFunctionArn(logicalId: string): string {
   return `arn:aws:lambda:local:000000000000:function:${logicalId}`;
@@ -69,5 +86,31 @@ export function extractWorkflow(template: { Resources: Record<string, Resource> 
     const step = env?.[ENV.step];
     if (step) functionSteps.set(localFunctionArn(logicalId), step);
   }
-  return { definition, functionSteps, bucket: LOCAL_BUCKET };
+  return { definition, functionSteps, bucket: LOCAL_BUCKET, statusRules: statusRules(resources) };
+}
+
+function statusRules(resources: Record<string, Resource>): StatusRule[] {
+  const rules: StatusRule[] = [];
+  for (const resource of Object.values(resources)) {
+    if (resource.Type !== 'AWS::Events::Rule') continue;
+    const pattern = resource.Properties?.EventPattern as
+      | { source?: string[]; 'detail-type'?: string[]; detail?: { status?: string[] } }
+      | undefined;
+    if (!pattern?.source?.includes('aws.states') || !pattern['detail-type']?.includes(STATUS_CHANGE))
+      continue;
+    const targets = (resource.Properties?.Targets ?? []) as {
+      Arn: Json;
+      InputTransformer?: { InputPathsMap?: Record<string, string>; InputTemplate: string };
+    }[];
+    for (const target of targets) {
+      if (!target.InputTransformer) throw new Error('a status rule target without an InputTransformer');
+      rules.push({
+        statuses: pattern.detail?.status ?? [],
+        functionName: resolve(target.Arn, resources),
+        inputPathsMap: target.InputTransformer.InputPathsMap ?? {},
+        inputTemplate: target.InputTransformer.InputTemplate,
+      });
+    }
+  }
+  return rules;
 }

@@ -63,6 +63,16 @@ export const ENV = {
 export const DEFAULT_WORK_DIR = '/tmp/compactor';
 
 /**
+ * The error a Map fails with when more of its items failed than it tolerates ("the maximum
+ * percentage of failed items before the Map Run fails",
+ * https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html).
+ * The execution fails in the Map state, so a redrive re-runs the Map Run's failed children only
+ * ("A redriven parent workflow redrives all the unsuccessful states, including Distributed Map",
+ * https://docs.aws.amazon.com/step-functions/latest/dg/redrive-map-run.html).
+ */
+export const MAP_FAILED_ERROR = 'States.ExceedToleratedFailureThreshold';
+
+/**
  * Errors worth retrying the same step for; everything else fails the partition. The Lambda.*
  * names are the set Step Functions recommends retrying for every Lambda task
  * (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html), plus

@@ -1,13 +1,23 @@
 /**
  * Summary step: totals of the Map run (from its ResultWriter files) as the execution's output
- * and as metrics. Thin: validate, build deps, call one core function.
+ * and as metrics. Runs as the workflow's last state, and from the stack's EventBridge rule when an
+ * execution stops without succeeding. Thin: validate, build deps, call one core function.
  */
 
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS } from './contract.ts';
-import { EMPTY_SUMMARY, type RunSummary, summarizeMapRun, withinTolerance } from './core/run-summary.ts';
+import { ConfigError } from './core/errors.ts';
+import {
+  EMPTY_SUMMARY,
+  type RunSummary,
+  readRecordedSummary,
+  summarizeMapRun,
+  unrecorded,
+  withinTolerance,
+  writeRecordedSummary,
+} from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
-import { parseSummaryEvent, type SummaryEvent } from './lambda/events.ts';
+import { parseSummaryEvent, type StoppedSummaryEvent, type SummaryEvent } from './lambda/events.ts';
 import {
   createLambdaHandler,
   type DepsFactory,
@@ -19,8 +29,19 @@ import type { Observability } from './lambda/telemetry.ts';
 export interface SummaryOutput extends RunSummary {
   readonly tier: string;
   readonly toleratedFailurePercentage: number;
-  /** False fails the execution after this step (the workflow's `Within tolerance?` choice). */
+  /** Whether the failed partitions are within the tolerance (the Map fails the execution otherwise). */
   readonly withinTolerance: boolean;
+  /** How the execution ended when a rule, not its last state, ran this Summary. */
+  readonly executionStatus?: StoppedSummaryEvent['status'];
+}
+
+/** The Map results to summarize: the Map state's own, or those of a stopped execution's last Map Run. */
+async function resultsKeyOf(event: SummaryEvent, deps: HandlerDeps): Promise<string | undefined> {
+  if (event.kind === 'map') return event.resultsKey;
+  if (!deps.mapRunManifests)
+    throw new ConfigError('summary of a stopped execution: no way to find its Map Runs');
+  const manifests = await deps.mapRunManifests({ id: event.executionId, name: event.executionName });
+  return manifests.at(-1);
 }
 
 export async function summaryStep(
@@ -28,17 +49,23 @@ export async function summaryStep(
   deps: HandlerDeps,
   tools: HandlerTools,
 ): Promise<SummaryOutput> {
-  const summary = event.resultsKey
-    ? await summarizeMapRun(deps.store, deps.config.layout, event.tier, event.resultsKey)
+  const { store, config } = deps;
+  const resultsKey = await resultsKeyOf(event, deps);
+  const summary = resultsKey
+    ? await summarizeMapRun(store, config.layout, event.tier, resultsKey)
     : EMPTY_SUMMARY;
-  recordVerdicts(tools, summary);
+  const recorded = await readRecordedSummary(store, config.layout, event.executionName);
+  recordVerdicts(tools, unrecorded(summary, recorded));
+  await writeRecordedSummary(store, config.layout, event.executionName, summary);
   for (const failure of summary.failures) tools.logger.error('partition failed', { ...failure });
-  tools.logger.info('summary', { ...summary, failures: summary.failures.length });
+  const stopped = event.kind === 'stopped' ? { executionStatus: event.status } : {};
+  tools.logger.info('summary', { ...summary, failures: summary.failures.length, ...stopped });
   return {
     tier: event.tier,
     ...summary,
     toleratedFailurePercentage: event.toleratedFailurePercentage,
     withinTolerance: withinTolerance(summary, event.toleratedFailurePercentage),
+    ...stopped,
   };
 }
 

@@ -4,8 +4,10 @@
  *
  * Written in JSONPath (the local interpreter ignores JSONata). Every Lambda task retries only
  * the errors that are transient, by name; every other error fails the partition, and the Map
- * tolerates a configured share of failed partitions. Each step is idempotent, so a redrive
- * re-runs failed partitions without compacting succeeded ones twice.
+ * tolerates a configured share of failed partitions. Past it the Map fails the execution, so a
+ * redrive re-runs its failed partitions (a Map Run redrive), and Summary runs from an EventBridge
+ * rule instead (failure-summary.ts). Each step is idempotent, so a redrive never compacts a
+ * succeeded partition twice.
  *
  * The per-partition chain runs as the Map's child workflows, EXPRESS by default: its tasks'
  * timeouts and retries then follow cdk/child-budget.ts, which keeps a whole chain under five
@@ -19,7 +21,12 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { STEP_STATE_NAMES, type StepName, TRANSIENT_ERRORS } from '../../functions/contract.ts';
+import {
+  MAP_FAILED_ERROR,
+  STEP_STATE_NAMES,
+  type StepName,
+  TRANSIENT_ERRORS,
+} from '../../functions/contract.ts';
 import {
   DEFAULT_CHILD_EXECUTION_TYPE,
   type LambdaSizeClass,
@@ -48,8 +55,7 @@ export interface CompactionWorkflowProps {
    */
   readonly maxConcurrency?: number;
   /**
-   * Share of partitions (percent) that may fail before the execution fails. Applied after Summary,
-   * so the run's totals and metrics exist whatever the outcome (see `STATES.tolerance`).
+   * Share of partitions (percent) that may fail before the Map, and with it the execution, fails.
    * @default STACK_DEFAULTS.map.toleratedFailurePercentage (5)
    */
   readonly toleratedFailurePercentage?: number;
@@ -111,20 +117,11 @@ export const STATES = {
   clearManifest: STEP_STATE_NAMES['clear-manifest'],
   done: 'Partition done',
   summary: STEP_STATE_NAMES.summary,
-  tolerance: 'Within tolerance?',
-  partitionsFailed: 'Partitions failed',
   output: 'Output',
 } as const;
 
-/**
- * The error an execution fails with when more partitions failed than tolerated. Its Summary ran
- * first, so the failures are in the execution's history and metrics. A redrive of such an
- * execution re-runs only this Fail state (redrive continues "from the unsuccessful step",
- * https://docs.aws.amazon.com/step-functions/latest/apireference/API_RedriveExecution.html):
- * failed partitions are retried by the next execution instead, whose Recover resolves what they
- * left and whose Plan offers them again.
- */
-export const PARTITIONS_FAILED_ERROR = 'PartitionsFailed';
+/** The error the Map fails the execution with past its tolerance (functions/contract.ts). */
+export { MAP_FAILED_ERROR };
 
 export class CompactionWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
@@ -257,10 +254,9 @@ export class CompactionWorkflow extends Construct {
         keyPrefix: stateFolder(stateRootOf(props.dataPrefix), 'plans'),
       }),
       maxConcurrency,
-      // The Map Run never fails for failed items, so its results are always written and Summary
-      // always runs; the configured tolerance is applied after Summary (STATES.tolerance). A Map
-      // Run that fails for its own reasons (ItemReader, ResultWriter) still fails here.
-      toleratedFailurePercentage: 100,
+      // Failed items past the tolerance fail the Map Run and the execution: that is what a console
+      // Redrive replays. Its results are written all the same, for the rule's Summary to read.
+      toleratedFailurePercentage,
       resultWriterV2: new StateRootResultWriter({
         bucket: props.bucket,
         // Without the folder's slash: Step Functions appends `/<map run id>/...`.
@@ -278,6 +274,7 @@ export class CompactionWorkflow extends Construct {
     const summary = invoke('summary', {
       'tier.$': '$.args.tier',
       'executionId.$': '$$.Execution.Id',
+      'executionName.$': '$$.Execution.Name',
       'map.$': '$.map',
       toleratedFailurePercentage,
     });
@@ -295,17 +292,7 @@ export class CompactionWorkflow extends Construct {
         'summary.$': '$.summary.Payload',
       },
     });
-    const partitionsFailed = new sfn.Fail(this, STATES.partitionsFailed, {
-      stateName: STATES.partitionsFailed,
-      error: PARTITIONS_FAILED_ERROR,
-      cause:
-        'More partitions failed than map.toleratedFailurePercentage allows; the Summary step output lists them. The next execution retries them (redriving this one re-runs only this state); `compactor start --tier <tier>` retries them now (a local run: `compactor run --tier <tier>`).',
-    });
-    summary.next(
-      new sfn.Choice(this, STATES.tolerance, { stateName: STATES.tolerance })
-        .when(sfn.Condition.booleanEquals('$.summary.Payload.withinTolerance', false), partitionsFailed)
-        .otherwise(output),
-    );
+    summary.next(output);
 
     const definition = defaults
       .next(readInput)

@@ -294,27 +294,54 @@ export class CompactorFunctions extends Construct {
    * and the functions depend on their default policies, so that would be a cycle.
    */
   grantDescribeExecutions(stateMachine: sfn.StateMachine): iam.Policy {
+    // Executions of this state machine, its Map Run children (`Machine/label:id`) and Express ones.
+    return this.#executionsPolicy(
+      'RecoverDescribeExecutions',
+      this.recover,
+      stateMachine,
+      'states:DescribeExecution',
+      [
+        ['execution', ':*'],
+        ['execution', '/*'],
+        ['express', ':*'],
+        ['express', '/*'],
+      ],
+    );
+  }
+
+  /**
+   * Lets the Summary of a stopped execution find its Map Runs: ListMapRuns is authorized on the
+   * execution (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsstepfunctions.html).
+   * A separate policy for the reason grantDescribeExecutions gives.
+   */
+  grantListMapRuns(stateMachine: sfn.StateMachine): iam.Policy {
+    return this.#executionsPolicy('SummaryListMapRuns', this.summary, stateMachine, 'states:ListMapRuns', [
+      ['execution', ':*'],
+    ]);
+  }
+
+  #executionsPolicy(
+    id: string,
+    fn: lambda.IFunction,
+    stateMachine: sfn.StateMachine,
+    action: string,
+    resources: readonly (readonly ['execution' | 'express', ':*' | '/*'])[],
+  ): iam.Policy {
     const stack = Stack.of(this);
     const name = stateMachine.stateMachineName;
-    const arn = (resource: 'execution' | 'express', resourceName: string) =>
-      stack.formatArn({
-        service: 'states',
-        resource,
-        resourceName,
-        arnFormat: ArnFormat.COLON_RESOURCE_NAME,
-      });
-    const policy = new iam.Policy(this, 'RecoverDescribeExecutions', {
-      roles: [this.recover.role as iam.IRole],
+    const policy = new iam.Policy(this, id, {
+      roles: [fn.role as iam.IRole],
       statements: [
         new iam.PolicyStatement({
-          actions: ['states:DescribeExecution'],
-          // Executions of this state machine, its Map Run children (`Machine/label:id`) and Express ones.
-          resources: [
-            arn('execution', `${name}:*`),
-            arn('execution', `${name}/*`),
-            arn('express', `${name}:*`),
-            arn('express', `${name}/*`),
-          ],
+          actions: [action],
+          resources: resources.map(([resource, tail]) =>
+            stack.formatArn({
+              service: 'states',
+              resource,
+              resourceName: `${name}${tail}`,
+              arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+            }),
+          ),
         }),
       ],
     });

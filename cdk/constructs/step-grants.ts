@@ -73,6 +73,7 @@ export function stepGrants(
     // inputs' prefix: a second delete of an input already gone must be answered 404, not 403.
     'delete-inputs': [list(P), objects([get, put], M), objects([get, del], P)],
     'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST, F)],
-    summary: [list(R), objects([get], R)],
+    // Reads the Map results; keeps what it recorded as metrics beside them (run-summary.ts).
+    summary: [list(R), objects([get, put], R)],
   };
 }

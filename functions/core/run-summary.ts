@@ -7,7 +7,7 @@
 import type { JobKind } from './config.ts';
 import { ConfigError } from './errors.ts';
 import type { Layout } from './layout.ts';
-import type { ObjectStore } from './object-store.ts';
+import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import {
   isCommitted,
   type PartitionOutcome,
@@ -103,8 +103,8 @@ export function truncateCause(cause: string): string {
 /**
  * Failures are within the tolerance while their share does not exceed it: the Distributed Map's
  * ToleratedFailurePercentage is "the maximum percentage of failed items before the Map Run fails"
- * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html); the
- * workflow applies it after Summary instead of in the Map.
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html). The
+ * Map applies it; Summary reports the same verdict beside the counts.
  */
 export function withinTolerance(
   summary: Pick<RunSummary, 'failed' | 'partitions'>,
@@ -184,9 +184,63 @@ export async function summarizeMapRun(
       const entries = JSON.parse(
         (await store.getBytes(inside(file.Key))).body.toString('utf8'),
       ) as MapItemResult[];
-      for (const entry of entries)
-        summary = addToSummary(summary, judgeMapItem(tier, entry, kind !== 'SUCCEEDED'));
+      for (const entry of entries) {
+        // PENDING: items a failed or aborted Map Run never started (input-output-resultwriter.html).
+        const judged =
+          kind === 'PENDING'
+            ? { Error: 'NotStarted', Cause: 'the Map Run stopped before it started this partition', ...entry }
+            : entry;
+        summary = addToSummary(summary, judgeMapItem(tier, judged, kind !== 'SUCCEEDED'));
+      }
     }
   }
   return summary;
+}
+
+/** The totals a summary counts, without the failure list. */
+type Counts = Omit<RunSummary, 'failures'>;
+
+const COUNT_FIELDS = Object.keys(EMPTY_SUMMARY).filter((k) => k !== 'failures') as (keyof Counts)[];
+
+/**
+ * Where an execution's Summary keeps the totals it recorded as metrics, beside its Map results
+ * (expired with them). An execution can be summarized more than once: by the rule when it fails,
+ * then by its last state after a redrive succeeds.
+ */
+export function recordedSummaryKey(layout: Layout, executionName: string): string {
+  return `${stateFolder(layout.stateRoot, 'results')}${executionName}-summary.json`;
+}
+
+export async function readRecordedSummary(
+  store: ObjectStore,
+  layout: Layout,
+  executionName: string,
+): Promise<Counts | undefined> {
+  const found = await getBytesIfExists(store, recordedSummaryKey(layout, executionName));
+  return found ? (JSON.parse(found.body.toString('utf8')) as Counts) : undefined;
+}
+
+export async function writeRecordedSummary(
+  store: ObjectStore,
+  layout: Layout,
+  executionName: string,
+  summary: RunSummary,
+): Promise<void> {
+  const counts = Object.fromEntries(COUNT_FIELDS.map((k) => [k, summary[k]]));
+  await store.put(recordedSummaryKey(layout, executionName), Buffer.from(JSON.stringify(counts)), {
+    contentType: 'application/json',
+  });
+}
+
+/**
+ * What a summary adds to the totals already recorded for its execution: a redrive's Summary counts
+ * every partition again, so the metrics take only what grew (the partitions the redrive compacted).
+ * Failures seen before stay counted; they happened.
+ */
+export function unrecorded(summary: RunSummary, recorded: Counts | undefined): RunSummary {
+  if (!recorded) return summary;
+  const delta = Object.fromEntries(
+    COUNT_FIELDS.map((k) => [k, Math.max(0, summary[k] - (recorded[k] ?? 0))]),
+  ) as unknown as Counts;
+  return { ...delta, failures: summary.failures };
 }

@@ -10,6 +10,7 @@ import { DEFAULT_WORK_DIR, ENV, METRICS_NAMESPACE, SERVICE_NAME } from '../contr
 import { type ConfigInput, parseConfig } from '../core/config.ts';
 import { type Engine, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
+import { stateFolder } from '../core/state-root.ts';
 import { type DepsFactory, type HandlerDeps, once } from './handler-kit.ts';
 import type { Observability } from './telemetry.ts';
 import { clearWorkDir, SPILL_DIR } from './work-dir.ts';
@@ -40,13 +41,16 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
     const region = process.env.AWS_REGION;
     // The SDK clients are loaded here, on a Lambda's first invocation, not on import: the local
     // runner binds the same handlers in-process with its own store and owners, and never needs them.
-    const [{ SFNClient }, { createS3Client, S3Store }, { StepFunctionsOwners }] = await Promise.all([
-      import('@aws-sdk/client-sfn'),
-      import('../adapters/s3-store/s3-store.ts'),
-      import('../adapters/sfn-owners.ts'),
-    ]);
+    const [{ SFNClient }, { createS3Client, S3Store }, { StepFunctionsOwners }, { sfnMapRunManifests }] =
+      await Promise.all([
+        import('@aws-sdk/client-sfn'),
+        import('../adapters/s3-store/s3-store.ts'),
+        import('../adapters/sfn-owners.ts'),
+        import('../adapters/sfn-map-runs.ts'),
+      ]);
+    const sfn = new SFNClient(region ? { region } : {});
     const owners = new StepFunctionsOwners({
-      client: new SFNClient(region ? { region } : {}),
+      client: sfn,
       // A Lambda a finished execution started may run until its timeout; the lease covers it.
       zombieGraceSeconds: config.leaseSeconds,
       clock: systemClock,
@@ -68,6 +72,7 @@ export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFact
       },
       isOwnerAlive: owners.isAlive,
       randomHex: () => randomBytes(8).toString('hex'),
+      mapRunManifests: sfnMapRunManifests(sfn, stateFolder(config.layout.stateRoot, 'results')),
     };
   });
 }

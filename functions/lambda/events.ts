@@ -84,14 +84,38 @@ export function parseJobItem(event: unknown): JobItem {
   };
 }
 
-export interface SummaryEvent {
+/** The statuses an execution stops in without succeeding: its Summary then comes from a rule. */
+export const STOPPED_STATUSES = ['FAILED', 'TIMED_OUT', 'ABORTED'] as const;
+export type StoppedStatus = (typeof STOPPED_STATUSES)[number];
+
+interface SummaryEventBase {
   readonly tier: JobKind;
   readonly executionId: string;
-  /** The Map state's ResultWriterDetails, absent when nothing was planned. */
-  readonly resultsKey?: string;
+  readonly executionName: string;
   /** Percent of partitions that may fail before the execution fails (the stack's map setting). */
   readonly toleratedFailurePercentage: number;
 }
+
+/**
+ * Summary as the workflow's last state: the Map state's ResultWriterDetails, absent when nothing
+ * was planned.
+ */
+export interface MapSummaryEvent extends SummaryEventBase {
+  readonly kind: 'map';
+  readonly resultsKey?: string;
+}
+
+/**
+ * Summary of an execution that stopped without succeeding, as the stack's EventBridge rule passes
+ * it: fields of the "Step Functions Execution Status Change" event, whose `input` is the
+ * execution's input as JSON text (https://docs.aws.amazon.com/step-functions/latest/dg/eventbridge-integration.html).
+ */
+export interface StoppedSummaryEvent extends SummaryEventBase {
+  readonly kind: 'stopped';
+  readonly status: StoppedStatus;
+}
+
+export type SummaryEvent = MapSummaryEvent | StoppedSummaryEvent;
 
 /** Absent (a definition from before the setting reached Summary) means no failure is tolerated. */
 function percentage(value: unknown): number {
@@ -104,14 +128,46 @@ function percentage(value: unknown): number {
   return value;
 }
 
+/** An execution ARN ends with its name (`...:execution:<machine>:<name>`). */
+function nameOf(executionId: string): string {
+  return executionId.slice(executionId.lastIndexOf(':') + 1);
+}
+
+function stoppedTier(input: unknown): JobKind {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text(input, 'input', 'summary input'));
+  } catch (error) {
+    throw new ConfigError('summary input: "input" must be the execution input as JSON text', {
+      cause: error,
+    });
+  }
+  return tier(object(parsed, 'summary input "input"').tier, 'summary input "input"');
+}
+
 export function parseSummaryEvent(event: unknown): SummaryEvent {
   const e = object(event, 'summary input');
+  const executionId = text(e.executionId, 'executionId', 'summary input');
+  const base = {
+    executionId,
+    executionName:
+      e.executionName === undefined
+        ? nameOf(executionId)
+        : text(e.executionName, 'executionName', 'summary input'),
+    toleratedFailurePercentage: percentage(e.toleratedFailurePercentage),
+  };
+  if (e.status !== undefined) {
+    if (!STOPPED_STATUSES.includes(e.status as StoppedStatus)) {
+      throw new ConfigError(`summary input: "status" must be one of ${STOPPED_STATUSES.join(', ')}`);
+    }
+    return { kind: 'stopped', ...base, tier: stoppedTier(e.input), status: e.status as StoppedStatus };
+  }
   const details = e.map === undefined || e.map === null ? undefined : object(e.map, 'summary input "map"');
   const written = details?.ResultWriterDetails as Json | undefined;
   return {
+    kind: 'map',
+    ...base,
     tier: tier(e.tier, 'summary input'),
-    executionId: text(e.executionId, 'executionId', 'summary input'),
-    toleratedFailurePercentage: percentage(e.toleratedFailurePercentage),
     ...(written ? { resultsKey: text(written.Key, 'map.ResultWriterDetails.Key', 'summary input') } : {}),
   };
 }

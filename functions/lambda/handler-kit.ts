@@ -32,6 +32,14 @@ export interface HandlerDeps {
   readonly resetWorkDir?: () => Promise<void>;
   readonly isOwnerAlive: (executionId: string) => Promise<boolean>;
   readonly randomHex: () => string;
+  /**
+   * The ResultWriter manifests of an execution's Map Runs, oldest first: how the Summary of an
+   * execution that failed finds its results. Absent where no step needs it.
+   */
+  readonly mapRunManifests?: (execution: {
+    readonly id: string;
+    readonly name: string;
+  }) => Promise<readonly string[]>;
 }
 
 export interface HandlerTools extends Observability {

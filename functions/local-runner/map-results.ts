@@ -5,6 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { MAP_FAILED_ERROR } from '../contract.ts';
 import type { ObjectStore } from '../core/object-store.ts';
 import type { Json, JsonObject } from './asl-graph.ts';
 import type { MapEmulation } from './map-emulation.ts';
@@ -18,7 +19,7 @@ export interface ItemResult {
 }
 
 export class ExceedToleratedFailureThresholdError extends Error {
-  override readonly name = 'States.ExceedToleratedFailureThreshold';
+  override readonly name = MAP_FAILED_ERROR;
 }
 
 /** Redrive: only the items that did not succeed in the Map's last run run again. */
@@ -62,7 +63,7 @@ export async function writeResults(
   map: MapEmulation,
   executionName: string,
   results: readonly ItemResult[],
-): Promise<Json> {
+): Promise<{ ResultWriterDetails: { Bucket: string; Key: string } }> {
   const runId = `${executionName}-${randomBytes(4).toString('hex')}`;
   const base = `${map.prefix.replace(/\/$/, '')}/${runId}`;
   const files: Record<string, { Key: string; Size: number }[]> = { FAILED: [], PENDING: [], SUCCEEDED: [] };

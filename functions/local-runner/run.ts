@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver } from '../../cdk/config-context.ts';
+import { LOCAL_STATE_MACHINE_ARN, type StatusRule } from '../../cdk/synth-definition.ts';
 import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
@@ -25,9 +26,16 @@ import { RUN_RECORD_DAYS, stateFolder } from '../core/state-root.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
+import type { SummaryOutput } from '../summary.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, type LogSink, localInvoker, type StepName } from './lambdas.ts';
-import { type ChildDeliveries, executeDefinition, type WorkflowExecution } from './workflow.ts';
+import { fireStatusRules } from './status-rules.ts';
+import {
+  type ChildDeliveries,
+  executeDefinition,
+  type LambdaInvoker,
+  type WorkflowExecution,
+} from './workflow.ts';
 
 function resultsRoot(layout: CompactorConfig['layout']): string {
   return stateFolder(layout.stateRoot, 'results');
@@ -52,6 +60,8 @@ export interface SynthesizedWorkflow {
   readonly definition: StateMachineDefinition;
   readonly functionSteps: ReadonlyMap<string, StepName>;
   readonly bucket: string;
+  /** The stack's rules on a stopped execution (its failure Summary), fired after a failed run. */
+  readonly statusRules: readonly StatusRule[];
 }
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -87,10 +97,15 @@ export async function synthesizeWorkflow(
   const cacheDir = options.cacheDir ?? DEFAULT_DEFINITION_CACHE;
   const key = await workflowCacheKey(compactorContext);
   const cached = (await readCachedDefinition(cacheDir, key)) as
-    | { definition: StateMachineDefinition; functionSteps: [string, string][]; bucket: string }
+    | {
+        definition: StateMachineDefinition;
+        functionSteps: [string, string][];
+        bucket: string;
+        statusRules: StatusRule[];
+      }
     | undefined;
   // The steps are checked against this code's as on a synthesis.
-  if (cached?.functionSteps.every(([, step]) => isStepName(step))) {
+  if (cached?.functionSteps.every(([, step]) => isStepName(step)) && Array.isArray(cached.statusRules)) {
     return { ...cached, functionSteps: new Map(cached.functionSteps as [string, StepName][]) };
   }
   const workflow = await synthesizeUncached(compactorContext);
@@ -122,7 +137,12 @@ async function synthesizeUncached(compactorContext: Record<string, unknown>): Pr
       if (!isStepName(step)) throw new Error(`function ${name} runs unknown step ${step}`);
       functionSteps.set(name, step);
     }
-    return { definition: extracted.definition, functionSteps, bucket: extracted.bucket };
+    return {
+      definition: extracted.definition,
+      functionSteps,
+      bucket: extracted.bucket,
+      statusRules: extracted.statusRules,
+    };
   } finally {
     await rm(outdir, { recursive: true, force: true });
   }
@@ -166,6 +186,8 @@ export interface LocalRunOptions {
 
 export interface LocalRunResult {
   readonly execution: WorkflowExecution;
+  /** What the stack's rule made Summary say of an execution that failed. */
+  readonly stoppedSummary?: SummaryOutput;
   readonly output?: {
     readonly tier: string;
     readonly recovery: RecoverOutput;
@@ -186,6 +208,7 @@ export async function runWorkflowLocally(
     `${options.tier}-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${randomBytes(4).toString('hex')}`;
   const end = owners.begin(executionId);
   const stepDeps = { store: deps.store, config: deps.config, clock: deps.clock };
+  let manifests: readonly string[] = [];
   try {
     const handlerDeps: HandlerDeps = {
       store: deps.store,
@@ -196,6 +219,8 @@ export async function runWorkflowLocally(
       workDir: join(deps.workDir, executionId.replaceAll(':', '-')),
       isOwnerAlive: owners.isAlive,
       randomHex: () => randomBytes(8).toString('hex'),
+      // Known once the execution ran: what its Maps' ResultWriter emulation wrote.
+      mapRunManifests: async () => manifests,
     };
     const invoke = localInvoker(
       workflow.functionSteps,
@@ -224,6 +249,9 @@ export async function runWorkflowLocally(
         validatedCache: { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO },
       },
     );
+    manifests = execution.mapRunManifests;
+    const stoppedSummary =
+      execution.status === 'SUCCEEDED' ? undefined : await summaryByRule(workflow, execution, invoke);
     await rm(handlerDeps.workDir, { recursive: true, force: true });
     // S3 expires run records by a lifecycle rule; a local folder has none. A succeeded run needs
     // its records no more; a failed one keeps them for a redrive, as the bucket's lifecycle rule does.
@@ -234,6 +262,7 @@ export async function runWorkflowLocally(
     await expireRunRecords(stepDeps, RUN_RECORD_DAYS);
     return {
       execution,
+      ...(stoppedSummary ? { stoppedSummary } : {}),
       ...(execution.status === 'SUCCEEDED'
         ? { output: execution.output as unknown as LocalRunResult['output'] }
         : {}),
@@ -241,4 +270,17 @@ export async function runWorkflowLocally(
   } finally {
     end();
   }
+}
+
+/** Fires the stack's status rules on a stopped execution, as EventBridge would; returns Summary's output. */
+async function summaryByRule(
+  workflow: SynthesizedWorkflow,
+  execution: WorkflowExecution,
+  invoke: LambdaInvoker,
+): Promise<SummaryOutput | undefined> {
+  const summaryRules = workflow.statusRules.filter(
+    (r) => workflow.functionSteps.get(r.functionName) === 'summary',
+  );
+  const [output] = await fireStatusRules(summaryRules, execution, LOCAL_STATE_MACHINE_ARN, invoke);
+  return output as unknown as SummaryOutput | undefined;
 }

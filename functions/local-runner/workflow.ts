@@ -73,6 +73,8 @@ export interface WorkflowExecution {
   readonly failedState?: { readonly name: string; readonly input: Json };
   /** Per Map: the results of its last run, for a redrive to re-run only unsuccessful items. */
   readonly mapResults: ReadonlyMap<string, readonly ItemResult[]>;
+  /** The ResultWriter manifests its Map Runs wrote, oldest first (a redrive's after the original's). */
+  readonly mapRunManifests: readonly string[];
   readonly statesEntered: readonly string[];
   /** The input each top-level state last had (a redrive restarts with one of them). */
   readonly inputs: ReadonlyMap<string, Json>;
@@ -118,6 +120,7 @@ export async function executeDefinition(
   const topStates = def.States as Record<string, StateDef>;
   const previousResults = options.redriveOf?.mapResults ?? new Map<string, readonly ItemResult[]>();
   const mapResults = new Map<string, readonly ItemResult[]>(previousResults);
+  const mapRunManifests = [...(options.redriveOf?.mapRunManifests ?? [])];
   const input: Json = options.redriveOf ? restartAt(def, emulated, options.redriveOf) : options.input;
 
   // Task states of the parent and of every child (item processor) definition.
@@ -145,6 +148,7 @@ export async function executeDefinition(
     children,
     previousResults,
     mapResults,
+    mapRunManifests,
   });
 
   const machine = await compileDefinition(def, options.validatedCache);
@@ -178,6 +182,7 @@ export async function executeDefinition(
     executionId: options.executionId,
     executionName: options.executionName,
     mapResults,
+    mapRunManifests,
     statesEntered,
     inputs,
     executionInput,
@@ -226,6 +231,8 @@ interface TaskBindings {
   readonly previousResults: ReadonlyMap<string, readonly ItemResult[]>;
   /** Each Map's results as its ResultWriter writes them. */
   readonly mapResults: Map<string, readonly ItemResult[]>;
+  /** The manifest of every Map Run's results, in the order written. */
+  readonly mapRunManifests: string[];
 }
 
 /**
@@ -268,6 +275,7 @@ function bindTasks(
         const all = mergeResults(b.previousResults.get(map), results);
         b.mapResults.set(map, all);
         const details = await writeResults(b.deps.store, emulation, b.executionName, all);
+        b.mapRunManifests.push(details.ResultWriterDetails.Key);
         checkTolerance(emulation, all);
         return details;
       };

@@ -120,7 +120,8 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:DeleteObject ${ST}`,
       `s3:DeleteObject ${F}`,
     ],
-    summary: [...list(`${S}results/*`), `s3:GetObject ${S}results/*`],
+    // It records the totals it emitted as metrics beside the results (run-summary.ts).
+    summary: [...list(`${S}results/*`), `s3:GetObject ${S}results/*`, `s3:PutObject ${S}results/*`],
   };
 }
 
@@ -188,11 +189,21 @@ describe.each([
     );
     for (const r of resources)
       expect(r).toMatch(/:(execution|express):<WorkflowStateMachine[0-9A-F]+\.Name>[:/]\*$/);
-    for (const step of STEPS.filter((x) => x !== 'recover')) {
+    for (const step of STEPS.filter((x) => x !== 'recover' && x !== 'summary')) {
       expect(
         (byRole.get(step) ?? []).flatMap((s) => s.actions).filter((a) => a.startsWith('states:')),
       ).toEqual([]);
     }
+  });
+
+  it('lets summary list the Map Runs of this state machine’s executions, and nothing else of Step Functions', () => {
+    const statements = (byRole.get('summary') ?? []).filter((s) =>
+      s.actions.some((a) => a.startsWith('states:')),
+    );
+    expect(statements.flatMap((s) => s.actions)).toEqual(['states:ListMapRuns']);
+    expect(statements.flatMap((s) => s.resources)).toEqual([
+      'arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<WorkflowStateMachine8F1B1C15.Name>:*',
+    ]);
   });
 
   it('grants no wildcard actions, and "*" resources only to X-Ray and CloudWatch Logs delivery', () => {

@@ -90,6 +90,8 @@ export class ResolvedTemplate {
         return `arn:${PARTITION}:kms:${REGION}:${ACCOUNT}:key/${this.ref(id)}`;
       case 'AWS::Logs::LogGroup.Arn':
         return `arn:${PARTITION}:logs:${REGION}:${ACCOUNT}:log-group:${this.ref(id)}:*`;
+      case 'AWS::Events::Rule.Arn':
+        return `arn:${PARTITION}:events:${REGION}:${ACCOUNT}:rule/${this.#name(id, 'Name')}`;
       default:
         throw new Error(`cannot resolve Fn::GetAtt ${id}.${attribute} (${type})`);
     }
@@ -265,6 +267,45 @@ export class StackIam {
     return id
       ? (this.t.resolve(this.t.json.Resources[id]?.Properties.PolicyDocument) as PolicyDoc)
       : undefined;
+  }
+
+  /**
+   * The rules on the state machine's status changes: each rule's ARN and the function it invokes.
+   */
+  statusRules(): { readonly ruleArn: string; readonly functionArn: string }[] {
+    return this.t
+      .ids('AWS::Events::Rule')
+      .filter((id) =>
+        JSON.stringify(this.t.json.Resources[id]?.Properties.EventPattern).includes(
+          'Step Functions Execution Status Change',
+        ),
+      )
+      .flatMap((id) =>
+        asList(this.t.json.Resources[id]?.Properties.Targets as { Arn: unknown }[]).map((target) => ({
+          ruleArn: this.t.getAtt(id, 'Arn'),
+          functionArn: String(this.t.resolve(target.Arn as never)),
+        })),
+      );
+  }
+
+  /**
+   * A function's resource-based policy as Lambda keeps it: one statement per AWS::Lambda::Permission,
+   * its principal, action and source ARN as a condition
+   * (https://docs.aws.amazon.com/lambda/latest/dg/access-control-resource-based.html).
+   */
+  functionPolicy(functionArn: string): PolicyDoc {
+    const statements = this.t
+      .ids('AWS::Lambda::Permission')
+      .map((id) => this.t.resolve(this.t.json.Resources[id]?.Properties as never) as Record<string, string>)
+      .filter((p) => p.FunctionName === functionArn)
+      .map((p) => ({
+        Effect: 'Allow',
+        Principal: { Service: p.Principal },
+        Action: p.Action,
+        Resource: functionArn,
+        ...(p.SourceArn ? { Condition: { ArnLike: { 'AWS:SourceArn': p.SourceArn } } } : {}),
+      }));
+    return { Version: '2012-10-17', Statement: statements };
   }
 
   keyPolicy(): PolicyDoc | undefined {

@@ -35,6 +35,7 @@ import {
 } from '../../functions/core/object-store.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability, STEP_HANDLERS, type StepName } from '../../functions/local-runner/lambdas.ts';
+import { fireStatusRules } from '../../functions/local-runner/status-rules.ts';
 import { executeDefinition } from '../../functions/local-runner/workflow.ts';
 import type { RecoverOutput } from '../../functions/recover.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
@@ -262,6 +263,10 @@ interface Run {
   readonly invoked: Set<string>;
   /** Executions recover asked Step Functions about (DescribeExecution). */
   readonly described: Set<string>;
+  /** Executions whose Map Runs the failure Summary listed (ListMapRuns). */
+  readonly mapRunsListed: Set<string>;
+  /** Whether the stack's rule on a failed execution invoked its function. */
+  ruleFired: boolean;
   readonly recoveries: RecoverOutput[];
   readonly statuses: string[];
 }
@@ -310,7 +315,16 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
   const env = anyFn?.Properties.Environment as { Variables: { COMPACTOR_CONFIG: string } };
   const config = parseConfig(JSON.parse(env.Variables.COMPACTOR_CONFIG));
 
-  const run: Run = { store: [], invoked: new Set(), described: new Set(), recoveries: [], statuses: [] };
+  const run: Run = {
+    store: [],
+    invoked: new Set(),
+    described: new Set(),
+    mapRunsListed: new Set(),
+    ruleFired: false,
+    recoveries: [],
+    statuses: [],
+  };
+  let manifests: readonly string[] = [];
   let crashes: Partial<Record<StepName, (call: StoreCall) => boolean>> = {};
   const observability = localObservability();
   const handlerFor = (step: StepName) =>
@@ -327,6 +341,10 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
         isOwnerAlive: async (executionId) => {
           run.described.add(executionId);
           return false;
+        },
+        mapRunManifests: async ({ id }) => {
+          run.mapRunsListed.add(id);
+          return manifests;
         },
       };
     }, observability);
@@ -361,6 +379,12 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
       },
     );
     run.statuses.push(`${name}: ${execution.status}`);
+    if (execution.status === 'FAILED') {
+      // The stack's rule runs Summary on the failure, as EventBridge would.
+      manifests = execution.mapRunManifests;
+      const fired = await fireStatusRules(workflow.statusRules, execution, iam.stateMachineArn, invoke);
+      run.ruleFired ||= fired.length > 0;
+    }
   };
   // Hour 11's job dies before its publish copy (staged: recovery rolls it forward); hour 12's
   // dies before its staged-manifest write (claimed, staging written: recovery rolls it back).
@@ -417,15 +441,13 @@ function requestsOf(
       context: TLS,
     },
   );
+  // EventBridge invokes Summary for a failed execution, allowed by the function's resource policy
+  // (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-lambda-permissions);
+  // Summary then lists that execution's Map Runs.
+  if (run.ruleFired) for (const rule of iam.statusRules()) out.push(ruleInvocation(iam, rule, rule.ruleArn));
+  out.push(...stepAsks(iam, 'summary', 'states:ListMapRuns', run.mapRunsListed));
   // Recover asks whether a manifest's owner still runs (DescribeExecution), for each owner it met.
-  for (const owner of run.described) {
-    out.push({
-      caller: { role: iam.stepRole.get('recover') as string },
-      action: 'states:DescribeExecution',
-      resource: owner,
-      context: TLS,
-    });
-  }
+  out.push(...stepAsks(iam, 'recover', 'states:DescribeExecution', run.described));
   // Each Lambda's role is assumed by Lambda, the state machine's by Step Functions for this
   // state machine (https://docs.aws.amazon.com/step-functions/latest/dg/procedure-create-iam-role.html).
   for (const role of iam.stepRole.values()) {
@@ -446,6 +468,31 @@ function requestsOf(
   });
   out.push(...schedulerRequests(iam));
   return dedupe(out);
+}
+
+/** EventBridge invoking a rule's function, as the rule `sourceArn`. */
+function ruleInvocation(
+  iam: StackIam,
+  rule: ReturnType<StackIam['statusRules']>[number],
+  sourceArn: string,
+): IamRequest {
+  return {
+    caller: { service: 'events.amazonaws.com' },
+    action: 'lambda:InvokeFunction',
+    resource: rule.functionArn,
+    context: { ...TLS, 'aws:SourceArn': sourceArn, 'aws:SourceAccount': ACCOUNT },
+    resourcePolicy: iam.functionPolicy(rule.functionArn),
+  };
+}
+
+/** A step's role asking Step Functions `action` about each execution. */
+function stepAsks(iam: StackIam, step: StepName, action: string, executions: Iterable<string>): IamRequest[] {
+  return [...executions].map((execution) => ({
+    caller: { role: iam.stepRole.get(step) as string },
+    action,
+    resource: execution,
+    context: TLS,
+  }));
 }
 
 /**
@@ -550,6 +597,19 @@ describe('IAM evaluated against the synthesized stack (@cloud-copilot/iam-simula
       true,
     );
     expect(run.described.size).toBeGreaterThan(0);
+    // The failing partition fails its execution: the rule's Summary lists its Map Runs and
+    // records its totals beside the results.
+    expect(run.ruleFired, run.statuses.join('; ')).toBe(true);
+    expect(run.mapRunsListed.size).toBeGreaterThan(0);
+    expect(run.store.some(({ caller, call }) => caller === 'summary' && call.op === 'put')).toBe(true);
+  });
+
+  it('EventBridge may invoke Summary for the failure rule only: a request from another rule is denied', async () => {
+    const { iam } = stacks['a created SSE-S3 bucket'];
+    const [rule] = iam.statusRules();
+    if (!rule) throw new Error('the stack has no status rule');
+    expect(await denied(iam, [ruleInvocation(iam, rule, rule.ruleArn)])).toEqual([]);
+    expect(await denied(iam, [ruleInvocation(iam, rule, `${rule.ruleArn}-other`)])).toHaveLength(1);
   });
 
   describe.each(Object.keys(VARIANTS) as (keyof typeof VARIANTS)[])('with %s', (variant) => {

@@ -382,6 +382,42 @@ describe('stack with the default config', () => {
     });
   });
 
+  it('runs Summary from an EventBridge rule when an execution fails, times out or is stopped', () => {
+    const summary = [...functionsByStep(s).entries()].find(([step]) => step === 'summary');
+    if (!summary) throw new Error('no summary function');
+    const summaryId = Object.entries(s.json.Resources).find(([, r]) => r === summary[1])?.[0];
+    s.template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: ['aws.states'],
+        'detail-type': ['Step Functions Execution Status Change'],
+        detail: {
+          stateMachineArn: [{ Ref: Match.stringLikeRegexp('^WorkflowStateMachine') }],
+          status: ['FAILED', 'TIMED_OUT', 'ABORTED'],
+        },
+      },
+      Targets: [
+        Match.objectLike({
+          Arn: { 'Fn::GetAtt': [summaryId, 'Arn'] },
+          InputTransformer: {
+            InputPathsMap: {
+              'detail-executionArn': '$.detail.executionArn',
+              'detail-name': '$.detail.name',
+              'detail-status': '$.detail.status',
+              'detail-input': '$.detail.input',
+            },
+            InputTemplate:
+              '{"executionId":<detail-executionArn>,"executionName":<detail-name>,"status":<detail-status>,"input":<detail-input>,"toleratedFailurePercentage":5}',
+          },
+        }),
+      ],
+    });
+    s.template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunction',
+      Principal: 'events.amazonaws.com',
+      FunctionName: { 'Fn::GetAtt': [summaryId, 'Arn'] },
+    });
+  });
+
   it('outputs the bucket, the state machine ARN and the dashboard URL', () => {
     expect(Object.keys(s.json.Outputs ?? {})).toEqual(
       expect.arrayContaining(['BucketName', 'StateMachineArn', 'DashboardUrl']),

@@ -9,11 +9,7 @@
 import { createRequire } from 'node:module';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { EXPRESS_BUDGET_SECONDS, EXPRESS_MAX_SECONDS } from '../../cdk/child-budget.ts';
-import {
-  PARTITIONS_FAILED_ERROR,
-  STATES,
-  TRANSIENT_ERRORS,
-} from '../../cdk/constructs/compaction-workflow.ts';
+import { STATES, TRANSIENT_ERRORS } from '../../cdk/constructs/compaction-workflow.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import { ErrorNames } from '../../functions/core/errors.ts';
 import {
@@ -115,8 +111,7 @@ describe('the synthesized state graph', () => {
   });
 
   it('runs Recover -> Plan -> Map -> Summary, or straight to Summary when nothing is planned', () => {
-    const planned = (name: string, st: State) => choiceTarget(st, name === STATES.tolerance ? 'default' : 0);
-    expect(walk(definition, planned)).toEqual([
+    expect(walk(definition, (_, st) => choiceTarget(st, 0))).toEqual([
       STATES.defaults,
       STATES.input,
       STATES.recover,
@@ -124,7 +119,6 @@ describe('the synthesized state graph', () => {
       STATES.anything,
       STATES.map,
       STATES.summary,
-      STATES.tolerance,
       STATES.output,
     ]);
     expect(walk(definition, (_, st) => choiceTarget(st, 'default'))).toEqual([
@@ -135,31 +129,23 @@ describe('the synthesized state graph', () => {
       STATES.anything,
       STATES.nothing,
       STATES.summary,
-      STATES.tolerance,
       STATES.output,
     ]);
   });
 
-  it('Summary runs whatever the partitions did; only then do too many failures fail the execution', () => {
-    // The Map Run itself tolerates every failed item, so it always ends with its results written
-    // and Summary (metrics, totals) runs; the configured tolerance is applied after it.
+  it('past its tolerance the Map fails the execution, with no Catch, so a redrive re-runs its failed partitions', () => {
+    // A caught Map would have exited: a redrive would then restart after it and replay nothing.
     const map = definition.States[STATES.map] as State;
-    expect(map.ToleratedFailurePercentage).toBe(100);
+    expect(map.ToleratedFailurePercentage).toBe(5);
     expect(map.Next).toBe(STATES.summary);
     expect(map.Catch).toBeUndefined();
     const summary = definition.States[STATES.summary] as State & { Parameters: Record<string, unknown> };
-    expect(summary.Parameters.Payload).toMatchObject({ toleratedFailurePercentage: 5 });
-    expect(summary.Next).toBe(STATES.tolerance);
-    const tolerance = definition.States[STATES.tolerance] as State;
-    expect(tolerance.Type).toBe('Choice');
-    expect(tolerance.Choices).toEqual([
-      { Variable: '$.summary.Payload.withinTolerance', BooleanEquals: false, Next: STATES.partitionsFailed },
-    ]);
-    expect(tolerance.Default).toBe(STATES.output);
-    expect(definition.States[STATES.partitionsFailed]).toMatchObject({
-      Type: 'Fail',
-      Error: PARTITIONS_FAILED_ERROR,
+    expect(summary.Parameters.Payload).toMatchObject({
+      toleratedFailurePercentage: 5,
+      'executionName.$': '$$.Execution.Name',
     });
+    expect(summary.Next).toBe(STATES.output);
+    expect(Object.values(definition.States).filter((st) => (st as State).Type === 'Fail')).toEqual([]);
   });
 
   it('per partition: compact, then skip or publish -> verify -> delete inputs -> clear manifest', () => {

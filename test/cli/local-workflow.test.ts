@@ -5,8 +5,8 @@
  *   writes, copies and deletes, `compactor run` is refused by the store probe, naming each missing
  *   guarantee, with nothing written; with the single-writer opt-out it compacts a generated lake
  *   hourly then daily with exact row ids, warning on every run;
- * - a step failing mid-partition fails the execution (tolerance 0) after Summary has counted it;
- *   a redrive re-runs only the Fail state, and the next execution finishes the job exactly;
+ * - partitions failing past the tolerance fail the execution in the Map; the stack's EventBridge
+ *   rule runs Summary on the failure, and a redrive re-runs exactly the failed partitions;
  *   a failure before the Map is replayed by a redrive from the failed state;
  * - `compactor run` executes the synthesized definition: changing the definition (the Map's
  *   tolerated failure percentage, through --context) changes what the run does; a table's
@@ -16,7 +16,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PARTITIONS_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
+import { MAP_FAILED_ERROR, STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
@@ -159,68 +159,82 @@ function failingStore(inner: ObjectStore, match: (call: CallRecord) => boolean) 
   };
 }
 
-describe('a step failing mid-partition: Summary runs, the execution fails, the next execution finishes it', () => {
-  it('fails after Summary (which counts the failure); a redrive re-runs only the Fail state; the next execution ends exact', async () => {
+/** Ten hours of db/cpu on 2025-01-14, two files each: ten partitions. */
+const TEN_HOURS: readonly LakeFile[] = Array.from({ length: 10 }, (_, h) => [
+  {
+    key: `db/cpu/2025/01/14/${String(h).padStart(2, '0')}/cpu_20250114_${String(h).padStart(2, '0')}0500_a.parquet`,
+    rows: 10 + h,
+  },
+  {
+    key: `db/cpu/2025/01/14/${String(h).padStart(2, '0')}/cpu_20250114_${String(h).padStart(2, '0')}2000_b.parquet`,
+    rows: 20 + h,
+  },
+]).flat();
+
+describe('partitions failing past the tolerance: the Map fails the execution, a rule runs Summary, a redrive replays them', () => {
+  it('3 of 10 fail; Summary counts them from the rule; the cause fixed, a redrive compacts those 3 and Summary counts 10', async () => {
     const dir = join(root, 'redrive');
     await rm(dir, { recursive: true, force: true });
-    await writeLake(engine, dir, FILES);
+    const rows = await writeLake(engine, dir, TEN_HOURS);
     const inner = new LocalFolderStore(dir);
-    // The publish step of hour 02 fails with an error the state machine does not retry.
+    const failingHours = ['03', '05', '08'].map((h) => `db/cpu/2025/01/14/${h}/`);
+    // The publish step of three hours fails with an error the state machine does not retry.
     const failing = failingStore(
       inner,
-      (call) => call.op === 'copy' && call.key.startsWith('db/cpu/2025/01/14/02/'),
+      (call) => call.op === 'copy' && failingHours.some((hour) => call.key.startsWith(hour)),
     );
     const deps = failing.deps;
     const compacted: string[] = [];
-    const onStep = (step: string, payload: unknown) => {
+    const summaries: unknown[] = [];
+    const onStep = (step: string, payload: unknown, result: unknown) => {
       if (step === 'compact') compacted.push((payload as { partition: string }).partition);
+      if (step === 'summary') summaries.push(result);
     };
-    const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
+    // The stack's default tolerance, 5%: 3 of 10 is past it.
+    const first = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
     expect(first.execution.status).toBe('FAILED');
-    expect(first.execution.error).toBe(PARTITIONS_FAILED_ERROR);
-    // The advice fits a deployed and a local run alike.
-    expect(first.execution.cause).toContain(
-      '`compactor start --tier <tier>` retries them now (a local run: `compactor run --tier <tier>`)',
-    );
-    expect(first.execution.failedState?.name).toBe(STATES.partitionsFailed);
-    // Summary ran before the execution failed: its totals (and metrics) cover this outcome too.
-    expect(first.execution.statesEntered).toContain(STATES.summary);
-    const failedInput = first.execution.failedState?.input as
-      | { summary?: { Payload?: Record<string, unknown> } }
-      | undefined;
-    const summary = failedInput?.summary?.Payload;
-    expect(summary).toMatchObject({ partitions: 3, compacted: 2, failed: 1, withinTolerance: false });
-    expect(JSON.stringify(summary?.failures)).toContain('InjectedStepFailure');
-    expect(compacted.sort()).toEqual([
-      'db/cpu/2025/01/14/01/',
-      'db/cpu/2025/01/14/02/',
-      'db/cpu/2025/01/14/03/',
-    ]);
-    // Nothing lost meanwhile: hour 02 is staged, its inputs still there.
-    expect(await ids(inner)).toEqual(range(total));
-    expect(await stateKeys(inner, 'manifests/')).toHaveLength(1);
+    expect(first.execution.error).toBe(MAP_FAILED_ERROR);
+    // The execution fails in the Map, which a redrive re-runs: no state after it ran.
+    expect(first.execution.failedState?.name).toContain(STATES.map);
+    expect(first.execution.statesEntered).not.toContain(STATES.summary);
+    // The stack's EventBridge rule ran Summary on the failure, from the Map Run's results.
+    expect(first.stoppedSummary).toMatchObject({
+      partitions: 10,
+      compacted: 7,
+      failed: 3,
+      withinTolerance: false,
+      executionStatus: 'FAILED',
+      toleratedFailurePercentage: 5,
+    });
+    expect(first.stoppedSummary?.failures.map((f) => f.partition).sort()).toEqual(failingHours);
+    expect(JSON.stringify(first.stoppedSummary?.failures)).toContain('InjectedStepFailure');
+    expect(compacted).toHaveLength(10);
+    // Nothing lost meanwhile: the three hours are staged, their inputs still there.
+    expect(await ids(inner)).toEqual(range(rows));
+    expect(await stateKeys(inner, 'manifests/')).toHaveLength(3);
 
     failing.repair();
     compacted.length = 0;
-    // Redrive continues from the unsuccessful step, which is the Fail state: it replays nothing.
-    const redrive = await runWorkflowLocally(strict, deps, {
+    summaries.length = 0;
+    const redrive = await runWorkflowLocally(workflow, deps, {
       tier: 'hourly',
       retryIntervalMs: 0,
       redriveOf: first.execution,
       onStep,
     });
-    expect(redrive.execution.status).toBe('FAILED');
-    expect(redrive.execution.statesEntered).toEqual([STATES.partitionsFailed]);
-    expect(compacted).toEqual([]);
-
-    // The next execution's Recover rolls the staged job forward; nothing is compacted twice.
-    const next = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
-    expect(next.execution.status, next.execution.cause).toBe('SUCCEEDED');
-    expect(next.output?.recovery).toMatchObject({ rolledForward: 1 });
-    expect(compacted).toEqual([]);
-    expect(await ids(inner)).toEqual(range(total));
+    expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
+    // Exactly the failed partitions ran again; none of the seven that succeeded.
+    expect(compacted.sort()).toEqual(failingHours);
+    expect(redrive.execution.statesEntered).not.toContain(STATES.recover);
+    expect(redrive.output?.summary).toMatchObject({ partitions: 10, compacted: 10, failed: 0 });
+    expect(redrive.stoppedSummary).toBeUndefined();
+    expect(summaries).toHaveLength(1);
+    expect(await ids(inner)).toEqual(range(rows));
     expect(await stateKeys(inner, 'manifests/')).toEqual([]);
     expect(await stateKeys(inner, 'staging/')).toEqual([]);
+    const data: string[] = [];
+    for await (const o of inner.list('')) if (config.layout.isDataKey(o.key)) data.push(o.key);
+    expect(data).toHaveLength(10);
   });
 
   it('a failure before the Map (Plan) is what a redrive replays: from Plan, with the same input, ending exact', async () => {
@@ -339,14 +353,14 @@ describe('compactor run executes the synthesized definition', () => {
     return { code, json: JSON.parse(out.join('\n')) as Record<string, unknown>, err: err.join('\n') };
   };
 
-  it('with the deployed tolerance (5%), one failed partition in three fails the execution after Summary', async () => {
+  it('with the deployed tolerance (5%), one failed partition in three fails the execution; the rule runs Summary', async () => {
     const dir = await lakeWithBadHour('default-tolerance');
     const result = await run(dir);
     expect(result.code).toBe(1);
     expect(result.json).toMatchObject({
       status: 'FAILED',
-      error: PARTITIONS_FAILED_ERROR,
-      failedState: STATES.partitionsFailed,
+      error: MAP_FAILED_ERROR,
+      failedState: `${STATES.map} (ResultWriter)`,
       summary: { partitions: 3, compacted: 2, failed: 1, withinTolerance: false },
     });
     expect(JSON.stringify(result.json.summary)).toContain('SchemaConflictError');
@@ -610,10 +624,8 @@ describe('Express children delivered twice, and past their five minutes, on the 
       onStep,
     });
     expect(first.execution.status).toBe('FAILED');
-    expect(first.execution.error).toBe(PARTITIONS_FAILED_ERROR);
-    const summary = (
-      first.execution.failedState?.input as { summary?: { Payload?: Record<string, unknown> } }
-    )?.summary?.Payload;
+    expect(first.execution.error).toBe(MAP_FAILED_ERROR);
+    const summary = first.stoppedSummary;
     expect(summary, JSON.stringify(summary?.failures)).toMatchObject({
       partitions: 3,
       compacted: 2,

@@ -4,6 +4,7 @@
  */
 
 import { join } from 'node:path';
+import { MAP_FAILED_ERROR } from '../../contract.ts';
 import type { JobKind } from '../../core/config.ts';
 import { compareKeys } from '../../core/object-store.ts';
 import {
@@ -57,7 +58,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   );
   const { engine, workDir } = await buildEngine(options);
   try {
-    const { execution, output } = await runWorkflowLocally(
+    const { execution, output, stoppedSummary } = await runWorkflowLocally(
       workflow,
       { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
       {
@@ -77,11 +78,11 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
           error: execution.error,
           cause: execution.cause,
           failedState: execution.failedState?.name,
-          ...(failedSummary(execution) ? { summary: failedSummary(execution) } : {}),
+          ...(stoppedSummary ? { summary: stoppedSummary } : {}),
           states: execution.statesEntered,
           partitions: partitionRows(execution, tier),
         },
-        () => formatFailedExecution(execution, tier),
+        () => formatFailedExecution(execution, tier, stoppedSummary),
       );
       return 1;
     }
@@ -228,21 +229,24 @@ function formatRun(output: NonNullable<LocalRunResult['output']>, execution: Wor
   return lines.join('\n');
 }
 
-/** The Summary step's output when the execution failed after it (too many failed partitions). */
-function failedSummary(execution: WorkflowExecution): SummaryOutput | undefined {
-  const input = execution.failedState?.input as { summary?: { Payload?: SummaryOutput } } | undefined;
-  return input?.summary?.Payload;
-}
-
-function formatFailedExecution(execution: WorkflowExecution, tier: JobKind): string {
+/** A failed execution, its failed partitions, and what the stack's rule made Summary count. */
+function formatFailedExecution(
+  execution: WorkflowExecution,
+  tier: JobKind,
+  s: SummaryOutput | undefined,
+): string {
   const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
-  const s = failedSummary(execution);
   return [
     `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
     ...rows.map((p) => `  ${p.partition}: ${p.note}`),
     ...(s
       ? [
           `summary: ${s.compacted + s.expired} committed, ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed of ${s.partitions} (tolerated: ${s.toleratedFailurePercentage}%)`,
+        ]
+      : []),
+    ...(execution.error === MAP_FAILED_ERROR
+      ? [
+          `fix the cause, then run \`compactor run --tier ${tier}\` again: it recovers what the failed partitions left and compacts them (a deployed execution: \`compactor redrive\` re-runs only its failed partitions)`,
         ]
       : []),
   ].join('\n');
