@@ -189,14 +189,29 @@ export function athenaViewsRoot(stateRoot: string): string {
   return `${stateRoot}views/athena/`;
 }
 
-function athenaTableName(table: string, dataPrefix: string): string {
-  return (
-    table
-      .slice(dataPrefix.length)
-      .replace(/\/+$/, '')
-      .toLowerCase()
-      .replace(/[^a-z0-9_]/g, '_') || 'lake'
-  );
+/** Longest Glue table name: "not less than 1 or more than 255 bytes" (tables-databases-columns-names.html). */
+export const ATHENA_NAME_MAX_BYTES = 255;
+
+/**
+ * A table's Athena name, from its path under the data root: Athena names hold lowercase letters,
+ * digits and underscores (https://docs.aws.amazon.com/athena/latest/ug/tables-databases-columns-names.html),
+ * so each path level is kept, lowercased, and levels are joined by `__`; any other character is
+ * escaped as `_x` and its UTF-8 bytes in hex (`mem-x` is `mem_x2dx`). `mydb/cpu_load/` is
+ * `mydb__cpu_load`, `mydb_cpu/load/` is `mydb_cpu__load`. The rare paths that still meet (by case,
+ * or a level that already spells an escape) are refused by athenaTables, naming both.
+ */
+export function athenaTableName(table: string, dataPrefix: string): string {
+  const path = table.slice(dataPrefix.length).replace(/\/+$/, '');
+  if (path === '') return 'lake';
+  const level = (part: string) =>
+    [...part.toLowerCase()]
+      .map((ch) =>
+        /[a-z0-9_]/.test(ch)
+          ? ch
+          : [...Buffer.from(ch, 'utf8')].map((b) => `_x${b.toString(16).padStart(2, '0')}`).join(''),
+      )
+      .join('');
+  return path.split('/').map(level).join('__');
 }
 
 /**
@@ -207,10 +222,16 @@ function athenaTableName(table: string, dataPrefix: string): string {
  * https://docs.delta.io/latest/presto-integration.html (the same manifests for Athena, Presto
  * and Trino; Redshift Spectrum: https://docs.delta.io/latest/redshift-spectrum-integration.html)
  */
+export interface AthenaTables {
+  readonly tables: AthenaTable[];
+  /** Tables that cannot be declared, each with why: the others are still written. */
+  readonly skipped: { readonly table: string; readonly reason: string }[];
+}
+
 export function athenaTables(
   target: ViewTarget,
   files: readonly { readonly key: string; readonly table: string }[],
-): AthenaTable[] {
+): AthenaTables {
   noLineBreaks(
     files.map((f) => f.key),
     'athena',
@@ -218,23 +239,42 @@ export function athenaTables(
   const byTable = new Map<string, string[]>();
   for (const f of files) byTable.set(f.table, [...(byTable.get(f.table) ?? []), f.key]);
   const root = athenaViewsRoot(target.stateRoot);
-  return [...byTable.entries()]
-    .sort(([a], [b]) => compareKeys(a, b))
-    .map(([table, keys]) => {
-      const folder = `${root}${table.slice(target.dataPrefix.length)}`;
-      const location = pathOf(target, folder);
-      if (/['\\]/.test(location)) {
-        throw new ConfigError(`--format athena: location ${location} holds a quote or backslash`);
-      }
-      return {
+  const tables: AthenaTable[] = [];
+  const skipped: { table: string; reason: string }[] = [];
+  const named = new Map<string, string>();
+  for (const [table, keys] of [...byTable.entries()].sort(([a], [b]) => compareKeys(a, b))) {
+    const folder = `${root}${table.slice(target.dataPrefix.length)}`;
+    const location = pathOf(target, folder);
+    const name = athenaTableName(table, target.dataPrefix);
+    // A LOCATION literal cannot hold these here (the DDL quotes it in single quotes).
+    if (/['\\]/.test(location)) {
+      skipped.push({ table, reason: `its LOCATION ${location} would hold a quote or backslash` });
+      continue;
+    }
+    if (Buffer.byteLength(name, 'utf8') > ATHENA_NAME_MAX_BYTES) {
+      skipped.push({
         table,
-        name: athenaTableName(table, target.dataPrefix),
-        manifestKey: `${folder}symlink.txt`,
-        location,
-        manifest: keys.map((k) => `${pathOf(target, k)}\n`).join(''),
-        files: keys,
-      };
+        reason: `its name would be longer than Athena's ${ATHENA_NAME_MAX_BYTES} bytes`,
+      });
+      continue;
+    }
+    const other = named.get(name);
+    if (other !== undefined) {
+      throw new ConfigError(
+        `--format athena: tables ${other} and ${table} would both be named ${name}; rename one of the folders, or read them with --format duckdb`,
+      );
+    }
+    named.set(name, table);
+    tables.push({
+      table,
+      name,
+      manifestKey: `${folder}symlink.txt`,
+      location,
+      manifest: keys.map((k) => `${pathOf(target, k)}\n`).join(''),
+      files: keys,
     });
+  }
+  return { tables, skipped };
 }
 
 /**

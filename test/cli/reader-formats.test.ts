@@ -390,20 +390,21 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
   });
 
   it('Athena: one symlink manifest per table under the state root, and its CREATE EXTERNAL TABLE', () => {
-    const tables = athenaTables(s3, [
+    const { tables, skipped } = athenaTables(s3, [
       { key: keys[0] as string, table: 'data/db/cpu/' },
       { key: keys[1] as string, table: 'data/db/cpu/' },
       { key: 'data/db/mem-x/2025/01/15/10/m.parquet', table: 'data/db/mem-x/' },
     ]);
+    expect(skipped).toEqual([]);
     expect(tables.map((t) => [t.name, t.manifestKey, t.location, t.manifest])).toEqual([
       [
-        'db_cpu',
+        'db__cpu',
         'data/_compaction/views/athena/db/cpu/symlink.txt',
         's3://my-lake/data/_compaction/views/athena/db/cpu/',
         "s3://my-lake/data/db/cpu/2025/01/15/10/a.parquet\ns3://my-lake/data/db/cpu/2025/01/15/cpu_20250115_it's.parquet\n",
       ],
       [
-        'db_mem_x',
+        'db__mem_x2dx',
         'data/_compaction/views/athena/db/mem-x/symlink.txt',
         's3://my-lake/data/_compaction/views/athena/db/mem-x/',
         's3://my-lake/data/db/mem-x/2025/01/15/10/m.parquet\n',
@@ -420,7 +421,7 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
       ]),
     ).toBe(
       [
-        'CREATE EXTERNAL TABLE `db_cpu` (',
+        'CREATE EXTERNAL TABLE `db__cpu` (',
         '  `id` bigint,',
         '  `time` timestamp,',
         '  `host` string,',
@@ -434,6 +435,50 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
         "LOCATION 's3://my-lake/data/_compaction/views/athena/db/cpu/';",
       ].join('\n'),
     );
+  });
+
+  it('Athena names are escaped, not collapsed: tables whose names used to meet get their own', () => {
+    const table = (path: string) => ({ key: `data/${path}2025/01/15/10/a.parquet`, table: `data/${path}` });
+    const { tables } = athenaTables(s3, [
+      table('mydb/cpu_load/'),
+      table('mydb_cpu/load/'),
+      table('mydb/température/'),
+      table('mydb/temp_rature/'),
+      table('mydb/温度/'),
+    ]);
+    expect(Object.fromEntries(tables.map((t) => [t.table.slice('data/'.length), t.name]))).toEqual({
+      'mydb/cpu_load/': 'mydb__cpu_load',
+      'mydb_cpu/load/': 'mydb_cpu__load',
+      'mydb/température/': 'mydb__temp_xc3_xa9rature',
+      'mydb/temp_rature/': 'mydb__temp_rature',
+      'mydb/温度/': 'mydb___xe6_xb8_xa9_xe5_xba_xa6',
+    });
+    expect(new Set(tables.map((t) => t.name)).size).toBe(5);
+  });
+
+  it('Athena refuses two tables that still meet in one name, naming both paths', () => {
+    const table = (path: string) => ({ key: `data/${path}a.parquet`, table: `data/${path}` });
+    expect(() => athenaTables(s3, [table('db/CPU/'), table('db/cpu/')])).toThrow(
+      '--format athena: tables data/db/CPU/ and data/db/cpu/ would both be named db__cpu; rename one of the folders, or read them with --format duckdb',
+    );
+  });
+
+  it('Athena skips a table it cannot declare (a quote in its LOCATION), with the reason, and declares the rest', () => {
+    const table = (path: string) => ({ key: `data/${path}a.parquet`, table: `data/${path}` });
+    const { tables, skipped } = athenaTables(s3, [
+      table("db/it's/"),
+      table('db/cpu/'),
+      table(`db/${'x'.repeat(300)}/`),
+    ]);
+    expect(tables.map((t) => t.table)).toEqual(['data/db/cpu/']);
+    expect(skipped).toEqual([
+      {
+        table: "data/db/it's/",
+        reason:
+          "its LOCATION s3://my-lake/data/_compaction/views/athena/db/it's/ would hold a quote or backslash",
+      },
+      { table: `data/db/${'x'.repeat(300)}/`, reason: "its name would be longer than Athena's 255 bytes" },
+    ]);
   });
 
   it('Athena refuses a key with a line break (it would split a manifest line)', () => {
@@ -484,6 +529,26 @@ describe('the visible command', () => {
     }
   });
 
+  it('--format athena skips a table it cannot declare with a warning naming it, and declares the rest (exit 0)', async () => {
+    const template = await hourlyTemplate(engine);
+    const dir = await copyLake(template);
+    const store = new LocalFolderStore(dir);
+    try {
+      const keys: string[] = [];
+      for await (const o of store.list('db/cpu/')) keys.push(o.key);
+      const first = keys.find((k) => /\/cpu_[^/]*\.parquet$/.test(k)) as string;
+      await store.put(first.replace('db/cpu/', "db/it's/"), { file: join(dir, first) });
+      const a = await cli('visible', '--format', 'athena', '--store', dir);
+      expect(a.code, a.err).toBe(0);
+      expect(a.err, a.err).toContain("warning: --format athena skips table db/it's/: its LOCATION");
+      expect(a.out).toContain('CREATE EXTERNAL TABLE `db__cpu`');
+      expect(a.out).not.toContain('it');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+      await rm(template.dir, { recursive: true, force: true });
+    }
+  });
+
   it('only --format athena writes, and only under <stateRoot>views/athena/; a vanished table’s manifest is removed', async () => {
     const template = await hourlyTemplate(engine);
     const dir = await copyLake(template);
@@ -511,7 +576,7 @@ describe('the visible command', () => {
       const added = after.filter((k) => !before.includes(k)).map((k) => k.split('\0')[0]);
       expect(added).toEqual(['_compaction/views/athena/db/cpu/symlink.txt']);
       expect(before.filter((k) => !after.includes(k))).toEqual([]);
-      expect(a.out).toMatch(/^CREATE EXTERNAL TABLE `db_cpu` \(\n {2}`id` bigint,\n {2}`time` timestamp/);
+      expect(a.out).toMatch(/^CREATE EXTERNAL TABLE `db__cpu` \(\n {2}`id` bigint,\n {2}`time` timestamp/);
     } finally {
       await rm(dir, { recursive: true, force: true });
       await rm(template.dir, { recursive: true, force: true });

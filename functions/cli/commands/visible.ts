@@ -90,9 +90,15 @@ async function athenaView(
     key: f.key,
     table: ctx.config.layout.parse(f.key)?.table ?? f.key.slice(0, f.key.lastIndexOf('/') + 1),
   }));
-  const tables = athenaTables(target, files);
-  if (tables.length === 0)
-    throw new ConfigError('--format athena: no visible files, so no columns to declare');
+  const { tables, skipped } = athenaTables(target, files);
+  for (const s of skipped) io.err(`warning: --format athena skips table ${s.table}: ${s.reason}`);
+  if (tables.length === 0) {
+    throw new ConfigError(
+      skipped.length === 0
+        ? '--format athena: no visible files, so no columns to declare'
+        : `--format athena: no table can be declared (${skipped.length} skipped, see the warnings above)`,
+    );
+  }
   const byKey = new Map(view.files.map((f) => [f.key, f]));
   const { engine } = await buildEngine(options);
   const statements: string[] = [];
@@ -128,6 +134,7 @@ async function athenaView(
         location: t.location,
         files: t.files.length,
       })),
+      skipped,
       manifestsWritten: written.written,
       manifestsRemoved: written.removed,
     },
