@@ -66,6 +66,8 @@ export interface StackConfig {
   readonly maxJobFiles: number;
   readonly sortKeys: readonly string[];
   readonly timeColumn: string;
+  /** Table path -> its time column, where not `timeColumn`; validated by the core's parser. */
+  readonly timeColumns: Readonly<Record<string, string>>;
   /** Table path (without the data prefix) -> dedup; validated by the core's parser. */
   readonly dedup: Readonly<Record<string, DedupInput>>;
   /** Tables whose naive TIMESTAMP values are UTC; validated by the core's parser. */
@@ -125,6 +127,7 @@ export const STACK_DEFAULTS: StackConfig = {
   maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
+  timeColumns: {},
   dedup: {},
   naiveTimestampsUtc: [],
   timeUnits: {},

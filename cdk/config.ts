@@ -77,6 +77,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     maxJobFiles: json.maxJobFiles ?? child.maxJobFiles,
     sortKeys: json.sortKeys ?? d.sortKeys,
     timeColumn: json.timeColumn ?? d.timeColumn,
+    timeColumns: json.timeColumns ?? d.timeColumns,
     dedup: json.dedup ?? d.dedup,
     naiveTimestampsUtc: json.naiveTimestampsUtc ?? d.naiveTimestampsUtc,
     timeUnits: json.timeUnits ?? d.timeUnits,

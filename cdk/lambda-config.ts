@@ -30,6 +30,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     retention: { rules: config.retention.rules, bufferHours: config.retention.bufferHours },
     quietSeconds: config.quietSeconds,
     timeColumn: config.timeColumn,
+    ...(Object.keys(config.timeColumns).length > 0 ? { timeColumns: config.timeColumns } : {}),
     sortKeys: config.sortKeys,
     // Only when set: the Lambdas' environment stays as it was for stacks without dedup.
     ...(Object.keys(config.dedup).length > 0 ? { dedup: config.dedup } : {}),

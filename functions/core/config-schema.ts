@@ -176,6 +176,9 @@ export const sharedShape = {
   maxJobFiles: wholeNumber(1, 10_000).describe("a job's input files at most"),
   sortKeys: list(columnName, 'column names').describe('sort keys after the time column'),
   timeColumn: columnName.describe('the time column'),
+  timeColumns: tableMap(columnName, 'column name', '{"mydb/cpu/": "ts"}').describe(
+    'table path -> its time column, for tables whose time column is not `timeColumn`',
+  ),
   dedup: tableMap(
     dedupEntry,
     'setting',

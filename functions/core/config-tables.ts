@@ -33,13 +33,13 @@ function byTable<T, U>(
   setting: string,
   value: Readonly<Record<string, T>> | undefined,
   layout: Layout,
-  parseEntry: (name: string, entry: T) => U,
+  parseEntry: (name: string, entry: T, table: string) => U,
 ): Map<string, U> {
   const out = new Map<string, U>();
   for (const [table, entry] of Object.entries(value ?? {})) {
     const name = `${setting}[${JSON.stringify(table)}]`;
     assertTablePath(name, table, layout);
-    out.set(table, parseEntry(name, entry));
+    out.set(table, parseEntry(name, entry, table));
   }
   return out;
 }
@@ -48,9 +48,11 @@ function byTable<T, U>(
 export function parseDedup(
   value: Readonly<Record<string, DedupInput>> | undefined,
   layout: Layout,
-  timeColumn: string,
+  timeColumnOfTable: (table: string) => string,
 ): Map<string, DedupSetting> {
-  return byTable('dedup', value, layout, (name, entry) => dedupSetting(name, entry, timeColumn));
+  return byTable('dedup', value, layout, (name, entry, table) =>
+    dedupSetting(name, entry, timeColumnOfTable(table)),
+  );
 }
 
 function dedupSetting(name: string, entry: DedupInput, timeColumn: string): DedupSetting {
@@ -97,9 +99,19 @@ export function parseTimeUnits(
   return byTable('timeUnits', value, layout, (_name, unit) => unit);
 }
 
+/** Checks `timeColumns`' tables (the schema checks each name). */
+export function parseTimeColumns(
+  value: Readonly<Record<string, string>> | undefined,
+  layout: Layout,
+): Map<string, string> {
+  return byTable('timeColumns', value, layout, (_name, column) => column);
+}
+
 /** What the lookups below read of a configuration (config.ts's CompactorConfig holds them). */
 export interface TableSettings {
   readonly layout: { readonly dataPrefix: string };
+  readonly timeColumn: string;
+  readonly timeColumns: ReadonlyMap<string, string>;
   readonly dedup: ReadonlyMap<string, DedupSetting>;
   readonly naiveTimestampsUtc: ReadonlySet<string>;
   readonly timeUnits: ReadonlyMap<string, TimeUnit>;
@@ -109,6 +121,15 @@ export interface TableSettings {
 function settingsTable(config: TableSettings, table: string): string | undefined {
   const { dataPrefix } = config.layout;
   return table.startsWith(dataPrefix) ? table.slice(dataPrefix.length) : undefined;
+}
+
+/**
+ * The time column of a table (as `DataFile.table` names it, with the data prefix): its entry in
+ * `timeColumns`, else `timeColumn`.
+ */
+export function timeColumnOf(config: TableSettings, table: string): string {
+  const path = settingsTable(config, table);
+  return (path === undefined ? undefined : config.timeColumns.get(path)) ?? config.timeColumn;
 }
 
 /** The epoch unit of a table's integer time column (table as `DataFile.table` names it), if declared. */

@@ -5,6 +5,7 @@ import {
   type DedupSetting,
   parseDedup,
   parseTables,
+  parseTimeColumns,
   parseTimeUnits,
   type TimeUnit,
 } from './config-tables.ts';
@@ -71,7 +72,10 @@ export interface CompactorConfig {
   readonly tiers: Readonly<Record<TierName, TierConfig>>;
   /** A folder holding any object modified less than this long ago is still being written: skip it. */
   readonly quietSeconds: number;
+  /** The time column of every table not in `timeColumns`. */
   readonly timeColumn: string;
+  /** Tables (paths without the data prefix) whose time column has another name. */
+  readonly timeColumns: ReadonlyMap<string, string>;
   /** Extra sort keys after the time column. */
   readonly sortKeys: readonly string[];
   /**
@@ -155,6 +159,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     minAgeSeconds: input.tiers?.[name]?.minAgeSeconds ?? DEFAULTS[name].minAgeSeconds,
   });
   const timeColumn = input.timeColumn ?? DEFAULTS.timeColumn;
+  const timeColumns = parseTimeColumns(input.timeColumns, layout);
   for (const name of ['hourly', 'daily'] as const) {
     const refusal = layout.tierRefusal(name);
     if (refusal !== undefined) {
@@ -181,8 +186,9 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     tiers: { hourly: tier('hourly'), daily: tier('daily'), monthly: tier('monthly') },
     quietSeconds: input.quietSeconds ?? DEFAULTS.quietSeconds,
     timeColumn,
+    timeColumns,
     sortKeys: input.sortKeys ?? [],
-    dedup: parseDedup(input.dedup, layout, timeColumn),
+    dedup: parseDedup(input.dedup, layout, (table) => timeColumns.get(table) ?? timeColumn),
     naiveTimestampsUtc: parseTables('naiveTimestampsUtc', input.naiveTimestampsUtc, layout),
     timeUnits: parseTimeUnits(input.timeUnits, layout),
     targetFileBytes: input.targetFileBytes ?? DEFAULTS.targetFileBytes,

@@ -67,6 +67,7 @@ const PROTOCOL: Record<string, { readonly value: unknown; readonly base?: Record
   timeColumn: { value: 'ts' },
   dedup: { value: { 'db/cpu/': { mode: 'exact' } } },
   naiveTimestampsUtc: { value: ['db/cpu/'] },
+  timeColumns: { value: { 'db/cpu/': 'ts' } },
   timeUnits: { value: { 'db/cpu/': 'ms' } },
   // Local runs list in full unless told (docs/configuration.md): from windowed, both change alike.
   'planning.listing': { value: 'full', base: WINDOWED },

@@ -342,6 +342,83 @@ describe('a readable input foreign to its partition (issue 13 item 7)', () => {
   });
 });
 
+describe('a table whose time column is named otherwise', () => {
+  /** `n` files of `rows` rows in db/mem/.../10/ whose time column is "ts", ids from `firstId`. */
+  async function writeTs(l: Lake, n: number, rows: number, firstId: number): Promise<string[]> {
+    const written: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const key = `db/mem/2025/01/15/10/mem_20250115_10${String(i).padStart(2, '0')}00_${i + 1}.parquet`;
+      const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+      const first = firstId + i * rows;
+      // Times run backwards across files, so the output's order shows it was sorted by ts.
+      await engine.query(
+        `COPY (SELECT (${first} + range)::BIGINT AS id, TIMESTAMPTZ '2025-01-15 10:59:00+00' - to_seconds(${first} + range) AS ts FROM range(${rows})) TO ${quoteString(local)} (FORMAT parquet)`,
+      );
+      await l.store.put(key, { file: local });
+      written.push(key);
+    }
+    return written;
+  }
+
+  it('is skipped with the fix named, nothing quarantined; with timeColumns set it compacts beside a table on the global time column', async () => {
+    const l = await lake(rawFiles('10', 2));
+    const mem = await writeTs(l, 3, 5, 100);
+    const tools = telemetry();
+    const report = await cycle(l, 'hourly', { onEvent: tools.onEvent });
+    expect(outcomes(report)).toEqual({
+      'db/cpu/2025/01/15/10/': 'compacted',
+      'db/mem/2025/01/15/10/': 'skipped',
+    });
+    const skip = report.jobs.find((j) => j.job.partition === 'db/mem/2025/01/15/10/');
+    expect(skip?.outcome.steps.at(-1)?.reason).toBe(
+      'no input has the time column "time" (3 readable, columns: id, ts): set timeColumns["db/mem/"] to the table\'s time column, or timeColumn for every table; nothing was quarantined',
+    );
+    expect(await keys(l.store, quarantineRoot(l.config.layout))).toEqual([]);
+    expect(tools.events.filter((e) => e.type === 'input-quarantined')).toEqual([]);
+    for (const key of mem) expect(await etagOf(l.store, key)).toBeDefined();
+
+    const fixed: Lake = { ...l, config: parseConfig({ ...CONFIG, timeColumns: { 'db/mem/': 'ts' } }) };
+    expect(outcomes(await cycle(fixed, 'hourly'))).toEqual({ 'db/mem/2025/01/15/10/': 'compacted' });
+    const [output] = (await keys(l.store, 'db/mem/')).filter((k) => k.endsWith('_compacted.parquet'));
+    expect(output).toBeDefined();
+    const rows = await engine.query(`SELECT id FROM read_parquet(${parquetPath(join(l.dir, output ?? ''))})`);
+    // Sorted by ts, which runs against id: the highest id first.
+    expect(rows.map((r) => r.id)).toEqual(range(100, 114).reverse());
+  });
+
+  it('a file without the time column beside files that have it is still set aside', async () => {
+    const l = await lake([]);
+    await writeTs(l, 2, 5, 1);
+    const odd = 'db/mem/2025/01/15/10/mem_20250115_105900_9.parquet';
+    const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+    await engine.query(
+      `COPY (SELECT range::BIGINT AS id, now() AS time FROM range(3)) TO ${quoteString(local)} (FORMAT parquet)`,
+    );
+    await l.store.put(odd, { file: local });
+    const config = parseConfig({ ...CONFIG, timeColumns: { 'db/mem/': 'ts' } });
+    expect(outcomes(await cycle({ ...l, config }, 'hourly'))).toEqual({
+      'db/mem/2025/01/15/10/': 'compacted',
+    });
+    const record = JSON.parse(
+      (await l.store.getBytes(`${quarantineRoot(config.layout)}inputs/${odd}.json`)).body.toString('utf8'),
+    ) as { reason: string };
+    expect(record.reason).toMatch(/no time column "ts" \(columns: id, time\)/);
+  });
+
+  it('dedup "last" keys on the table\'s own time column, and may not name it', async () => {
+    expect(() =>
+      parseConfig({
+        ...CONFIG,
+        timeColumns: { 'db/mem/': 'ts' },
+        dedup: { 'db/mem/': { mode: 'last', keys: ['TS'] } },
+      }),
+    ).toThrow(/dedup\["db\/mem\/"\]\.keys must not name the time column "ts"/);
+    expect(() => parseConfig({ ...CONFIG, timeColumns: { 'db/mem': 'ts' } })).toThrow(
+      /timeColumns\["db\/mem"\]: "db\/mem" is not a table of layout/,
+    );
+  });
+});
+
 // ---- what is never data ----
 
 describe('objects that are not data', () => {

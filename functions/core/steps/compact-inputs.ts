@@ -7,7 +7,7 @@
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TierName } from '../config.ts';
-import { timeUnitOf } from '../config-tables.ts';
+import { timeColumnOf, timeUnitOf } from '../config-tables.ts';
 import type { Engine, InputInfo } from '../engine.ts';
 import {
   InputUnreadableError,
@@ -17,6 +17,7 @@ import {
   SchemaConflictError,
 } from '../errors.ts';
 import { type CompactDeps, type Job, result, type StepResult, withSignal } from '../job.ts';
+import type { DataFile } from '../layout.ts';
 import { forEachLimit } from '../limit.ts';
 import type { KeptInput } from '../manifest/manifest.ts';
 import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
@@ -79,8 +80,17 @@ export async function fetchInputs(
   }
 
   // Validate every footer; a corrupt or foreign input is left in place, quarantined, never deleted.
+  let partitionFile: DataFile;
+  try {
+    partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
+  } catch (error) {
+    await release(deps, loaded);
+    throw error;
+  }
+  const timeColumn = timeColumnOf(config, partitionFile.table);
   const good: GoodInput[] = [];
   const corrupt: KeptInput[] = [];
+  const foreign: { kept: KeptInput; info: InputInfo }[] = [];
   for (const { input, path } of files) {
     let info: InputInfo;
     try {
@@ -90,13 +100,27 @@ export async function fetchInputs(
       corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
       continue;
     }
-    const foreign = foreignReason(config.timeColumn, info);
-    if (foreign === undefined) good.push({ input, path, info });
-    else corrupt.push({ key: input.key, reason: foreign });
+    const reason = foreignReason(timeColumn, info);
+    if (reason === undefined) good.push({ input, path, info });
+    else foreign.push({ kept: { key: input.key, reason }, info });
   }
+  // No readable input has the time column: the setting names the wrong column (or the table is
+  // not a time series), not a file foreign to its partition. Nothing is set aside: once the
+  // setting is fixed, the next run compacts the partition.
+  const [firstForeign] = foreign;
+  if (good.length === 0 && firstForeign !== undefined) {
+    for (const bad of corrupt) await quarantineInput(deps, bad, manifest);
+    await release(deps, loaded);
+    const reason = noTimeColumnReason(config, partitionFile, timeColumn, firstForeign.info, foreign.length);
+    deps.onEvent?.({ type: 'skipped', job: ref, reason });
+    return result(ref, 'skipped', 'none', {
+      reason,
+      ...(corrupt.length > 0 ? { quarantinedInputs: corrupt.length } : {}),
+    });
+  }
+  corrupt.push(...foreign.map((f) => f.kept));
   // An integer epoch table (timeUnits): each input's times must lie in the folder's period.
   try {
-    const partitionFile = partitionDataFile(deps, ref.tier, ref.partition);
     const unit = timeUnitOf(config, partitionFile.table);
     if (unit !== undefined) {
       const outside = await epochMisfits(deps, ref.tier, ref.partition, partitionFile, unit, good);
@@ -118,6 +142,20 @@ export async function fetchInputs(
     return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length });
   }
   return { good, corrupt };
+}
+
+/** Why a partition none of whose inputs has its table's time column was skipped, and the fix. */
+function noTimeColumnReason(
+  config: CompactDeps['config'],
+  partitionFile: DataFile,
+  timeColumn: string,
+  sample: InputInfo,
+  count: number,
+): string {
+  const table = partitionFile.table.slice(config.layout.dataPrefix.length);
+  const names = sample.columns.map((c) => c.name);
+  const shown = names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
+  return `no input has the time column "${timeColumn}" (${count} readable, columns: ${shown}): set timeColumns[${JSON.stringify(table)}] to the table's time column, or timeColumn for every table; nothing was quarantined`;
 }
 
 /** Local folders a job's inputs are spread over. */

@@ -7,7 +7,7 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CompactorConfig, TierName } from '../config.ts';
-import { naiveTimestampsAreUtc } from '../config-tables.ts';
+import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
 import type { DedupRequest, Engine } from '../engine.ts';
 import { DedupError, InputUnreadableError, OutputTooLargeError, RowCountMismatchError } from '../errors.ts';
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';
@@ -55,6 +55,7 @@ export async function mergeInputs(
     written = await writeOutputs(deps, loaded, ref, join(dir, 'out'), {
       inputs: merged.map((g) => g.path),
       columns,
+      timeColumn: timeColumnOf(deps.config, partitionFile.table),
       dedup,
       metadata: footerMetadata.kept,
     });
@@ -125,6 +126,8 @@ async function mergedShape(
 interface OutputRequest {
   readonly inputs: readonly string[];
   readonly columns: ReturnType<typeof unifySchemas>;
+  /** The table's time column: the first sort key. */
+  readonly timeColumn: string;
   readonly dedup: DedupRequest | undefined;
   readonly metadata: Readonly<Record<string, string>>;
 }
@@ -150,7 +153,7 @@ async function writeOutputs(
     const written = await engine.compact({
       inputs: request.inputs,
       columns: request.columns,
-      sortBy: [config.timeColumn, ...config.sortKeys],
+      sortBy: [request.timeColumn, ...config.sortKeys],
       outputDir: outDir,
       targetFileBytes: target,
       rowGroupSize: config.rowGroupSize,

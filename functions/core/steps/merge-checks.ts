@@ -4,7 +4,7 @@
  */
 
 import type { CompactorConfig, TierName } from '../config.ts';
-import { dedupOf, type TimeUnit } from '../config-tables.ts';
+import { dedupOf, type TimeUnit, timeColumnOf } from '../config-tables.ts';
 import type { DedupRequest, Engine, InputInfo } from '../engine.ts';
 import { epochOutsideReason, epochRange, isEpochIntegerType } from '../epoch-time.ts';
 import { ConfigError, DedupError, ManifestConflictError, SchemaConflictError } from '../errors.ts';
@@ -114,7 +114,7 @@ export async function epochMisfits(
   if (period === undefined) throw new ManifestConflictError(`${partition} has no ${tier} period`);
   const slackMs = config.retention.bufferHours * 3_600_000;
   const range = epochRange(period, slackMs, unit);
-  const wanted = config.timeColumn.toLowerCase();
+  const wanted = timeColumnOf(config, partitionFile.table).toLowerCase();
   const misfits: { input: GoodInput; kept: KeptInput }[] = [];
   for (const good of inputs) {
     const column = good.info.columns.find((c) => c.name.toLowerCase() === wanted);
@@ -150,12 +150,12 @@ export function dedupRequest(
 ): DedupRequest | undefined {
   const setting = dedupOf(config, table);
   if (setting?.mode !== 'last') return setting;
-  const keys = [...setting.keys, config.timeColumn];
+  const keys = [...setting.keys, timeColumnOf(config, table)];
   const present = new Set(columns.map((c) => c.name.toLowerCase()));
   const missing = keys.filter((k) => !present.has(k.toLowerCase()));
   if (missing.length > 0) {
     throw new DedupError(
-      `table ${table}: dedup "last" keys on ${keys.join(', ')}, but the inputs have no column ${missing.join(', ')}; fix dedup["${table.slice(config.layout.dataPrefix.length)}"].keys (or timeColumn) or the data. Nothing was published`,
+      `table ${table}: dedup "last" keys on ${keys.join(', ')}, but the inputs have no column ${missing.join(', ')}; fix dedup["${table.slice(config.layout.dataPrefix.length)}"].keys (or the table's time column: timeColumns, timeColumn) or the data. Nothing was published`,
     );
   }
   return { mode: 'last', keys };
