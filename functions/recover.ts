@@ -29,6 +29,8 @@ export interface RecoverOutput {
   readonly quarantined: number;
   readonly orphanStagingDeleted: number;
   readonly uploadsAborted: number;
+  /** Quarantine records removed because what they held is gone. */
+  readonly quarantinePruned: number;
   /** Manifests recovery could not resolve this time: their partitions are skipped, the rest planned. */
   readonly unresolved: number;
   /** The first of them, with why (cut short: the execution's state is limited to 256 KiB). */
@@ -48,6 +50,7 @@ export function recoverOutput(report: RecoveryReport): RecoverOutput {
     quarantined: count('quarantined'),
     orphanStagingDeleted: report.orphanStagingDeleted,
     uploadsAborted: report.uploadsAborted,
+    quarantinePruned: report.quarantinePruned,
     unresolved: count('failed'),
     unresolvedManifests: report.entries
       .filter((e) => e.action === 'failed')

@@ -1,5 +1,6 @@
 /**
- * The `compactor` command line: demo, run, plan, recover, status, verify, visible, repair, retention.
+ * The `compactor` command line: demo, run, plan, recover, status, verify, visible, repair, release,
+ * retention.
  * Exit codes: 0 ok; 1 the command ran and found a problem (a failed partition, a quarantine,
  * a suspect partition); 2 bad usage or configuration, or the command could not run.
  */
@@ -69,6 +70,7 @@ const COMMANDS: Record<CommandName, Handler> = {
   verify: async (options, io) => (await import('./commands/verify.ts')).verifyCommand(options, io),
   visible: async (options, io) => (await import('./commands/visible.ts')).visibleCommand(options, io),
   repair: async (options, io) => (await import('./commands/repair.ts')).repairCommand(options, io),
+  release: async (options, io) => (await import('./commands/release.ts')).releaseCommand(options, io),
   retention: async (options, io) => (await import('./commands/retention.ts')).retentionCommand(options, io),
   ...(Object.fromEntries(
     SFN_COMMAND_NAMES.map((name): [string, Handler] => [

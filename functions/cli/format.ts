@@ -37,3 +37,8 @@ export function oneLine(text: string, max = 500): string {
   const flat = text.replace(/\s+/g, ' ').trim();
   return flat.length > max ? `${flat.slice(0, max)}...` : flat;
 }
+
+/** Said only when it happened: records of objects that are gone, removed. */
+export function quarantinePrunedNote(pruned: number): string {
+  return pruned > 0 ? `, ${pruned} quarantine record(s) of objects that are gone pruned` : '';
+}

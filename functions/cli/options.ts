@@ -170,6 +170,12 @@ export const OPTIONS = {
     default: 'off',
   },
   'dry-run': { type: 'boolean', help: 'report what would change and change nothing' },
+  partition: {
+    type: 'string',
+    value: 'P',
+    help: 'a partition folder (mydb/cpu/2025/01/15/10/) or a folder above it',
+  },
+  all: { type: 'boolean', help: 'every quarantined input' },
   dir: { type: 'string', value: 'DIR', help: 'the demo lake folder', default: DEMO_DIR },
   format: {
     type: 'string',
@@ -252,6 +258,7 @@ export const COMMAND_OPTIONS = {
   verify: [...STORE, ...LAYOUT, ...ENGINE, 'json'],
   visible: [...STORE, ...LAYOUT, 'format', 'sql', ...ENGINE, 'json'],
   repair: [...STORE, ...LAYOUT, 'now', 'dry-run', ...ENGINE, 'unsafe-single-writer-store', 'json'],
+  release: [...STORE, ...LAYOUT, 'partition', 'all', 'dry-run', 'unsafe-single-writer-store', 'json'],
   retention: [
     ...STORE,
     ...LAYOUT,

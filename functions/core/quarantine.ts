@@ -1,6 +1,7 @@
 /**
  * Quarantine records: a corrupt input or a manifest set aside with its reason. Nothing a record
- * names is merged or deleted until an operator deletes the record. The writers and the reader
+ * names is merged or deleted until the record goes: `compactor release` for an input, an operator
+ * for a job (quarantine-lifecycle.ts). The writers and the reader
  * that shows a record live here together, so the fields stay in step.
  */
 
@@ -24,7 +25,7 @@ export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: 
     reason: bad.reason,
     jobId: manifest.jobId,
     quarantinedAt: deps.clock.now().toISOString(),
-    fix: 'Replace or remove the object, then delete this record to let it be compacted again.',
+    fix: 'Replace or remove the object (or fix the setting named in the reason), then run `compactor release --partition <partition>` to let it be compacted again.',
   };
   await deps.store.put(
     quarantinedInputKey(deps.config.layout, bad.key),

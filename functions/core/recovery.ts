@@ -1,6 +1,7 @@
 /**
  * Recovery: resolves every manifest whose owner is gone, exactly as the design's table says,
- * then removes staging objects and incomplete uploads that no manifest refers to.
+ * then removes staging objects and incomplete uploads that no manifest refers to, and quarantine
+ * records whose objects are gone.
  *
  * It takes a job over with a conditional write (new execution id, new lease) before acting,
  * so the old owner's next step fails its own conditional write and stops. A list or head
@@ -27,6 +28,7 @@ import {
 import { deleteManifest, deletePrefix, type Loaded, takeOver } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH } from './object-store.ts';
 import { quarantineManifest } from './quarantine.ts';
+import { pruneQuarantine } from './quarantine-lifecycle.ts';
 import { clearManifestStep } from './steps/clear-manifest.ts';
 import { deleteInputsStep } from './steps/delete-inputs.ts';
 import { checkStaged, isOurOutput, publishStep } from './steps/publish.ts';
@@ -64,6 +66,8 @@ export interface RecoveryReport {
   readonly entries: readonly RecoveryEntry[];
   readonly orphanStagingDeleted: number;
   readonly uploadsAborted: number;
+  /** Quarantine records removed because every object they held is gone (quarantine-lifecycle.ts). */
+  readonly quarantinePruned: number;
   /** Whether anything was changed: recovery run until this is false has reached a fixed point. */
   readonly changed: boolean;
   readonly failures: number;
@@ -126,13 +130,17 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     }
   }
 
+  const quarantinePruned = (await pruneQuarantine(deps)).filter((c) => c.action === 'pruned').length;
+
   const report: RecoveryReport = {
     entries,
     orphanStagingDeleted,
     uploadsAborted,
+    quarantinePruned,
     changed:
       orphanStagingDeleted > 0 ||
       uploadsAborted > 0 ||
+      quarantinePruned > 0 ||
       entries.some((e) => e.action !== 'left-alone' && e.action !== 'gone' && e.action !== 'failed'),
     failures: entries.filter((e) => e.action === 'failed').length,
   };

@@ -19,7 +19,7 @@ import {
 } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
-import { readIds } from '../../functions/adapters/sample-data.ts';
+import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { generateDemoLake } from '../../functions/cli/demo-lake.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
@@ -594,6 +594,78 @@ describe('run reports quarantines', () => {
     const verify = await cli('verify', '--store', dir);
     expect(verify.code).toBe(1);
     expect(verify.text).toContain('1 unreadable file(s)');
+  });
+});
+
+describe('release: the way back out of quarantine', () => {
+  const corrupt = 'db/cpu/2025/01/15/10/cpu_20250115_104500_9.parquet';
+  const record = `_compaction/quarantine/inputs/${corrupt}.json`;
+
+  async function quarantinedLake(name: string): Promise<string> {
+    const dir = await copyOldLake(name);
+    await new LocalFolderStore(dir).put(corrupt, Buffer.from('PAR1 this is not parquet PAR1'));
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(run.code, run.text).toBe(1);
+    expect(await dataKeys(dir)).toContain(corrupt);
+    return dir;
+  }
+
+  it('re-admits a replaced input: the dry run lists it and changes nothing, the release lets the next run compact it', async () => {
+    const dir = await quarantinedLake('release-replaced');
+    // The cause fixed: the writer's file re-sent whole.
+    const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+    await writeSampleParquet(engine, local, {
+      rows: 15,
+      firstId: oldLake.total + 1,
+      startTimeMs: Date.UTC(2025, 0, 15, 10, 45),
+      spanMs: 60_000,
+    });
+    await new LocalFolderStore(dir).put(corrupt, { file: local });
+
+    const before = await snapshot(dir);
+    const dry = await cli('release', '--partition', 'db/cpu/2025/01/15/10', '--dry-run', '--store', dir);
+    expect(dry.code, dry.err.join('\n')).toBe(0);
+    expect(dry.text).toContain(record);
+    expect(dry.text).toMatch(
+      /dry run: 1 input\(s\) would be re-admitted, 0 record\(s\) pruned; nothing changed/,
+    );
+    expect(await snapshot(dir)).toEqual(before);
+    // Another partition's release touches nothing of this one.
+    const other = await cli('release', '--partition', 'db/cpu/2025/01/15/11/', '--store', dir);
+    expect(other.text).toContain('no quarantined input matches');
+    expect(await snapshot(dir)).toEqual(before);
+
+    const released = await cli('release', '--partition', 'db/cpu/2025/01/15/10', '--store', dir);
+    expect(released.code, released.err.join('\n')).toBe(0);
+    expect(released.text).toMatch(/^1 input\(s\) re-admitted: the next run checks and compacts them/m);
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(run.code, run.text).toBe(0);
+    expect(run.text).toMatch(/^summary: 1 compacted \(1 files -> 1\)/m);
+    expect(await dataKeys(dir)).not.toContain(corrupt);
+    await expectExactIds(dir, oldLake.total + 15);
+    expect((await cli('status', '--store', dir)).code).toBe(0);
+  });
+
+  it('a record whose input is gone is pruned by the next run, and status is clean again', async () => {
+    const dir = await quarantinedLake('release-gone');
+    await new LocalFolderStore(dir).deleteMany([{ key: corrupt }]);
+    expect((await cli('status', '--store', dir)).code).toBe(1);
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir);
+    expect(run.code, run.text).toBe(0);
+    expect(run.text).toContain('1 quarantine record(s) of objects that are gone pruned');
+    const status = await cli('status', '--store', dir);
+    expect(status.code, status.text).toBe(0);
+    expect(status.text).not.toContain(record);
+  });
+
+  it('needs --partition or --all, and says where to find them', async () => {
+    const dir = await copyOldLake('release-usage');
+    const none = await cli('release', '--store', dir);
+    expect(none.code).toBe(2);
+    expect(none.err.join('\n')).toContain('release needs --partition P');
+    const both = await cli('release', '--all', '--partition', 'db/', '--store', dir);
+    expect(both.code).toBe(2);
+    expect(both.err.join('\n')).toContain('not both');
   });
 });
 

@@ -1,8 +1,8 @@
 /**
- * Every dry run the CLI offers changes nothing: `plan` (the dry run of `run`), `repair --dry-run`
- * and `retention --dry-run` over one small folder lake holding compactable hours, raw files an
- * output already holds (what repair removes), expired days (what retention removes) and state
- * under `_compaction/`. Every file's bytes and the list of files and folders (the state root and
+ * Every dry run the CLI offers changes nothing: `plan` (the dry run of `run`), `repair --dry-run`,
+ * `release --dry-run` and `retention --dry-run` over one small folder lake holding compactable
+ * hours, raw files an output already holds (what repair removes), expired days (what retention
+ * removes), quarantine records (what release removes) and state under `_compaction/`. Every file's bytes and the list of files and folders (the state root and
  * the store's hidden folder included) are the same before and after; `run --dry-run` is refused
  * (exit 2) and changes nothing either.
  */
@@ -69,6 +69,15 @@ useEngineAndDir('cli-dry-runs-', async (e, dir) => {
     `COPY (SELECT * FROM read_parquet('${template}/db/cpu/2025/01/15/10/*.parquet') ORDER BY time) TO '${output}' (FORMAT parquet)`,
   );
   await store.put('db/cpu/2025/01/15/10/cpu_20250115_100000_compacted.parquet', { file: output });
+  // Quarantine records (what release re-admits and prunes): one of a file there, one of a file gone.
+  const disk = 'db/disk/2025/01/15/10/disk_20250115_100500_7.parquet';
+  await store.put(disk, Buffer.from('PAR1 not parquet PAR1'));
+  for (const key of [disk, 'db/disk/2025/01/15/10/disk_20250115_101500_8.parquet']) {
+    await store.put(
+      `_compaction/quarantine/inputs/${key}.json`,
+      Buffer.from(JSON.stringify({ key, partition: 'db/disk/2025/01/15/10/', reason: 'not Parquet' })),
+    );
+  }
   // State under the state root (visible --format athena writes such manifests).
   await store.put(
     '_compaction/views/athena/db_cpu/manifest',
@@ -94,6 +103,11 @@ describe('dry runs change nothing', () => {
     ['plan --tier daily', ['plan', '--tier', 'daily', '--quiet', '0'], /daily plan at/],
     ['plan --tier retention', ['plan', '--tier', 'retention', '--retention', RULES, '--now', NOW], /expire/],
     ['repair --dry-run', ['repair', '--dry-run', '--work-dir', 'WORK'], /dry run: 40 duplicated rows/],
+    [
+      'release --all --dry-run',
+      ['release', '--all', '--dry-run'],
+      /dry run: 1 input\(s\) would be re-admitted, 1 record\(s\) pruned; nothing changed/,
+    ],
     [
       'retention --dry-run',
       ['retention', '--dry-run', '--retention', RULES, '--now', NOW],

@@ -35,6 +35,7 @@ vi.mock('../../functions/cli/commands/status.ts', () => ({ statusCommand: record
 vi.mock('../../functions/cli/commands/verify.ts', () => ({ verifyCommand: recorder('verify') }));
 vi.mock('../../functions/cli/commands/visible.ts', () => ({ visibleCommand: recorder('visible') }));
 vi.mock('../../functions/cli/commands/repair.ts', () => ({ repairCommand: recorder('repair') }));
+vi.mock('../../functions/cli/commands/release.ts', () => ({ releaseCommand: recorder('release') }));
 vi.mock('../../functions/cli/commands/retention.ts', () => ({ retentionCommand: recorder('retention') }));
 vi.mock('../../functions/cli/commands/sfn/sfn.ts', () => ({
   SFN_COMMANDS: { start: recorder('start'), watch: recorder('watch'), redrive: recorder('redrive') },
@@ -139,7 +140,7 @@ describe('parse failures say what to do, never in parseArgs words', () => {
     [['run', '--teir', 'hourly'], 'unknown option --teir. Did you mean --tier?'],
     [
       ['plan', '--tier', 'hourly', '--dryrun'],
-      'unknown option --dryrun. The nearest, --dry-run, is not an option of plan (taken by repair, retention).',
+      'unknown option --dryrun. The nearest, --dry-run, is not an option of plan (taken by repair, release, retention).',
     ],
     [
       ['status', '--teir', 'hourly'],

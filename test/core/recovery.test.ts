@@ -837,6 +837,7 @@ describe('recovery: staging and convergence', () => {
       entries: [],
       orphanStagingDeleted: 0,
       uploadsAborted: 0,
+      quarantinePruned: 0,
       changed: false,
       failures: 0,
     });

@@ -4,7 +4,7 @@
 
 import type { RecoveryReport } from '../../core/recovery.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { table } from '../format.ts';
+import { quarantinePrunedNote, table } from '../format.ts';
 import { asLocalExecution, logEvent } from '../local-execution.ts';
 import type { ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
@@ -21,7 +21,7 @@ export async function recoverCommand(options: ParsedOptions, io: CliIo): Promise
 }
 
 function formatRecovery(report: RecoveryReport): string {
-  const head = `recovery: ${report.entries.length} manifest(s) examined, ${report.orphanStagingDeleted} orphan staging object(s) removed, ${report.uploadsAborted} incomplete upload(s) aborted`;
+  const head = `recovery: ${report.entries.length} manifest(s) examined, ${report.orphanStagingDeleted} orphan staging object(s) removed, ${report.uploadsAborted} incomplete upload(s) aborted${quarantinePrunedNote(report.quarantinePruned)}`;
   if (report.entries.length === 0) return head;
   return `${head}\n${table(
     ['manifest', 'state', 'action', 'why'],

@@ -25,7 +25,7 @@ import type { WorkflowExecution } from '../../local-runner/workflow.ts';
 import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
-import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
+import { formatBytes, formatCount, formatDuration, quarantinePrunedNote, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
@@ -198,7 +198,7 @@ function dedupNote(committed: boolean, compact: StepNumbers | undefined): string
 function formatRun(output: NonNullable<LocalRunResult['output']>, execution: WorkflowExecution): string {
   const r = output.recovery;
   const lines = [
-    `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted`,
+    `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted${quarantinePrunedNote(r.quarantinePruned)}`,
     '',
     `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];

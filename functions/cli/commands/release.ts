@@ -1,0 +1,85 @@
+/**
+ * `compactor release (--partition P | --all) [--dry-run]`: re-admits quarantined inputs once their
+ * cause is fixed, and prunes records whose objects are gone (quarantine-lifecycle.ts).
+ */
+
+import { ConfigError } from '../../core/errors.ts';
+import { quarantineRoot } from '../../core/manifest/manifest.ts';
+import type { QuarantineChange, ReleaseSelection } from '../../core/quarantine-lifecycle.ts';
+import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
+import { table } from '../format.ts';
+import type { ParsedOptions } from '../options.ts';
+import { assertCliStore } from '../store-guard.ts';
+
+export async function releaseCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+  const ctx = await commandContext(options);
+  const selection = releaseSelection(options, ctx);
+  const dryRun = Boolean(options['dry-run']);
+  // Its deletes are conditional: a store that ignores the condition could drop a fresh record.
+  if (!dryRun) await assertCliStore(ctx, io.err);
+  const { pruneQuarantine, releaseInputs } = await import('../../core/quarantine-lifecycle.ts');
+  const deps = { store: ctx.target.store, config: ctx.config };
+  const released = await releaseInputs(deps, selection, { dryRun });
+  const jobs = (await pruneQuarantine(deps, { dryRun })).filter(
+    (c) => !released.some((r) => r.recordKey === c.recordKey),
+  );
+  const changes = [...released, ...jobs];
+  const held = await heldJobs(ctx, selection);
+  emit(io, options, { dryRun, changes, quarantinedJobs: held }, () => formatRelease(changes, held, dryRun));
+  return 0;
+}
+
+/** --partition P (with or without the data prefix; a folder at or above a partition) or --all. */
+function releaseSelection(options: ParsedOptions, ctx: CommandContext): ReleaseSelection {
+  const partition = options.partition;
+  if (options.all && partition !== undefined)
+    throw new ConfigError('release takes --partition P or --all, not both');
+  if (options.all) return { all: true };
+  if (partition === undefined || partition.trim() === '') {
+    throw new ConfigError(
+      'release needs --partition P (a partition folder such as mydb/cpu/2025/01/15/10/, or a folder above it) or --all; `compactor status` lists the quarantined inputs',
+    );
+  }
+  const prefix = ctx.config.layout.dataPrefix;
+  const folder = partition.endsWith('/') ? partition : `${partition}/`;
+  return { partition: folder.startsWith(prefix) ? folder : `${prefix}${folder}` };
+}
+
+/** Records of quarantined jobs in the selection: never released here. */
+async function heldJobs(ctx: CommandContext, selection: ReleaseSelection): Promise<string[]> {
+  const root = `${quarantineRoot(ctx.config.layout)}manifests/`;
+  const out: string[] = [];
+  const { dataPrefix } = ctx.config.layout;
+  for await (const object of ctx.target.store.list(root)) {
+    // `<tier>/<partition without the data prefix>/<stamp>.json` (quarantinedManifestKey).
+    const partition = object.key.slice(root.length).split('/').slice(1, -1).join('/');
+    if ('all' in selection || `${dataPrefix}${partition}/`.startsWith(selection.partition))
+      out.push(object.key);
+  }
+  return out;
+}
+
+function formatRelease(
+  changes: readonly QuarantineChange[],
+  held: readonly string[],
+  dryRun: boolean,
+): string {
+  const count = (action: QuarantineChange['action']) => changes.filter((c) => c.action === action).length;
+  const lines = [
+    changes.length === 0
+      ? 'no quarantined input matches'
+      : table(
+          ['record', 'input', dryRun ? 'would be' : 'action', 'why it was quarantined'],
+          changes.map((c) => [c.recordKey, c.holds, c.action, c.reason]),
+        ),
+    dryRun
+      ? `dry run: ${count('released')} input(s) would be re-admitted, ${count('pruned')} record(s) pruned; nothing changed`
+      : `${count('released')} input(s) re-admitted: the next run checks and compacts them (a file still bad is quarantined again); ${count('pruned')} record(s) of objects that are gone pruned${count('changed-meanwhile') > 0 ? `; ${count('changed-meanwhile')} rewritten meanwhile, kept` : ''}`,
+  ];
+  if (held.length > 0) {
+    lines.push(
+      `${held.length} quarantined job(s) are not released: their outputs may sit beside their inputs; see "Quarantine" in docs/operations.md (first: ${held[0]})`,
+    );
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,174 @@
+/**
+ * The way back out of quarantine. `release` re-admits quarantined inputs once their cause is
+ * fixed: it deletes their records, each conditioned on the version read, so the next plan sees
+ * the inputs again and the compact step checks them anew (a file still bad is quarantined
+ * again). `prune` removes records whose objects are gone: they hold nothing, and would keep
+ * `compactor status` failing forever. A quarantined job is never released here: its outputs
+ * may be published beside its inputs, and only an operator can say which copy stays.
+ */
+
+import type { CompactorConfig } from './config.ts';
+import { DeleteFailedError } from './errors.ts';
+import { readQuarantineRecord } from './exclusions.ts';
+import { hashedQuarantineRoot, quarantineRoot } from './manifest/manifest.ts';
+import { describeOutcome } from './manifest/manifest-cas.ts';
+import { getBytesIfExists, type ObjectStore } from './object-store.ts';
+
+interface LifecycleDeps {
+  readonly store: ObjectStore;
+  readonly config: CompactorConfig;
+}
+
+/** A quarantined input's record, as read. */
+export interface QuarantinedInput {
+  readonly recordKey: string;
+  readonly recordEtag: string;
+  /** The data key it holds. */
+  readonly key: string;
+  readonly partition: string | undefined;
+  readonly reason: string;
+}
+
+/** What a release or a prune did (or, dry, would do) to each record. */
+export interface QuarantineChange {
+  readonly recordKey: string;
+  /** The input it held, or for a job's record the manifest key. */
+  readonly holds: string;
+  readonly action: 'released' | 'pruned' | 'changed-meanwhile';
+  readonly reason: string;
+}
+
+/** Every quarantined-input record: readable and hash-named; one that names no key of the lake is skipped. */
+export async function listQuarantinedInputs(deps: LifecycleDeps): Promise<QuarantinedInput[]> {
+  const { store, config } = deps;
+  const readable = `${quarantineRoot(config.layout)}inputs/`;
+  const out: QuarantinedInput[] = [];
+  for (const root of [readable, hashedQuarantineRoot(config.layout)]) {
+    for await (const object of store.list(root)) {
+      const got = await getBytesIfExists(store, object.key);
+      if (!got) continue;
+      const record = parseRecord(got.body);
+      const fromKey =
+        root === readable
+          ? config.layout.dataPrefix + object.key.slice(readable.length).replace(/\.json$/, '')
+          : undefined;
+      const key = record.key ?? fromKey;
+      if (key === undefined || !key.startsWith(config.layout.dataPrefix)) continue;
+      out.push({
+        recordKey: object.key,
+        recordEtag: got.etag,
+        key,
+        partition: record.partition,
+        reason: record.reason ?? 'unreadable quarantine record',
+      });
+    }
+  }
+  return out;
+}
+
+function parseRecord(body: Buffer): { key?: string; partition?: string; reason?: string } {
+  try {
+    const value = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    const text = (name: string) => (typeof value[name] === 'string' ? (value[name] as string) : undefined);
+    return {
+      ...(text('key') !== undefined ? { key: text('key') } : {}),
+      ...(text('partition') !== undefined ? { partition: text('partition') } : {}),
+      ...(text('reason') !== undefined ? { reason: text('reason') } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+/** Which inputs to release: those of one partition (a folder key, ending in '/'), or all. */
+export type ReleaseSelection = { readonly partition: string } | { readonly all: true };
+
+/**
+ * Re-admits the selected quarantined inputs: deletes each record (unless `dryRun`) if it is
+ * still the version read. A record whose input is gone is pruned instead.
+ */
+export async function releaseInputs(
+  deps: LifecycleDeps,
+  selection: ReleaseSelection,
+  options: { readonly dryRun: boolean },
+): Promise<QuarantineChange[]> {
+  const records = (await listQuarantinedInputs(deps)).filter(
+    (r) => 'all' in selection || r.key.startsWith(selection.partition),
+  );
+  const changes: QuarantineChange[] = [];
+  for (const record of records) {
+    const gone = (await deps.store.head(record.key)) === undefined;
+    const change: QuarantineChange = gone
+      ? { recordKey: record.recordKey, holds: record.key, action: 'pruned', reason: 'the input is gone' }
+      : { recordKey: record.recordKey, holds: record.key, action: 'released', reason: record.reason };
+    changes.push(
+      options.dryRun ? change : await removeRecord(deps, record.recordKey, record.recordEtag, change),
+    );
+  }
+  return changes;
+}
+
+/**
+ * Removes every quarantine record whose objects are all gone: an input's record once the input
+ * is, a job's once every input and output it names is. Records that name nothing are kept.
+ */
+export async function pruneQuarantine(
+  deps: LifecycleDeps,
+  options: { readonly dryRun: boolean } = { dryRun: false },
+): Promise<QuarantineChange[]> {
+  const { store, config } = deps;
+  const changes: QuarantineChange[] = [];
+  const prune = async (recordKey: string, etag: string, holds: string, reason: string) => {
+    const change: QuarantineChange = { recordKey, holds, action: 'pruned', reason };
+    changes.push(options.dryRun ? change : await removeRecord(deps, recordKey, etag, change));
+  };
+  for (const record of await listQuarantinedInputs(deps)) {
+    if ((await store.head(record.key)) === undefined)
+      await prune(record.recordKey, record.recordEtag, record.key, 'the input is gone');
+  }
+  for await (const object of store.list(`${quarantineRoot(config.layout)}manifests/`)) {
+    const record = await readQuarantineRecord(store, config, object.key);
+    const named = record.manifest
+      ? [
+          ...record.manifest.inputs.map((i) => i.key),
+          ...(record.manifest.outputs ?? []).map((o) => o.finalKey),
+        ]
+      : [...record.inputKeys, ...record.outputKeys];
+    if (named.length === 0) continue;
+    let allGone = true;
+    for (const key of named) {
+      if ((await store.head(key)) !== undefined) {
+        allGone = false;
+        break;
+      }
+    }
+    if (allGone) {
+      await prune(
+        object.key,
+        object.etag,
+        record.manifestKey ?? object.key,
+        `every input and output of the job is gone (${named.length})`,
+      );
+    }
+  }
+  return changes;
+}
+
+/** Deletes a record if it is still the version read; a record rewritten meanwhile stays. */
+async function removeRecord(
+  deps: LifecycleDeps,
+  recordKey: string,
+  etag: string,
+  change: QuarantineChange,
+): Promise<QuarantineChange> {
+  const [outcome] = await deps.store.deleteMany([{ key: recordKey, etag }]);
+  if (outcome?.status === 'error') {
+    throw new DeleteFailedError(
+      `could not remove quarantine record ${recordKey}: ${describeOutcome(outcome)}`,
+    );
+  }
+  if (outcome?.status === 'precondition-failed') {
+    return { ...change, action: 'changed-meanwhile', reason: 'the record was rewritten meanwhile: kept' };
+  }
+  return change;
+}

@@ -1,0 +1,147 @@
+/**
+ * The quarantine lifecycle over a real LocalFolderStore: which records release and prune remove,
+ * that each removal is conditioned on the record read (a record rewritten meanwhile stays), and
+ * that a quarantined job's record goes only once every object it names is gone.
+ */
+
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { quarantinedInputKey, quarantineRoot } from '../../functions/core/manifest/manifest.ts';
+import type { DeleteOutcome, ObjectStore } from '../../functions/core/object-store.ts';
+import {
+  listQuarantinedInputs,
+  pruneQuarantine,
+  releaseInputs,
+} from '../../functions/core/quarantine-lifecycle.ts';
+import { SWEEP_CONFIG } from '../support/lake-harness.ts';
+import { testStore } from '../support/test-store.ts';
+
+const config = parseConfig(SWEEP_CONFIG);
+const HOUR_10 = 'db/cpu/2025/01/15/10/';
+const HOUR_11 = 'db/cpu/2025/01/15/11/';
+const dirs: string[] = [];
+
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+});
+
+async function lake(): Promise<LocalFolderStore> {
+  const dir = await mkdtemp(join(tmpdir(), 'quarantine-lifecycle-'));
+  dirs.push(dir);
+  return testStore(dir);
+}
+
+/** A data object and its quarantine record, as quarantineInput writes it. */
+async function quarantined(
+  store: ObjectStore,
+  key: string,
+  partition: string,
+  present = true,
+): Promise<string> {
+  if (present) await store.put(key, Buffer.from('PAR1 not parquet PAR1'));
+  const recordKey = quarantinedInputKey(config.layout, key);
+  await store.put(
+    recordKey,
+    Buffer.from(JSON.stringify({ key, partition, reason: 'not readable as Parquet' })),
+  );
+  return recordKey;
+}
+
+async function keysUnder(store: ObjectStore, prefix: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const object of store.list(prefix)) out.push(object.key);
+  return out.sort();
+}
+
+describe('releaseInputs', () => {
+  it('removes the records of the selected partition only, pruning one whose input is gone', async () => {
+    const store = await lake();
+    const a = await quarantined(store, `${HOUR_10}a.parquet`, HOUR_10);
+    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, false);
+    const other = await quarantined(store, `${HOUR_11}b.parquet`, HOUR_11);
+    const deps = { store, config };
+
+    const dry = await releaseInputs(deps, { partition: HOUR_10 }, { dryRun: true });
+    expect(dry.map((c) => [c.recordKey, c.action])).toEqual([
+      [a, 'released'],
+      [gone, 'pruned'],
+    ]);
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([a, gone, other].sort());
+
+    await releaseInputs(deps, { partition: HOUR_10 }, { dryRun: false });
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([other]);
+    // The data objects themselves are never touched.
+    expect(await store.head(`${HOUR_10}a.parquet`)).toBeDefined();
+    await releaseInputs(deps, { all: true }, { dryRun: false });
+    expect(await listQuarantinedInputs(deps)).toEqual([]);
+  });
+
+  it('keeps a record rewritten after it was read (a new quarantine of the same input)', async () => {
+    const inner = await lake();
+    const recordKey = await quarantined(inner, `${HOUR_10}a.parquet`, HOUR_10);
+    // A compact step quarantines the input again between the read and the delete.
+    const store = new Proxy(inner, {
+      get(target, name) {
+        if (name !== 'deleteMany') {
+          const value: unknown = Reflect.get(target, name, target);
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return async (...args: Parameters<ObjectStore['deleteMany']>): Promise<DeleteOutcome[]> => {
+          await target.put(
+            recordKey,
+            Buffer.from(JSON.stringify({ key: `${HOUR_10}a.parquet`, reason: 'again' })),
+          );
+          return target.deleteMany(...args);
+        };
+      },
+    });
+    const [change] = await releaseInputs({ store, config }, { all: true }, { dryRun: false });
+    expect(change?.action).toBe('changed-meanwhile');
+    expect(await inner.head(recordKey)).toBeDefined();
+  });
+});
+
+describe('pruneQuarantine', () => {
+  it("removes an input's record once the input is gone, and keeps the others", async () => {
+    const store = await lake();
+    const kept = await quarantined(store, `${HOUR_10}a.parquet`, HOUR_10);
+    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, false);
+    const changes = await pruneQuarantine({ store, config });
+    expect(changes.map((c) => [c.recordKey, c.action])).toEqual([[gone, 'pruned']]);
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([kept]);
+  });
+
+  it("removes a job's record only when every input and output it names is gone; one naming nothing stays", async () => {
+    const store = await lake();
+    const root = `${quarantineRoot(config.layout)}manifests/hourly/db/cpu/2025/01/15/10/`;
+    const input = `${HOUR_10}in.parquet`;
+    const output = `${HOUR_10}out_compacted.parquet`;
+    // A manifest that no longer validates: the keys it seems to name still hold.
+    const job = `${root}a.json`;
+    await store.put(
+      job,
+      Buffer.from(
+        JSON.stringify({
+          manifestKey: `${config.layout.stateRoot}manifests/hourly/db/cpu/2025/01/15/10.json`,
+          manifest: JSON.stringify({ inputs: [{ key: input }], outputs: [{ finalKey: output }] }),
+        }),
+      ),
+    );
+    const empty = `${root}b.json`;
+    await store.put(empty, Buffer.from('{"reason": "unreadable"}'));
+    await store.put(input, Buffer.from('x'));
+    await store.put(output, Buffer.from('y'));
+
+    expect(await pruneQuarantine({ store, config })).toEqual([]);
+    await store.deleteMany([{ key: input }]);
+    expect(await pruneQuarantine({ store, config })).toEqual([]);
+    await store.deleteMany([{ key: output }]);
+    const changes = await pruneQuarantine({ store, config });
+    expect(changes.map((c) => [c.recordKey, c.action])).toEqual([[job, 'pruned']]);
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([empty]);
+  });
+});
