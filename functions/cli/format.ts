@@ -1,5 +1,7 @@
 /** Plain-text formatting for the CLI: aligned tables, sizes, durations, text on one line. */
 
+import stringWidth from 'string-width';
+
 export function formatBytes(bytes: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let value = bytes;
@@ -19,14 +21,18 @@ export function formatDuration(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
-/** Renders rows as an aligned table; numbers right-aligned. */
+/**
+ * Renders rows as an aligned table; numbers right-aligned. Cells are measured in terminal columns,
+ * so table paths in CJK (two columns a character) or with combining marks stay aligned.
+ */
 export function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
   const cells = [header, ...rows.map((r) => r.map(String))];
-  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => stringWidth(r[i] ?? ''))));
   const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  const pad = (cell: string, i: number) => ' '.repeat(Math.max(0, (widths[i] ?? 0) - stringWidth(cell)));
   const line = (r: readonly string[]) =>
     r
-      .map((c, i) => (numeric[i] ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
+      .map((c, i) => (numeric[i] ? pad(c, i) + c : c + pad(c, i)))
       .join('  ')
       .trimEnd();
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...cells.slice(1).map(line)].join('\n');

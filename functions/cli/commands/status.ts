@@ -92,6 +92,7 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
               ['record', 'holds', 'since', 'reason'],
               quarantined.map((q) => [q.key, q.holds, q.at, q.reason]),
             ),
+            'once the cause is fixed, `compactor release --partition P` (or --all) re-admits quarantined inputs; a record whose objects are gone is pruned by the next run',
           ]
         : []),
       `failing partitions: ${failing.length}${failing.length > 0 ? ` (${heldBack} held back: after ${ctx.config.failureBackoff.after} failures in a row a partition waits for its next attempt)` : ''}`,
