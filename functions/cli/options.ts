@@ -166,7 +166,7 @@ export const OPTIONS = {
   },
   'unsafe-single-writer-store': {
     type: 'boolean',
-    help: 'skip the store probe (run, recover, repair, retention refuse a store\nthat ignores conditional writes, copies or deletes); only for a store\nnothing else writes to or compacts; warned on every run',
+    help: 'skip the store probe (run, recover, repair, release, retention refuse a\nstore that ignores conditional writes, copies or deletes); only for a store\nnothing else writes to or compacts; warned on every run',
     default: 'off',
   },
   'dry-run': { type: 'boolean', help: 'report what would change and change nothing' },

@@ -32,9 +32,9 @@ Commands:
   repair [--dry-run]          find raw files whose rows an output next to them already holds (what a
                               non-atomic compactor leaves), report the duplicated rows, and remove
                               them through the protocol (checked by content, never by name)
-  release --partition P|--all re-admit quarantined inputs once their cause is fixed (the next run
-                              checks them anew) and prune records whose objects are gone; --dry-run
-                              lists them and changes nothing
+  release --partition P       re-admit quarantined inputs (of P, or --all) once their cause is fixed:
+                              the next run checks them anew; records whose objects are gone are
+                              pruned; --dry-run lists them and changes nothing
   retention [--dry-run]       delete whole files older than their table's retention (--retention),
                               through the protocol; --dry-run prints per day the files, bytes and
                               cutoff and changes nothing

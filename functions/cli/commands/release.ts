@@ -69,7 +69,7 @@ function formatRelease(
     changes.length === 0
       ? 'no quarantined input matches'
       : table(
-          ['record', 'input', dryRun ? 'would be' : 'action', 'why it was quarantined'],
+          ['record', 'input', dryRun ? 'would be' : 'action', 'why'],
           changes.map((c) => [c.recordKey, c.holds, c.action, c.reason]),
         ),
     dryRun
