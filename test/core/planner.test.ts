@@ -150,6 +150,12 @@ describe('hourly candidates', () => {
     expect(plan.tier).toBe('hourly');
     expect(plan.now).toBe(new Date(LATER).toISOString());
     expect(plan.objectsListed).toBe(5);
+    // Objects under the state root (an Athena view, a failure record) are not the lake's.
+    await store.put(`${cfg.layout.stateRoot}views/athena/db_cpu/manifest`, Buffer.from('x\n'));
+    await store.put(`${cfg.layout.stateRoot}failures/hourly/x.json`, Buffer.from('{}'));
+    expect((await planTier(store, cfg, later, 'hourly')).objectsListed).toBe(5);
+    const listAll = config({ planning: { listing: 'full' } });
+    expect((await planTier(store, listAll, later, 'hourly')).objectsListed).toBe(5);
     expect(plan.jobs).toHaveLength(1);
     const job = jobFor(plan, full);
     expect(job).toMatchObject({ tier: 'hourly', partition: full, inputBytes: 300, candidates: 3 });

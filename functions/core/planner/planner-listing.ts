@@ -200,7 +200,7 @@ export interface TierFolders {
 /**
  * Gathers, object by object in key order, every folder of `tier` that holds a candidate or a
  * daily file waiting for the monthly tier, as of `now` (ms); a folder left behind with neither is
- * dropped. `objectsListed`: the objects seen so far.
+ * dropped. `objectsListed`: the objects seen so far outside the state root.
  */
 function folderGatherer(
   config: CompactorConfig,
@@ -238,8 +238,9 @@ function folderGatherer(
   // even when a store lists them (it may ignore StartAfter): a folder of the tier before `from` is
   // then never seen, and each one at or after it is whole (list-windows.ts).
   const consider = (object: ObjectSummary, stream: ListingStream, from?: string): void => {
-    listedCount++;
     const { key } = object;
+    // The count is of the lake's objects: the state root's (manifests, Athena views) are not data.
+    if (!key.startsWith(layout.stateRoot)) listedCount++;
     if (from !== undefined && compareKeys(key, from) <= 0) return;
     // A store lists in key order (object-store.ts): each folder's keys come together, so a
     // folder left behind is whole and may be dropped when it holds nothing to plan. A store
