@@ -174,7 +174,9 @@ export const sharedShape = {
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
   maxJobFiles: wholeNumber(1, 10_000).describe("a job's input files at most"),
-  sortKeys: list(columnName, 'column names').describe('sort keys after the time column'),
+  sortKeys: list(columnName, 'column names').describe(
+    'sort keys after the time column; a partition none of whose inputs has one is not sorted by it, and `compactor run` says so',
+  ),
   timeColumn: columnName.describe('the time column'),
   timeColumns: tableMap(columnName, 'column name', '{"mydb/cpu/": "ts"}').describe(
     'table path -> its time column, for tables whose time column is not `timeColumn`',

@@ -100,6 +100,8 @@ export interface StepResult {
   readonly quarantinedInputs?: number;
   /** Footer key-value metadata keys of the inputs that the outputs do not carry (footer-metadata.ts). */
   readonly droppedMetadataKeys?: readonly string[];
+  /** Sort keys (`sortKeys`) no input of the partition has: the outputs are not sorted by them. */
+  readonly unsortedBy?: readonly string[];
 }
 
 export function withSignal(deps: StepDeps): { signal?: AbortSignal } {

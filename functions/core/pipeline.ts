@@ -216,6 +216,8 @@ export interface StepNumbers {
   /** With dedup: the inputs' distinct rows, which the outputs hold. */
   readonly distinctRows?: number;
   readonly quarantinedInputs?: number;
+  /** Sort keys no input had (compact). */
+  readonly unsortedBy?: readonly string[];
 }
 
 /**

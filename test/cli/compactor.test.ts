@@ -597,6 +597,20 @@ describe('run reports quarantines', () => {
   });
 });
 
+describe('sort keys the data lacks', () => {
+  it('compacts, and says which sort key no input has instead of ignoring it silently', async () => {
+    const dir = await copyOldLake('sort-keys-missing');
+    const args = ['--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir];
+    const result = await cli('run', ...args, '--sort-keys', 'nosuch,host');
+    expect(result.code, result.text).toBe(0);
+    const lines = result.text.split('\n').filter((l) => l.startsWith('db/cpu/'));
+    expect(lines).toHaveLength(4);
+    for (const line of lines)
+      expect(line).toMatch(/compacted.*not sorted by nosuch: no input has it \(sortKeys\)$/);
+    await expectExactIds(dir, oldLake.total);
+  });
+});
+
 describe('release: the way back out of quarantine', () => {
   const corrupt = 'db/cpu/2025/01/15/10/cpu_20250115_104500_9.parquet';
   const record = `_compaction/quarantine/inputs/${corrupt}.json`;

@@ -181,18 +181,32 @@ function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRo
             ? `${judged.error}: ${judged.cause}`
             : judged.verdict === 'superseded' && compact?.status !== 'superseded'
               ? 'rolled back or taken over by recovery meanwhile'
-              : (compact?.reason ?? dedupNote(committed, compact)),
+              : (compact?.reason ?? committedNote(committed, compact)),
       });
     }
   }
   return rows.sort((a, b) => compareKeys(a.partition, b.partition));
 }
 
-/** What a committed dedup job dropped: the inputs' rows beyond their distinct ones. */
-function dedupNote(committed: boolean, compact: StepNumbers | undefined): string {
-  const { inputRows, distinctRows } = compact ?? {};
-  if (!committed || inputRows === undefined || distinctRows === undefined) return '';
-  return `dedup: ${formatCount(inputRows)} rows in, ${formatCount(inputRows - distinctRows)} duplicate(s) dropped`;
+/**
+ * What a committed job did beyond merging: the rows dedup dropped (the inputs' rows beyond their
+ * distinct ones), the sort keys it could not sort by.
+ */
+function committedNote(committed: boolean, compact: StepNumbers | undefined): string {
+  if (!committed || compact === undefined) return '';
+  const { inputRows, distinctRows, unsortedBy } = compact;
+  return [
+    ...(inputRows !== undefined && distinctRows !== undefined
+      ? [
+          `dedup: ${formatCount(inputRows)} rows in, ${formatCount(inputRows - distinctRows)} duplicate(s) dropped`,
+        ]
+      : []),
+    ...(unsortedBy && unsortedBy.length > 0
+      ? [
+          `not sorted by ${unsortedBy.join(', ')}: no input has ${unsortedBy.length > 1 ? 'them' : 'it'} (sortKeys)`,
+        ]
+      : []),
+  ].join('; ');
 }
 
 function formatRun(output: NonNullable<LocalRunResult['output']>, execution: WorkflowExecution): string {

@@ -29,6 +29,8 @@ export interface Merged {
   readonly inputRows: number;
   readonly dedup: DedupRequest | undefined;
   readonly distinctRows: number | undefined;
+  /** Sort keys none of the inputs has (the engine sorts by the others). */
+  readonly unsortedBy: readonly string[];
 }
 
 /**
@@ -87,7 +89,9 @@ export async function mergeInputs(
     columns,
     dedup,
   });
-  return { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows };
+  const present = new Set(columns.map((c) => c.name.toLowerCase()));
+  const unsortedBy = deps.config.sortKeys.filter((k) => !present.has(k.toLowerCase()));
+  return { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, unsortedBy };
 }
 
 /**

@@ -137,7 +137,7 @@ async function writeStaged(
   loaded: Loaded,
   ref: Job<TierName>,
   { good, corrupt }: CheckedInputs,
-  { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows }: Merged,
+  { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, unsortedBy }: Merged,
 ): Promise<StepResult> {
   const { store, config } = deps;
   const manifest = loaded.manifest;
@@ -181,5 +181,8 @@ async function writeStaged(
     throw error;
   }
   deps.onEvent?.({ type: 'staged', job: ref });
-  return result(ref, 'done', 'staged', summary(loaded.manifest));
+  return result(ref, 'done', 'staged', {
+    ...summary(loaded.manifest),
+    ...(unsortedBy.length > 0 ? { unsortedBy } : {}),
+  });
 }
