@@ -158,8 +158,20 @@ export async function planRetention(
   const skipped: SkippedPartition[] = [];
   for (const [partition, day] of [...days.entries()].sort(([a], [b]) => compareKeys(a, b))) {
     const candidates = day.candidates.filter((c) => !isExcluded(exclusions, c.key));
-    if (candidates.length === 0) continue;
     const skip = (reason: string) => skipped.push({ tier: 'retention', partition, reason });
+    if (candidates.length === 0) {
+      // Every expired file is held: said, so a day that is not expired is never a silent one.
+      const quarantined = day.candidates.filter((c) => exclusions.quarantinedInputs.has(c.key)).length;
+      const byJobs = day.candidates.length - quarantined;
+      const held = [
+        ...(byJobs > 0
+          ? [`${byJobs} file(s) named by a live or quarantined job's manifest (expired once it ends)`]
+          : []),
+        ...(quarantined > 0 ? [`${quarantined} quarantined input(s) (kept until released)`] : []),
+      ];
+      skip(`${held.join(' and ')}: nothing expired now; see compactor status`);
+      continue;
+    }
     const holder = leaseHolder(config, exclusions.leasedManifests, partition);
     if (holder) {
       skip(`${holder} holds this day (live manifest): expired on a later run`);

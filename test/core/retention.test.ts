@@ -276,6 +276,20 @@ describe('retention plan and run', () => {
     expect(keys.filter((k) => LAKE.some((f) => f.expired && f.key === k))).toEqual([]);
   });
 
+  it('says so when every expired file of a day is held, instead of leaving the day out unsaid', async () => {
+    const { dir, store } = await fresh('all-held');
+    const key = 'db/cpu/2025/01/25/03/cpu_20250125_030500_h.parquet';
+    await writeLake(engine, dir, [{ key, rows: 5 }], 2000);
+    await store.put(quarantinedInputKey(config.layout, key), Buffer.from('{"reason":"test"}'));
+    const plan = await planRetention(store, config, clock);
+    expect(plan.jobs.map((j) => j.partition)).not.toContain('db/cpu/2025/01/25/');
+    expect(plan.skipped).toContainEqual({
+      tier: 'retention',
+      partition: 'db/cpu/2025/01/25/',
+      reason: '1 quarantined input(s) (kept until released): nothing expired now; see compactor status',
+    });
+  });
+
   it('keeps an input replaced between plan and commit, and one replaced between commit and delete', async () => {
     const { store } = await fresh('replaced');
     const plan = await planRetention(store, config, clock);
