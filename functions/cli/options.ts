@@ -258,7 +258,16 @@ export const COMMAND_OPTIONS = {
   verify: [...STORE, ...LAYOUT, ...ENGINE, 'json'],
   visible: [...STORE, ...LAYOUT, 'format', 'sql', ...ENGINE, 'json'],
   repair: [...STORE, ...LAYOUT, 'now', 'dry-run', ...ENGINE, 'unsafe-single-writer-store', 'json'],
-  release: [...STORE, ...LAYOUT, 'partition', 'all', 'dry-run', 'unsafe-single-writer-store', 'json'],
+  release: [
+    ...STORE,
+    ...LAYOUT,
+    'partition',
+    'all',
+    'dry-run',
+    ...ENGINE,
+    'unsafe-single-writer-store',
+    'json',
+  ],
   retention: [
     ...STORE,
     ...LAYOUT,

@@ -1,18 +1,25 @@
 /**
  * The way back out of quarantine. `release` re-admits quarantined inputs once their cause is
- * fixed: it deletes their records, each conditioned on the version read, so the next plan sees
- * the inputs again and the compact step checks them anew (a file still bad is quarantined
- * again). `prune` removes records whose objects are gone: they hold nothing, and would keep
- * `compactor status` failing forever. A quarantined job is never released here: its outputs
- * may be published beside its inputs, and only an operator can say which copy stays.
+ * fixed: it reads each with the compact step's footer and time-column checks, keeps the record
+ * of one that still fails them, and deletes the others' records, each conditioned on the version
+ * read, so the next plan sees the inputs again and the compact step checks them in full (a file
+ * still bad is quarantined again). `prune` removes records whose objects are gone: they hold
+ * nothing, and would keep `compactor status` failing forever. A quarantined job is never
+ * released here: its outputs may be published beside its inputs, and only an operator can say
+ * which copy stays.
  */
 
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { CompactorConfig } from './config.ts';
-import { DeleteFailedError } from './errors.ts';
+import { timeColumnOf } from './config-tables.ts';
+import type { Engine } from './engine.ts';
+import { DeleteFailedError, InputUnreadableError, NotFoundError } from './errors.ts';
 import { readQuarantineRecord } from './exclusions.ts';
 import { hashedQuarantineRoot, quarantineRoot } from './manifest/manifest.ts';
 import { describeOutcome } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
+import { foreignReason } from './steps/merge-checks.ts';
 
 interface LifecycleDeps {
   readonly store: ObjectStore;
@@ -34,7 +41,7 @@ export interface QuarantineChange {
   readonly recordKey: string;
   /** The input it held, or for a job's record the manifest key. */
   readonly holds: string;
-  readonly action: 'released' | 'pruned' | 'changed-meanwhile';
+  readonly action: 'released' | 'pruned' | 'changed-meanwhile' | 'still-bad';
   readonly reason: string;
 }
 
@@ -83,12 +90,21 @@ function parseRecord(body: Buffer): { key?: string; partition?: string; reason?:
 /** Which inputs to release: those of one partition (a folder key, ending in '/'), or all. */
 export type ReleaseSelection = { readonly partition: string } | { readonly all: true };
 
+/** What the release's re-check reads an input with: the compact step's own footer checks. */
+export interface RecheckDeps extends LifecycleDeps {
+  readonly engine: Engine;
+  readonly workDir: string;
+}
+
 /**
  * Re-admits the selected quarantined inputs: deletes each record (unless `dryRun`) if it is
- * still the version read. A record whose input is gone is pruned instead.
+ * still the version read. A record whose input is gone is pruned instead. Each input is read
+ * first with the compact step's footer and time-column checks: one that still fails them keeps
+ * its record ('still-bad', with why). Checks that need the whole partition (the epoch period,
+ * pages past the footer) are left to the next compaction, which quarantines again what fails.
  */
 export async function releaseInputs(
-  deps: LifecycleDeps,
+  deps: RecheckDeps,
   selection: ReleaseSelection,
   options: { readonly dryRun: boolean },
 ): Promise<QuarantineChange[]> {
@@ -96,16 +112,48 @@ export async function releaseInputs(
     (r) => 'all' in selection || r.key.startsWith(selection.partition),
   );
   const changes: QuarantineChange[] = [];
-  for (const record of records) {
-    const gone = (await deps.store.head(record.key)) === undefined;
-    const change: QuarantineChange = gone
-      ? { recordKey: record.recordKey, holds: record.key, action: 'pruned', reason: 'the input is gone' }
-      : { recordKey: record.recordKey, holds: record.key, action: 'released', reason: record.reason };
-    changes.push(
-      options.dryRun ? change : await removeRecord(deps, record.recordKey, record.recordEtag, change),
-    );
+  await mkdir(deps.workDir, { recursive: true });
+  const dir = await mkdtemp(join(deps.workDir, 'release-'));
+  try {
+    for (const [index, record] of records.entries()) {
+      const base = { recordKey: record.recordKey, holds: record.key };
+      const problem = await recheck(deps, record.key, join(dir, `${index}.parquet`));
+      const change: QuarantineChange =
+        problem === 'gone'
+          ? { ...base, action: 'pruned', reason: 'the input is gone' }
+          : problem !== undefined
+            ? { ...base, action: 'still-bad', reason: problem }
+            : { ...base, action: 'released', reason: record.reason };
+      const apply = !options.dryRun && change.action !== 'still-bad';
+      changes.push(apply ? await removeRecord(deps, record.recordKey, record.recordEtag, change) : change);
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
   return changes;
+}
+
+/** Why an input would be quarantined again ('gone' when it is), or undefined when it passes. */
+async function recheck(deps: RecheckDeps, key: string, path: string): Promise<string | undefined> {
+  try {
+    await deps.store.getToFile(key, path);
+  } catch (error) {
+    if (error instanceof NotFoundError) return 'gone';
+    throw error;
+  }
+  try {
+    const info = await deps.engine.inspect(path);
+    const file = deps.config.layout.parse(key);
+    const timeColumn = file ? timeColumnOf(deps.config, file.table) : deps.config.timeColumn;
+    const foreign = foreignReason(timeColumn, info);
+    return foreign === undefined ? undefined : `still ${foreign}`;
+  } catch (error) {
+    if (error instanceof InputUnreadableError)
+      return `still unreadable: ${error.reason.replaceAll(path, key)}`;
+    throw error;
+  } finally {
+    await rm(path, { force: true });
+  }
 }
 
 /**

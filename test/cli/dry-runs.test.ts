@@ -62,6 +62,8 @@ useEngineAndDir('cli-dry-runs-', async (e, dir) => {
     // Expired under RULES at NOW.
     { key: 'db/mem/2025/01/10/03/mem_20250110_030500_5.parquet', rows: 10 },
     { key: 'db/mem/2025/01/10/04/mem_20250110_040500_6.parquet', rows: 10 },
+    // Quarantined below (what release re-admits), readable now.
+    { key: 'db/disk/2025/01/15/10/disk_20250115_100500_7.parquet', rows: 5 },
   ]);
   const store = testStore(template);
   const output = join(root, 'hour-10.parquet');
@@ -71,7 +73,6 @@ useEngineAndDir('cli-dry-runs-', async (e, dir) => {
   await store.put('db/cpu/2025/01/15/10/cpu_20250115_100000_compacted.parquet', { file: output });
   // Quarantine records (what release re-admits and prunes): one of a file there, one of a file gone.
   const disk = 'db/disk/2025/01/15/10/disk_20250115_100500_7.parquet';
-  await store.put(disk, Buffer.from('PAR1 not parquet PAR1'));
   for (const key of [disk, 'db/disk/2025/01/15/10/disk_20250115_101500_8.parquet']) {
     await store.put(
       `_compaction/quarantine/inputs/${key}.json`,
@@ -105,7 +106,7 @@ describe('dry runs change nothing', () => {
     ['repair --dry-run', ['repair', '--dry-run', '--work-dir', 'WORK'], /dry run: 40 duplicated rows/],
     [
       'release --all --dry-run',
-      ['release', '--all', '--dry-run'],
+      ['release', '--all', '--dry-run', '--work-dir', 'WORK'],
       /dry run: 1 input\(s\) would be re-admitted, 1 record\(s\) pruned; nothing changed/,
     ],
     [

@@ -4,11 +4,13 @@
  * that a quarantined job's record goes only once every object it names is gone.
  */
 
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp } from 'node:fs/promises';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { quarantinedInputKey, quarantineRoot } from '../../functions/core/manifest/manifest.ts';
 import type { DeleteOutcome, ObjectStore } from '../../functions/core/object-store.ts';
@@ -17,32 +19,50 @@ import {
   pruneQuarantine,
   releaseInputs,
 } from '../../functions/core/quarantine-lifecycle.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { SWEEP_CONFIG } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
 const config = parseConfig(SWEEP_CONFIG);
 const HOUR_10 = 'db/cpu/2025/01/15/10/';
 const HOUR_11 = 'db/cpu/2025/01/15/11/';
-const dirs: string[] = [];
+let engine: DuckDbEngine;
+let root: string;
 
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true });
+useEngineAndDir('quarantine-lifecycle-', (e, dir) => {
+  engine = e;
+  root = dir;
 });
 
 async function lake(): Promise<LocalFolderStore> {
-  const dir = await mkdtemp(join(tmpdir(), 'quarantine-lifecycle-'));
-  dirs.push(dir);
-  return testStore(dir);
+  return testStore(await mkdtemp(join(root, 'lake-')));
 }
 
-/** A data object and its quarantine record, as quarantineInput writes it. */
+function recheckDeps(store: ObjectStore, cfg = config) {
+  return { store, config: cfg, engine, workDir: join(root, 'work') };
+}
+
+/** Writes a readable Parquet file with the sample columns (time, id, host, ...) at `key`. */
+async function putGood(store: ObjectStore, key: string): Promise<void> {
+  const local = join(root, `${randomBytes(6).toString('hex')}.parquet`);
+  await writeSampleParquet(engine, local, {
+    rows: 3,
+    firstId: 1,
+    startTimeMs: Date.UTC(2025, 0, 15, 10),
+    spanMs: 1000,
+  });
+  await store.put(key, { file: local });
+}
+
+/** A data object (readable, corrupt or absent) and its quarantine record, as quarantineInput writes it. */
 async function quarantined(
   store: ObjectStore,
   key: string,
   partition: string,
-  present = true,
+  content: 'good' | 'corrupt' | 'gone' = 'good',
 ): Promise<string> {
-  if (present) await store.put(key, Buffer.from('PAR1 not parquet PAR1'));
+  if (content === 'good') await putGood(store, key);
+  if (content === 'corrupt') await store.put(key, Buffer.from('PAR1 not parquet PAR1'));
   const recordKey = quarantinedInputKey(config.layout, key);
   await store.put(
     recordKey,
@@ -61,9 +81,9 @@ describe('releaseInputs', () => {
   it('removes the records of the selected partition only, pruning one whose input is gone', async () => {
     const store = await lake();
     const a = await quarantined(store, `${HOUR_10}a.parquet`, HOUR_10);
-    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, false);
+    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, 'gone');
     const other = await quarantined(store, `${HOUR_11}b.parquet`, HOUR_11);
-    const deps = { store, config };
+    const deps = recheckDeps(store);
 
     const dry = await releaseInputs(deps, { partition: HOUR_10 }, { dryRun: true });
     expect(dry.map((c) => [c.recordKey, c.action])).toEqual([
@@ -99,9 +119,29 @@ describe('releaseInputs', () => {
         };
       },
     });
-    const [change] = await releaseInputs({ store, config }, { all: true }, { dryRun: false });
+    const [change] = await releaseInputs(recheckDeps(store), { all: true }, { dryRun: false });
     expect(change?.action).toBe('changed-meanwhile');
     expect(await inner.head(recordKey)).toBeDefined();
+  });
+  it("keeps the record of an input that still fails the compact step's checks, saying why", async () => {
+    const store = await lake();
+    const corrupt = await quarantined(store, `${HOUR_10}bad.parquet`, HOUR_10, 'corrupt');
+    // Foreign under a time column the table does not have; released once timeColumns names it.
+    const foreign = await quarantined(store, `${HOUR_11}b.parquet`, HOUR_11);
+    const wrong = parseConfig({ ...SWEEP_CONFIG, timeColumn: 'ts' });
+    const changes = await releaseInputs(recheckDeps(store, wrong), { all: true }, { dryRun: false });
+    expect(changes.map((c) => [c.recordKey, c.action])).toEqual([
+      [corrupt, 'still-bad'],
+      [foreign, 'still-bad'],
+    ]);
+    expect(changes[0]?.reason).toMatch(/^still unreadable: .*bad\.parquet/);
+    expect(changes[1]?.reason).toMatch(/^still foreign to its partition: no time column "ts"/);
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([corrupt, foreign].sort());
+
+    const fixed = parseConfig({ ...SWEEP_CONFIG, timeColumn: 'ts', timeColumns: { 'db/cpu/': 'time' } });
+    const again = await releaseInputs(recheckDeps(store, fixed), { partition: HOUR_11 }, { dryRun: false });
+    expect(again.map((c) => [c.recordKey, c.action])).toEqual([[foreign, 'released']]);
+    expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([corrupt]);
   });
 });
 
@@ -109,7 +149,7 @@ describe('pruneQuarantine', () => {
   it("removes an input's record once the input is gone, and keeps the others", async () => {
     const store = await lake();
     const kept = await quarantined(store, `${HOUR_10}a.parquet`, HOUR_10);
-    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, false);
+    const gone = await quarantined(store, `${HOUR_10}gone.parquet`, HOUR_10, 'gone');
     const changes = await pruneQuarantine({ store, config });
     expect(changes.map((c) => [c.recordKey, c.action])).toEqual([[gone, 'pruned']]);
     expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([kept]);

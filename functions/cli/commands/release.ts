@@ -7,6 +7,7 @@ import { ConfigError } from '../../core/errors.ts';
 import { quarantineRoot } from '../../core/manifest/manifest.ts';
 import type { QuarantineChange, ReleaseSelection } from '../../core/quarantine-lifecycle.ts';
 import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
+import { buildEngine } from '../context.ts';
 import { table } from '../format.ts';
 import type { ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
@@ -19,14 +20,21 @@ export async function releaseCommand(options: ParsedOptions, io: CliIo): Promise
   if (!dryRun) await assertCliStore(ctx, io.err);
   const { pruneQuarantine, releaseInputs } = await import('../../core/quarantine-lifecycle.ts');
   const deps = { store: ctx.target.store, config: ctx.config };
-  const released = await releaseInputs(deps, selection, { dryRun });
+  const { engine, workDir } = await buildEngine(options);
+  let released: QuarantineChange[];
+  try {
+    released = await releaseInputs({ ...deps, engine, workDir }, selection, { dryRun });
+  } finally {
+    await engine.close();
+  }
   const jobs = (await pruneQuarantine(deps, { dryRun })).filter(
     (c) => !released.some((r) => r.recordKey === c.recordKey),
   );
   const changes = [...released, ...jobs];
   const held = await heldJobs(ctx, selection);
   emit(io, options, { dryRun, changes, quarantinedJobs: held }, () => formatRelease(changes, held, dryRun));
-  return 0;
+  // An input that still fails its checks is a problem found.
+  return changes.some((c) => c.action === 'still-bad') ? 1 : 0;
 }
 
 /** --partition P (with or without the data prefix; a folder at or above a partition) or --all. */
@@ -75,6 +83,11 @@ function formatRelease(
     dryRun
       ? `dry run: ${count('released')} input(s) would be re-admitted, ${count('pruned')} record(s) pruned; nothing changed`
       : `${count('released')} input(s) re-admitted: the next run checks and compacts them (a file still bad is quarantined again); ${count('pruned')} record(s) of objects that are gone pruned${count('changed-meanwhile') > 0 ? `; ${count('changed-meanwhile')} rewritten meanwhile, kept` : ''}`,
+    ...(count('still-bad') > 0
+      ? [
+          `${count('still-bad')} input(s) still fail their checks and stay quarantined: replace or remove the file, or fix the setting the reason names, then release again`,
+        ]
+      : []),
   ];
   if (held.length > 0) {
     lines.push(
