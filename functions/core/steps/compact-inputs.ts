@@ -22,7 +22,7 @@ import { forEachLimit } from '../limit.ts';
 import type { KeptInput } from '../manifest/manifest.ts';
 import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
 import { quarantineInput } from '../quarantine.ts';
-import { epochMisfits, foreignReason, type GoodInput } from './merge-checks.ts';
+import { epochMisfits, foreignReason, type GoodInput, shownColumns } from './merge-checks.ts';
 
 /**
  * The footer checks started as each download ends, by local path: the caller awaits them all
@@ -153,9 +153,7 @@ function noTimeColumnReason(
   count: number,
 ): string {
   const table = partitionFile.table.slice(config.layout.dataPrefix.length);
-  const names = sample.columns.map((c) => c.name);
-  const shown = names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
-  return `no input has the time column "${timeColumn}" (${count} readable, columns: ${shown}): set timeColumns[${JSON.stringify(table)}] to the table's time column, or timeColumn for every table; nothing was quarantined`;
+  return `no input has the time column "${timeColumn}" (${count} readable, columns: ${shownColumns(sample)}): set timeColumns[${JSON.stringify(table)}] to the table's time column, or timeColumn for every table; nothing was quarantined`;
 }
 
 /** Local folders a job's inputs are spread over. */

@@ -82,9 +82,13 @@ export async function proveDoubles(
 export function foreignReason(timeColumn: string, info: InputInfo): string | undefined {
   const wanted = timeColumn.toLowerCase();
   if (info.columns.some((c) => c.name.toLowerCase() === wanted)) return undefined;
+  return `foreign to its partition: no time column "${timeColumn}" (columns: ${shownColumns(info)}); readable, but not merged`;
+}
+
+/** An input's column names for a message: the first ten, then "...". */
+export function shownColumns(info: InputInfo): string {
   const names = info.columns.map((c) => c.name);
-  const shown = names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
-  return `foreign to its partition: no time column "${timeColumn}" (columns: ${shown}); readable, but not merged`;
+  return names.length > 10 ? `${names.slice(0, 10).join(', ')}, ...` : names.join(', ');
 }
 
 /** An input downloaded to `path` whose footer `info` checked out. */
