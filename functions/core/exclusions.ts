@@ -8,6 +8,7 @@ import type { CompactorConfig } from './config.ts';
 import { InvalidManifestError } from './errors.ts';
 import {
   hashedQuarantineRoot,
+  inputOfReadableRecord,
   jobIdOfOutput,
   type Manifest,
   type ManifestScan,
@@ -86,11 +87,10 @@ export async function readExclusions(store: ObjectStore, config: CompactorConfig
   }
   const quarantine = quarantineRoot(config.layout);
   for await (const object of store.list(quarantine)) {
-    if (object.key.startsWith(`${quarantine}inputs/`)) {
-      const input =
-        config.layout.dataPrefix + object.key.slice(`${quarantine}inputs/`.length).replace(/\.json$/, '');
-      keys.add(input);
-      quarantinedInputs.add(input);
+    const readable = inputOfReadableRecord(config.layout, object.key);
+    if (readable !== undefined) {
+      keys.add(readable);
+      quarantinedInputs.add(readable);
       continue;
     }
     if (object.key.startsWith(hashedQuarantineRoot(config.layout))) {

@@ -16,7 +16,12 @@ import { timeColumnOf } from './config-tables.ts';
 import type { Engine } from './engine.ts';
 import { DeleteFailedError, InputUnreadableError, NotFoundError } from './errors.ts';
 import { readQuarantineRecord } from './exclusions.ts';
-import { hashedQuarantineRoot, quarantineRoot } from './manifest/manifest.ts';
+import {
+  hashedQuarantineRoot,
+  inputOfReadableRecord,
+  quarantinedManifestsRoot,
+  readableQuarantineRoot,
+} from './manifest/manifest.ts';
 import { describeOutcome } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import { foreignReason } from './steps/merge-checks.ts';
@@ -48,18 +53,14 @@ export interface QuarantineChange {
 /** Every quarantined-input record: readable and hash-named; one that names no key of the lake is skipped. */
 export async function listQuarantinedInputs(deps: LifecycleDeps): Promise<QuarantinedInput[]> {
   const { store, config } = deps;
-  const readable = `${quarantineRoot(config.layout)}inputs/`;
   const out: QuarantinedInput[] = [];
-  for (const root of [readable, hashedQuarantineRoot(config.layout)]) {
+  for (const root of [readableQuarantineRoot(config.layout), hashedQuarantineRoot(config.layout)]) {
     for await (const object of store.list(root)) {
       const got = await getBytesIfExists(store, object.key);
       if (!got) continue;
       const record = parseRecord(got.body);
-      const fromKey =
-        root === readable
-          ? config.layout.dataPrefix + object.key.slice(readable.length).replace(/\.json$/, '')
-          : undefined;
-      const key = record.key ?? fromKey;
+      // As exclusions.ts reads it: a readable record's key names its input, a hashed one's body.
+      const key = inputOfReadableRecord(config.layout, object.key) ?? record.key;
       if (key === undefined || !key.startsWith(config.layout.dataPrefix)) continue;
       out.push({
         recordKey: object.key,
@@ -174,7 +175,7 @@ export async function pruneQuarantine(
     if ((await store.head(record.key)) === undefined)
       await prune(record.recordKey, record.recordEtag, record.key, 'the input is gone');
   }
-  for await (const object of store.list(`${quarantineRoot(config.layout)}manifests/`)) {
+  for await (const object of store.list(quarantinedManifestsRoot(config.layout))) {
     const record = await readQuarantineRecord(store, config, object.key);
     const named = record.manifest
       ? [

@@ -21,7 +21,7 @@ import {
   type Manifest,
   manifestsRoot,
   parseManifest,
-  quarantineRoot,
+  quarantinedManifestsRoot,
   stagingPrefix,
   stagingRoot,
 } from './manifest/manifest.ts';
@@ -107,7 +107,7 @@ export async function recover(deps: RecoveryDeps): Promise<RecoveryReport> {
     entries.push(entry);
   }
   // Quarantined jobs keep their staging as evidence.
-  for await (const object of store.list(`${quarantineRoot(layout)}manifests/`)) {
+  for await (const object of store.list(quarantinedManifestsRoot(layout))) {
     const jobId = await quarantinedJobId(deps, object.key);
     if (jobId) keepJobs.add(jobId);
   }

@@ -4,7 +4,7 @@
  */
 
 import { ConfigError } from '../../core/errors.ts';
-import { quarantineRoot } from '../../core/manifest/manifest.ts';
+import { quarantinedManifestsRoot } from '../../core/manifest/manifest.ts';
 import type { QuarantineChange, ReleaseSelection } from '../../core/quarantine-lifecycle.ts';
 import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
 import { buildEngine } from '../context.ts';
@@ -55,7 +55,7 @@ function releaseSelection(options: ParsedOptions, ctx: CommandContext): ReleaseS
 
 /** Records of quarantined jobs in the selection: never released here. */
 async function heldJobs(ctx: CommandContext, selection: ReleaseSelection): Promise<string[]> {
-  const root = `${quarantineRoot(ctx.config.layout)}manifests/`;
+  const root = quarantinedManifestsRoot(ctx.config.layout);
   const out: string[] = [];
   const { dataPrefix } = ctx.config.layout;
   for await (const object of ctx.target.store.list(root)) {

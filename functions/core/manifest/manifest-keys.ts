@@ -32,7 +32,12 @@ export function quarantineRoot(layout: Layout): string {
 
 export function quarantinedManifestKey(layout: Layout, manifestKeyValue: string, stamp: string): string {
   const relative = manifestKeyValue.slice(manifestsRoot(layout).length).replace(/\.json$/, '');
-  return `${quarantineRoot(layout)}manifests/${relative}/${stamp}.json`;
+  return `${quarantinedManifestsRoot(layout)}${relative}/${stamp}.json`;
+}
+
+/** Records of quarantined jobs: `<tier>/<partition>/<stamp>.json` (quarantinedManifestKey). */
+export function quarantinedManifestsRoot(layout: Layout): string {
+  return `${quarantineRoot(layout)}manifests/`;
 }
 
 /** S3's limit on a key. */
@@ -56,9 +61,24 @@ export function hashedQuarantineRoot(layout: Layout): string {
  * fits, else named by a hash of the input key, so an input at the key limits can still be held.
  */
 export function quarantinedInputKey(layout: Layout, inputKey: string): string {
-  const readable = `${quarantineRoot(layout)}inputs/${inputKey.slice(layout.dataPrefix.length)}.json`;
+  const readable = `${readableQuarantineRoot(layout)}${inputKey.slice(layout.dataPrefix.length)}.json`;
   if (keyFits(readable)) return readable;
   return `${hashedQuarantineRoot(layout)}${createHash('sha256').update(inputKey).digest('hex')}.json`;
+}
+
+/** Records of quarantined inputs named by the input's key. */
+export function readableQuarantineRoot(layout: Layout): string {
+  return `${quarantineRoot(layout)}inputs/`;
+}
+
+/**
+ * The input a readable record names (quarantinedInputKey read backwards), or undefined for any
+ * other key: a hash-named record names its input only inside.
+ */
+export function inputOfReadableRecord(layout: Layout, recordKey: string): string | undefined {
+  const root = readableQuarantineRoot(layout);
+  if (!recordKey.startsWith(root)) return undefined;
+  return layout.dataPrefix + recordKey.slice(root.length).replace(/\.json$/, '');
 }
 
 /** Job ids sort by creation time and are unique: `20250115T100000Z-1a2b3c4d`. */
