@@ -91,6 +91,11 @@ function parseRecord(body: Buffer): { key?: string; partition?: string; reason?:
 /** Which inputs to release: those of one partition (a folder key, ending in '/'), or all. */
 export type ReleaseSelection = { readonly partition: string } | { readonly all: true };
 
+/** Whether a data key (an input, or a partition folder) lies in the selection. */
+export function selects(selection: ReleaseSelection, key: string): boolean {
+  return 'all' in selection || key.startsWith(selection.partition);
+}
+
 /** What the release's re-check reads an input with: the compact step's own footer checks. */
 export interface RecheckDeps extends LifecycleDeps {
   readonly engine: Engine;
@@ -98,20 +103,18 @@ export interface RecheckDeps extends LifecycleDeps {
 }
 
 /**
- * Re-admits the selected quarantined inputs: deletes each record (unless `dryRun`) if it is
- * still the version read. A record whose input is gone is pruned instead. Each input is read
+ * Re-admits quarantined inputs (records as listQuarantinedInputs read them): deletes each record
+ * (unless `dryRun`) if it is still the version read. A record whose input is gone is pruned
+ * instead. Each input is read
  * first with the compact step's footer and time-column checks: one that still fails them keeps
  * its record ('still-bad', with why). Checks that need the whole partition (the epoch period,
  * pages past the footer) are left to the next compaction, which quarantines again what fails.
  */
 export async function releaseInputs(
   deps: RecheckDeps,
-  selection: ReleaseSelection,
+  records: readonly QuarantinedInput[],
   options: { readonly dryRun: boolean },
 ): Promise<QuarantineChange[]> {
-  const records = (await listQuarantinedInputs(deps)).filter(
-    (r) => 'all' in selection || r.key.startsWith(selection.partition),
-  );
   const changes: QuarantineChange[] = [];
   await mkdir(deps.workDir, { recursive: true });
   const dir = await mkdtemp(join(deps.workDir, 'release-'));
@@ -165,16 +168,43 @@ export async function pruneQuarantine(
   deps: LifecycleDeps,
   options: { readonly dryRun: boolean } = { dryRun: false },
 ): Promise<QuarantineChange[]> {
-  const { store, config } = deps;
+  const inputs = await pruneInputRecords(deps, await listQuarantinedInputs(deps), options);
+  return [...inputs, ...(await pruneJobRecords(deps, options)).pruned];
+}
+
+/** Removes the records (as listQuarantinedInputs read them) whose input is gone. */
+export async function pruneInputRecords(
+  deps: LifecycleDeps,
+  records: readonly QuarantinedInput[],
+  options: { readonly dryRun: boolean },
+): Promise<QuarantineChange[]> {
   const changes: QuarantineChange[] = [];
-  const prune = async (recordKey: string, etag: string, holds: string, reason: string) => {
-    const change: QuarantineChange = { recordKey, holds, action: 'pruned', reason };
-    changes.push(options.dryRun ? change : await removeRecord(deps, recordKey, etag, change));
-  };
-  for (const record of await listQuarantinedInputs(deps)) {
-    if ((await store.head(record.key)) === undefined)
-      await prune(record.recordKey, record.recordEtag, record.key, 'the input is gone');
+  for (const record of records) {
+    if ((await deps.store.head(record.key)) !== undefined) continue;
+    const change: QuarantineChange = {
+      recordKey: record.recordKey,
+      holds: record.key,
+      action: 'pruned',
+      reason: 'the input is gone',
+    };
+    changes.push(
+      options.dryRun ? change : await removeRecord(deps, record.recordKey, record.recordEtag, change),
+    );
   }
+  return changes;
+}
+
+/**
+ * Removes the records of quarantined jobs every input and output of which is gone; `kept`: the
+ * keys of the others.
+ */
+export async function pruneJobRecords(
+  deps: LifecycleDeps,
+  options: { readonly dryRun: boolean },
+): Promise<{ readonly pruned: QuarantineChange[]; readonly kept: string[] }> {
+  const { store, config } = deps;
+  const pruned: QuarantineChange[] = [];
+  const kept: string[] = [];
   for await (const object of store.list(quarantinedManifestsRoot(config.layout))) {
     const record = await readQuarantineRecord(store, config, object.key);
     const named = record.manifest
@@ -183,24 +213,26 @@ export async function pruneQuarantine(
           ...(record.manifest.outputs ?? []).map((o) => o.finalKey),
         ]
       : [...record.inputKeys, ...record.outputKeys];
-    if (named.length === 0) continue;
-    let allGone = true;
+    let allGone = named.length > 0;
     for (const key of named) {
       if ((await store.head(key)) !== undefined) {
         allGone = false;
         break;
       }
     }
-    if (allGone) {
-      await prune(
-        object.key,
-        object.etag,
-        record.manifestKey ?? object.key,
-        `every input and output of the job is gone (${named.length})`,
-      );
+    if (!allGone) {
+      kept.push(object.key);
+      continue;
     }
+    const change: QuarantineChange = {
+      recordKey: object.key,
+      holds: record.manifestKey ?? object.key,
+      action: 'pruned',
+      reason: `every input and output of the job is gone (${named.length})`,
+    };
+    pruned.push(options.dryRun ? change : await removeRecord(deps, object.key, object.etag, change));
   }
-  return changes;
+  return { pruned, kept };
 }
 
 /** Deletes a record if it is still the version read; a record rewritten meanwhile stays. */

@@ -17,7 +17,9 @@ import type { DeleteOutcome, ObjectStore } from '../../functions/core/object-sto
 import {
   listQuarantinedInputs,
   pruneQuarantine,
+  type ReleaseSelection,
   releaseInputs,
+  selects,
 } from '../../functions/core/quarantine-lifecycle.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { SWEEP_CONFIG } from '../support/lake-harness.ts';
@@ -71,6 +73,16 @@ async function quarantined(
   return recordKey;
 }
 
+/** releaseInputs over the records of `selection`, as `compactor release` chooses them. */
+async function release(
+  deps: ReturnType<typeof recheckDeps>,
+  selection: ReleaseSelection,
+  options: { readonly dryRun: boolean },
+) {
+  const records = (await listQuarantinedInputs(deps)).filter((r) => selects(selection, r.key));
+  return releaseInputs(deps, records, options);
+}
+
 async function keysUnder(store: ObjectStore, prefix: string): Promise<string[]> {
   const out: string[] = [];
   for await (const object of store.list(prefix)) out.push(object.key);
@@ -85,18 +97,18 @@ describe('releaseInputs', () => {
     const other = await quarantined(store, `${HOUR_11}b.parquet`, HOUR_11);
     const deps = recheckDeps(store);
 
-    const dry = await releaseInputs(deps, { partition: HOUR_10 }, { dryRun: true });
+    const dry = await release(deps, { partition: HOUR_10 }, { dryRun: true });
     expect(dry.map((c) => [c.recordKey, c.action])).toEqual([
       [a, 'released'],
       [gone, 'pruned'],
     ]);
     expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([a, gone, other].sort());
 
-    await releaseInputs(deps, { partition: HOUR_10 }, { dryRun: false });
+    await release(deps, { partition: HOUR_10 }, { dryRun: false });
     expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([other]);
     // The data objects themselves are never touched.
     expect(await store.head(`${HOUR_10}a.parquet`)).toBeDefined();
-    await releaseInputs(deps, { all: true }, { dryRun: false });
+    await release(deps, { all: true }, { dryRun: false });
     expect(await listQuarantinedInputs(deps)).toEqual([]);
   });
 
@@ -119,7 +131,7 @@ describe('releaseInputs', () => {
         };
       },
     });
-    const [change] = await releaseInputs(recheckDeps(store), { all: true }, { dryRun: false });
+    const [change] = await release(recheckDeps(store), { all: true }, { dryRun: false });
     expect(change?.action).toBe('changed-meanwhile');
     expect(await inner.head(recordKey)).toBeDefined();
   });
@@ -129,7 +141,7 @@ describe('releaseInputs', () => {
     // Foreign under a time column the table does not have; released once timeColumns names it.
     const foreign = await quarantined(store, `${HOUR_11}b.parquet`, HOUR_11);
     const wrong = parseConfig({ ...SWEEP_CONFIG, timeColumn: 'ts' });
-    const changes = await releaseInputs(recheckDeps(store, wrong), { all: true }, { dryRun: false });
+    const changes = await release(recheckDeps(store, wrong), { all: true }, { dryRun: false });
     expect(changes.map((c) => [c.recordKey, c.action])).toEqual([
       [corrupt, 'still-bad'],
       [foreign, 'still-bad'],
@@ -139,7 +151,7 @@ describe('releaseInputs', () => {
     expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([corrupt, foreign].sort());
 
     const fixed = parseConfig({ ...SWEEP_CONFIG, timeColumn: 'ts', timeColumns: { 'db/cpu/': 'time' } });
-    const again = await releaseInputs(recheckDeps(store, fixed), { partition: HOUR_11 }, { dryRun: false });
+    const again = await release(recheckDeps(store, fixed), { partition: HOUR_11 }, { dryRun: false });
     expect(again.map((c) => [c.recordKey, c.action])).toEqual([[foreign, 'released']]);
     expect(await keysUnder(store, quarantineRoot(config.layout))).toEqual([corrupt]);
   });

@@ -1,11 +1,19 @@
 /**
  * `compactor release (--partition P | --all) [--dry-run]`: re-admits quarantined inputs once their
- * cause is fixed, and prunes records whose objects are gone (quarantine-lifecycle.ts).
+ * cause is fixed, and prunes records whose objects are gone (quarantine-ts).
  */
 
 import { ConfigError } from '../../core/errors.ts';
 import { quarantinedManifestsRoot } from '../../core/manifest/manifest.ts';
-import type { QuarantineChange, ReleaseSelection } from '../../core/quarantine-lifecycle.ts';
+import {
+  listQuarantinedInputs,
+  pruneInputRecords,
+  pruneJobRecords,
+  type QuarantineChange,
+  type ReleaseSelection,
+  releaseInputs,
+  selects,
+} from '../../core/quarantine-lifecycle.ts';
 import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
 import { buildEngine } from '../context.ts';
 import { table } from '../format.ts';
@@ -18,20 +26,22 @@ export async function releaseCommand(options: ParsedOptions, io: CliIo): Promise
   const dryRun = Boolean(options['dry-run']);
   // Its deletes are conditional: a store that ignores the condition could drop a fresh record.
   if (!dryRun) await assertCliStore(ctx, io.err);
-  const { pruneQuarantine, releaseInputs } = await import('../../core/quarantine-lifecycle.ts');
   const deps = { store: ctx.target.store, config: ctx.config };
+  const records = await listQuarantinedInputs(deps);
   const { engine, workDir } = await buildEngine(options);
   let released: QuarantineChange[];
   try {
-    released = await releaseInputs({ ...deps, engine, workDir }, selection, { dryRun });
+    const chosen = records.filter((r) => selects(selection, r.key));
+    released = await releaseInputs({ ...deps, engine, workDir }, chosen, { dryRun });
   } finally {
     await engine.close();
   }
-  const jobs = (await pruneQuarantine(deps, { dryRun })).filter(
-    (c) => !released.some((r) => r.recordKey === c.recordKey),
-  );
-  const changes = [...released, ...jobs];
-  const held = await heldJobs(ctx, selection);
+  // Records outside the selection are pruned too when their objects are gone, as recovery would.
+  const others = records.filter((r) => !selects(selection, r.key));
+  const pruned = await pruneInputRecords(deps, others, { dryRun });
+  const jobs = await pruneJobRecords(deps, { dryRun });
+  const changes = [...released, ...pruned, ...jobs.pruned];
+  const held = jobs.kept.filter((key) => jobInSelection(ctx, selection, key));
   emit(io, options, { dryRun, changes, quarantinedJobs: held }, () => formatRelease(changes, held, dryRun));
   // An input that still fails its checks is a problem found.
   return changes.some((c) => c.action === 'still-bad') ? 1 : 0;
@@ -53,18 +63,12 @@ function releaseSelection(options: ParsedOptions, ctx: CommandContext): ReleaseS
   return { partition: folder.startsWith(prefix) ? folder : `${prefix}${folder}` };
 }
 
-/** Records of quarantined jobs in the selection: never released here. */
-async function heldJobs(ctx: CommandContext, selection: ReleaseSelection): Promise<string[]> {
+/** Whether a quarantined job's record lies in the selection (never released here, only listed). */
+function jobInSelection(ctx: CommandContext, selection: ReleaseSelection, recordKey: string): boolean {
   const root = quarantinedManifestsRoot(ctx.config.layout);
-  const out: string[] = [];
-  const { dataPrefix } = ctx.config.layout;
-  for await (const object of ctx.target.store.list(root)) {
-    // `<tier>/<partition without the data prefix>/<stamp>.json` (quarantinedManifestKey).
-    const partition = object.key.slice(root.length).split('/').slice(1, -1).join('/');
-    if ('all' in selection || `${dataPrefix}${partition}/`.startsWith(selection.partition))
-      out.push(object.key);
-  }
-  return out;
+  // `<tier>/<partition without the data prefix>/<stamp>.json` (quarantinedManifestKey).
+  const partition = recordKey.slice(root.length).split('/').slice(1, -1).join('/');
+  return selects(selection, `${ctx.config.layout.dataPrefix}${partition}/`);
 }
 
 function formatRelease(
