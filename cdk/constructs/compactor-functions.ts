@@ -5,13 +5,11 @@
  *
  * The compact Lambda carries DuckDB. Its native binding is per platform, and npm installed the
  * host's one (linux-x64 here); the asset instead gets `@duckdb/node-bindings-linux-arm64`,
- * installed for linux/arm64 after bundling, and the build fails if any x64 binding is in it.
+ * installed for linux/arm64 after bundling (cdk/duckdb-arm64.ts), and the build fails if any x64
+ * binding is in it.
  */
 
-import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ArnFormat, Duration, RemovalPolicy, Size, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
@@ -32,6 +30,7 @@ import {
 } from '../../functions/contract.ts';
 import { stepRow } from '../../functions/core/pipeline.ts';
 import { stateRootOf } from '../../functions/core/state-root.ts';
+import { duckDbInstallCommands, installedDuckDbVersions, PROJECT_ROOT } from '../duckdb-arm64.ts';
 import { duckDbMemoryLimit, vcpusFor } from '../lambda-sizing.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
@@ -83,59 +82,6 @@ export interface CompactorFunctionsProps {
    * @default '<project>/functions'
    */
   readonly functionsDir?: string;
-}
-
-/** The repository root: cdk/constructs/ -> ../../ */
-export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
-
-/** The installed DuckDB packages' versions, so the arm64 binding matches what was tested. */
-export function installedDuckDbVersions(projectRoot = PROJECT_ROOT): { api: string; bindings: string } {
-  const require = createRequire(join(projectRoot, 'package.json'));
-  const version = (name: string, from?: string): string => {
-    const path = require.resolve(`${name}/package.json`, from ? { paths: [from] } : undefined);
-    return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
-  };
-  const apiDir = join(require.resolve('@duckdb/node-api/package.json'), '..');
-  return { api: version('@duckdb/node-api'), bindings: version('@duckdb/node-bindings', apiDir) };
-}
-
-function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
-}
-
-/**
- * Shell commands that install DuckDB for linux/arm64 into a bundle folder, then prove the
- * arm64 binding is there and no x64 (or musl) one is. Exported for the asset test.
- */
-export function duckDbInstallCommands(outputDir: string, versions = installedDuckDbVersions()): string[] {
-  const out = shellQuote(outputDir);
-  // The platform binding comes as an optional dependency of node-bindings, chosen by --os/--cpu/--libc
-  // (naming it explicitly fails: npm checks explicit packages against the host). Optional means a
-  // mismatch is skipped silently, hence the `test -f` below.
-  const packages = [`@duckdb/node-api@${versions.api}`, `@duckdb/node-bindings@${versions.bindings}`];
-  const binding = `@duckdb/node-bindings-linux-arm64@${versions.bindings}`;
-  // Offline with a cache that lacks the binding, npm fails with a page of stack: say it in one
-  // line, with the fix, and keep npm's words in a file.
-  const refused = shellQuote(
-    `compactor: bundling the compact Lambda needs ${binding} from the npm registry or npm's cache, and npm could not get it: run "npm cache add ${binding}" once with the registry reachable, then synth again (npm's output:`,
-  );
-  return [
-    // Without its own package.json, npm would walk up and install into the project instead.
-    `echo '{"private":true}' > ${out}/package.json`,
-    [
-      'log=$(mktemp) &&',
-      'npm install',
-      `--prefix ${out}`,
-      '--no-save --no-package-lock --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline',
-      '--loglevel=error --os=linux --cpu=arm64 --libc=glibc',
-      ...packages,
-      `>"$log" 2>&1 && rm -f "$log" || { echo ${refused} "$log)" >&2; exit 1; }`,
-    ].join(' '),
-    `rm -f ${out}/package.json ${out}/node_modules/.package-lock.json`,
-    `rm -rf ${out}/node_modules/@duckdb/node-bindings-linux-arm64-musl`,
-    `test -f ${out}/node_modules/@duckdb/node-bindings-linux-arm64/duckdb.node`,
-    `test -z "$(ls -d ${out}/node_modules/@duckdb/*x64* 2>/dev/null)"`,
-  ];
 }
 
 /** Local esbuild, ESM for Node 22, the AWS SDK bundled (conditional writes need a recent one). */

@@ -18,7 +18,8 @@ import {
 import { join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { installedDuckDbVersions, STEPS } from '../../cdk/constructs/compactor-functions.ts';
+import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
+import { installedDuckDbVersions } from '../../cdk/duckdb-arm64.ts';
 import { resourcesOfType, type Synthesized, synth } from './synth.ts';
 
 /** Lambda's limit for a function's unzipped code and layers (250 MB). */

@@ -1,0 +1,71 @@
+/**
+ * The compact Lambda's DuckDB for linux/arm64: which version, and the shell commands that install
+ * it into a bundle folder. npm installed the host's binding (linux-x64 here), so bundling installs
+ * the arm64 one from the registry or npm's cache; `npm ci` warms that cache
+ * (cdk/duckdb-arm64-cache.ts, the package's postinstall) so synth and deploy then bundle offline.
+ */
+
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root: cdk/ -> ../ */
+export const PROJECT_ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+/** The npm script that warms npm's cache with what bundling installs (package.json). */
+export const WARM_CACHE_SCRIPT = 'postinstall';
+
+/** The installed DuckDB packages' versions, so the arm64 binding matches what was tested. */
+export function installedDuckDbVersions(projectRoot = PROJECT_ROOT): { api: string; bindings: string } {
+  const require = createRequire(join(projectRoot, 'package.json'));
+  const version = (name: string, from?: string): string => {
+    const path = require.resolve(`${name}/package.json`, from ? { paths: [from] } : undefined);
+    return (JSON.parse(readFileSync(path, 'utf8')) as { version: string }).version;
+  };
+  const apiDir = join(require.resolve('@duckdb/node-api/package.json'), '..');
+  return { api: version('@duckdb/node-api'), bindings: version('@duckdb/node-bindings', apiDir) };
+}
+
+/** The arm64 binding package, at the installed version. */
+export function arm64Binding(versions = installedDuckDbVersions()): string {
+  return `@duckdb/node-bindings-linux-arm64@${versions.bindings}`;
+}
+
+function shellQuote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Shell commands that install DuckDB for linux/arm64 into a bundle folder, then prove the
+ * arm64 binding is there and no x64 (or musl) one is. On failure they print `refused` and npm's
+ * log path in one line, instead of npm's page of stack.
+ */
+export function duckDbInstallCommands(
+  outputDir: string,
+  versions = installedDuckDbVersions(),
+  refused = `compactor: bundling the compact Lambda needs ${arm64Binding(versions)} (and its dependencies) from the npm registry or npm's cache, and npm could not get them: run "npm run ${WARM_CACHE_SCRIPT}" once in ${PROJECT_ROOT} with the registry reachable, then synth again (npm's output:`,
+): string[] {
+  const out = shellQuote(outputDir);
+  // The platform binding comes as an optional dependency of node-bindings, chosen by --os/--cpu/--libc
+  // (naming it explicitly fails: npm checks explicit packages against the host). Optional means a
+  // mismatch is skipped silently, hence the `test -f` below.
+  const packages = [`@duckdb/node-api@${versions.api}`, `@duckdb/node-bindings@${versions.bindings}`];
+  return [
+    // Without its own package.json, npm would walk up and install into the project instead.
+    `echo '{"private":true}' > ${out}/package.json`,
+    [
+      'log=$(mktemp) &&',
+      'npm install',
+      `--prefix ${out}`,
+      '--no-save --no-package-lock --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline',
+      '--loglevel=error --os=linux --cpu=arm64 --libc=glibc',
+      ...packages,
+      `>"$log" 2>&1 && rm -f "$log" || { echo ${shellQuote(refused)} "$log)" >&2; exit 1; }`,
+    ].join(' '),
+    `rm -f ${out}/package.json ${out}/node_modules/.package-lock.json`,
+    `rm -rf ${out}/node_modules/@duckdb/node-bindings-linux-arm64-musl`,
+    `test -f ${out}/node_modules/@duckdb/node-bindings-linux-arm64/duckdb.node`,
+    `test -z "$(ls -d ${out}/node_modules/@duckdb/*x64* 2>/dev/null)"`,
+  ];
+}
