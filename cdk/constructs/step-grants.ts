@@ -44,28 +44,33 @@ export function stepGrants(
   const get = 's3:GetObject';
   const put = 's3:PutObject';
   const del = 's3:DeleteObject';
+  const abort = 's3:AbortMultipartUpload';
   return {
-    // Rolls jobs forward or back: copies staging -> final, deletes inputs, staging and manifests.
+    // Rolls jobs forward or back: copies staging -> final (as publish does), deletes inputs,
+    // staging and manifests, aborts staging uploads left behind.
     recover: [
       list(P),
       objects([get, put, del], P),
       new iam.PolicyStatement({ actions: ['s3:ListBucketMultipartUploads'], resources: [bucket.bucketArn] }),
-      objects(['s3:AbortMultipartUpload'], ST),
+      objects([abort], P),
     ],
     plan: [list(P), objects([get], M, Q, F), objects([put], PL)],
     compact: [
       list(P),
       objects([get], P),
       objects([get, put, del], M),
-      objects([put, del, 's3:AbortMultipartUpload'], ST),
+      objects([put, del, abort], ST),
       objects([put], Q, F),
     ],
-    // Server-side copy staging -> final key, then the commit CAS.
+    // Server-side copy staging -> final key, then the commit CAS. A large output is copied in
+    // parts (UploadPartCopy: GetObject on the source, PutObject on the target), and a copy that
+    // fails is aborted (https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html, "Authentication
+    // and authorization").
     publish: [
       list(P),
       objects([get, put, del], M),
       objects([get], ST),
-      objects([get, put], P),
+      objects([get, put, abort], P),
       objects([put], Q),
     ],
     verify: [list(P), objects([get, put, del], M), objects([get], P), objects([put], Q)],

@@ -169,7 +169,7 @@ export const sharedShape = {
   }),
   quietSeconds: wholeNumber(0, 86_400, 'seconds').describe('skip folders holding a file newer than this'),
   targetFileBytes: wholeNumber(1, MAX_TARGET_FILE_BYTES).describe(
-    'split outputs at about this size (below 5 GB: one CopyObject)',
+    'split outputs at about this size (below 5 GB)',
   ),
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),

@@ -47,6 +47,11 @@ export interface WriteOptions {
 
 export interface CopyOptions {
   readonly ifNoneMatch?: '*';
+  /**
+   * The source's size, when the caller knows it: a store may then copy a large source in parts,
+   * several at once, so no one request runs for the whole object.
+   */
+  readonly size?: number;
   readonly signal?: AbortSignal;
 }
 

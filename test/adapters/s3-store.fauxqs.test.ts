@@ -215,6 +215,22 @@ describe('S3Store on fauxqs (in-process S3 server, real SDK)', () => {
     expect((await store.getBytes('cp/target.parquet')).body.equals(body)).toBe(true);
   });
 
+  it('copies a source larger than one part in parts (UploadPartCopy), intact and with its metadata', async () => {
+    const body = randomBytes(12 * MiB + 321);
+    const file = join(dir, 'copy-source.parquet');
+    await writeFile(file, body);
+    await store.put('cpp/source.parquet', { file }, { metadata: { 'job-id': 'j-5' } });
+    const { etag } = await store.copy('cpp/source.parquet', 'cpp/target.parquet', {
+      ifNoneMatch: '*',
+      size: body.length,
+    });
+    // Assembled from three part copies: 5 + 5 + 2 MiB (and a bit).
+    expect(etag).toMatch(/^[0-9a-f]{32}-3$/);
+    const head = await store.head('cpp/target.parquet');
+    expect(head).toMatchObject({ size: body.length, etag, metadata: { 'job-id': 'j-5' } });
+    expect((await store.getBytes('cpp/target.parquet')).body.equals(body)).toBe(true);
+  });
+
   it('throws NotFoundError naming the source when the copy source is missing', async () => {
     await expect(store.copy('cp/missing.parquet', 'cp/never.parquet')).rejects.toMatchObject({
       name: 'NotFoundError',

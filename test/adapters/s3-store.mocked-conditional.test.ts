@@ -24,6 +24,7 @@ import {
   S3Client,
   S3ServiceException,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -409,6 +410,128 @@ describe('S3Store multipart uploads (mocked S3)', () => {
       process.off('warning', onWarning);
     }
     expect(warnings.some((message) => message.includes('up-1'))).toBe(true);
+  });
+});
+
+describe('S3Store copies in parts (mocked S3)', () => {
+  function mockCopyInParts(): void {
+    s3.on(HeadObjectCommand).resolves({
+      ETag: '"src-etag"',
+      ContentLength: bigSize,
+      LastModified: new Date(0),
+      Metadata: { 'job-id': 'j-7' },
+      ContentType: 'application/vnd.apache.parquet',
+      ChecksumCRC32: 'FULLCRC=',
+      ChecksumType: 'FULL_OBJECT',
+    });
+    s3.on(CreateMultipartUploadCommand).resolves({ UploadId: 'cp-1' });
+    s3.on(UploadPartCopyCommand).callsFake((input: { PartNumber: number }) => ({
+      CopyPartResult: { ETag: `"copy-${input.PartNumber}"`, ChecksumCRC32: `crc-${input.PartNumber}` },
+    }));
+    s3.on(AbortMultipartUploadCommand).resolves({});
+  }
+
+  it('copies a source larger than a part in ranged part copies, keeping its metadata and full-object CRC32', async () => {
+    mockCopyInParts();
+    s3.on(CompleteMultipartUploadCommand).resolves({ ETag: '"whole-3"' });
+    const result = await store.copy('st/j-7/a b.parquet', 'db/t/out.parquet', {
+      ifNoneMatch: '*',
+      size: bigSize,
+    });
+    expect(result).toEqual({ etag: 'whole-3' });
+    expect(s3.commandCalls(CopyObjectCommand)).toHaveLength(0);
+    expect(s3.commandCalls(HeadObjectCommand)[0]?.args[0].input).toMatchObject({
+      Key: 'st/j-7/a b.parquet',
+      ChecksumMode: 'ENABLED',
+    });
+    // UploadPartCopy carries no metadata: the upload gets the source's, as CopyObject's COPY would.
+    expect(s3.commandCalls(CreateMultipartUploadCommand)[0]?.args[0].input).toEqual({
+      Bucket: 'lake',
+      Key: 'db/t/out.parquet',
+      Metadata: { 'job-id': 'j-7' },
+      ContentType: 'application/vnd.apache.parquet',
+      ChecksumAlgorithm: 'CRC32',
+      ChecksumType: 'FULL_OBJECT',
+    });
+    const parts = s3
+      .commandCalls(UploadPartCopyCommand)
+      .map((call) => call.args[0].input)
+      .sort((a, b) => (a.PartNumber ?? 0) - (b.PartNumber ?? 0));
+    expect(parts.map((part) => [part.PartNumber, part.CopySourceRange])).toEqual([
+      [1, `bytes=0-${5 * MiB - 1}`],
+      [2, `bytes=${5 * MiB}-${10 * MiB - 1}`],
+      [3, `bytes=${10 * MiB}-${bigSize - 1}`],
+    ]);
+    for (const part of parts) {
+      expect(part).toMatchObject({
+        Bucket: 'lake',
+        Key: 'db/t/out.parquet',
+        UploadId: 'cp-1',
+        CopySource: `lake/${encodeKeyForCopySource('st/j-7/a b.parquet')}`,
+        // Every part from the version HEAD read.
+        CopySourceIfMatch: '"src-etag"',
+      });
+    }
+    expect(s3.commandCalls(CompleteMultipartUploadCommand)[0]?.args[0].input).toEqual({
+      Bucket: 'lake',
+      Key: 'db/t/out.parquet',
+      UploadId: 'cp-1',
+      MultipartUpload: {
+        Parts: [
+          { PartNumber: 1, ETag: '"copy-1"', ChecksumCRC32: 'crc-1' },
+          { PartNumber: 2, ETag: '"copy-2"', ChecksumCRC32: 'crc-2' },
+          { PartNumber: 3, ETag: '"copy-3"', ChecksumCRC32: 'crc-3' },
+        ],
+      },
+      ChecksumType: 'FULL_OBJECT',
+      // S3 checks the assembled object against the source's value.
+      ChecksumCRC32: 'FULLCRC=',
+      MpuObjectSize: bigSize,
+      IfNoneMatch: '*',
+    });
+  });
+
+  it('copies with one CopyObject when the size is not given or fits a part', async () => {
+    s3.on(CopyObjectCommand).resolves({ CopyObjectResult: { ETag: '"one"' } });
+    await store.copy('st/a.parquet', 'db/a.parquet', { ifNoneMatch: '*' });
+    await store.copy('st/a.parquet', 'db/b.parquet', { ifNoneMatch: '*', size: 5 * MiB });
+    expect(s3.commandCalls(CopyObjectCommand)).toHaveLength(2);
+    expect(s3.commandCalls(UploadPartCopyCommand)).toHaveLength(0);
+    expect(s3.commandCalls(HeadObjectCommand)).toHaveLength(0);
+  });
+
+  it('aborts the copy when the target exists at completion (412) and throws PreconditionFailedError', async () => {
+    mockCopyInParts();
+    s3.on(CompleteMultipartUploadCommand).rejects(s3Error('PreconditionFailed', 412));
+    await expect(
+      store.copy('st/a.parquet', 'db/a.parquet', { ifNoneMatch: '*', size: bigSize }),
+    ).rejects.toBeInstanceOf(PreconditionFailedError);
+    expect(s3.commandCalls(AbortMultipartUploadCommand)[0]?.args[0].input).toEqual({
+      Bucket: 'lake',
+      Key: 'db/a.parquet',
+      UploadId: 'cp-1',
+    });
+  });
+
+  it('a source replaced during the copy (a part fails If-Match) is a transient failure, and the upload is aborted', async () => {
+    mockCopyInParts();
+    s3.on(UploadPartCopyCommand, { PartNumber: 2 }).rejects(s3Error('PreconditionFailed', 412));
+    const error = await store
+      .copy('st/a.parquet', 'db/a.parquet', { ifNoneMatch: '*', size: bigSize })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TransientStoreError);
+    expect((error as Error).message).toContain('st/a.parquet changed while it was copied to db/a.parquet');
+    expect(s3.commandCalls(AbortMultipartUploadCommand)).toHaveLength(1);
+    expect(s3.commandCalls(CompleteMultipartUploadCommand)).toHaveLength(0);
+  });
+
+  it('throws NotFoundError naming the source when it is gone before the copy', async () => {
+    s3.on(HeadObjectCommand).rejects(s3Error('NotFound', 404));
+    await expect(store.copy('st/gone.parquet', 'db/a.parquet', { size: bigSize })).rejects.toMatchObject({
+      name: 'NotFoundError',
+      key: 'st/gone.parquet',
+    });
+    expect(s3.commandCalls(CreateMultipartUploadCommand)).toHaveLength(0);
   });
 });
 

@@ -66,7 +66,7 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:PutObject ${P}*`,
       `s3:DeleteObject ${P}*`,
       's3:ListBucketMultipartUploads (bucket)',
-      `s3:AbortMultipartUpload ${ST}`,
+      `s3:AbortMultipartUpload ${P}*`,
     ],
     plan: [
       ...list(`${P}*`),
@@ -95,6 +95,7 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:GetObject ${ST}`,
       `s3:GetObject ${P}*`,
       `s3:PutObject ${P}*`,
+      `s3:AbortMultipartUpload ${P}*`,
       `s3:PutObject ${Q}`,
     ],
     verify: [

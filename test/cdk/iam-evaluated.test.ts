@@ -75,7 +75,7 @@ type StoreCall =
       readonly ifMatch: boolean;
       readonly file: boolean;
     }
-  | { readonly op: 'copy'; readonly source: string; readonly target: string }
+  | { readonly op: 'copy'; readonly source: string; readonly target: string; readonly sized: boolean }
   | { readonly op: 'delete'; readonly key: string; readonly conditional: boolean }
   | { readonly op: 'list-uploads'; readonly prefix: string }
   | { readonly op: 'abort-upload'; readonly key: string };
@@ -134,7 +134,7 @@ class RecordingStore extends ForwardingStore {
     return super.put(key, body, options);
   }
   override copy(source: string, target: string, options?: CopyOptions) {
-    this.#record({ op: 'copy', source, target });
+    this.#record({ op: 'copy', source, target, sized: options?.size !== undefined });
     return super.copy(source, target, options);
   }
   override deleteMany(
@@ -239,10 +239,13 @@ function storeCallRequests(
         ...kms('kms:GenerateDataKey', ...(call.file ? ['kms:Decrypt'] : [])),
       ];
     case 'copy':
+      // A copy told its size may run as a multipart copy (S3Store.copy): HEAD and UploadPartCopy
+      // read the source, Create/Complete write the target, and a failed one is aborted.
       return [
         s3('s3:GetObject', object(call.source)),
         list(call.source),
         s3('s3:PutObject', object(call.target)),
+        ...(call.sized ? [s3('s3:AbortMultipartUpload', object(call.target))] : []),
         ...kms('kms:Decrypt', 'kms:GenerateDataKey'),
       ];
     case 'delete':

@@ -10,13 +10,13 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
 import { S3Store } from '../../functions/adapters/s3-store/s3-store.ts';
-import { readIds } from '../../functions/adapters/sample-data.ts';
+import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
@@ -91,7 +91,7 @@ function expectExact(ids: readonly bigint[]): void {
   expect(wrong, `row id ${wrong + 1} missing or duplicated`).toBe(-1);
 }
 
-async function cycle(tier: TierName): Promise<CycleReport> {
+async function cycle(tier: TierName, cycleConfig = config): Promise<CycleReport> {
   // As the CLI does it: a local execution id owned by this process for the cycle's duration.
   const owners = new LocalOwners();
   const executionId = newLocalExecutionId();
@@ -100,7 +100,7 @@ async function cycle(tier: TierName): Promise<CycleReport> {
     return await runCycle(
       {
         store,
-        config,
+        config: cycleConfig,
         clock: systemClock,
         engine,
         workDir: join(root, 'work', executionId.replaceAll(':', '-')),
@@ -269,4 +269,45 @@ describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)'
       }
     }
   });
+});
+
+describe('publish over S3Store against fauxqs: an output larger than one part', () => {
+  it('is copied to its final key in parts (UploadPartCopy), and the hour keeps exactly its rows', async () => {
+    const prefix = 'wide/';
+    const wide = parseConfig({ dataPrefix: prefix, quietSeconds: 0, tiers: { hourly: { minFiles: 2 } } });
+    const hour = 'db/wide/2025/01/16/05/';
+    const rows = 60_000;
+    const local = join(root, 'wide');
+    await mkdir(local, { recursive: true });
+    for (const k of [0, 1, 2]) {
+      const file = join(local, `${k}.parquet`);
+      // 30 columns of many distinct values: about 3.4 MB a file, so the output passes the 5 MiB part.
+      await writeSampleParquet(engine, file, {
+        rows,
+        firstId: 1 + k * rows,
+        startTimeMs: Date.UTC(2025, 0, 16, 5),
+        spanMs: 3_600_000,
+        extraColumns: 30,
+        compression: 'zstd',
+      });
+      await store.put(`${prefix}${hour}wide_2025011605_${k}.parquet`, { file });
+    }
+
+    const report = await cycle('hourly', wide);
+    expect(outcomes(report)).toEqual([[`${prefix}${hour}`, '3', 'compacted']]);
+    const outputs = (await list(prefix)).filter((o) => wide.layout.isDataKey(o.key));
+    expect(outputs).toHaveLength(1);
+    const [output] = outputs;
+    expect(output?.size).toBeGreaterThan(5 * MiB);
+    // A multipart object's ETag: MD5 of the parts' MD5s, then "-" and the part count.
+    expect(output?.etag).toMatch(/^[0-9a-f]{32}-[2-9]$/);
+    const head = await store.head(output?.key ?? '');
+    expect(Object.values(head?.metadata ?? {}).some((v) => /^\d{8}T\d{6}Z-[0-9a-f]+$/.test(v))).toBe(true);
+    const path = join(local, 'out.parquet');
+    await store.getToFile(output?.key ?? '', path);
+    const ids = await readIds(engine, [path]);
+    expect(ids.length).toBe(3 * rows);
+    expect(ids.findIndex((id, i) => id !== BigInt(i + 1))).toBe(-1);
+    expect(await list(`${prefix}_compaction/`)).toEqual([]);
+  }, 120_000);
 });

@@ -1,7 +1,8 @@
 /**
- * The S3 store's multipart uploads: a file larger than a part goes up in parts, several at once,
- * and is completed with its full-object CRC32 and its write condition; an upload that fails is
- * aborted, and uploads left behind are listed and aborted by recovery.
+ * The S3 store's multipart uploads: a file larger than a part goes up in parts, and an object
+ * larger than a part is copied in parts, several at once; each is completed with its full-object
+ * CRC32 and its write condition. An upload that fails is aborted, and uploads left behind are
+ * listed and aborted by recovery (staging) or by the bucket's lifecycle rule (final keys).
  */
 
 import { createReadStream } from 'node:fs';
@@ -13,10 +14,18 @@ import {
   ListMultipartUploadsCommand,
   type S3Client,
   UploadPartCommand,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
+import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { IncompleteUpload, WriteOptions } from '../../core/object-store.ts';
 import { errorName, mapS3Error, retryTransient } from './s3-store-errors.ts';
-import { conditionHeaders, contentHeaders, unquoteEtag } from './s3-store-headers.ts';
+import {
+  conditionHeaders,
+  contentHeaders,
+  encodeKeyForCopySource,
+  quoteEtag,
+  unquoteEtag,
+} from './s3-store-headers.ts';
 
 /** S3's bound on the parts of one upload. */
 const MAX_PARTS = 10_000;
@@ -30,11 +39,79 @@ const MAX_PARTS = 10_000;
 export async function putMultipart(
   client: S3Client,
   bucket: string,
-  sizing: { readonly partSize: number; readonly queueSize: number },
+  sizing: MultipartSizing,
   key: string,
   file: string,
   size: number,
   options: WriteOptions,
+): Promise<{ etag: string }> {
+  return multipart(client, bucket, sizing, key, size, options, (uploadId, index, partSize, signal) =>
+    uploadPart(client, bucket, key, uploadId, file, index, partSize, size, signal),
+  );
+}
+
+/**
+ * A server-side copy in parts (UploadPartCopy), several at once, for a source larger than one
+ * part: CopyObject must stay connected until S3 has copied the whole object and AWS states no
+ * copy rate (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html), so one
+ * request's time grows with the object; a part's is bounded by the part size, and the copy
+ * takes about ceil(parts / queueSize) part copies one after another
+ * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/CopyingObjctsMPUapi.html).
+ * A multipart object has another ETag than its source; its full-object CRC32 is the source's:
+ * the upload is created with ChecksumType FULL_OBJECT and completed with the source's CRC32,
+ * which S3 checks against the parts (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html).
+ * User metadata and content type do not travel with UploadPartCopy, so they are set on the
+ * upload from the source's HEAD, and every part is copied only if the source still has the
+ * ETag that HEAD read (x-amz-copy-source-if-match,
+ * https://docs.aws.amazon.com/AmazonS3/latest/API/API_UploadPartCopy.html).
+ */
+export async function copyMultipart(
+  client: S3Client,
+  bucket: string,
+  sizing: MultipartSizing,
+  source: CopySource,
+  target: string,
+  options: WriteOptions,
+): Promise<{ etag: string }> {
+  return multipart(
+    client,
+    bucket,
+    sizing,
+    target,
+    source.size,
+    options,
+    (uploadId, index, partSize, signal) =>
+      copyPart(client, bucket, source, target, uploadId, index, partSize, signal),
+  );
+}
+
+/** The source of copyMultipart, as its HEAD read it. */
+export interface CopySource {
+  readonly key: string;
+  readonly size: number;
+  readonly etag: string;
+}
+
+export interface MultipartSizing {
+  readonly partSize: number;
+  readonly queueSize: number;
+}
+
+type SendPart = (
+  uploadId: string,
+  index: number,
+  partSize: number,
+  signal: AbortSignal,
+) => Promise<CompletedPart>;
+
+async function multipart(
+  client: S3Client,
+  bucket: string,
+  sizing: MultipartSizing,
+  key: string,
+  size: number,
+  options: WriteOptions,
+  sendPart: SendPart,
 ): Promise<{ etag: string }> {
   const partSize = Math.max(sizing.partSize, Math.ceil(size / MAX_PARTS));
   const partCount = Math.ceil(size / partSize);
@@ -56,7 +133,7 @@ export async function putMultipart(
   const uploadId = created.UploadId;
   if (uploadId === undefined) throw new Error(`CreateMultipartUpload ${key} returned no UploadId`);
 
-  // Stops the other part uploads as soon as one fails or the caller aborts.
+  // Stops the other parts as soon as one fails or the caller aborts.
   const stop = new AbortController();
   const signal = options.signal === undefined ? stop.signal : AbortSignal.any([options.signal, stop.signal]);
   try {
@@ -65,7 +142,7 @@ export async function putMultipart(
     const worker = async (): Promise<void> => {
       while (next < partCount && !signal.aborted) {
         const index = next++;
-        parts[index] = await uploadPart(client, bucket, key, uploadId, file, index, partSize, size, signal);
+        parts[index] = await sendPart(uploadId, index, partSize, signal);
       }
     };
     // The first failure is the cause; the others are mostly the AbortErrors it triggered.
@@ -108,6 +185,54 @@ export async function putMultipart(
   } catch (error) {
     await abortUpload(client, bucket, key, uploadId, error);
     throw error;
+  }
+}
+
+async function copyPart(
+  client: S3Client,
+  bucket: string,
+  source: CopySource,
+  target: string,
+  uploadId: string,
+  index: number,
+  partSize: number,
+  signal: AbortSignal,
+): Promise<CompletedPart> {
+  const start = index * partSize;
+  const end = Math.min(start + partSize, source.size) - 1;
+  const partNumber = index + 1;
+  try {
+    const response = await client.send(
+      new UploadPartCopyCommand({
+        Bucket: bucket,
+        Key: target,
+        UploadId: uploadId,
+        PartNumber: partNumber,
+        CopySource: `${encodeURIComponent(bucket)}/${encodeKeyForCopySource(source.key)}`,
+        CopySourceRange: `bytes=${start}-${end}`,
+        CopySourceIfMatch: quoteEtag(source.etag),
+      }),
+      { abortSignal: signal },
+    );
+    const result = response.CopyPartResult;
+    if (result?.ETag === undefined) {
+      throw new Error(`UploadPartCopy ${partNumber} of ${source.key} -> ${target} returned no ETag`);
+    }
+    return {
+      PartNumber: partNumber,
+      ETag: result.ETag,
+      ...(result.ChecksumCRC32 !== undefined && { ChecksumCRC32: result.ChecksumCRC32 }),
+    };
+  } catch (error) {
+    const mapped = mapS3Error(error, target, { notFoundKey: source.key });
+    // The source's ETag is not the one its HEAD read: it was replaced meanwhile. Copy it again
+    // from a fresh HEAD; the target's condition is evaluated at completion, not here.
+    if (mapped instanceof PreconditionFailedError) {
+      throw new TransientStoreError(`${source.key} changed while it was copied to ${target}; copy again`, {
+        cause: error,
+      });
+    }
+    throw mapped;
   }
 }
 

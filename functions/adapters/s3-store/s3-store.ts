@@ -51,7 +51,12 @@ import {
   unquoteEtag,
 } from './s3-store-headers.ts';
 import { listFolders, listObjects } from './s3-store-listing.ts';
-import { abortIncompleteUpload, listIncompleteUploads, putMultipart } from './s3-store-multipart.ts';
+import {
+  abortIncompleteUpload,
+  copyMultipart,
+  listIncompleteUploads,
+  putMultipart,
+} from './s3-store-multipart.ts';
 
 export { mapS3Error } from './s3-store-errors.ts';
 export { encodeKeyForCopySource, unquoteEtag } from './s3-store-headers.ts';
@@ -145,21 +150,7 @@ export class S3Store implements ObjectStore {
       if (mapped instanceof NotFoundError) return undefined;
       throw mapped;
     }
-    if (response.ETag === undefined || response.ContentLength === undefined) {
-      throw new Error(`HeadObject ${key} returned no ETag or Content-Length`);
-    }
-    if (response.LastModified === undefined) {
-      throw new Error(`HeadObject ${key} returned no Last-Modified`);
-    }
-    const checksum = fullObjectCrc32(response.ChecksumCRC32, response.ChecksumType);
-    return {
-      key,
-      size: response.ContentLength,
-      etag: unquoteEtag(response.ETag),
-      lastModified: response.LastModified,
-      ...(checksum !== undefined && { checksum: { algorithm: 'CRC32', value: checksum } }),
-      metadata: lowerCaseKeys(response.Metadata ?? {}),
-    };
+    return headOf(key, response);
   }
 
   #headObject(key: string, signal: AbortSignal | undefined): Promise<HeadObjectCommandOutput> {
@@ -320,7 +311,32 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /**
+   * One CopyObject, or, for a source the caller says is larger than a part, a copy in parts
+   * (copyMultipart): then the source's HEAD gives its metadata, ETag and CRC32, and the target
+   * gets another ETag but the same full-object CRC32.
+   */
   async copy(source: string, target: string, options: CopyOptions = {}): Promise<{ readonly etag: string }> {
+    if (options.size !== undefined && options.size > this.#partSize) {
+      const response = await this.#headObject(source, options.signal).catch((error: unknown) => {
+        throw mapS3Error(error, source);
+      });
+      const head = headOf(source, response);
+      return copyMultipart(
+        this.#client,
+        this.#bucket,
+        { partSize: this.#partSize, queueSize: this.#queueSize },
+        { key: source, size: head.size, etag: head.etag },
+        target,
+        {
+          metadata: head.metadata,
+          ...(response.ContentType !== undefined && { contentType: response.ContentType }),
+          ...(head.checksum !== undefined && { checksum: head.checksum }),
+          ...(options.ifNoneMatch !== undefined && { ifNoneMatch: options.ifNoneMatch }),
+          ...(options.signal !== undefined && { signal: options.signal }),
+        },
+      );
+    }
     try {
       const response = await this.#client.send(
         new CopyObjectCommand({
@@ -361,4 +377,22 @@ export class S3Store implements ObjectStore {
   abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
     return abortIncompleteUpload(this.#client, this.#bucket, upload);
   }
+}
+
+function headOf(key: string, response: HeadObjectCommandOutput): ObjectHead {
+  if (response.ETag === undefined || response.ContentLength === undefined) {
+    throw new Error(`HeadObject ${key} returned no ETag or Content-Length`);
+  }
+  if (response.LastModified === undefined) {
+    throw new Error(`HeadObject ${key} returned no Last-Modified`);
+  }
+  const checksum = fullObjectCrc32(response.ChecksumCRC32, response.ChecksumType);
+  return {
+    key,
+    size: response.ContentLength,
+    etag: unquoteEtag(response.ETag),
+    lastModified: response.LastModified,
+    ...(checksum !== undefined && { checksum: { algorithm: 'CRC32', value: checksum } }),
+    metadata: lowerCaseKeys(response.Metadata ?? {}),
+  };
 }

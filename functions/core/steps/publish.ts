@@ -44,7 +44,11 @@ async function publish(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   for (const output of loaded.manifest.outputs ?? []) {
     checkLease(deps, loaded.manifest);
     try {
-      await deps.store.copy(output.stagingKey, output.finalKey, { ifNoneMatch: '*', ...withSignal(deps) });
+      await deps.store.copy(output.stagingKey, output.finalKey, {
+        ifNoneMatch: '*',
+        size: output.size,
+        ...withSignal(deps),
+      });
     } catch (error) {
       if (error instanceof PreconditionFailedError) {
         // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
