@@ -25,8 +25,14 @@ if (!existsSync(node)) {
 const byNpm = process.env.npm_lifecycle_event !== undefined && process.cwd() === root;
 const cwd = byNpm && process.env.INIT_CWD ? process.env.INIT_CWD : process.cwd();
 const child = spawn(node, [main, ...process.argv.slice(2)], { cwd, stdio: 'inherit' });
-for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+const forward = (signal) => child.kill(signal);
+for (const signal of SIGNALS) process.on(signal, forward);
 child.on('exit', (code, signal) => {
-  if (signal) process.kill(process.pid, signal);
-  else process.exit(code ?? 1);
+  if (signal) {
+    // Die of the child's signal, as a shell expects (exit 128 + n): with our forwarding handler
+    // still installed, the signal would be caught and this process would exit 0.
+    for (const s of SIGNALS) process.off(s, forward);
+    process.kill(process.pid, signal);
+  } else process.exit(code ?? 1);
 });

@@ -4,7 +4,7 @@
  * runs in the folder it was called from, also through `npm run` (INIT_CWD); exit codes pass through.
  */
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
@@ -78,4 +78,28 @@ describe('bin/compactor.mjs', () => {
     expect(npm.status).toBe(0);
     expect(npm.stdout).toContain('live manifests: 0');
   });
+
+  it('interrupted (SIGINT), dies of the signal the CLI ends with, not with exit 0', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: USER_PATH };
+    delete env.npm_lifecycle_event;
+    const child = spawn(node, [LAUNCHER, 'demo', '--dir', join(dir, 'demo')], { cwd: dir, env });
+    let output = '';
+    const progressed = new Promise<void>((resolve) => {
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString();
+        // Interrupt once the compaction is under way.
+        if (/\[1\/\d+\]/.test(output)) resolve();
+      };
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+    });
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on('exit', (code, signal) => resolve({ code, signal })),
+    );
+    await progressed;
+    child.kill('SIGINT');
+    const { code, signal } = await ended;
+    expect({ code, signal }, output).toEqual({ code: null, signal: 'SIGINT' });
+  }, 120_000);
 });
+
