@@ -12,6 +12,7 @@ import { ConfigError } from '../functions/core/errors.ts';
 import { CompactorStack } from './compactor-stack.ts';
 import { CONTEXT_KEY, parseStackConfig, type StackConfig } from './config.ts';
 import { cdkJsonContext } from './config-context.ts';
+import { isArm64Refusal } from './duckdb-arm64.ts';
 
 // The local runner reads cdk.json through the app it synthesizes.
 export { cdkJsonContext };
@@ -63,6 +64,8 @@ if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(
       process.stderr.write(`${error.message}\n`);
       process.exit(1);
     }
+    // The compact asset's DuckDB install has said what is missing and the fix, in one line.
+    if (isArm64Refusal(error)) process.exit(1);
     throw error;
   }
 }

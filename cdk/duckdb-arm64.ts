@@ -32,6 +32,22 @@ export function arm64Binding(versions = installedDuckDbVersions()): string {
   return `@duckdb/node-bindings-linux-arm64@${versions.bindings}`;
 }
 
+/**
+ * The exit status of the install commands when npm could not get the packages: they have printed
+ * their one line, so whoever runs the synth prints nothing more (isArm64Refusal).
+ */
+export const ARM64_REFUSED_STATUS = 3;
+
+/** Whether a synth failed because the install commands refused, having said why in one line. */
+export function isArm64Refusal(error: unknown): boolean {
+  // CDK's local bundling reports "<command> exited with status <n>" (aws-lambda-nodejs util.js).
+  return (
+    error instanceof Error &&
+    error.message.includes('@duckdb/node-bindings-linux-arm64') &&
+    error.message.includes(`exited with status ${ARM64_REFUSED_STATUS}`)
+  );
+}
+
 function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
@@ -61,7 +77,7 @@ export function duckDbInstallCommands(
       '--no-save --no-package-lock --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline',
       '--loglevel=error --os=linux --cpu=arm64 --libc=glibc',
       ...packages,
-      `>"$log" 2>&1 && rm -f "$log" || { echo ${shellQuote(refused)} "$log)" >&2; exit 1; }`,
+      `>"$log" 2>&1 && rm -f "$log" || { echo ${shellQuote(refused)} "$log)" >&2; exit ${ARM64_REFUSED_STATUS}; }`,
     ].join(' '),
     `rm -f ${out}/package.json ${out}/node_modules/.package-lock.json`,
     `rm -rf ${out}/node_modules/@duckdb/node-bindings-linux-arm64-musl`,

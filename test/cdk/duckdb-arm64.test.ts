@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
+  ARM64_REFUSED_STATUS,
   duckDbInstallCommands,
   installedDuckDbVersions,
   PROJECT_ROOT,
@@ -36,7 +37,7 @@ describe('the compact asset DuckDB install', () => {
     const cache = join(dir, 'empty-cache');
     mkdirSync(cache);
     const run = installOffline(join(dir, 'asset'), cache);
-    expect(run.status).not.toBe(0);
+    expect(run.status).toBe(ARM64_REFUSED_STATUS);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     const binding = `@duckdb/node-bindings-linux-arm64@${installedDuckDbVersions().bindings}`;
@@ -70,5 +71,25 @@ describe('the compact asset DuckDB install', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(existsSync(join(out, 'node_modules/@duckdb/node-bindings-linux-arm64/duckdb.node'))).toBe(true);
+  }, 120_000);
+
+  it("a synth offline with a cold cache ends with that one line, not CDK's stack", () => {
+    const cache = join(dir, 'synth-cold-cache');
+    mkdirSync(cache);
+    const synth = spawnSync(join(PROJECT_ROOT, 'node_modules/.bin/node'), ['cdk/app.ts'], {
+      cwd: PROJECT_ROOT,
+      env: {
+        ...process.env,
+        npm_config_cache: cache,
+        npm_config_offline: 'true',
+        CDK_OUTDIR: join(dir, 'out'),
+      },
+      encoding: 'utf8',
+    });
+    expect(synth.status).toBe(1);
+    expect(synth.stderr).not.toMatch(/FailedToBundleAsset|triggerUncaughtException| {4}at /);
+    const ours = synth.stderr.split('\n').filter((l) => l.startsWith('compactor: '));
+    expect(ours).toHaveLength(1);
+    expect(ours[0]).toContain(`run "npm run ${WARM_CACHE_SCRIPT}" once`);
   }, 120_000);
 });

@@ -102,4 +102,3 @@ describe('bin/compactor.mjs', () => {
     expect({ code, signal }, output).toEqual({ code: null, signal: 'SIGINT' });
   }, 120_000);
 });
-
