@@ -14,13 +14,20 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { arm64Binding, duckDbInstallCommands, PROJECT_ROOT, WARM_CACHE_SCRIPT } from './duckdb-arm64.ts';
+import {
+  arm64Binding,
+  duckDbInstallCommands,
+  installedDuckDbVersions,
+  PROJECT_ROOT,
+  WARM_CACHE_SCRIPT,
+} from './duckdb-arm64.ts';
 
+const versions = installedDuckDbVersions();
+const binding = arm64Binding(versions);
 const dir = mkdtempSync(join(tmpdir(), 'compactor-duckdb-arm64-'));
-const refused = `compactor: could not put ${arm64Binding()} in npm's cache for offline synth; synth will fetch it from the registry, or run "npm run ${WARM_CACHE_SCRIPT}" in ${PROJECT_ROOT} when the registry is reachable (npm's output:`;
-const run = spawnSync('bash', ['-c', duckDbInstallCommands(dir, undefined, refused).join(' && ')], {
+const refused = `compactor: could not put ${binding} in npm's cache for offline synth; synth will fetch it from the registry, or run "npm run ${WARM_CACHE_SCRIPT}" in ${PROJECT_ROOT} when the registry is reachable (npm's output:`;
+const run = spawnSync('bash', ['-c', duckDbInstallCommands(dir, versions, refused).join(' && ')], {
   stdio: ['ignore', 'inherit', 'inherit'],
 });
 rmSync(dir, { recursive: true, force: true });
-if (run.status === 0)
-  process.stdout.write(`compactor: npm's cache holds ${arm64Binding()} for offline synth\n`);
+if (run.status === 0) process.stdout.write(`compactor: npm's cache holds ${binding} for offline synth\n`);

@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   ARM64_REFUSED_STATUS,
+  arm64Binding,
   duckDbInstallCommands,
-  installedDuckDbVersions,
   PROJECT_ROOT,
   WARM_CACHE_SCRIPT,
 } from '../../cdk/duckdb-arm64.ts';
@@ -40,8 +40,7 @@ describe('the compact asset DuckDB install', () => {
     expect(run.status).toBe(ARM64_REFUSED_STATUS);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
-    const binding = `@duckdb/node-bindings-linux-arm64@${installedDuckDbVersions().bindings}`;
-    expect(lines[0]).toContain(`needs ${binding}`);
+    expect(lines[0]).toContain(`needs ${arm64Binding()}`);
     expect(lines[0]).toContain(
       `run "npm run ${WARM_CACHE_SCRIPT}" once in ${PROJECT_ROOT} with the registry reachable`,
     );

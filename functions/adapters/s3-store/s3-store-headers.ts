@@ -32,6 +32,11 @@ export function encodeKeyForCopySource(key: string): string {
     .join('/');
 }
 
+/** The x-amz-copy-source of `key` in `bucket` (CopyObject and UploadPartCopy alike). */
+export function copySourceOf(bucket: string, key: string): string {
+  return `${encodeURIComponent(bucket)}/${encodeKeyForCopySource(key)}`;
+}
+
 /**
  * Only a full-object checksum is comparable with a locally computed CRC32; a multipart
  * COMPOSITE one ("checksum of checksums", "value-N") is not.

@@ -22,7 +22,7 @@ import { errorName, mapS3Error, retryTransient } from './s3-store-errors.ts';
 import {
   conditionHeaders,
   contentHeaders,
-  encodeKeyForCopySource,
+  copySourceOf,
   quoteEtag,
   unquoteEtag,
 } from './s3-store-headers.ts';
@@ -208,7 +208,7 @@ async function copyPart(
         Key: target,
         UploadId: uploadId,
         PartNumber: partNumber,
-        CopySource: `${encodeURIComponent(bucket)}/${encodeKeyForCopySource(source.key)}`,
+        CopySource: copySourceOf(bucket, source.key),
         CopySourceRange: `bytes=${start}-${end}`,
         CopySourceIfMatch: quoteEtag(source.etag),
       }),

@@ -44,7 +44,7 @@ import {
   assertHeaderSafeMetadata,
   conditionHeaders,
   contentHeaders,
-  encodeKeyForCopySource,
+  copySourceOf,
   fullObjectCrc32,
   lowerCaseKeys,
   quoteEtag,
@@ -342,7 +342,7 @@ export class S3Store implements ObjectStore {
         new CopyObjectCommand({
           Bucket: this.#bucket,
           Key: target,
-          CopySource: `${encodeURIComponent(this.#bucket)}/${encodeKeyForCopySource(source)}`,
+          CopySource: copySourceOf(this.#bucket, source),
           MetadataDirective: 'COPY',
           // Makes S3 compute a full-object CRC32 for the target (objects below 5 GB).
           ChecksumAlgorithm: 'CRC32',
