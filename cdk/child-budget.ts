@@ -54,13 +54,21 @@ export function childRetry(type: ChildExecutionType): StepRetry {
 }
 
 /**
+ * A function's Init phase is limited to 10 seconds; when it does not finish in time, Lambda
+ * retries it at the first invocation under the function's timeout
+ * (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html). So a cold
+ * invocation can last the Init cap plus the timeout.
+ */
+export const LAMBDA_INIT_CAP_SECONDS = 10;
+/** Beyond the Init cap: the invoke's own round trip and queueing, which no page bounds. */
+export const INVOKE_MARGIN_SECONDS = 2;
+
+/**
  * A task waits this much longer than its Lambda's timeout, so the chain never moves on while the
- * Lambda still runs. A function's Init phase is limited to 10 seconds and is not part of its
- * timeout (https://docs.aws.amazon.com/lambda/latest/dg/lambda-runtime-environment.html), so
- * 10 s covers it; Standard keeps its minute.
+ * Lambda still runs: Express the Init cap and a margin; Standard keeps its minute.
  */
 export function taskSlackSeconds(type: ChildExecutionType): number {
-  return type === 'EXPRESS' ? 10 : 60;
+  return type === 'EXPRESS' ? LAMBDA_INIT_CAP_SECONDS + INVOKE_MARGIN_SECONDS : 60;
 }
 
 export function taskTimeoutSeconds(lambdaTimeoutSeconds: number, type: ChildExecutionType): number {
@@ -146,18 +154,18 @@ export interface ChildDefaults {
 }
 
 /**
- * Express: compact 40 s and the four partition steps 10 s give a worst case of
- * 2 x (40 + 10) + 1 + 4 x (2 x (10 + 10) + 1) = 101 + 164 = 265 s <= 270 s (five minutes less the
+ * Express: compact 36 s and the four partition steps 9 s give a worst case of
+ * 2 x (36 + 12) + 1 + 4 x (2 x (9 + 12) + 1) = 97 + 172 = 269 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
  * 268.4 MB x 0.0246 + 2000 x 0.00058 + 268.4 / 90 + 2000 x 0.025 / 8 = 6.60 + 1.16 + 2.98 + 6.25
- * = 17.0 s, under half of 40 s; 512 MiB would be 26.6 s, over it. An Arc hour (120 x 200 KB) is
+ * = 17.0 s, under half of 36 s; 512 MiB would be 26.6 s, over it. An Arc hour (120 x 200 KB) is
  * one job; a Firehose hour (12 x 64 MB), three.
  * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files, as before.
  */
 export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>> = {
   EXPRESS: {
-    compactTimeoutSeconds: 40,
-    partitionStepTimeoutSeconds: 10,
+    compactTimeoutSeconds: 36,
+    partitionStepTimeoutSeconds: 9,
     maxJobBytes: 256 * MiB,
     maxJobFiles: 2000,
   },

@@ -66,7 +66,7 @@ export interface CompactionWorkflowProps {
   readonly timeout?: Duration;
   /**
    * The compact Lambda's timeout; its task waits `taskSlackSeconds(childExecutionType)` longer.
-   * @default CHILD_DEFAULTS[childExecutionType].compactTimeoutSeconds (Express 40 s, Standard 900 s)
+   * @default CHILD_DEFAULTS[childExecutionType].compactTimeoutSeconds (Express 36 s, Standard 900 s)
    */
   readonly compactTimeout?: Duration;
   /**
@@ -76,7 +76,7 @@ export interface CompactionWorkflowProps {
   readonly stepTimeout?: Duration;
   /**
    * Timeout of the chain's steps after compact (publish, verify, delete inputs, clear manifest).
-   * @default CHILD_DEFAULTS[childExecutionType].partitionStepTimeoutSeconds (Express 10 s, Standard 300 s)
+   * @default CHILD_DEFAULTS[childExecutionType].partitionStepTimeoutSeconds (Express 9 s, Standard 300 s)
    */
   readonly partitionStepTimeout?: Duration;
   /**

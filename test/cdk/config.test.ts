@@ -25,8 +25,8 @@ describe('stack config: defaults', () => {
       timeColumn: 'time',
       map: { maxConcurrency: 10, toleratedFailurePercentage: 5, childExecutionType: 'EXPRESS' },
       lambda: {
-        compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 40 },
-        partitionSteps: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 10 },
+        compact: { memoryMb: 3008, ephemeralStorageMb: 10240, timeoutSeconds: 36 },
+        partitionSteps: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 9 },
         others: { memoryMb: 512, timeoutSeconds: 300 },
       },
       metricsNamespace: 'Compactor',

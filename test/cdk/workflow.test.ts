@@ -309,10 +309,10 @@ describe('the per-partition chain as Express or Standard child workflows', () =>
     const worst = renderedWorstCase(itemProcessor);
     expect(worst).toBeLessThanOrEqual(EXPRESS_BUDGET_SECONDS);
     expect(EXPRESS_BUDGET_SECONDS).toBeLessThan(EXPRESS_MAX_SECONDS);
-    // compact 2 x (40 + 10) + 1, four steps 2 x (10 + 10) + 1 each (cdk/child-budget.ts).
-    expect(worst).toBe(265);
+    // compact 2 x (36 + 12) + 1, four steps 2 x (9 + 12) + 1 each (cdk/child-budget.ts).
+    expect(worst).toBe(269);
     const compact = itemProcessor.States[STATES.compact] as State;
-    expect(compact.TimeoutSeconds).toBe(50);
+    expect(compact.TimeoutSeconds).toBe(48);
     expect(compact.Retry).toMatchObject([{ MaxAttempts: 1, IntervalSeconds: 1, MaxDelaySeconds: 1 }]);
     // The parent's own tasks are Standard's: five retries, a minute beyond their Lambda.
     const plan = definition.States[STATES.plan] as State;
