@@ -224,9 +224,22 @@ export function athenaTableName(table: string, dataPrefix: string): string {
  */
 export interface AthenaTables {
   readonly tables: AthenaTable[];
-  /** Tables that cannot be declared, each with why: the others are still written. */
-  readonly skipped: { readonly table: string; readonly reason: string }[];
+  /** Tables that cannot be declared, each with why and the fix: the others are still written. */
+  readonly skipped: SkippedAthenaTable[];
 }
+
+export interface SkippedAthenaTable {
+  /** The lake's table path, e.g. `mydb/it's/`. */
+  readonly table: string;
+  readonly reason: string;
+  readonly fix: string;
+}
+
+/**
+ * The formats that read a table Athena cannot declare: they list its files with each path quoted
+ * in their own language, and are read back over such a table in test/cli/reader-formats.test.ts.
+ */
+const QUOTING_FORMATS = '--format duckdb or --format polars, which quote every path';
 
 export function athenaTables(
   target: ViewTarget,
@@ -240,21 +253,30 @@ export function athenaTables(
   for (const f of files) byTable.set(f.table, [...(byTable.get(f.table) ?? []), f.key]);
   const root = athenaViewsRoot(target.stateRoot);
   const tables: AthenaTable[] = [];
-  const skipped: { table: string; reason: string }[] = [];
+  const skipped: SkippedAthenaTable[] = [];
   const named = new Map<string, string>();
   for (const [table, keys] of [...byTable.entries()].sort(([a], [b]) => compareKeys(a, b))) {
-    const folder = `${root}${table.slice(target.dataPrefix.length)}`;
+    const path = table.slice(target.dataPrefix.length);
+    const folder = `${root}${path}`;
     const location = pathOf(target, folder);
     const name = athenaTableName(table, target.dataPrefix);
-    // A LOCATION literal cannot hold these here (the DDL quotes it in single quotes).
+    // The manifest folder mirrors the table path, and the DDL names it in a single-quoted literal.
     if (/['\\]/.test(location)) {
-      skipped.push({ table, reason: `its LOCATION ${location} would hold a quote or backslash` });
-      continue;
-    }
-    if (Buffer.byteLength(name, 'utf8') > ATHENA_NAME_MAX_BYTES) {
       skipped.push({
         table,
-        reason: `its name would be longer than Athena's ${ATHENA_NAME_MAX_BYTES} bytes`,
+        reason: `its manifest folder ${location} holds a quote or backslash, which the single-quoted LOCATION '...' of a CREATE EXTERNAL TABLE cannot carry unescaped`,
+        fix: /['\\]/.test(path)
+          ? `rename the folder ${table} to one without ' or \\, or read this table with ${QUOTING_FORMATS}`
+          : `move the lake to a ${target.kind === 'local' ? 'folder' : 'data prefix'} without ' or \\, or read the lake with ${QUOTING_FORMATS}`,
+      });
+      continue;
+    }
+    const bytes = Buffer.byteLength(name, 'utf8');
+    if (bytes > ATHENA_NAME_MAX_BYTES) {
+      skipped.push({
+        table,
+        reason: `its Athena name would be ${bytes} bytes, longer than Athena's ${ATHENA_NAME_MAX_BYTES}`,
+        fix: `shorten the folder path ${table}, or read this table with ${QUOTING_FORMATS}`,
       });
       continue;
     }

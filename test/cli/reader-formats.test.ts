@@ -463,7 +463,7 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
     );
   });
 
-  it('Athena skips a table it cannot declare (a quote in its LOCATION), with the reason, and declares the rest', () => {
+  it('Athena skips a table it cannot declare (a quote in its LOCATION, a long name), with the reason and the fix, and declares the rest', () => {
     const table = (path: string) => ({ key: `data/${path}a.parquet`, table: `data/${path}` });
     const { tables, skipped } = athenaTables(s3, [
       table("db/it's/"),
@@ -475,9 +475,28 @@ describe('pinned statements for a small fixed lake (engines that cannot run here
       {
         table: "data/db/it's/",
         reason:
-          "its LOCATION s3://my-lake/data/_compaction/views/athena/db/it's/ would hold a quote or backslash",
+          "its manifest folder s3://my-lake/data/_compaction/views/athena/db/it's/ holds a quote or backslash, which the single-quoted LOCATION '...' of a CREATE EXTERNAL TABLE cannot carry unescaped",
+        fix: "rename the folder data/db/it's/ to one without ' or \\, or read this table with --format duckdb or --format polars, which quote every path",
       },
-      { table: `data/db/${'x'.repeat(300)}/`, reason: "its name would be longer than Athena's 255 bytes" },
+      {
+        table: `data/db/${'x'.repeat(300)}/`,
+        reason: "its Athena name would be 304 bytes, longer than Athena's 255",
+        fix: `shorten the folder path data/db/${'x'.repeat(300)}/, or read this table with --format duckdb or --format polars, which quote every path`,
+      },
+    ]);
+  });
+
+  it('Athena: a quote in the lake’s own folder, not a table’s, names moving the lake as the fix', () => {
+    const quoted: ViewTarget = {
+      kind: 'local',
+      root: "/srv/o'brien",
+      dataPrefix: '',
+      stateRoot: '_compaction/',
+    };
+    const { tables, skipped } = athenaTables(quoted, [{ key: 'db/cpu/a.parquet', table: 'db/cpu/' }]);
+    expect(tables).toEqual([]);
+    expect(skipped.map((s) => s.fix)).toEqual([
+      "move the lake to a folder without ' or \\, or read the lake with --format duckdb or --format polars, which quote every path",
     ]);
   });
 
@@ -529,23 +548,37 @@ describe('the visible command', () => {
     }
   });
 
-  it('--format athena skips a table it cannot declare with a warning naming it, and declares the rest (exit 0)', async () => {
-    const template = await hourlyTemplate(engine);
-    const dir = await copyLake(template);
-    const store = new LocalFolderStore(dir);
+  it('--format athena skips a table whose path holds a quote, naming it, why and the fix, declares the rest, and exits 1', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'quoted-table-lake-'));
     try {
-      const keys: string[] = [];
-      for await (const o of store.list('db/cpu/')) keys.push(o.key);
-      const first = keys.find((k) => /\/cpu_[^/]*\.parquet$/.test(k)) as string;
-      await store.put(first.replace('db/cpu/', "db/it's/"), { file: join(dir, first) });
-      const a = await cli('visible', '--format', 'athena', '--store', dir);
-      expect(a.code, a.err).toBe(0);
-      expect(a.err, a.err).toContain("warning: --format athena skips table db/it's/: its LOCATION");
-      expect(a.out).toContain('CREATE EXTERNAL TABLE `db__cpu`');
-      expect(a.out).not.toContain('it');
+      const total = await writeLake(engine, dir, [
+        { key: 'mydb/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 4 },
+        { key: "mydb/it's/2025/01/15/10/its_20250115_100500_2.parquet", rows: 3 },
+      ]);
+      const a = await cli('visible', '--format', 'athena', '--store', dir, '--layout', 'arc');
+      expect(a.code, a.err).toBe(1);
+      expect(a.err).toContain(
+        `warning: --format athena skips table mydb/it's/: its manifest folder ${dir}/_compaction/views/athena/mydb/it's/ holds a quote or backslash, which the single-quoted LOCATION '...' of a CREATE EXTERNAL TABLE cannot carry unescaped; rename the folder mydb/it's/ to one without ' or \\, or read this table with --format duckdb or --format polars, which quote every path`,
+      );
+      expect(a.out).toMatch(/^CREATE EXTERNAL TABLE `mydb__cpu` \(\n {2}`id` bigint,/);
+      expect(a.out).not.toContain("it's");
+      expect(a.out).not.toContain('mydb__it');
+      const json = await cli('visible', '--format', 'athena', '--json', '--store', dir, '--layout', 'arc');
+      expect(json.code, json.err).toBe(1);
+      const parsed = JSON.parse(json.out) as {
+        tables: { table: string; manifest: string }[];
+        skipped: { table: string; fix: string }[];
+      };
+      expect(parsed.tables.map((t) => t.table)).toEqual(['mydb/cpu/']);
+      expect(parsed.skipped.map((s) => s.table)).toEqual(["mydb/it's/"]);
+      expect(parsed.skipped[0]?.fix).toMatch(/^rename the folder mydb\/it's\/ to one without ' or \\/);
+      const manifest = await readFile(join(dir, parsed.tables[0]?.manifest ?? ''), 'utf8');
+      expect(manifest).toBe(`${dir}/mydb/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet\n`);
+      // The formats the fix names read the skipped table's rows too.
+      expect(await duckdbIds(dir)).toEqual(range(total));
+      expect(await polarsIds(dir)).toEqual(range(total));
     } finally {
       await rm(dir, { recursive: true, force: true });
-      await rm(template.dir, { recursive: true, force: true });
     }
   });
 

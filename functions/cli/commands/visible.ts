@@ -77,7 +77,8 @@ function viewTargetOf(ctx: CommandContext, options: ParsedOptions): ViewTarget {
 /**
  * Athena, Trino, Redshift Spectrum: writes one SymlinkTextInputFormat manifest per table under
  * <stateRoot>views/athena/ (the only format that writes; it says so on stderr) and prints a
- * CREATE EXTERNAL TABLE per table, its columns read from the files' footers.
+ * CREATE EXTERNAL TABLE per table, its columns read from the files' footers. A table it cannot
+ * declare is skipped with a warning naming the fix, and the command exits 1.
  */
 async function athenaView(
   ctx: CommandContext,
@@ -91,7 +92,7 @@ async function athenaView(
     table: ctx.config.layout.parse(f.key)?.table ?? f.key.slice(0, f.key.lastIndexOf('/') + 1),
   }));
   const { tables, skipped } = athenaTables(target, files);
-  for (const s of skipped) io.err(`warning: --format athena skips table ${s.table}: ${s.reason}`);
+  for (const s of skipped) io.err(`warning: --format athena skips table ${s.table}: ${s.reason}; ${s.fix}`);
   if (tables.length === 0) {
     throw new ConfigError(
       skipped.length === 0
@@ -140,5 +141,6 @@ async function athenaView(
     },
     () => statements.join('\n\n'),
   );
-  return 0;
+  // The statements printed leave out the skipped tables' rows: a problem found, not a success.
+  return skipped.length > 0 ? 1 : 0;
 }
