@@ -71,6 +71,17 @@ function jobInSelection(ctx: CommandContext, selection: ReleaseSelection, record
   return selects(selection, `${ctx.config.layout.dataPrefix}${partition}/`);
 }
 
+/**
+ * A released row's record reason no longer holds (the input passed the re-check), so the row says
+ * what happens to it next and keeps the old reason only as what it was.
+ */
+function why(change: QuarantineChange, dryRun: boolean): string {
+  if (change.action !== 'released') return change.reason;
+  return dryRun
+    ? `passes the re-check; the next run would check it in full (was: ${change.reason})`
+    : `passed the re-check; the next run checks it in full (was: ${change.reason})`;
+}
+
 function formatRelease(
   changes: readonly QuarantineChange[],
   held: readonly string[],
@@ -82,7 +93,7 @@ function formatRelease(
       ? 'no quarantined input matches'
       : table(
           ['record', 'input', dryRun ? 'would be' : 'action', 'why'],
-          changes.map((c) => [c.recordKey, c.holds, c.action, c.reason]),
+          changes.map((c) => [c.recordKey, c.holds, c.action, why(c, dryRun)]),
         ),
     dryRun
       ? `dry run: ${count('released')} input(s) would be re-admitted, ${count('pruned')} record(s) pruned; nothing changed`
