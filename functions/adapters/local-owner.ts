@@ -15,6 +15,16 @@ export function newLocalExecutionId(): string {
   return `${PREFIX}${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/** The host and process a local execution id names; undefined for ids of other kinds. */
+export function localOwnerOf(
+  executionId: string,
+): { readonly host: string; readonly pid: number } | undefined {
+  if (!executionId.startsWith(PREFIX)) return undefined;
+  const [host = '', pidText] = executionId.slice(PREFIX.length).split(':');
+  const pid = Number(pidText);
+  return Number.isInteger(pid) && pid > 0 ? { host, pid } : undefined;
+}
+
 export class LocalOwners {
   readonly #active = new Set<string>();
 
@@ -25,11 +35,9 @@ export class LocalOwners {
   }
 
   isAlive = async (executionId: string): Promise<boolean> => {
-    if (!executionId.startsWith(PREFIX)) return true;
-    const [host, pidText] = executionId.slice(PREFIX.length).split(':');
-    if (host !== hostname()) return true;
-    const pid = Number(pidText);
-    if (!Number.isInteger(pid) || pid <= 0) return true;
+    const owner = localOwnerOf(executionId);
+    if (owner === undefined || owner.host !== hostname()) return true;
+    const { pid } = owner;
     if (pid === process.pid) return this.#active.has(executionId);
     // Alive unless surely gone: recovery then waits for the lease.
     return processAlive(pid, () => true);

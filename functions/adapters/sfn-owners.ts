@@ -11,14 +11,8 @@
 import { DescribeExecutionCommand, ExecutionDoesNotExist, type SFNClient } from '@aws-sdk/client-sfn';
 import type { Clock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
+import { isExecutionArn } from './execution-arn.ts';
 import type { LocalOwners } from './local-owner.ts';
-
-/**
- * Standard executions (`execution:Machine:name`, Map Run children `execution:Machine/label:id`)
- * and Express executions (`express:Machine:name:id`; DescribeExecution answers for those a
- * Map Run dispatched). Any partition (aws, aws-cn, aws-us-gov).
- */
-const EXECUTION_ARN = /^arn:aws[a-z-]*:states:[a-z0-9-]+:\d{12}:(?:execution|express):[^:]+:.+$/;
 
 const LOCAL_PREFIX = 'local:';
 
@@ -29,10 +23,6 @@ export interface StepFunctionsOwnersOptions {
   readonly clock: Clock;
   /** Answers for `local:host:pid:nonce` owners; without it they count as alive (wait for the lease). */
   readonly local?: LocalOwners;
-}
-
-export function isExecutionArn(id: string): boolean {
-  return EXECUTION_ARN.test(id);
 }
 
 export class StepFunctionsOwners {

@@ -1,7 +1,7 @@
 /**
  * A hint for a lake read with the wrong `--layout`: when none of the first objects under the data
  * root is data in the configured layout, the presets that do read them. Lists at most SAMPLE
- * objects, only once a command found nothing to do.
+ * objects, only once a command found nothing to do (plan, run) or data outside the layout (verify).
  */
 
 import type { CompactorConfig } from '../core/config.ts';

@@ -13,8 +13,9 @@ import {
 } from '@aws-sdk/client-sfn';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { isExecutionArn } from '../../functions/adapters/execution-arn.ts';
 import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local-owner.ts';
-import { isExecutionArn, StepFunctionsOwners } from '../../functions/adapters/sfn-owners.ts';
+import { StepFunctionsOwners } from '../../functions/adapters/sfn-owners.ts';
 import type { Clock } from '../../functions/core/engine.ts';
 import { ConfigError } from '../../functions/core/errors.ts';
 

@@ -1,6 +1,6 @@
 /**
- * `compactor verify`: row counts per partition, plain glob against the visible view, and the partitions a
- * non-atomic compactor left suspect.
+ * `compactor verify`: row counts per partition, plain glob against the visible view, the partitions a
+ * non-atomic compactor left suspect, and what is known of the owner of each job holding one.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +11,9 @@ import { type CliIo, type CommandContext, commandContext, emit } from '../comman
 import { buildEngine } from '../context.ts';
 import { formatCount, table } from '../format.ts';
 import { footerRows, listData } from '../lake-stats.ts';
+import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
+import { describeOwner, readLiveManifests, recoverCommand } from './status.ts';
 
 interface PartitionRows {
   partition: string;
@@ -35,7 +37,7 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     for (const [i, file] of rows.entries()) {
       const parsed = layout.parse(file.key);
       // Monthly outputs count under their month folder.
-      const partition = parsed?.dayFolder ?? parsed?.monthFolder ?? '(outside the layout)';
+      const partition = parsed?.dayFolder ?? parsed?.monthFolder ?? OUTSIDE;
       const entry = byPartition.get(partition) ?? {
         partition,
         files: 0,
@@ -73,18 +75,37 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     for (const h of hours.values()) {
       if (h.outputs.length > 0 && h.inputs.some((t) => t < Math.max(...h.outputs))) suspects.add(h.day);
     }
+    // Read after the snapshot: a job that started meanwhile is named too, one that ended is not.
+    const now = ctx.clock.now().getTime();
+    const recover = recoverCommand(options);
+    const jobs = (await readLiveManifests(ctx)).flatMap((found) =>
+      'manifest' in found
+        ? [
+            {
+              partition: found.manifest.partition,
+              text: `${found.manifest.tier} job on ${found.manifest.partition}: ${describeOwner(found.manifest, now, recover).note}`,
+            },
+          ]
+        : [],
+    );
     const result = [...byPartition.values()].map((p) => ({
       ...p,
       note: [
         p.rows !== p.visibleRows
-          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a manifest holds the partition: a job in flight, or one a stopped run left, which compactor recover resolves)`
+          ? `plain glob sees ${p.rows - p.visibleRows} rows more (a manifest holds the partition: a job in flight, or one a stopped run left)`
           : '',
         p.unreadable > 0 ? `${p.unreadable} unreadable file(s)` : '',
         suspects.has(p.partition) ? 'SUSPECT: an output coexists with older raw files' : '',
+        // A monthly job holds the days below its month; an hourly or daily one the day above it.
+        ...jobs
+          .filter((j) => j.partition.startsWith(p.partition) || p.partition.startsWith(j.partition))
+          .map((j) => j.text),
       ]
         .filter(Boolean)
         .join('; '),
     }));
+    const hint = byPartition.has(OUTSIDE) ? await layoutHint(ctx.target.store, ctx.config) : undefined;
+    if (hint !== undefined) io.err(`warning: ${hint}`);
     const problems = result.filter((p) => p.note.includes('SUSPECT') || p.unreadable > 0).length;
     emit(io, options, { partitions: result, problems, visibleView: view }, () =>
       [
@@ -145,3 +166,5 @@ async function stableSnapshot(
 }
 
 const VERIFY_ATTEMPTS = 8;
+
+const OUTSIDE = '(outside the layout)';

@@ -6,7 +6,7 @@
 
 import { setTimeout as delay } from 'node:timers/promises';
 import { SFNClient, SFNServiceException } from '@aws-sdk/client-sfn';
-import { isExecutionArn } from '../../../adapters/sfn-owners.ts';
+import { isExecutionArn } from '../../../adapters/execution-arn.ts';
 import { JOB_KINDS, type JobKind } from '../../../core/config.ts';
 import { ConfigError } from '../../../core/errors.ts';
 import type { CliIo } from '../../command.ts';

@@ -1,0 +1,270 @@
+/**
+ * What `status` and `verify` say about the manifest an interrupted `compactor run` leaves: the real
+ * CLI process is killed with SIGKILL, or SIGINT as Ctrl-C sends (the CLI does not catch it), as
+ * soon as a job's manifest is on disk. Both commands then name the owner's liveness and the exact
+ * `compactor recover` command, with the --store (and layout options) they were given; status exits
+ * 1 for it, and for a failing partition. The same manifest owned by a Step Functions execution or
+ * another host's process is described only as far as this host can know. And verify on a hive
+ * lake read without --layout hive says which layout the lake reads as, as plan and run do.
+ */
+
+import { type ChildProcess, spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
+import { recordFailure } from '../../functions/core/failures.ts';
+import { Layout } from '../../functions/core/layout.ts';
+import { manifestsRoot } from '../../functions/core/manifest/manifest.ts';
+import { cli, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+
+const REPO = resolve(import.meta.dirname, '../..');
+const MAIN = join(REPO, 'functions/cli/main.ts');
+const ARC = Layout.fromName('arc');
+const HOURS = 6;
+const FILES_PER_HOUR = 3;
+const SFN_OWNER = 'arn:aws:states:us-east-1:123456789012:execution:Compactor:hourly-1';
+
+let engine: DuckDbEngine;
+let root: string;
+/** A copy of the lake a killed run left, with its one manifest: its key, text and owner pid. */
+let killed: { dir: string; total: number; manifestKey: string; manifest: string; pid: number };
+
+useEngineAndDir('cli-interrupted-', (e, dir) => {
+  engine = e;
+  root = dir;
+});
+
+async function manifestKeys(dir: string): Promise<string[]> {
+  return (await stateKeys(dir)).filter((k) => k.startsWith(manifestsRoot(ARC)));
+}
+
+/**
+ * Runs `compactor run --tier hourly` and sends it `signal` once a manifest is on disk: its pid if
+ * the signal killed it with a manifest left, else undefined (the job had ended first).
+ */
+async function killMidJob(dir: string, signal: NodeJS.Signals): Promise<number | undefined> {
+  const workDir = join(root, 'work');
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [
+      MAIN,
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--concurrency',
+      '1',
+      '--work-dir',
+      workDir,
+    ],
+    { cwd: REPO, stdio: ['ignore', 'ignore', 'ignore'] },
+  );
+  const exited = new Promise<NodeJS.Signals | null>((done) =>
+    child.once('close', (_code, signal) => done(signal)),
+  );
+  let running = true;
+  void exited.then(() => {
+    running = false;
+  });
+  const manifests = join(dir, manifestsRoot(ARC));
+  while (running) {
+    const found = await readdir(manifests, { recursive: true }).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return [];
+      throw error;
+    });
+    if (found.some((name) => name.endsWith('.json'))) {
+      child.kill(signal);
+      break;
+    }
+    await sleep(2);
+  }
+  const endedBy = await exited;
+  return endedBy === signal && (await manifestKeys(dir)).length > 0 ? child.pid : undefined;
+}
+
+beforeAll(async () => {
+  const template = join(root, 'template');
+  const files: LakeFile[] = [];
+  for (let h = 0; h < HOURS; h++) {
+    const hh = String(h).padStart(2, '0');
+    for (let f = 0; f < FILES_PER_HOUR; f++) {
+      files.push({
+        key: `db/cpu/2025/01/15/${hh}/cpu_20250115_${hh}${String(f * 10 + 5).padStart(2, '0')}00_${h * FILES_PER_HOUR + f + 1}.parquet`,
+        rows: 2000,
+      });
+    }
+  }
+  const total = await writeLake(engine, template, files);
+  const { dir, pid } = await interrupted('SIGKILL');
+  const [manifestKey = ''] = await manifestKeys(dir);
+  killed = { dir, total, manifestKey, manifest: await readFile(join(dir, manifestKey), 'utf8'), pid };
+});
+
+/** A copy of the template lake a run interrupted by `signal` left with one manifest. */
+async function interrupted(signal: NodeJS.Signals): Promise<{ dir: string; pid: number }> {
+  // A kill can land after the job cleared its manifest: take a fresh copy and try again.
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const dir = await mkdtemp(join(root, `${signal}-${attempt}-`));
+    await cp(join(root, 'template'), dir, { recursive: true });
+    const pid = await killMidJob(dir, signal);
+    if (pid !== undefined && (await manifestKeys(dir)).length === 1) return { dir, pid };
+  }
+  throw new Error(
+    `no ${signal} left one manifest in 5 attempts: the run finished its jobs before the signal landed`,
+  );
+}
+
+/**
+ * A copy of the killed lake, its manifest bound to the copy's folder (a manifest names its store)
+ * and, given one, naming another owner.
+ */
+async function copyKilled(name: string, owner?: string): Promise<string> {
+  const dir = await mkdtemp(join(root, `${name}-`));
+  await cp(killed.dir, dir, { recursive: true });
+  const manifest = JSON.parse(killed.manifest) as { executionId: string };
+  await writeFile(
+    join(dir, killed.manifestKey),
+    JSON.stringify({
+      ...manifest,
+      location: new LocalFolderStore(dir).location,
+      ...(owner === undefined ? {} : { executionId: owner }),
+    }),
+  );
+  return dir;
+}
+
+function partitionOf(): string {
+  return (JSON.parse(killed.manifest) as { partition: string }).partition;
+}
+
+describe('status and verify after a run killed mid-job', () => {
+  it('status names the dead owner pid and the recover command with the same --store, and exits 1', async () => {
+    const dir = await copyKilled('status');
+    const fix = `\`compactor recover --store ${dir}\` resolves it now`;
+    const status = await cli('status', '--store', dir);
+    expect(status.code, status.text).toBe(1);
+    expect(status.text).toMatch(/^live manifests: 1 \(1 whose owner is not running\)$/m);
+    const line = status.text.split('\n').find((l) => l.includes(`pid ${killed.pid} is not running`));
+    expect(line, status.text).toBeDefined();
+    expect(line).toContain(partitionOf());
+    expect(line).toContain(fix);
+    const json = JSON.parse((await cli('status', '--store', dir, '--json')).text) as {
+      live: { ownerAlive: boolean | null; ownerNote: string }[];
+    };
+    expect(json.live.map((l) => l.ownerAlive)).toEqual([false]);
+    expect(json.live[0]?.ownerNote).toContain(fix);
+
+    // The lake's options go into the command, so recover reads the lake as status did.
+    const withLayout = await cli('status', '--store', dir, '--layout', 'arc');
+    expect(withLayout.text).toContain(`\`compactor recover --store ${dir} --layout arc\` resolves it now`);
+
+    // The command given resolves it: status is clean afterwards, every row still there once.
+    const recovered = await cli('recover', '--store', dir);
+    expect(recovered.code, recovered.err.join('\n')).toBe(0);
+    expect(await manifestKeys(dir)).toEqual([]);
+    const after = await cli('status', '--store', dir);
+    expect(after.text).toMatch(/^live manifests: 0$/m);
+    expect(idMismatch(await lakeIds(engine, dir), killed.total)).toBeUndefined();
+  });
+
+  it('after Ctrl-C (SIGINT, which the CLI does not catch) status says the same', async () => {
+    const { dir, pid } = await interrupted('SIGINT');
+    const status = await cli('status', '--store', dir);
+    expect(status.code, status.text).toBe(1);
+    expect(status.text).toContain(
+      `owner pid ${pid} is not running: \`compactor recover --store ${dir}\` resolves it now`,
+    );
+  });
+
+  it('verify names the dead owner and the recover command on the partition the manifest holds', async () => {
+    const verify = await cli('verify', '--store', killed.dir);
+    expect(verify.err).toEqual([]);
+    const day = partitionOf().split('/').slice(0, 5).join('/');
+    const row = verify.text.split('\n').find((l) => l.startsWith(`${day}/`));
+    expect(row, verify.text).toBeDefined();
+    expect(row).toContain(`pid ${killed.pid} is not running`);
+    expect(row).toContain(`\`compactor recover --store ${killed.dir}\` resolves it now`);
+    // Verify changed nothing: the manifest is still there.
+    expect(await manifestKeys(killed.dir)).toEqual([killed.manifestKey]);
+  });
+
+  it('a Step Functions owner is described only as far as this host knows, and does not fail status', async () => {
+    const dir = await copyKilled('sfn', SFN_OWNER);
+    const status = await cli('status', '--store', dir);
+    expect(status.code, status.text).toBe(0);
+    const line = status.text.split('\n').find((l) => l.includes('Step Functions execution'));
+    expect(line, status.text).toBeDefined();
+    expect(line).toContain(partitionOf());
+    expect(line).not.toContain('not running');
+    expect(line).toContain(`\`compactor recover --store ${dir}\` resolves it once its lease expires`);
+    // Past the lease, recover takes it over whatever the owner: the command resolves it now.
+    const later = await cli(
+      'status',
+      '--store',
+      dir,
+      '--now',
+      new Date(Date.now() + 3_600_000).toISOString(),
+    );
+    expect(later.text).toContain('resolves it now');
+    const verify = await cli('verify', '--store', dir);
+    expect(verify.text).toContain('Step Functions execution');
+  });
+
+  it("another host's process is not guessed at", async () => {
+    const dir = await copyKilled('other-host', 'local:some-other-host:4242:0a1b2c3d');
+    const status = await cli('status', '--store', dir);
+    expect(status.code, status.text).toBe(0);
+    expect(status.text).toContain('pid 4242 on host some-other-host');
+    expect(status.text).not.toContain('not running');
+  });
+});
+
+describe('status exit code', () => {
+  it('exits 1 for a failing partition, naming it', async () => {
+    const dir = await mkdtemp(join(root, 'failing-'));
+    await cp(join(root, 'template'), dir, { recursive: true });
+    const clean = await cli('status', '--store', dir);
+    expect(clean.code).toBe(0);
+    const partition = 'db/cpu/2025/01/15/03/';
+    const store = new LocalFolderStore(dir);
+    await recordFailure(
+      { store, config: parseConfig({}), clock: systemClock },
+      'hourly',
+      partition,
+      'SchemaConflictError: x',
+    );
+    const failing = await cli('status', '--store', dir);
+    expect(failing.code, failing.text).toBe(1);
+    expect(failing.text).toContain(partition);
+  });
+});
+
+describe('verify on a hive lake read without --layout hive', () => {
+  it('says which layout the lake reads as, as plan and run do', async () => {
+    const dir = await mkdtemp(join(root, 'hive-'));
+    for (let h = 0; h < 2; h++) {
+      const folder = join(dir, `events/dt=2026-12-01/hour=0${h}`);
+      await mkdir(folder, { recursive: true });
+      await engine.query(
+        `COPY (SELECT (${h * 10} + i + 1)::BIGINT AS id, TIMESTAMPTZ '2026-12-01T0${h}:00:00Z' + to_seconds(i) AS time FROM range(10) t(i)) TO '${folder}/part-0.parquet' (FORMAT parquet)`,
+      );
+    }
+    const hint = 'they read as hive: did you mean --layout hive?';
+    const verify = await cli('verify', '--store', dir);
+    expect(verify.text).toContain('(outside the layout)');
+    expect(verify.err.join('\n')).toContain(hint);
+    const right = await cli('verify', '--store', dir, '--layout', 'hive');
+    expect(right.text).not.toContain('(outside the layout)');
+    expect(right.err.join('\n')).not.toContain('did you mean --layout');
+  });
+});
