@@ -9,6 +9,7 @@ import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
 import { recordSweep } from './core/planner/planner.ts';
 import { isRetentionPlan, UNMATCHED_RULE } from './core/retention.ts';
+import { truncateCause } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { type ExecutionEvent, parseExecutionEvent } from './lambda/events.ts';
 import {
@@ -26,6 +27,17 @@ export interface PlanOutput {
   readonly itemsKey: string;
   readonly jobs: number;
   readonly skipped: number;
+  /**
+   * The first skipped partitions, with why: in the console's Plan output and `compactor run`'s
+   * table (cut short, as recover's list is: the execution's state is limited to 256 KiB).
+   */
+  readonly skippedPartitions: readonly {
+    readonly partition: string;
+    readonly reason: string;
+    readonly candidates?: number;
+  }[];
+  /** Partitions already one file of the tier's level: nothing to merge. */
+  readonly settled: number;
   readonly inputFiles: number;
   readonly inputBytes: number;
   readonly objectsListed: number;
@@ -36,6 +48,8 @@ export interface PlanOutput {
   /** The table the plan was scoped to (execution input `only`), or null for the whole lake. */
   readonly only: string | null;
 }
+
+const SKIPS_LISTED = 20;
 
 export async function planStep(
   event: ExecutionEvent,
@@ -73,6 +87,12 @@ export async function planStep(
     itemsKey,
     jobs: items.length,
     skipped: plan.skipped.length,
+    skippedPartitions: plan.skipped.slice(0, SKIPS_LISTED).map((s) => ({
+      partition: s.partition,
+      reason: truncateCause(s.reason),
+      ...(s.candidates !== undefined ? { candidates: s.candidates } : {}),
+    })),
+    settled: plan.settled ?? 0,
     inputFiles: items.reduce((sum, i) => sum + i.inputFiles, 0),
     inputBytes: items.reduce((sum, i) => sum + i.inputBytes, 0),
     objectsListed: plan.objectsListed,

@@ -98,6 +98,15 @@ export function parseTier(value: string | undefined): JobKind {
   return value as JobKind;
 }
 
+/** Why a retention cycle would expire nothing, and the fix. */
+export const NO_RETENTION_RULE =
+  'no retention rule: pass --retention TABLE=DAYS[,...], e.g. --retention "mydb/cpu/=30,mydb/=90,*=365" (or set retention.rules in cdk.json)';
+
+/** A retention run with no rule would list nothing and expire nothing: refused up front. */
+export function requireRetentionRules(config: CompactorConfig): void {
+  if (config.retention.rules.length === 0) throw new ConfigError(NO_RETENTION_RULE);
+}
+
 /** `--retention 'mydb/cpu/=30,mydb/=90,*=365'`: days to keep per table path, `*` for every other table. */
 export function parseRetentionRules(value: string): Record<string, number> {
   const rules: Record<string, number> = {};
@@ -185,6 +194,20 @@ export const CONTEXT_FLAGS: readonly {
 const TIER_FLAGS: readonly FlagName[] = CONTEXT_FLAGS.filter(({ flag }) =>
   OPTIONS[flag].setting.includes('<tier>'),
 ).map(({ flag }) => flag);
+
+/**
+ * The flag of this command that set `setting` (a key as the steps name it, e.g. `timeColumn`),
+ * with its value as given: `--time-column ts`. Undefined when cdk.json, --context or the default
+ * set it.
+ */
+export function flagThatSet(options: CliOptions, setting: string): string | undefined {
+  const found = CONTEXT_FLAGS.find(
+    ({ flag }) => OPTIONS[flag].setting === setting && options[flag] !== undefined,
+  );
+  if (found === undefined) return undefined;
+  const value = options[found.flag];
+  return value === true ? `--${found.flag}` : `--${found.flag} ${String(value)}`;
+}
 
 /** The settings flags given, as a `compactor` context, and which flag set each key. */
 export function flagContext(options: CliOptions): {

@@ -36,6 +36,23 @@ export function wholeNumber(min: number, max: number, unit = '') {
   return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
 }
 
+/** A size in bytes in [min, max], as wholeNumber, the bounds also in binary units: `5367660544 (5.0 GiB)`. */
+export function byteCount(min: number, max: number) {
+  const error = `must be a whole number of bytes from ${withUnit(min)} to ${withUnit(max)}`;
+  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+}
+
+function withUnit(bytes: number): string {
+  const units = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let value = bytes;
+  let unit = -1;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit < 0 ? String(bytes) : `${bytes} (${value.toFixed(1)} ${units[unit]})`;
+}
+
 export function flag() {
   return z.boolean({ error: 'must be true or false' });
 }
@@ -168,11 +185,11 @@ export const sharedShape = {
     defaultText: "the layout's",
   }),
   quietSeconds: wholeNumber(0, 86_400, 'seconds').describe('skip folders holding a file newer than this'),
-  targetFileBytes: wholeNumber(1, MAX_TARGET_FILE_BYTES).describe(
+  targetFileBytes: byteCount(1, MAX_TARGET_FILE_BYTES).describe(
     'split outputs at about this size (below 5 GB)',
   ),
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
-  maxJobBytes: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
+  maxJobBytes: byteCount(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
   maxJobFiles: wholeNumber(1, 10_000).describe("a job's input files at most"),
   sortKeys: list(columnName, 'column names').describe(
     'sort keys after the time column; a partition none of whose inputs has one is not sorted by it, and `compactor run` says so',

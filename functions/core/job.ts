@@ -88,6 +88,8 @@ export interface StepResult {
   /** The manifest state after the step ('cleared' once the manifest is gone). */
   readonly state: ManifestState | 'cleared' | 'none';
   readonly reason?: string;
+  /** A skip caused by this setting's value (its key), which the operator must fix. */
+  readonly misconfigured?: string;
   readonly inputs?: number;
   readonly inputBytes?: number;
   readonly inputRows?: number;

@@ -207,6 +207,8 @@ export interface StepNumbers {
   readonly status?: string;
   readonly state?: string;
   readonly reason?: string;
+  /** A skip caused by this setting's value (its key). */
+  readonly misconfigured?: string;
   readonly inputs?: number;
   readonly outputs?: number;
   readonly inputBytes?: number;

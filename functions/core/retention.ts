@@ -135,7 +135,8 @@ export async function planRetention(
 
   // 1. Data first.
   for await (const object of store.list(layout.dataPrefix)) {
-    objectsListed++;
+    // The count is of the lake's objects, as the tiers' plans count them: not the state root's.
+    if (!object.key.startsWith(layout.stateRoot)) objectsListed++;
     // A non-Parquet object beside the data (read when its name does not say) is never expired.
     const file = await parseDataObject(store, layout, object);
     if (!file) continue;

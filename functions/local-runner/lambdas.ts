@@ -74,6 +74,9 @@ export function localObservability(onLog?: LogSink): Observability {
   return { logger: new LocalLogger(onLog) };
 }
 
+/** Told of each step that returned: its payload, its result and how long the handler ran (ms). */
+export type StepObserver = (step: StepName, payload: unknown, result: unknown, elapsedMs: number) => void;
+
 /**
  * An invoker that calls, for each function name the definition uses, the handler of the step
  * that function runs. An unknown function name is an error, never a silent no-op.
@@ -81,7 +84,7 @@ export function localObservability(onLog?: LogSink): Observability {
 export function localInvoker(
   functionSteps: ReadonlyMap<string, StepName>,
   getDeps: DepsFactory,
-  onResult?: (step: StepName, payload: unknown, result: unknown) => void,
+  onResult?: StepObserver,
   onLog?: LogSink,
 ): LambdaInvoker {
   const observability = localObservability(onLog);
@@ -101,8 +104,9 @@ export function localInvoker(
       invokedFunctionArn: functionName,
       callbackWaitsForEmptyEventLoop: false,
     } as unknown as Context;
+    const started = performance.now();
     const result = (await handler(payload, context)) as never;
-    onResult?.(step, payload, result);
+    onResult?.(step, payload, result, performance.now() - started);
     return result;
   };
 }

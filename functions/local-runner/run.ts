@@ -28,7 +28,7 @@ import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import type { SummaryOutput } from '../summary.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
-import { isStepName, type LogSink, localInvoker, type StepName } from './lambdas.ts';
+import { isStepName, type LogSink, localInvoker, type StepName, type StepObserver } from './lambdas.ts';
 import { fireStatusRules } from './status-rules.ts';
 import {
   type ChildDeliveries,
@@ -92,7 +92,11 @@ export function workflowCacheKey(compactorContext: Record<string, unknown>, root
  */
 export async function synthesizeWorkflow(
   compactorContext: Record<string, unknown> = {},
-  options: { readonly cacheDir?: string } = {},
+  options: {
+    readonly cacheDir?: string;
+    /** Told before a synthesis (a cache miss), which takes seconds. */
+    readonly onSynthesize?: () => void;
+  } = {},
 ): Promise<SynthesizedWorkflow> {
   const cacheDir = options.cacheDir ?? DEFAULT_DEFINITION_CACHE;
   const key = await workflowCacheKey(compactorContext);
@@ -108,6 +112,7 @@ export async function synthesizeWorkflow(
   if (cached?.functionSteps.every(([, step]) => isStepName(step)) && Array.isArray(cached.statusRules)) {
     return { ...cached, functionSteps: new Map(cached.functionSteps as [string, StepName][]) };
   }
+  options.onSynthesize?.();
   const workflow = await synthesizeUncached(compactorContext);
   await writeCachedDefinition(cacheDir, key, { ...workflow, functionSteps: [...workflow.functionSteps] });
   return workflow;
@@ -176,7 +181,7 @@ export interface LocalRunOptions {
   readonly childDeliveries?: ChildDeliveries;
   readonly expressChildTimeoutSeconds?: number;
   readonly redriveOf?: WorkflowExecution;
-  readonly onStep?: (step: StepName, payload: unknown, result: unknown) => void;
+  readonly onStep?: StepObserver;
   /** Warnings and errors the handlers log (a rule that matches nothing, quarantines, failed partitions). */
   readonly onLog?: LogSink;
   readonly onStateEntered?: (name: string) => void;

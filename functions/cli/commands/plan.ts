@@ -4,7 +4,7 @@
  */
 
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { parseTier } from '../context.ts';
+import { NO_RETENTION_RULE, parseTier } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
@@ -30,13 +30,17 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
       // A skipped partition takes no input; its candidates are shown where the plan counted them.
       ...plan.skipped.map((s) => [s.partition, 'skip', '', s.candidates ?? '', '', s.reason]),
     ];
+    const settled = plan.settled ? `${plan.settled} partition(s) already one ${tier} file` : undefined;
     return [
       `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,
-      rows.length > 0
-        ? table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows)
+      ...(rows.length > 0
+        ? [
+            table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows),
+            ...(settled ? [settled] : []),
+          ]
         : tier === 'retention' && ctx.config.retention.rules.length === 0
-          ? 'nothing to do: no retention rule (--retention)'
-          : 'nothing to do',
+          ? [`nothing to do: ${NO_RETENTION_RULE}`]
+          : [settled ? `nothing to do: ${settled}` : 'nothing to do']),
     ].join('\n');
   });
   return 0;

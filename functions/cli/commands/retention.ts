@@ -4,8 +4,8 @@
  * locally, as deployed); the dry run prints per day the files, bytes and cutoff, and changes nothing.
  */
 
-import { ConfigError } from '../../core/errors.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
+import { requireRetentionRules } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import type { ParsedOptions } from '../options.ts';
 
@@ -20,11 +20,7 @@ interface RetentionRow {
 export async function retentionCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const ctx = await commandContext(options);
   const { rules, bufferHours } = ctx.config.retention;
-  if (rules.length === 0) {
-    throw new ConfigError(
-      'no retention rule: pass --retention TABLE=DAYS[,...], e.g. --retention "mydb/cpu/=30,mydb/=90,*=365"',
-    );
-  }
+  requireRetentionRules(ctx.config);
   if (!options['dry-run']) {
     return (await import('./run.ts')).runCommand({ ...options, tier: 'retention' }, io);
   }

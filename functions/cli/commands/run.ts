@@ -19,12 +19,20 @@ import {
 import type { StepResult } from '../../core/protocol.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem } from '../../core/run-summary.ts';
-import type { LogSink, StepName } from '../../local-runner/lambdas.ts';
+import type { LogSink, StepObserver } from '../../local-runner/lambdas.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import type { WorkflowExecution } from '../../local-runner/workflow.ts';
 import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { buildEngine, parseStackContext, parseTier, parseWhole, workDirOf } from '../context.ts';
+import {
+  buildEngine,
+  flagThatSet,
+  parseStackContext,
+  parseTier,
+  parseWhole,
+  requireRetentionRules,
+  workDirOf,
+} from '../context.ts';
 import { formatBytes, formatCount, formatDuration, quarantinePrunedNote, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
@@ -39,25 +47,33 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   const ctx = await commandContext(options);
   // A tier that is off or that the layout refuses fails here, before Recover writes anything.
   if (tier !== 'retention') (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
+  else requireRetentionRules(ctx.config);
   await assertCliStore(ctx, io.err);
   const concurrency =
     options.concurrency === undefined ? LOCAL_CONCURRENCY : parseWhole('concurrency', options.concurrency, 1);
-  // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
-  // with this run's Map concurrency.
-  const definitionCacheDir = join(workDirOf(options), 'definitions');
-  const workflow = await synthesizeWorkflow(
-    {
-      ...stackContext,
-      // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
-      // with this dataPrefix would (an s3://bucket/prefix store).
-      dataPrefix: ctx.target.dataPrefix,
-      map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
-    },
-    // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
-    { cacheDir: definitionCacheDir },
-  );
+  // Engine options are checked before the seconds a synthesis can take.
   const { engine, workDir } = await buildEngine(options);
   try {
+    // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
+    // with this run's Map concurrency.
+    const definitionCacheDir = join(workDirOf(options), 'definitions');
+    const workflow = await synthesizeWorkflow(
+      {
+        ...stackContext,
+        // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
+        // with this dataPrefix would (an s3://bucket/prefix store).
+        dataPrefix: ctx.target.dataPrefix,
+        map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
+      },
+      // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
+      {
+        cacheDir: definitionCacheDir,
+        onSynthesize: () =>
+          io.err(
+            `synthesizing the state machine cdk deploy would deploy (a few seconds; cached in ${definitionCacheDir} until the code or settings change)`,
+          ),
+      },
+    );
     const { execution, output, stoppedSummary } = await runWorkflowLocally(
       workflow,
       { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
@@ -91,14 +107,14 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       const hint = await layoutHint(ctx.target.store, ctx.config);
       if (hint !== undefined) io.err(`warning: ${hint}`);
     }
-    emit(io, options, { ...output, partitions: partitionRows(execution, tier) }, () =>
-      formatRun(output, execution),
-    );
-    // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`.
+    const partitions = partitionRows(execution, tier);
+    emit(io, options, { ...output, partitions }, () => formatRun(output, execution, options));
+    // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`; so is a
+    // partition a setting's value made skip.
     const quarantined =
-      output.recovery.quarantined > 0 ||
-      partitionRows(execution, tier).some((p) => (p.quarantinedInputs ?? 0) > 0);
-    return quarantined || output.summary.failed > 0 ? 1 : 0;
+      output.recovery.quarantined > 0 || partitions.some((p) => (p.quarantinedInputs ?? 0) > 0);
+    const misconfigured = partitions.some((p) => p.misconfigured !== undefined);
+    return quarantined || misconfigured || output.summary.failed > 0 ? 1 : 0;
   } finally {
     await engine.close();
   }
@@ -120,16 +136,17 @@ function printLog(io: CliIo): LogSink {
   };
 }
 
-/** Prints `[done/planned] partition verdict (elapsed)` as each chain ends, judged as Summary judges it. */
-function printProgress(
-  io: CliIo,
-  tier: JobKind,
-): (step: StepName, payload: unknown, result: unknown) => void {
-  const started = Date.now();
+/**
+ * Prints `[done/planned] partition verdict (time)` as each chain ends, judged as Summary judges it;
+ * the time is the chain's steps' own.
+ */
+function printProgress(io: CliIo, tier: JobKind): StepObserver {
   let planned = 0;
   let done = 0;
   const chains = new Map<string, PartitionOutcome>();
-  return (step, payload, result) => {
+  // The chain's own time: its steps' handler times, without the Map's queueing or retry waits.
+  const busyMs = new Map<string, number>();
+  return (step, payload, result, elapsedMs) => {
     const r = result as StepResult & { jobs?: number };
     if (step === 'plan') planned = r.jobs ?? 0;
     const row = PARTITION_STEPS.find((p) => p.step === step);
@@ -138,11 +155,14 @@ function printProgress(
     const { partition = r.partition, jobId = r.jobId } = payload as { partition?: string; jobId?: string };
     const outcome = { ...(chains.get(jobId) ?? { partition, jobId }), [row.resultKey]: r };
     chains.set(jobId, outcome);
+    const busy = (busyMs.get(jobId) ?? 0) + elapsedMs;
+    busyMs.set(jobId, busy);
     if (!endsChain(row, r) && row !== PARTITION_STEPS.at(-1)) return;
     chains.delete(jobId);
+    busyMs.delete(jobId);
     done++;
     const status = partitionVerdict(tier, outcome);
-    io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(Date.now() - started)})`);
+    io.err(`[${done}/${planned}] ${partition} ${status} (${formatDuration(busy)})`);
   };
 }
 
@@ -153,8 +173,11 @@ interface PartitionRow {
   readonly inputBytes: number;
   readonly outputs: number;
   readonly outputBytes: number;
-  readonly rows: number;
+  /** The outputs' rows; absent where nothing was written (an expired day, a skip). */
+  readonly rows?: number;
   readonly quarantinedInputs?: number;
+  /** The setting whose value made the partition skip (compact's `misconfigured`). */
+  readonly misconfigured?: string;
   readonly note: string;
 }
 
@@ -174,8 +197,9 @@ function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRo
         inputBytes: compact?.inputBytes ?? item.inputBytes ?? 0,
         outputs: committed ? (compact?.outputs ?? 0) : 0,
         outputBytes: committed ? (compact?.outputBytes ?? 0) : 0,
-        rows: committed ? (compact?.outputRows ?? 0) : 0,
+        ...(committed && compact?.outputRows !== undefined ? { rows: compact.outputRows } : {}),
         ...(compact?.quarantinedInputs ? { quarantinedInputs: compact.quarantinedInputs } : {}),
+        ...(compact?.misconfigured ? { misconfigured: compact.misconfigured } : {}),
         note:
           judged.verdict === 'failed'
             ? `${judged.error}: ${judged.cause}`
@@ -186,6 +210,12 @@ function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRo
     }
   }
   return rows.sort((a, b) => compareKeys(a.partition, b.partition));
+}
+
+/** A row's note; a skip a setting made says which flag set it, when a flag did. */
+function settingSource(row: PartitionRow, options: ParsedOptions): string {
+  const flag = row.misconfigured === undefined ? undefined : flagThatSet(options, row.misconfigured);
+  return flag === undefined ? row.note : `${row.note}; here ${row.misconfigured} is ${flag}`;
 }
 
 /**
@@ -209,36 +239,59 @@ function committedNote(committed: boolean, compact: StepNumbers | undefined): st
   ].join('; ');
 }
 
-function formatRun(output: NonNullable<LocalRunResult['output']>, execution: WorkflowExecution): string {
-  const r = output.recovery;
+function formatRun(
+  output: NonNullable<LocalRunResult['output']>,
+  execution: WorkflowExecution,
+  options: ParsedOptions,
+): string {
+  const { recovery: r, plan } = output;
   const lines = [
     `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted${quarantinePrunedNote(r.quarantinePruned)}`,
     '',
-    `${output.tier} cycle at ${output.plan.plannedAt}: ${output.plan.objectsListed} objects listed, ${output.plan.jobs} partition(s) planned, ${output.plan.skipped} skipped (execution ${execution.executionName}, the synthesized state machine run locally)`,
+    `${output.tier} cycle at ${plan.plannedAt}: ${plan.objectsListed} objects listed, ${plan.jobs} partition(s) planned, ${plan.skipped} skipped${plan.settled > 0 ? `, ${plan.settled} already one ${output.tier} file` : ''} (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];
-  const rows = partitionRows(execution, output.tier as JobKind);
+  // The plan's skips beside the chains' verdicts, so every skipped partition says why; a skip took
+  // no input and wrote nothing, so only its candidates are shown.
+  const rows: { partition: string; cells: (string | number)[] }[] = [
+    ...partitionRows(execution, output.tier as JobKind).map((p) => ({
+      partition: p.partition,
+      cells: [
+        p.partition,
+        p.result,
+        p.inputs,
+        formatBytes(p.inputBytes),
+        p.outputs,
+        formatBytes(p.outputBytes),
+        p.rows === undefined ? '' : formatCount(p.rows),
+        settingSource(p, options),
+      ],
+    })),
+    ...plan.skippedPartitions.map((s) => ({
+      partition: s.partition,
+      cells: [s.partition, 'skipped', s.candidates ?? '', '', '', '', '', `not planned: ${s.reason}`],
+    })),
+  ].sort((a, b) => compareKeys(a.partition, b.partition));
   if (rows.length > 0) {
     lines.push(
       table(
         ['partition', 'result', 'inputs', 'in bytes', 'outputs', 'out bytes', 'rows', 'note'],
-        rows.map((p) => [
-          p.partition,
-          p.result,
-          p.inputs,
-          formatBytes(p.inputBytes),
-          p.outputs,
-          formatBytes(p.outputBytes),
-          formatCount(p.rows),
-          p.note,
-        ]),
+        rows.map((r) => r.cells),
       ),
     );
   }
+  const unlisted = plan.skipped - plan.skippedPartitions.length;
+  if (unlisted > 0) {
+    lines.push(
+      `… and ${unlisted} more skipped by the plan: \`compactor plan --tier ${output.tier}\` lists them all`,
+    );
+  }
   const s = output.summary;
+  // Summary counts the Map's items; the plan's skips never reached the Map.
+  const skipped = `${s.skipped + plan.skipped} skipped${plan.skipped > 0 ? ` (${plan.skipped} by the plan)` : ''}`;
   lines.push(
     output.tier === 'retention'
-      ? `summary: ${s.expired} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed`
-      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${s.skipped} skipped, ${s.superseded} superseded, ${s.failed} failed`,
+      ? `summary: ${s.expired} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${skipped}, ${s.superseded} superseded, ${s.failed} failed`
+      : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${skipped}, ${s.superseded} superseded, ${s.failed} failed`,
   );
   return lines.join('\n');
 }

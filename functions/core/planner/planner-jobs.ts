@@ -43,19 +43,25 @@ export async function planJobs(
   folders: ReadonlyMap<string, Folder>,
   exclusions: Exclusions,
   failures: ReadonlyMap<string, FailureRecord>,
-): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[] }> {
+): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[]; settled: number }> {
   const context: FolderContext = { store, config, tier, now, exclusions, failures };
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
+  let settled = 0;
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
     const planned = await planFolder(context, partition, folder);
-    if (planned.kind === 'job') jobs.push(planned.job);
+    const aside = quarantinedAside(context, partition, folder);
+    const withAside = (reason: string) => (aside === undefined ? reason : `${reason}; ${aside}`);
+    if (planned.kind === 'job') jobs.push({ ...planned.job, reason: withAside(planned.job.reason) });
     else if (planned.kind === 'skip') {
-      skipped.push({ tier, partition, reason: planned.reason, candidates: planned.candidates });
-    }
+      skipped.push({ tier, partition, reason: withAside(planned.reason), candidates: planned.candidates });
+    } else if (aside !== undefined) {
+      // A folder whose only inputs are quarantined is said, never silent: they wait for a release.
+      skipped.push({ tier, partition, reason: aside, candidates: 0 });
+    } else if (planned.kind === 'settled') settled++;
   }
-  return { jobs, skipped };
+  return { jobs, skipped, settled };
 }
 
 interface FolderContext {
@@ -67,10 +73,14 @@ interface FolderContext {
   readonly failures: ReadonlyMap<string, FailureRecord>;
 }
 
-/** One folder's part of the plan: a job, a skip with its reason, or nothing to say. */
+/**
+ * One folder's part of the plan: a job, a skip with its reason, already one file of the tier's
+ * level (settled: nothing to merge, whatever its age), or nothing to say.
+ */
 type FolderPlan =
   | { readonly kind: 'job'; readonly job: PlannedJob }
   | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
+  | { readonly kind: 'settled' }
   | { readonly kind: 'none' };
 
 async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
@@ -90,6 +100,14 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
       `${folder.waiting} daily file(s) pass to the monthly tier once the month is older than minAge (${tierConfig.minAgeSeconds}s): after ${after}`,
     );
   }
+  // One file of the tier's own level alone has nothing to merge with: said before any wait.
+  if (
+    tier !== 'hourly' &&
+    candidates.length === 1 &&
+    config.layout.parse(first.key)?.level === TIER_SPECS[tier].output
+  ) {
+    return { kind: 'settled' };
+  }
   const held = heldBack(context, partition, folder, first);
   if (held !== undefined) return skip(held);
   candidates = await parquetOnly(context, candidates);
@@ -99,11 +117,6 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
   if (candidates.length < tierConfig.minFiles && !straggler) {
     return skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
   }
-  // One file of the tier's own level alone has nothing to merge with.
-  const lone =
-    candidates.length === 1 &&
-    config.layout.parse((candidates[0] as Candidate).key)?.level === TIER_SPECS[tier].output;
-  if (tier !== 'hourly' && lone) return { kind: 'none' };
   candidates.sort((a, b) => compareKeys(a.key, b.key));
   const { inputs, bytes } = boundedInputs(config, candidates);
   if (tier !== 'hourly' && inputs.length < 2 && candidates.length > 1) {
@@ -123,6 +136,13 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
           : `${candidates.length} candidate file(s)`,
     },
   };
+}
+
+/** The folder's quarantined inputs, which no job takes until released, and the way back. */
+function quarantinedAside(context: FolderContext, partition: string, folder: Folder): string | undefined {
+  const count = folder.candidates.filter((c) => context.exclusions.quarantinedInputs.has(c.key)).length;
+  if (count === 0) return undefined;
+  return `${count} quarantined input(s) set aside (compactor status says why): once the cause is fixed, \`compactor release --partition ${partition}\` re-admits them`;
 }
 
 /**

@@ -4,7 +4,7 @@
  * Only data is listed here; manifests are read after every listing completes (planner.ts).
  */
 
-import type { CompactorConfig, TierName } from '../config.ts';
+import { type CompactorConfig, DEFAULTS, type TierName } from '../config.ts';
 import { ConfigError } from '../errors.ts';
 import { type DataFile, type Layout, levelOf } from '../layout.ts';
 import { forEachLimit } from '../limit.ts';
@@ -127,7 +127,11 @@ async function chooseListing(
     return { mode: 'full', reason: `scoped to the table ${scope.only}, listed whole`, listings: 0 };
   }
   if (config.planning.listing === 'full') {
-    return { mode: 'full', reason: 'planning.listing is "full"', listings: 0 };
+    return {
+      mode: 'full',
+      reason: `planning.listing is "full": the data root is listed whole (commands run by hand default to it, the stack to "${DEFAULTS.planning.listing}")`,
+      listings: 0,
+    };
   }
   const { listFolders } = store;
   if (listFolders === undefined) {

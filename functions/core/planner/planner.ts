@@ -26,6 +26,8 @@ export interface Plan {
   readonly now: string;
   readonly jobs: readonly PlannedJob[];
   readonly skipped: readonly SkippedPartition[];
+  /** Partitions already one file of the tier's level: nothing to merge. Absent on retention plans. */
+  readonly settled?: number;
   readonly objectsListed: number;
   /** Absent on retention plans, which always list the whole data root. */
   readonly listing?: PlanListing;
@@ -63,6 +65,6 @@ export async function planTier(
   // 2. Then manifests and quarantine, and partitions in failure backoff.
   const exclusions = await readExclusions(store, config);
   const failures = await readFailures(store, config);
-  const { jobs, skipped } = await planJobs(store, config, tier, now, folders, exclusions, failures);
-  return { tier, now: new Date(now).toISOString(), jobs, skipped, objectsListed, listing };
+  const { jobs, skipped, settled } = await planJobs(store, config, tier, now, folders, exclusions, failures);
+  return { tier, now: new Date(now).toISOString(), jobs, skipped, settled, objectsListed, listing };
 }

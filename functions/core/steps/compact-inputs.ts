@@ -115,6 +115,7 @@ export async function fetchInputs(
     deps.onEvent?.({ type: 'skipped', job: ref, reason });
     return result(ref, 'skipped', 'none', {
       reason,
+      misconfigured: 'timeColumn',
       ...(corrupt.length > 0 ? { quarantinedInputs: corrupt.length } : {}),
     });
   }

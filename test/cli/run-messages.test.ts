@@ -1,0 +1,163 @@
+/**
+ * What `run` and `plan` say of the partitions they do not compact, over real local-folder lakes
+ * and a real DuckDB: every skip with its reason (the plan's too), the flag behind a setting that
+ * made a partition skip, quarantined inputs and the way back, days already one file, a retention
+ * run without a rule, and the one-time synthesis notice.
+ */
+
+import { cp, mkdtemp, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { NO_RETENTION_RULE } from '../../functions/cli/context.ts';
+import { cli, dataKeys, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+
+/** Three old hours of one table, two of them with two files. */
+const FILES: readonly LakeFile[] = [
+  { key: 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet', rows: 40 },
+  { key: 'db/cpu/2025/01/15/10/cpu_20250115_101500_2.parquet', rows: 40 },
+  { key: 'db/cpu/2025/01/15/11/cpu_20250115_110500_3.parquet', rows: 30 },
+  { key: 'db/cpu/2025/01/15/11/cpu_20250115_113000_4.parquet', rows: 30 },
+  { key: 'db/cpu/2025/01/15/12/cpu_20250115_120500_5.parquet', rows: 20 },
+];
+
+let engine: DuckDbEngine;
+let root: string;
+let template: string;
+let total: number;
+
+useEngineAndDir('run-messages-', async (e, folder) => {
+  engine = e;
+  root = folder;
+  template = join(root, 'template');
+  total = await writeLake(engine, template, FILES);
+});
+
+async function lake(name: string): Promise<string> {
+  const dir = await mkdtemp(join(root, `${name}-`));
+  await cp(template, dir, { recursive: true });
+  return dir;
+}
+
+describe('run names what made a partition skip', () => {
+  it('a wrong --time-column: each hour says so and names the flag, exit 1, nothing quarantined; the right one compacts', async () => {
+    const dir = await lake('time-column');
+    const work = join(dir, '..', 'work-time-column');
+    const wrong = await cli(
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--work-dir',
+      work,
+      '--time-column',
+      'ts',
+    );
+    expect(wrong.code, wrong.text).toBe(1);
+    expect(wrong.text).toMatch(
+      /db\/cpu\/2025\/01\/15\/10\/\s+skipped .*no input has the time column "ts" .*; here timeColumn is --time-column ts/,
+    );
+    expect(await stateKeys(dir)).toEqual([]);
+    const right = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    expect(right.code, right.text).toBe(0);
+    expect(right.text).toMatch(/summary: 3 compacted \(5 files -> 3\), 0 skipped/);
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 120_000);
+
+  it('the plan’s skips are rows of run’s table with their reasons, and the summary counts them', async () => {
+    const dir = await lake('plan-skips');
+    // Files written just now: every hour waits for the quiet time (300 s by default).
+    const run = await cli('run', '--tier', 'hourly', '--store', dir);
+    expect(run.code, run.text).toBe(0);
+    expect(run.text).toMatch(/0 partition\(s\) planned, 3 skipped/);
+    for (const hour of ['10', '11', '12']) {
+      expect(run.text).toMatch(
+        new RegExp(
+          `db/cpu/2025/01/15/${hour}/\\s+skipped\\s+\\d\\s+not planned: a file was written less than 300s ago`,
+        ),
+      );
+    }
+    expect(run.text).toMatch(/^summary: 0 compacted \(0 files -> 0\), 3 skipped \(3 by the plan\), /m);
+  }, 120_000);
+
+  it('the first run in a work dir says it is synthesizing the state machine; the next does not', async () => {
+    const dir = await lake('synth-notice');
+    const work = join(dir, '..', 'work-synth-notice');
+    const first = await cli('plan', '--tier', 'hourly', '--store', dir);
+    expect(first.err).toEqual([]);
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    expect(run.err.filter((l) => l.startsWith('synthesizing the state machine'))).toHaveLength(1);
+    const again = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    expect(again.err.filter((l) => l.startsWith('synthesizing'))).toEqual([]);
+  }, 120_000);
+});
+
+describe('quarantined inputs are listed by plan with the way back', () => {
+  it('a folder whose inputs are all quarantined is a skip row naming release; a partly quarantined one plans the rest', async () => {
+    const dir = await lake('quarantined');
+    // Not Parquet: quarantined by the hourly run.
+    await writeFile(join(dir, 'db/cpu/2025/01/15/12/cpu_20250115_121500_9.parquet'), 'not parquet');
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    expect(run.code, run.text).toBe(1);
+    // Hour 12 kept its good file (the job took it) and quarantined the bad one.
+    await writeFile(join(dir, 'db/cpu/2025/01/15/12/cpu_20250115_122000_10.parquet'), 'not parquet either');
+    await cp(
+      join(template, 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet'),
+      join(dir, 'db/cpu/2025/01/15/13/cpu_20250115_130500_11.parquet'),
+    );
+    const again = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    expect(again.code, again.text).toBe(1);
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    expect(plan.code).toBe(0);
+    expect(plan.text).toMatch(
+      /db\/cpu\/2025\/01\/15\/12\/\s+skip .*2 quarantined input\(s\) set aside \(compactor status says why\): once the cause is fixed, `compactor release --partition db\/cpu\/2025\/01\/15\/12\/` re-admits them/,
+    );
+    expect(await dataKeys(dir)).toContain('db/cpu/2025/01/15/12/cpu_20250115_121500_9.parquet');
+  }, 120_000);
+});
+
+describe('days already one file', () => {
+  it('a daily plan right after the daily run counts them as settled, not as waiting for quiet time', async () => {
+    const dir = await lake('settled');
+    expect((await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0')).code).toBe(0);
+    expect((await cli('run', '--tier', 'daily', '--store', dir, '--quiet', '0')).code).toBe(0);
+    // The daily file was written just now: within the default quiet time.
+    const plan = await cli('plan', '--tier', 'daily', '--store', dir);
+    expect(plan.text).not.toContain('written less than');
+    expect(plan.text).toContain('nothing to do: 1 partition(s) already one daily file');
+    const json = JSON.parse((await cli('plan', '--tier', 'daily', '--store', dir, '--json')).text) as {
+      settled: number;
+      skipped: unknown[];
+      listing: { reason: string };
+    };
+    expect(json).toMatchObject({ settled: 1, skipped: [] });
+    // A setting the user never made is said to be the local default.
+    expect(json.listing.reason).toMatch(/commands run by hand default to it, the stack to "windowed"/);
+  }, 120_000);
+});
+
+describe('a retention run', () => {
+  it('without a rule exits 2 with the fix, as `retention` does, and changes nothing', async () => {
+    const dir = await lake('no-rule');
+    const run = await cli('run', '--tier', 'retention', '--store', dir);
+    expect(run.code).toBe(2);
+    expect(run.err).toEqual([`compactor run: ConfigError: ${NO_RETENTION_RULE}`]);
+    expect(await dataKeys(dir)).toHaveLength(FILES.length);
+  });
+
+  it('shows no row count for an expired day, and counts no state object as listed', async () => {
+    const dir = await lake('expire');
+    // An Athena view under the state root is not data.
+    expect((await cli('visible', '--store', dir, '--format', 'athena')).code).toBe(0);
+    const run = await cli('run', '--tier', 'retention', '--store', dir, '--retention', '*=30');
+    expect(run.code, run.text).toBe(0);
+    expect(run.text).toMatch(new RegExp(`${FILES.length} objects listed`));
+    const row = run.text.split('\n').find((l) => l.startsWith('db/cpu/2025/01/15/'));
+    expect(row).toMatch(/expired\s+5\s+[\d.]+ KiB\s+0\s+0 B\s*$/);
+  }, 120_000);
+});
