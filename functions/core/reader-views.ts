@@ -103,35 +103,35 @@ export function duckdbStatement(paths: readonly string[], name = 'lake'): string
 }
 
 /**
- * ClickHouse: `s3()` (or `file()` for a local folder) over a glob of the data root, narrowed by
- * the `_path` virtual column to exactly the visible files; ClickHouse applies `_path` filters to
- * the file list before it opens a file. For S3, `_path` is `bucket/key` (no scheme, no host:
- * scripts strip the bucket from it, or prepend only the endpoint to get a URL back). Not run
- * here: the text is pinned by test/cli/reader-formats.test.ts.
+ * ClickHouse. A local folder: `file()` of the visible files themselves, as an array (a glob over
+ * the folder would infer the schema from any file it matches, so one non-Parquet `.parquet`, a
+ * quarantined input, fails the query; chDB reads this form in test/cli/reader-formats.test.ts,
+ * glob characters in names included). S3: `s3()` over a glob of the data root, narrowed by the
+ * `_path` virtual column to exactly the visible files; ClickHouse applies `_path` filters to the
+ * file list before it opens a file. `_path` is `bucket/key` (no scheme, no host: scripts strip the
+ * bucket from it, or prepend only the endpoint to get a URL back). The S3 text is pinned by the
+ * test, not run.
+ * https://clickhouse.com/docs/sql-reference/table-functions/file (path: an Array(String) for SELECT)
  * https://clickhouse.com/docs/sql-reference/table-functions/s3 (Virtual columns: `_path`)
- * https://clickhouse.com/docs/sql-reference/table-functions/file (Virtual columns: `_path`)
  */
 export function clickhouseStatement(target: ViewTarget, keys: readonly string[]): string {
   if (keys.length === 0) return 'SELECT NULL AS time WHERE 0;';
+  if (target.kind === 'local') {
+    const files = keys.map((k) => clickhouseString(`${target.root}/${k}`));
+    return `SELECT *\nFROM file([\n  ${files.join(',\n  ')}\n], 'Parquet');`;
+  }
   // The glob is only a superset; the root itself must hold no glob character.
-  if (/[*?{}\\']/.test(target.dataPrefix) || (target.kind === 'local' && /[*?{}\\']/.test(target.root))) {
+  if (/[*?{}\\']/.test(target.dataPrefix)) {
     throw new ConfigError(
-      `--format clickhouse: the data root "${target.kind === 'local' ? target.root : target.dataPrefix}" holds a ClickHouse glob or quote character`,
+      `--format clickhouse: the data prefix "${target.dataPrefix}" holds a ClickHouse glob or quote character`,
     );
   }
-  let source: string;
-  let paths: string[];
-  if (target.kind === 's3') {
-    const base = target.endpoint
-      ? `${target.endpoint.replace(/\/+$/, '')}/${target.bucket}/`
-      : `https://${target.bucket}.s3.${target.region}.amazonaws.com/`;
-    source = `s3(${clickhouseString(`${base}${target.dataPrefix}**.parquet`)}, 'Parquet')`;
-    paths = keys.map((k) => `${target.bucket}/${k}`);
-  } else {
-    source = `file(${clickhouseString(`${target.root}/${target.dataPrefix}**.parquet`)}, 'Parquet')`;
-    paths = keys.map((k) => `${target.root}/${k}`);
-  }
-  return `SELECT *\nFROM ${source}\nWHERE _path IN (\n  ${paths.map(clickhouseString).join(',\n  ')}\n);`;
+  const base = target.endpoint
+    ? `${target.endpoint.replace(/\/+$/, '')}/${target.bucket}/`
+    : `https://${target.bucket}.s3.${target.region}.amazonaws.com/`;
+  const source = `s3(${clickhouseString(`${base}${target.dataPrefix}**.parquet`)}, 'Parquet')`;
+  const paths = keys.map((k) => clickhouseString(`${target.bucket}/${k}`));
+  return `SELECT *\nFROM ${source}\nWHERE _path IN (\n  ${paths.join(',\n  ')}\n);`;
 }
 
 /**
