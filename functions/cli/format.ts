@@ -28,7 +28,12 @@ export function formatDuration(ms: number): string {
 export function table(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
   const cells = [header, ...rows.map((r) => r.map(String))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => stringWidth(r[i] ?? ''))));
-  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  // A blank cell (a skipped row's bytes) keeps its column right-aligned.
+  const numeric = header.map(
+    (_, i) =>
+      rows.some((r) => typeof r[i] === 'number') &&
+      rows.every((r) => typeof r[i] === 'number' || r[i] === ''),
+  );
   const pad = (cell: string, i: number) => ' '.repeat(Math.max(0, (widths[i] ?? 0) - stringWidth(cell)));
   const line = (r: readonly string[]) =>
     r

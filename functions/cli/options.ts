@@ -116,7 +116,7 @@ export const OPTIONS = {
   'target-size': {
     type: 'string',
     value: 'SIZE',
-    help: 'split outputs at about this size (below 5 GB)',
+    help: 'split outputs at about this size (under 5 GiB)',
     setting: 'targetFileBytes',
   },
   'row-group-size': {

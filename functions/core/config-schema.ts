@@ -36,7 +36,7 @@ export function wholeNumber(min: number, max: number, unit = '') {
   return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
 }
 
-/** A size in bytes in [min, max], as wholeNumber, the bounds also in binary units: `5367660544 (5.0 GiB)`. */
+/** A size in bytes in [min, max], as wholeNumber, the bounds also in binary units: `5367660544 (4.99 GiB)`. */
 export function byteCount(min: number, max: number) {
   const error = `must be a whole number of bytes from ${withUnit(min)} to ${withUnit(max)}`;
   return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
@@ -50,7 +50,8 @@ function withUnit(bytes: number): string {
     value /= 1024;
     unit++;
   }
-  return unit < 0 ? String(bytes) : `${bytes} (${value.toFixed(1)} ${units[unit]})`;
+  // Rounded down, so a bound just under 5 GiB never reads as 5.
+  return unit < 0 ? String(bytes) : `${bytes} (${(Math.floor(value * 100) / 100).toFixed(2)} ${units[unit]})`;
 }
 
 export function flag() {
@@ -186,7 +187,7 @@ export const sharedShape = {
   }),
   quietSeconds: wholeNumber(0, 86_400, 'seconds').describe('skip folders holding a file newer than this'),
   targetFileBytes: byteCount(1, MAX_TARGET_FILE_BYTES).describe(
-    'split outputs at about this size (below 5 GB)',
+    'split outputs at about this size (under 5 GiB)',
   ),
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: byteCount(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),

@@ -94,7 +94,7 @@ export interface CompactorConfig {
    * check that they lie in its folder's period (epoch-time.ts). Unlisted tables: unchanged.
    */
   readonly timeUnits: ReadonlyMap<string, TimeUnit>;
-  /** Outputs are split at about this size (always below 5 GB: one CopyObject). */
+  /** Outputs are split at about this size (always under 5 GiB: one CopyObject). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
   /** One job's input bounds, so it fits one Lambda's memory, /tmp and 15 minutes. */

@@ -38,7 +38,7 @@ export interface CompactRequest {
   readonly sortBy: readonly string[];
   /** Empty local folder to write outputs into. */
   readonly outputDir: string;
-  /** Split outputs at about this many bytes (always below 5 GB). */
+  /** Split outputs at about this many bytes (always under 5 GiB). */
   readonly targetFileBytes: number;
   readonly rowGroupSize: number;
   /** Absent: every input row is written (the default). */

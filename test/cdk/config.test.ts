@@ -360,7 +360,7 @@ describe('stack config: invalid values fail and name the key', () => {
       /^context compactor: layout "\{table\}\/\{YYYY\}\/\{MM\}\/\{DD\}\/" must contain \{HH\} exactly once$/,
     );
     expect(() => parseStackConfig({ targetFileBytes: 6 * 1024 ** 3 })).toThrow(
-      /^context compactor\.targetFileBytes must be a whole number of bytes from 1 to 5367660544 \(5\.0 GiB\), got 6442450944$/,
+      /^context compactor\.targetFileBytes must be a whole number of bytes from 1 to 5367660544 \(4\.99 GiB\), got 6442450944$/,
     );
     expect(() => parseStackConfig({ timeColumn: '' })).toThrow(
       /^context compactor\.timeColumn must be a column name, got ""$/,

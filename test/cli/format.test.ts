@@ -30,4 +30,18 @@ describe('table', () => {
     });
     expect(new Set(ends).size).toBe(1);
   });
+
+  it('keeps a number column right-aligned when some of its cells are blank (a skipped row)', () => {
+    const lines = table(
+      ['day', 'files', 'note'],
+      [
+        ['a', 24, 'x'],
+        ['b', '', 'y'],
+        ['c', 3, 'z'],
+      ],
+    ).split('\n');
+    expect(lines[2]).toBe(`a${' '.repeat(7)}24  x`);
+    expect(lines[3]).toBe(`b${' '.repeat(11)}y`);
+    expect(lines[4]).toBe(`c${' '.repeat(8)}3  z`);
+  });
 });
