@@ -25,6 +25,27 @@ export function localOwnerOf(
   return Number.isInteger(pid) && pid > 0 ? { host, pid } : undefined;
 }
 
+/** An execution's scratch folder name: its id, `:` spelled `-` (a folder name on any system). */
+export function scratchName(executionId: string): string {
+  return executionId.replaceAll(':', '-');
+}
+
+/** The local execution id a scratch folder name spells, if it spells one. */
+export function executionOfScratchName(name: string): string | undefined {
+  // local-<host>-<pid>-<nonce>: the host may hold '-', the pid and the nonce do not.
+  const parts = new RegExp(`^${scratchName(PREFIX)}(.+)-(\\d+)-([0-9a-f]+)$`).exec(name);
+  if (!parts) return undefined;
+  const id = `${PREFIX}${parts[1]}:${parts[2]}:${parts[3]}`;
+  return scratchName(id) === name ? id : undefined;
+}
+
+/** Whether `executionId` is a local execution of this host whose process is surely gone. */
+export function isGoneLocalExecution(executionId: string): boolean {
+  const owner = localOwnerOf(executionId);
+  if (owner === undefined || owner.host !== hostname() || owner.pid === process.pid) return false;
+  return !processAlive(owner.pid, () => true);
+}
+
 export class LocalOwners {
   readonly #active = new Set<string>();
 

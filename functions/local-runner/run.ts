@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +14,13 @@ import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver } from '../../cdk/config-context.ts';
 import { LOCAL_STATE_MACHINE_ARN, type StatusRule } from '../../cdk/synth-definition.ts';
-import { LocalOwners, newLocalExecutionId } from '../adapters/local-owner.ts';
+import {
+  executionOfScratchName,
+  isGoneLocalExecution,
+  LocalOwners,
+  newLocalExecutionId,
+  scratchName,
+} from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import { deletePrefix } from '../core/manifest/manifest-cas.ts';
@@ -201,6 +207,22 @@ export interface LocalRunResult {
   };
 }
 
+/**
+ * Removes the scratch folders of this host's executions whose process is gone: a run killed
+ * mid-job (Ctrl-C, kill -9) never reaches its own cleanup.
+ */
+async function removeDeadScratch(workDir: string): Promise<void> {
+  const names = await readdir(workDir).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [];
+    throw error;
+  });
+  for (const name of names) {
+    const id = executionOfScratchName(name);
+    if (id !== undefined && isGoneLocalExecution(id))
+      await rm(join(workDir, name), { recursive: true, force: true });
+  }
+}
+
 export async function runWorkflowLocally(
   workflow: SynthesizedWorkflow,
   deps: LocalRunDeps,
@@ -211,6 +233,7 @@ export async function runWorkflowLocally(
   const executionName =
     options.redriveOf?.executionName ??
     `${options.tier}-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${randomBytes(4).toString('hex')}`;
+  await removeDeadScratch(deps.workDir);
   const end = owners.begin(executionId);
   const stepDeps = { store: deps.store, config: deps.config, clock: deps.clock };
   let manifests: readonly string[] = [];
@@ -221,7 +244,7 @@ export async function runWorkflowLocally(
       config: deps.config,
       clock: deps.clock,
       engine: once(deps.engine),
-      workDir: join(deps.workDir, executionId.replaceAll(':', '-')),
+      workDir: join(deps.workDir, scratchName(executionId)),
       isOwnerAlive: owners.isAlive,
       randomHex: () => randomBytes(8).toString('hex'),
       // Known once the execution ran: what its Maps' ResultWriter emulation wrote.

@@ -1,7 +1,8 @@
 /**
- * What `status` and `verify` say about the manifest an interrupted `compactor run` leaves: the real
- * CLI process is killed with SIGKILL, or SIGINT as Ctrl-C sends (the CLI does not catch it), as
- * soon as a job's manifest is on disk. Both commands then name the owner's liveness and the exact
+ * What an interrupted `compactor run` leaves and what `status` and `verify` say of it: the real
+ * CLI process is killed with SIGKILL, or SIGINT as Ctrl-C sends (it says what resolves it, then
+ * dies of the signal), as soon as a job's manifest is on disk; the next run removes a dead run's
+ * scratch. Both commands then name the owner's liveness and the exact
  * `compactor recover` command, with the --store (and layout options) they were given; status exits
  * 1 for it, and for a failing partition. The same manifest owned by a Step Functions execution or
  * another host's process is described only as far as this host can know. And verify on a hive
@@ -10,6 +11,7 @@
 
 import { type ChildProcess, spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -46,10 +48,13 @@ async function manifestKeys(dir: string): Promise<string[]> {
 }
 
 /**
- * Runs `compactor run --tier hourly` and sends it `signal` once a manifest is on disk: its pid if
- * the signal killed it with a manifest left, else undefined (the job had ended first).
+ * Runs `compactor run --tier hourly` and sends it `signal` once a manifest is on disk: its pid and
+ * stderr if the signal killed it with a manifest left, else undefined (the job had ended first).
  */
-async function killMidJob(dir: string, signal: NodeJS.Signals): Promise<number | undefined> {
+async function killMidJob(
+  dir: string,
+  signal: NodeJS.Signals,
+): Promise<{ pid: number; stderr: string } | undefined> {
   const workDir = join(root, 'work');
   const child: ChildProcess = spawn(
     process.execPath,
@@ -67,8 +72,12 @@ async function killMidJob(dir: string, signal: NodeJS.Signals): Promise<number |
       '--work-dir',
       workDir,
     ],
-    { cwd: REPO, stdio: ['ignore', 'ignore', 'ignore'] },
+    { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
   );
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
   const exited = new Promise<NodeJS.Signals | null>((done) =>
     child.once('close', (_code, signal) => done(signal)),
   );
@@ -89,7 +98,9 @@ async function killMidJob(dir: string, signal: NodeJS.Signals): Promise<number |
     await sleep(2);
   }
   const endedBy = await exited;
-  return endedBy === signal && (await manifestKeys(dir)).length > 0 ? child.pid : undefined;
+  return endedBy === signal && (await manifestKeys(dir)).length > 0 && child.pid !== undefined
+    ? { pid: child.pid, stderr }
+    : undefined;
 }
 
 beforeAll(async () => {
@@ -111,13 +122,13 @@ beforeAll(async () => {
 });
 
 /** A copy of the template lake a run interrupted by `signal` left with one manifest. */
-async function interrupted(signal: NodeJS.Signals): Promise<{ dir: string; pid: number }> {
+async function interrupted(signal: NodeJS.Signals): Promise<{ dir: string; pid: number; stderr: string }> {
   // A kill can land after the job cleared its manifest: take a fresh copy and try again.
   for (let attempt = 1; attempt <= 5; attempt++) {
     const dir = await mkdtemp(join(root, `${signal}-${attempt}-`));
     await cp(join(root, 'template'), dir, { recursive: true });
-    const pid = await killMidJob(dir, signal);
-    if (pid !== undefined && (await manifestKeys(dir)).length === 1) return { dir, pid };
+    const killedRun = await killMidJob(dir, signal);
+    if (killedRun !== undefined && (await manifestKeys(dir)).length === 1) return { dir, ...killedRun };
   }
   throw new Error(
     `no ${signal} left one manifest in 5 attempts: the run finished its jobs before the signal landed`,
@@ -177,8 +188,11 @@ describe('status and verify after a run killed mid-job', () => {
     expect(idMismatch(await lakeIds(engine, dir), killed.total)).toBeUndefined();
   });
 
-  it('after Ctrl-C (SIGINT, which the CLI does not catch) status says the same', async () => {
-    const { dir, pid } = await interrupted('SIGINT');
+  it('after Ctrl-C (SIGINT) the run says what resolves it and dies of the signal; status says the same', async () => {
+    const { dir, pid, stderr } = await interrupted('SIGINT');
+    expect(stderr).toContain(
+      `interrupted (SIGINT): partitions in flight keep their manifests; \`compactor recover --store ${dir}\` resolves them now`,
+    );
     const status = await cli('status', '--store', dir);
     expect(status.code, status.text).toBe(1);
     expect(status.text).toContain(
@@ -227,6 +241,27 @@ describe('status and verify after a run killed mid-job', () => {
     expect(status.text).toContain('pid 4242 on host some-other-host');
     expect(status.text).not.toContain('not running');
   });
+});
+
+describe('the scratch a killed run leaves', () => {
+  it('is removed by the next run in the same work dir, and only the dead owner’s', async () => {
+    const work = join(root, 'work');
+    // The pid of a process that has ended: what a killed run's scratch is named by.
+    const ended = spawn(process.execPath, ['-e', '']);
+    await new Promise((done) => ended.once('close', done));
+    const dead = [`local-${hostname()}-${ended.pid}-1a2b3c4d`];
+    await mkdir(join(work, dead[0] ?? '', 'job'), { recursive: true });
+    // A folder of a live process (this one) is kept.
+    const live = `local-${hostname()}-${process.pid}-0a0b0c0d`;
+    await mkdir(join(work, live), { recursive: true });
+    const dir = await copyKilled('sweep');
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    expect(run.code, run.text).toBe(0);
+    const after = await readdir(work);
+    for (const name of dead) expect(after).not.toContain(name);
+    expect(after).toContain(live);
+    expect(idMismatch(await lakeIds(engine, dir), killed.total)).toBeUndefined();
+  }, 120_000);
 });
 
 describe('status exit code', () => {

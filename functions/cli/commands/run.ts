@@ -37,6 +37,7 @@ import { formatBytes, formatCount, formatDuration, quarantinePrunedNote, table }
 import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
+import { recoverCommand } from './status.ts';
 
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
@@ -53,6 +54,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
     options.concurrency === undefined ? LOCAL_CONCURRENCY : parseWhole('concurrency', options.concurrency, 1);
   // Engine options are checked before the seconds a synthesis can take.
   const { engine, workDir } = await buildEngine(options);
+  const quiet = sayOnInterrupt(io, options);
   try {
     // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
     // with this run's Map concurrency.
@@ -116,8 +118,29 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
     const misconfigured = partitions.some((p) => p.misconfigured !== undefined);
     return quarantined || misconfigured || output.summary.failed > 0 ? 1 : 0;
   } finally {
+    quiet();
     await engine.close();
   }
+}
+
+/**
+ * On Ctrl-C (or a TERM) says what the run leaves and what resolves it, then dies of the signal
+ * as it would have. Returns the function that stops listening.
+ */
+function sayOnInterrupt(io: CliIo, options: ParsedOptions): () => void {
+  const signals = ['SIGINT', 'SIGTERM'] as const;
+  const say = (signal: NodeJS.Signals) => {
+    stop();
+    io.err(
+      `interrupted (${signal}): partitions in flight keep their manifests; \`${recoverCommand(options)}\` resolves them now (else the next run does)`,
+    );
+    process.kill(process.pid, signal);
+  };
+  const stop = () => {
+    for (const signal of signals) process.off(signal, say);
+  };
+  for (const signal of signals) process.once(signal, say);
+  return stop;
 }
 
 /** Prints the warnings and quarantines the handlers log, as they happen. */
