@@ -20,6 +20,8 @@ export interface FailureRecord {
   readonly consecutiveFailures: number;
   readonly lastError: string;
   readonly lastFailedAt: string;
+  /** The job whose failure was counted last: one job counts once, however many say it failed. */
+  readonly jobId?: string;
   /** Before this time the planner skips the partition (once failures reach the threshold). */
   readonly nextAttemptAt: string;
 }
@@ -60,15 +62,21 @@ async function read(store: ObjectStore, key: string): Promise<FailureRecord | un
   }
 }
 
-/** Counts one more consecutive failure of the partition's job. */
+/**
+ * Counts one more consecutive failure of the partition's job. The same job counted again (the
+ * compact step said why it failed, then recovery rolls the job back) changes nothing: the first
+ * cause, the one an operator needs, stays.
+ */
 export async function recordFailure(
   deps: { readonly store: ObjectStore; readonly config: CompactorConfig; readonly clock: { now(): Date } },
   tier: JobKind,
   partition: string,
   error: string,
+  jobId?: string,
 ): Promise<FailureRecord> {
   const key = failureKey(deps.config, tier, partition);
   const previous = await read(deps.store, key);
+  if (previous !== undefined && jobId !== undefined && previous.jobId === jobId) return previous;
   const now = deps.clock.now();
   const consecutiveFailures = (previous?.consecutiveFailures ?? 0) + 1;
   const record: FailureRecord = {
@@ -77,6 +85,7 @@ export async function recordFailure(
     consecutiveFailures,
     lastError: error.slice(0, 2000),
     lastFailedAt: now.toISOString(),
+    ...(jobId !== undefined ? { jobId } : {}),
     nextAttemptAt: new Date(
       now.getTime() + backoffSeconds(deps.config, consecutiveFailures) * 1000,
     ).toISOString(),

@@ -321,5 +321,6 @@ async function rollBack(deps: RecoveryDeps, loaded: Loaded): Promise<void> {
     manifest.tier,
     manifest.partition,
     `job ${manifest.jobId} died in state ${manifest.state}; rolled back by recovery`,
+    manifest.jobId,
   );
 }

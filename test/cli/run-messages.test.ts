@@ -97,6 +97,24 @@ describe('run names what made a partition skip', () => {
   }, 120_000);
 });
 
+describe('a failed job', () => {
+  it('counts once when recovery rolls it back, and keeps the cause the run reported', async () => {
+    const dir = await lake('oom');
+    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--memory-limit', '1MB');
+    expect(run.code).toBe(1);
+    type Failing = { failing: { partition: string; failures: number; lastError: string }[] };
+    const failing = async () =>
+      (JSON.parse((await cli('status', '--store', dir, '--json')).text) as Failing).failing;
+    const before = await failing();
+    expect(before.length).toBeGreaterThan(0);
+    expect(before.every((f) => f.failures === 1 && /Out of Memory/.test(f.lastError))).toBe(true);
+    // The jobs the out-of-memory run left claimed are rolled back: the same failures, not new ones.
+    const recover = await cli('recover', '--store', dir);
+    expect(recover.text).toMatch(/rolled-back/);
+    expect(await failing()).toEqual(before);
+  }, 120_000);
+});
+
 describe('quarantined inputs are listed by plan with the way back', () => {
   it('a folder whose inputs are all quarantined is a skip row naming release; a partly quarantined one plans the rest', async () => {
     const dir = await lake('quarantined');

@@ -70,7 +70,7 @@ async function compact(deps: CompactDeps, job: Job<TierName>): Promise<StepResul
     if (!countsAsFailure(error)) throw error;
     // The job's own error is what the caller must see; if even the record cannot be written,
     // the next cycle simply tries the partition again (no backoff), and the operator is told.
-    await recordFailure(deps, job.tier, job.partition, `${error.name}: ${error.message}`).catch(
+    await recordFailure(deps, job.tier, job.partition, `${error.name}: ${error.message}`, job.jobId).catch(
       (recordError: unknown) => {
         const why =
           recordError instanceof Error ? `${recordError.name}: ${recordError.message}` : String(recordError);
