@@ -325,6 +325,7 @@ const HELP_COLUMN = 30;
 export function optionLines(
   names: readonly OptionName[],
   defaultOf: (name: OptionName) => string | undefined,
+  scopeOf: (name: OptionName) => string | undefined = () => undefined,
 ): string {
   const wanted = new Set(names);
   const lines: string[] = [];
@@ -332,7 +333,9 @@ export function optionLines(
     if (!wanted.has(name)) continue;
     const label = `  ${def.short ? `-${def.short}, ` : ''}--${name}${def.value ? ` ${def.value}` : ''}`;
     const shown = defaultOf(name);
+    const scope = scopeOf(name);
     const notes = [
+      ...(scope === undefined ? [] : [scope]),
       ...(shown === undefined ? [] : [`default ${shown}`]),
       ...(def.setting === undefined ? [] : [`cdk.json: ${def.setting}`]),
     ];

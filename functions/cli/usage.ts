@@ -8,7 +8,14 @@
 import { DOCTOR_USAGE } from './commands/doctor/doctor-options.ts';
 import { SFN_USAGE } from './commands/sfn/sfn-options.ts';
 import { optionDefault } from './option-reference.ts';
-import { type CommandName, OPTIONS, type OptionName, optionLines, optionsOf } from './options.ts';
+import {
+  type CommandName,
+  commandsTaking,
+  OPTIONS,
+  type OptionName,
+  optionLines,
+  optionsOf,
+} from './options.ts';
 
 /** `compactor --help`. */
 export const USAGE = `compactor: crash-safe compaction of time-partitioned Parquet files
@@ -40,7 +47,7 @@ Commands:
                               cutoff and changes nothing
 
 Options (compactor <command> --help lists the command's own):
-${optionLines(Object.keys(OPTIONS) as OptionName[], optionDefault)}
+${optionLines(Object.keys(OPTIONS) as OptionName[], optionDefault, scopeNote)}
 
 ${SFN_USAGE}
 
@@ -48,6 +55,14 @@ After cdk deploy:
 ${DOCTOR_USAGE}
 
 Exit codes: 0 ok, 1 a partition failed or a problem was found, 2 usage or runtime error.`;
+
+/** In the whole list, an option few commands take says which (`--time-column`: run only). */
+function scopeNote(name: OptionName): string | undefined {
+  if (name === 'help') return undefined;
+  const commands = commandsTaking(name);
+  if (commands.length === 1) return `${commands[0]} only`;
+  return commands.length <= 3 ? `only ${commands.join(', ')}` : undefined;
+}
 
 /** `compactor <command> --help`: the command's lines of the usage text, then its options. */
 export function commandUsage(command: CommandName): string {

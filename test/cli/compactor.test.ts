@@ -21,6 +21,7 @@ import { LocalOwners, newLocalExecutionId } from '../../functions/adapters/local
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import { generateDemoLake } from '../../functions/cli/demo-lake.ts';
+import { commandsTaking, OPTIONS, type OptionName } from '../../functions/cli/options.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
@@ -105,6 +106,23 @@ useEngineAndDir('cli-test-', async (e, folder) => {
 });
 
 describe('usage', () => {
+  it('--help marks each option one command takes with that command, from the commands’ own tables', async () => {
+    const help = (await cli('--help')).text;
+    for (const name of Object.keys(OPTIONS) as OptionName[]) {
+      const commands = commandsTaking(name);
+      if (name === 'help' || commands.length !== 1) continue;
+      // The option's block: its line, then the lines indented under it.
+      const block = help.split('\n').findIndex((l) => new RegExp(`^ {2}--${name}(\\s|$)`).test(l));
+      expect(block, `--${name} is listed`).toBeGreaterThan(0);
+      const lines = help
+        .split('\n')
+        .slice(block, block + 4)
+        .join('\n');
+      expect(lines, `--${name}`).toContain(`${commands[0]} only`);
+    }
+    expect(help).toMatch(/--time-column NAME[^\n]*\n[^\n]*run only/);
+  });
+
   it('--help exits 0 and lists every command', async () => {
     const result = await cli('--help');
     expect(result.code).toBe(0);
