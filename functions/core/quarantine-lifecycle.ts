@@ -24,6 +24,7 @@ import {
 } from './manifest/manifest.ts';
 import { describeOutcome } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
+import { parseInputRecord } from './quarantine.ts';
 import { foreignReason } from './steps/merge-checks.ts';
 
 interface LifecycleDeps {
@@ -58,7 +59,7 @@ export async function listQuarantinedInputs(deps: LifecycleDeps): Promise<Quaran
     for await (const object of store.list(root)) {
       const got = await getBytesIfExists(store, object.key);
       if (!got) continue;
-      const record = parseRecord(got.body);
+      const record = parseInputRecord(got.body);
       // As exclusions.ts reads it: a readable record's key names its input, a hashed one's body.
       const key = inputOfReadableRecord(config.layout, object.key) ?? record.key;
       if (key === undefined || !key.startsWith(config.layout.dataPrefix)) continue;
@@ -72,20 +73,6 @@ export async function listQuarantinedInputs(deps: LifecycleDeps): Promise<Quaran
     }
   }
   return out;
-}
-
-function parseRecord(body: Buffer): { key?: string; partition?: string; reason?: string } {
-  try {
-    const value = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
-    const text = (name: string) => (typeof value[name] === 'string' ? (value[name] as string) : undefined);
-    return {
-      ...(text('key') !== undefined ? { key: text('key') } : {}),
-      ...(text('partition') !== undefined ? { partition: text('partition') } : {}),
-      ...(text('reason') !== undefined ? { reason: text('reason') } : {}),
-    };
-  } catch {
-    return {};
-  }
 }
 
 /** Which inputs to release: those of one partition (a folder key, ending in '/'), or all. */

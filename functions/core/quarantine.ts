@@ -42,6 +42,33 @@ export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: 
   });
 }
 
+/** What an input's quarantine record says (quarantineInput writes it); fields absent when not text. */
+export interface InputRecord {
+  readonly key?: string;
+  readonly partition?: string;
+  readonly reason?: string;
+}
+
+/** Reads an input's quarantine record; text that is not such a record (an operator's edit) says nothing. */
+export function parseInputRecord(body: Buffer): InputRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    if (error instanceof SyntaxError) return {};
+    throw error;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return {};
+  const fields = value as Record<string, unknown>;
+  const text = (name: keyof InputRecord) =>
+    typeof fields[name] === 'string' ? { [name]: fields[name] as string } : {};
+  return {
+    ...text('key'),
+    ...text('partition'),
+    ...text('reason'),
+  };
+}
+
 /**
  * Moves a manifest into quarantine: a record that keeps the manifest text and the reason, then
  * the live manifest is removed if it is still the version we read. Quarantined jobs' inputs and
