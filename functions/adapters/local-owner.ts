@@ -15,11 +15,16 @@ export function newLocalExecutionId(): string {
   return `${PREFIX}${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/** Whether `executionId` is a local execution's (`local:host:pid:nonce`), well formed or not. */
+export function isLocalExecutionId(executionId: string): boolean {
+  return executionId.startsWith(PREFIX);
+}
+
 /** The host and process a local execution id names; undefined for ids of other kinds. */
 export function localOwnerOf(
   executionId: string,
 ): { readonly host: string; readonly pid: number } | undefined {
-  if (!executionId.startsWith(PREFIX)) return undefined;
+  if (!isLocalExecutionId(executionId)) return undefined;
   const [host = '', pidText] = executionId.slice(PREFIX.length).split(':');
   const pid = Number(pidText);
   return Number.isInteger(pid) && pid > 0 ? { host, pid } : undefined;

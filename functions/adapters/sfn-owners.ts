@@ -12,9 +12,7 @@ import { DescribeExecutionCommand, ExecutionDoesNotExist, type SFNClient } from 
 import type { Clock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import { isExecutionArn } from './execution-arn.ts';
-import type { LocalOwners } from './local-owner.ts';
-
-const LOCAL_PREFIX = 'local:';
+import { isLocalExecutionId, type LocalOwners } from './local-owner.ts';
 
 export interface StepFunctionsOwnersOptions {
   readonly client: SFNClient;
@@ -50,7 +48,7 @@ export class StepFunctionsOwners {
 
   /** Whether the owner may still act; an arrow property so it can be passed as `isOwnerAlive`. */
   isAlive = async (executionId: string): Promise<boolean> => {
-    if (executionId.startsWith(LOCAL_PREFIX)) {
+    if (isLocalExecutionId(executionId)) {
       // Not cached: the local answer is a cheap, current check of this host's processes.
       return this.#local ? this.#local.isAlive(executionId) : true;
     }

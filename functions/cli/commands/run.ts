@@ -86,6 +86,8 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         ...(options.json ? {} : { onLog: printLog(io), onStep: printProgress(io, tier) }),
       },
     );
+    // One row per Map item, for the JSON and the text alike.
+    const partitions = partitionRows(execution, tier);
     if (execution.status === 'FAILED' || !output) {
       emit(
         io,
@@ -98,9 +100,9 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
           failedState: execution.failedState?.name,
           ...(stoppedSummary ? { summary: stoppedSummary } : {}),
           states: execution.statesEntered,
-          partitions: partitionRows(execution, tier),
+          partitions,
         },
-        () => formatFailedExecution(execution, tier, stoppedSummary),
+        () => formatFailedExecution(execution, tier, partitions, stoppedSummary),
       );
       return 1;
     }
@@ -109,8 +111,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       const hint = await layoutHint(ctx.target.store, ctx.config);
       if (hint !== undefined) io.err(`warning: ${hint}`);
     }
-    const partitions = partitionRows(execution, tier);
-    emit(io, options, { ...output, partitions }, () => formatRun(output, execution, options));
+    emit(io, options, { ...output, partitions }, () => formatRun(output, execution, partitions, options));
     // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`; so is a
     // partition a setting's value made skip.
     const quarantined =
@@ -265,6 +266,7 @@ function committedNote(committed: boolean, compact: StepNumbers | undefined): st
 function formatRun(
   output: NonNullable<LocalRunResult['output']>,
   execution: WorkflowExecution,
+  partitions: readonly PartitionRow[],
   options: ParsedOptions,
 ): string {
   const { recovery: r, plan } = output;
@@ -276,7 +278,7 @@ function formatRun(
   // The plan's skips beside the chains' verdicts, so every skipped partition says why; a skip took
   // no input and wrote nothing, so only its candidates are shown.
   const rows: { partition: string; cells: (string | number)[] }[] = [
-    ...partitionRows(execution, output.tier as JobKind).map((p) => ({
+    ...partitions.map((p) => ({
       partition: p.partition,
       cells: [
         p.partition,
@@ -323,9 +325,10 @@ function formatRun(
 function formatFailedExecution(
   execution: WorkflowExecution,
   tier: JobKind,
+  partitions: readonly PartitionRow[],
   s: SummaryOutput | undefined,
 ): string {
-  const rows = partitionRows(execution, tier).filter((p) => p.result === 'failed');
+  const rows = partitions.filter((p) => p.result === 'failed');
   return [
     `execution ${execution.executionName} FAILED${execution.failedState ? ` in state "${execution.failedState.name}"` : ''}: ${execution.error}: ${execution.cause}`,
     ...rows.map((p) => `  ${p.partition}: ${p.note}`),

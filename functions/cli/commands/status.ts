@@ -5,8 +5,7 @@
 
 import { hostname } from 'node:os';
 import { isExecutionArn } from '../../adapters/execution-arn.ts';
-import { localOwnerOf } from '../../adapters/local-owner.ts';
-import { processAlive } from '../../adapters/process-alive.ts';
+import { isGoneLocalExecution, localOwnerOf } from '../../adapters/local-owner.ts';
 import { heldByBackoff, readFailures } from '../../core/failures.ts';
 import { type Manifest, manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest/manifest.ts';
 import { getBytesIfExists } from '../../core/object-store.ts';
@@ -185,7 +184,7 @@ export function describeOwner(
     };
   }
   if (local !== undefined && local.host === hostname()) {
-    const alive = processAlive(local.pid, () => true);
+    const alive = !isGoneLocalExecution(manifest.executionId);
     const pid = `owner pid ${local.pid}`;
     if (!alive && expired)
       return { alive, note: `${pid} is not running and its lease expired: ${resolvesNow}` };
