@@ -9,10 +9,10 @@
  * lake read without --layout hive says which layout the lake reads as, as plan and run do.
  */
 
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
@@ -22,12 +22,10 @@ import { systemClock } from '../../functions/core/engine.ts';
 import { recordFailure } from '../../functions/core/failures.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { manifestsRoot } from '../../functions/core/manifest/manifest.ts';
-import { cli, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { cli, idMismatch, lakeIds, spawnHourlyRun, stateKeys } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
-const REPO = resolve(import.meta.dirname, '../..');
-const MAIN = join(REPO, 'functions/cli/main.ts');
 const ARC = Layout.fromName('arc');
 const HOURS = 6;
 const FILES_PER_HOUR = 3;
@@ -55,34 +53,9 @@ async function killMidJob(
   dir: string,
   signal: NodeJS.Signals,
 ): Promise<{ pid: number; stderr: string } | undefined> {
-  const workDir = join(root, 'work');
-  const child: ChildProcess = spawn(
-    process.execPath,
-    [
-      MAIN,
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      dir,
-      '--quiet',
-      '0',
-      '--concurrency',
-      '1',
-      '--work-dir',
-      workDir,
-    ],
-    { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const exited = new Promise<NodeJS.Signals | null>((done) =>
-    child.once('close', (_code, signal) => done(signal)),
-  );
+  const { child, exit } = spawnHourlyRun(dir, join(root, 'work'), ['--concurrency', '1']);
   let running = true;
-  void exited.then(() => {
+  void exit.then(() => {
     running = false;
   });
   const manifests = join(dir, manifestsRoot(ARC));
@@ -97,9 +70,9 @@ async function killMidJob(
     }
     await sleep(2);
   }
-  const endedBy = await exited;
-  return endedBy === signal && (await manifestKeys(dir)).length > 0 && child.pid !== undefined
-    ? { pid: child.pid, stderr }
+  const ended = await exit;
+  return ended.signal === signal && (await manifestKeys(dir)).length > 0 && child.pid !== undefined
+    ? { pid: child.pid, stderr: ended.stderr }
     : undefined;
 }
 

@@ -35,6 +35,11 @@ useEngineAndDir('run-messages-', async (e, folder) => {
   total = await writeLake(engine, template, FILES);
 });
 
+/** `compactor run --tier hourly` on `dir` with the quiet time off, in this process. */
+function hourly(dir: string, ...extra: string[]) {
+  return cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', ...extra);
+}
+
 async function lake(name: string): Promise<string> {
   const dir = await mkdtemp(join(root, `${name}-`));
   await cp(template, dir, { recursive: true });
@@ -45,25 +50,13 @@ describe('run names what made a partition skip', () => {
   it('a wrong --time-column: each hour says so and names the flag, exit 1, nothing quarantined; the right one compacts', async () => {
     const dir = await lake('time-column');
     const work = join(dir, '..', 'work-time-column');
-    const wrong = await cli(
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      dir,
-      '--quiet',
-      '0',
-      '--work-dir',
-      work,
-      '--time-column',
-      'ts',
-    );
+    const wrong = await hourly(dir, '--work-dir', work, '--time-column', 'ts');
     expect(wrong.code, wrong.text).toBe(1);
     expect(wrong.text).toMatch(
       /db\/cpu\/2025\/01\/15\/10\/\s+skipped .*no input has the time column "ts" .*; here timeColumn is --time-column ts/,
     );
     expect(await stateKeys(dir)).toEqual([]);
-    const right = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    const right = await hourly(dir, '--work-dir', work);
     expect(right.code, right.text).toBe(0);
     expect(right.text).toMatch(/summary: 3 compacted \(5 files -> 3\), 0 skipped/);
     expect((await lakeIds(engine, dir)).length).toBe(total);
@@ -90,9 +83,9 @@ describe('run names what made a partition skip', () => {
     const work = join(dir, '..', 'work-synth-notice');
     const first = await cli('plan', '--tier', 'hourly', '--store', dir);
     expect(first.err).toEqual([]);
-    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    const run = await hourly(dir, '--work-dir', work);
     expect(run.err.filter((l) => l.startsWith('synthesizing the state machine'))).toHaveLength(1);
-    const again = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', work);
+    const again = await hourly(dir, '--work-dir', work);
     expect(again.err.filter((l) => l.startsWith('synthesizing'))).toEqual([]);
   }, 120_000);
 });
@@ -100,7 +93,7 @@ describe('run names what made a partition skip', () => {
 describe('a failed job', () => {
   it('counts once when recovery rolls it back, and keeps the cause the run reported', async () => {
     const dir = await lake('oom');
-    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--memory-limit', '1MB');
+    const run = await hourly(dir, '--memory-limit', '1MB');
     expect(run.code).toBe(1);
     type Failing = { failing: { partition: string; failures: number; lastError: string }[] };
     const failing = async () =>
@@ -120,7 +113,7 @@ describe('quarantined inputs are listed by plan with the way back', () => {
     const dir = await lake('quarantined');
     // Not Parquet: quarantined by the hourly run.
     await writeFile(join(dir, 'db/cpu/2025/01/15/12/cpu_20250115_121500_9.parquet'), 'not parquet');
-    const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    const run = await hourly(dir);
     expect(run.code, run.text).toBe(1);
     // Hour 12 kept its good file (the job took it) and quarantined the bad one.
     await writeFile(join(dir, 'db/cpu/2025/01/15/12/cpu_20250115_122000_10.parquet'), 'not parquet either');
@@ -128,7 +121,7 @@ describe('quarantined inputs are listed by plan with the way back', () => {
       join(template, 'db/cpu/2025/01/15/10/cpu_20250115_100500_1.parquet'),
       join(dir, 'db/cpu/2025/01/15/13/cpu_20250115_130500_11.parquet'),
     );
-    const again = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
+    const again = await hourly(dir);
     expect(again.code, again.text).toBe(1);
     const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0');
     expect(plan.code).toBe(0);
@@ -142,7 +135,7 @@ describe('quarantined inputs are listed by plan with the way back', () => {
 describe('days already one file', () => {
   it('a daily plan right after the daily run counts them as settled, not as waiting for quiet time', async () => {
     const dir = await lake('settled');
-    expect((await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0')).code).toBe(0);
+    expect((await hourly(dir)).code).toBe(0);
     expect((await cli('run', '--tier', 'daily', '--store', dir, '--quiet', '0')).code).toBe(0);
     // The daily file was written just now: within the default quiet time.
     const plan = await cli('plan', '--tier', 'daily', '--store', dir);

@@ -8,21 +8,26 @@
  * mid-run, and several must interrupt actual work (the lake had changed when the kill hit).
  */
 
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { cp, mkdtemp, rm } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { manifestsRoot, stagingRoot } from '../../functions/core/manifest/manifest.ts';
-import { dataKeys, hourFolderOf, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import {
+  dataKeys,
+  hourFolderOf,
+  idMismatch,
+  lakeIds,
+  spawnHourlyRun,
+  stateKeys,
+} from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
-const REPO = resolve(import.meta.dirname, '../..');
-const MAIN = join(REPO, 'functions/cli/main.ts');
 const ARC = Layout.fromName('arc');
 const HOURS = 12;
 const FILES_PER_HOUR = 4;
@@ -35,51 +40,9 @@ let engine: DuckDbEngine;
 let root: string;
 let template: { dir: string; total: number; hourFolders: string[] };
 
-interface Exit {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly ms: number;
-  readonly stderr: string;
-}
-
-function runCompactor(
-  dir: string,
-  workDir: string,
-  onStderr?: (all: string) => void,
-): { child: ChildProcess; exit: Promise<Exit> } {
-  const started = performance.now();
-  const child = spawn(
-    process.execPath,
-    [
-      MAIN,
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      dir,
-      '--quiet',
-      '0',
-      '--concurrency',
-      '2',
-      '--min-files',
-      '2',
-      '--work-dir',
-      workDir,
-    ],
-    { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr?.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString('utf8');
-    onStderr?.(stderr);
-  });
-  const exit = new Promise<Exit>((resolveExit, reject) => {
-    child.once('error', reject);
-    child.once('close', (code, signal) =>
-      resolveExit({ code, signal, ms: performance.now() - started, stderr }),
-    );
-  });
-  return { child, exit };
+/** The run under test: two partitions at once, hours of two files or more. */
+function runCompactor(dir: string, workDir: string, onStderr?: (all: string) => void) {
+  return spawnHourlyRun(dir, workDir, ['--concurrency', '2', '--min-files', '2'], onStderr);
 }
 
 async function copyTemplate(name: string): Promise<string> {

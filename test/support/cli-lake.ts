@@ -1,9 +1,11 @@
 /**
- * Helpers for the CLI tests: run the CLI in-process capturing its lines, build Arc keys,
- * list a local lake and read its row ids with DuckDB.
+ * Helpers for the CLI tests: run the CLI in-process capturing its lines, or `compactor run` as a
+ * child process of its own (to kill it), build Arc keys, list a local lake and read its row ids
+ * with DuckDB.
  */
 
-import { join } from 'node:path';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds } from '../../functions/adapters/sample-data.ts';
@@ -24,6 +26,43 @@ export async function cli(...argv: string[]): Promise<CliResult> {
   const err: string[] = [];
   const code = await runCli(argv, { out: (line) => out.push(line), err: (line) => err.push(line) });
   return { code, out, err, text: out.join('\n') };
+}
+
+const REPO = resolve(import.meta.dirname, '../..');
+const MAIN = join(REPO, 'functions/cli/main.ts');
+
+export interface RunExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly ms: number;
+  readonly stderr: string;
+}
+
+/**
+ * `compactor run --tier hourly --store DIR --quiet 0 --work-dir WORK ...extra` as a process of its
+ * own (the CLI's entry on this Node), so a test can signal it; `onStderr` sees all stderr so far.
+ */
+export function spawnHourlyRun(
+  dir: string,
+  workDir: string,
+  extra: readonly string[],
+  onStderr?: (all: string) => void,
+): { child: ChildProcess; exit: Promise<RunExit> } {
+  const started = performance.now();
+  const args = ['run', '--tier', 'hourly', '--store', dir, '--quiet', '0', '--work-dir', workDir, ...extra];
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd: REPO, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+    onStderr?.(stderr);
+  });
+  const exit = new Promise<RunExit>((resolveExit, reject) => {
+    child.once('error', reject);
+    child.once('close', (code, signal) =>
+      resolveExit({ code, signal, ms: performance.now() - started, stderr }),
+    );
+  });
+  return { child, exit };
 }
 
 const pad = (n: number) => String(n).padStart(2, '0');
