@@ -22,9 +22,9 @@ import { systemClock } from '../../functions/core/engine.ts';
 import { recordFailure } from '../../functions/core/failures.ts';
 import { Layout } from '../../functions/core/layout.ts';
 import { manifestsRoot } from '../../functions/core/manifest/manifest.ts';
-import { cli, idMismatch, lakeIds, spawnHourlyRun, stateKeys } from '../support/cli-lake.ts';
+import { cli, dayOfHours, idMismatch, lakeIds, spawnHourlyRun, stateKeys } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
-import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+import { writeLake } from '../support/lake-harness.ts';
 
 const ARC = Layout.fromName('arc');
 const HOURS = 6;
@@ -78,16 +78,7 @@ async function killMidJob(
 
 beforeAll(async () => {
   const template = join(root, 'template');
-  const files: LakeFile[] = [];
-  for (let h = 0; h < HOURS; h++) {
-    const hh = String(h).padStart(2, '0');
-    for (let f = 0; f < FILES_PER_HOUR; f++) {
-      files.push({
-        key: `db/cpu/2025/01/15/${hh}/cpu_20250115_${hh}${String(f * 10 + 5).padStart(2, '0')}00_${h * FILES_PER_HOUR + f + 1}.parquet`,
-        rows: 2000,
-      });
-    }
-  }
+  const files = dayOfHours(HOURS, FILES_PER_HOUR, () => 2000);
   const total = await writeLake(engine, template, files);
   const { dir, pid } = await interrupted('SIGKILL');
   const [manifestKey = ''] = await manifestKeys(dir);

@@ -18,6 +18,7 @@ import { Layout } from '../../functions/core/layout.ts';
 import { manifestsRoot, stagingRoot } from '../../functions/core/manifest/manifest.ts';
 import {
   dataKeys,
+  dayOfHours,
   hourFolderOf,
   idMismatch,
   lakeIds,
@@ -26,7 +27,7 @@ import {
 } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { HANG_GUARD_MS } from '../support/hang-guard.ts';
-import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+import { writeLake } from '../support/lake-harness.ts';
 
 const ARC = Layout.fromName('arc');
 const HOURS = 12;
@@ -93,16 +94,7 @@ useEngineAndDir('cli-sigkill-', (e, dir) => {
 
 beforeAll(async () => {
   const dir = join(root, 'template');
-  const files: LakeFile[] = [];
-  for (let h = 0; h < HOURS; h++) {
-    const hh = String(h).padStart(2, '0');
-    for (let f = 0; f < FILES_PER_HOUR; f++) {
-      files.push({
-        key: `db/cpu/2025/01/15/${hh}/cpu_20250115_${hh}${String(f * 10 + 5).padStart(2, '0')}00_${h * FILES_PER_HOUR + f + 1}.parquet`,
-        rows: 50 + f,
-      });
-    }
-  }
+  const files = dayOfHours(HOURS, FILES_PER_HOUR, (f) => 50 + f);
   const total = await writeLake(engine, dir, files);
   const hourFolders = [...new Set(files.map((f) => hourFolderOf(f.key)))].sort();
   template = { dir, total, hourFolders };

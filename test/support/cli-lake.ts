@@ -11,6 +11,7 @@ import { LocalFolderStore } from '../../functions/adapters/local-store/local-sto
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { Layout } from '../../functions/core/layout.ts';
+import type { LakeFile } from './lake-harness.ts';
 
 export interface CliResult {
   readonly code: number;
@@ -63,6 +64,24 @@ export function spawnHourlyRun(
     );
   });
   return { child, exit };
+}
+
+/**
+ * Raw Arc files of db/cpu on 2025-01-15: `hours` hours from 00 of `perHour` files each, file `f`
+ * of an hour holding `rows(f)` rows.
+ */
+export function dayOfHours(hours: number, perHour: number, rows: (f: number) => number): LakeFile[] {
+  const files: LakeFile[] = [];
+  for (let h = 0; h < hours; h++) {
+    const hh = String(h).padStart(2, '0');
+    for (let f = 0; f < perHour; f++) {
+      files.push({
+        key: `db/cpu/2025/01/15/${hh}/cpu_20250115_${hh}${String(f * 10 + 5).padStart(2, '0')}00_${h * perHour + f + 1}.parquet`,
+        rows: rows(f),
+      });
+    }
+  }
+  return files;
 }
 
 const pad = (n: number) => String(n).padStart(2, '0');
