@@ -64,6 +64,7 @@ export interface StackConfig {
   readonly rowGroupSize: number;
   readonly maxJobBytes: number;
   readonly maxJobFiles: number;
+  readonly maxJobsPerPartition: number;
   readonly sortKeys: readonly string[];
   readonly timeColumn: string;
   /** Table path -> its time column, where not `timeColumn`; validated by the core's parser. */
@@ -125,6 +126,7 @@ export const STACK_DEFAULTS: StackConfig = {
   // By map.childExecutionType (CHILD_DEFAULTS): these are Express's.
   maxJobBytes: CHILD_DEFAULTS.EXPRESS.maxJobBytes,
   maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
+  maxJobsPerPartition: DEFAULTS.maxJobsPerPartition,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
   timeColumns: {},

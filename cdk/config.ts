@@ -75,6 +75,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     rowGroupSize: json.rowGroupSize ?? d.rowGroupSize,
     maxJobBytes: json.maxJobBytes ?? child.maxJobBytes,
     maxJobFiles: json.maxJobFiles ?? child.maxJobFiles,
+    maxJobsPerPartition: json.maxJobsPerPartition ?? d.maxJobsPerPartition,
     sortKeys: json.sortKeys ?? d.sortKeys,
     timeColumn: json.timeColumn ?? d.timeColumn,
     timeColumns: json.timeColumns ?? d.timeColumns,

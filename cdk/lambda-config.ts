@@ -41,6 +41,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     rowGroupSize: config.rowGroupSize,
     maxJobBytes: config.maxJobBytes,
     maxJobFiles: config.maxJobFiles,
+    maxJobsPerPartition: config.maxJobsPerPartition,
     leaseSeconds:
       Math.max(
         config.lambda.compact.timeoutSeconds,

@@ -24,7 +24,12 @@ import { recordExecutionPlanned } from './lambda/telemetry.ts';
 export interface PlanOutput {
   readonly tier: string;
   readonly bucket: string;
+  /** The first wave's items (the only ones a definition from before waves reads). */
   readonly itemsKey: string;
+  /** Each wave's items, in order: the Map runs once per wave (planner-jobs.ts). */
+  readonly itemsKeys: readonly string[];
+  /** How many Map runs the jobs take: the most jobs any one partition got. */
+  readonly waves: number;
   readonly jobs: number;
   readonly skipped: number;
   /**
@@ -68,7 +73,7 @@ export async function planStep(
     randomHex: deps.randomHex,
     executionId: event.executionId,
   });
-  const { itemsKey, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
+  const { itemsKeys, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
   // Only once the plan is written: the narrow cycles until the next sweep rely on this one.
   if (!isRetentionPlan(plan)) await recordSweep(deps.store, deps.config, plan);
   // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
@@ -84,7 +89,9 @@ export async function planStep(
   return {
     tier: event.tier,
     bucket: deps.bucket,
-    itemsKey,
+    itemsKey: itemsKeys[0] as string,
+    itemsKeys,
+    waves: itemsKeys.length,
     jobs: items.length,
     skipped: plan.skipped.length,
     skippedPartitions: plan.skipped.slice(0, SKIPS_LISTED).map((s) => ({

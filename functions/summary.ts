@@ -8,10 +8,9 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS } from './contract.ts';
 import { ConfigError } from './core/errors.ts';
 import {
-  EMPTY_SUMMARY,
   type RunSummary,
   readRecordedSummary,
-  summarizeMapRun,
+  summarizeMapRuns,
   unrecorded,
   withinTolerance,
   writeRecordedSummary,
@@ -35,13 +34,17 @@ export interface SummaryOutput extends RunSummary {
   readonly executionStatus?: StoppedSummaryEvent['status'];
 }
 
-/** The Map results to summarize: the Map state's own, or those of a stopped execution's last Map Run. */
-async function resultsKeyOf(event: SummaryEvent, deps: HandlerDeps): Promise<string | undefined> {
-  if (event.kind === 'map') return event.resultsKey;
+/**
+ * The Map results to summarize, one manifest per wave's Map Run: the waves' own, or those of every
+ * Map Run of a stopped execution (a redriven Map Run keeps its ARN, so its folder, and its
+ * results hold every item: https://docs.aws.amazon.com/step-functions/latest/apireference/API_MapRunRedrivenEventDetails.html).
+ */
+async function resultsKeysOf(event: SummaryEvent, deps: HandlerDeps): Promise<readonly string[]> {
+  if (event.kind === 'map') return event.resultsKeys;
   if (!deps.mapRunManifests)
     throw new ConfigError('summary of a stopped execution: no way to find its Map Runs');
   const manifests = await deps.mapRunManifests({ id: event.executionId, name: event.executionName });
-  return manifests.at(-1);
+  return [...new Set(manifests)];
 }
 
 export async function summaryStep(
@@ -50,10 +53,7 @@ export async function summaryStep(
   tools: HandlerTools,
 ): Promise<SummaryOutput> {
   const { store, config } = deps;
-  const resultsKey = await resultsKeyOf(event, deps);
-  const summary = resultsKey
-    ? await summarizeMapRun(store, config.layout, event.tier, resultsKey)
-    : EMPTY_SUMMARY;
+  const summary = await summarizeMapRuns(store, config.layout, event.tier, await resultsKeysOf(event, deps));
   const recorded = await readRecordedSummary(store, config.layout, event.executionName);
   recordVerdicts(tools, unrecorded(summary, recorded));
   await writeRecordedSummary(store, config.layout, event.executionName, summary);

@@ -1,6 +1,11 @@
 /**
  * The compaction workflow: Recover -> Plan -> Distributed Map over partitions (compact ->
- * staged? -> publish -> verify -> delete inputs -> clear manifest) -> Summary.
+ * staged? -> publish -> verify -> delete inputs -> clear manifest), once per wave -> Summary.
+ *
+ * A partition holding more than one job bound gets several jobs (planner-jobs.ts), one per wave:
+ * the Map runs wave k's items (every partition's k-th job) only after wave k-1's Map run ended,
+ * so one partition's jobs run one after another, each its own manifest, and a backlog drains in
+ * one execution. Each wave's results are kept in `$.wave.maps` for Summary.
  *
  * Written in JSONPath (the local interpreter ignores JSONata). Every Lambda task retries only
  * the errors that are transient, by name; every other error fails the partition, and the Map
@@ -107,7 +112,11 @@ export const STATES = {
   plan: STEP_STATE_NAMES.plan,
   anything: 'Anything to compact?',
   nothing: 'Nothing to compact',
+  waves: 'Waves',
+  waveItems: 'Wave items',
   map: 'Compact partitions',
+  nextWave: 'Next wave',
+  moreWaves: 'More waves?',
   compact: STEP_STATE_NAMES.compact,
   staged: compactRow.endsOn.choice,
   skipped: compactRow.endsOn.endState,
@@ -250,7 +259,7 @@ export class CompactionWorkflow extends Construct {
       // CDK's own reader and writer would grant the state machine every object of the data bucket.
       itemReader: new StateRootJsonItemReader({
         bucket: props.bucket,
-        key: sfn.JsonPath.stringAt('$.plan.Payload.itemsKey'),
+        key: sfn.JsonPath.stringAt('$.wave.itemsKey'),
         keyPrefix: stateFolder(stateRootOf(props.dataPrefix), 'plans'),
       }),
       maxConcurrency,
@@ -275,13 +284,38 @@ export class CompactionWorkflow extends Construct {
       'tier.$': '$.args.tier',
       'executionId.$': '$$.Execution.Id',
       'executionName.$': '$$.Execution.Name',
-      'map.$': '$.map',
+      // Each wave's Map result, the latest first, each beside the list before it: JSONPath can
+      // build an array (States.Array) but not append to one; Summary flattens it.
+      'maps.$': '$.wave.maps',
       toleratedFailurePercentage,
     });
+    const noWaves = { index: 0, maps: [] };
     const nothing = new sfn.Pass(this, STATES.nothing, {
       stateName: STATES.nothing,
-      result: sfn.Result.fromObject({}),
-      resultPath: '$.map',
+      result: sfn.Result.fromObject(noWaves),
+      resultPath: '$.wave',
+    });
+    const waves = new sfn.Pass(this, STATES.waves, {
+      stateName: STATES.waves,
+      result: sfn.Result.fromObject(noWaves),
+      resultPath: '$.wave',
+    });
+    const waveItems = new sfn.Pass(this, STATES.waveItems, {
+      stateName: STATES.waveItems,
+      parameters: {
+        'index.$': '$.wave.index',
+        'maps.$': '$.wave.maps',
+        'itemsKey.$': 'States.ArrayGetItem($.plan.Payload.itemsKeys, $.wave.index)',
+      },
+      resultPath: '$.wave',
+    });
+    const nextWave = new sfn.Pass(this, STATES.nextWave, {
+      stateName: STATES.nextWave,
+      parameters: {
+        'index.$': 'States.MathAdd($.wave.index, 1)',
+        'maps.$': 'States.Array($.map, $.wave.maps)',
+      },
+      resultPath: '$.wave',
     });
     const output = new sfn.Pass(this, STATES.output, {
       stateName: STATES.output,
@@ -293,6 +327,14 @@ export class CompactionWorkflow extends Construct {
       },
     });
     summary.next(output);
+    waveItems
+      .next(map)
+      .next(nextWave)
+      .next(
+        new sfn.Choice(this, STATES.moreWaves, { stateName: STATES.moreWaves })
+          .when(sfn.Condition.numberLessThanJsonPath('$.wave.index', '$.plan.Payload.waves'), waveItems)
+          .otherwise(summary),
+      );
 
     const definition = defaults
       .next(readInput)
@@ -300,7 +342,7 @@ export class CompactionWorkflow extends Construct {
       .next(plan)
       .next(
         new sfn.Choice(this, STATES.anything, { stateName: STATES.anything })
-          .when(sfn.Condition.numberGreaterThan('$.plan.Payload.jobs', 0), map.next(summary))
+          .when(sfn.Condition.numberGreaterThan('$.plan.Payload.jobs', 0), waves.next(waveItems))
           .otherwise(nothing.next(summary)),
       );
 

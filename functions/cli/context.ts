@@ -37,6 +37,7 @@ export interface CliOptions {
   readonly 'row-group-size'?: string;
   readonly 'max-job-bytes'?: string;
   readonly 'max-job-files'?: string;
+  readonly 'max-jobs-per-partition'?: string;
   readonly 'sort-keys'?: string;
   readonly 'time-column'?: string;
   /** Comma-separated template segments readers map to partition columns ('' for none). */
@@ -176,6 +177,7 @@ const FLAG_VALUES: { readonly [F in FlagName]: (raw: string | true, flag: string
   'row-group-size': (raw, flag) => parseWhole(flag, String(raw)),
   'max-job-bytes': (raw, flag) => parseSize(flag, String(raw)),
   'max-job-files': (raw, flag) => parseWhole(flag, String(raw)),
+  'max-jobs-per-partition': (raw, flag) => parseWhole(flag, String(raw)),
   'sort-keys': (raw) => String(raw).split(',').filter(Boolean),
   'time-column': (raw) => raw,
 };

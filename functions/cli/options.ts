@@ -137,6 +137,12 @@ export const OPTIONS = {
     help: 'input files one job may take',
     setting: 'maxJobFiles',
   },
+  'max-jobs-per-partition': {
+    type: 'string',
+    value: 'N',
+    help: 'jobs one run takes on one partition, one after another',
+    setting: 'maxJobsPerPartition',
+  },
   'sort-keys': { type: 'string', value: 'a,b', help: 'sort keys after the time column', setting: 'sortKeys' },
   'time-column': { type: 'string', value: 'NAME', help: 'the time column', setting: 'timeColumn' },
   retention: {
@@ -229,6 +235,7 @@ const PLANNING = [
   'target-size',
   'max-job-bytes',
   'max-job-files',
+  'max-jobs-per-partition',
   'retention',
   'retention-buffer',
 ] as const;

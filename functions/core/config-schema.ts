@@ -192,6 +192,9 @@ export const sharedShape = {
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: byteCount(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
   maxJobFiles: wholeNumber(1, 10_000).describe("a job's input files at most"),
+  maxJobsPerPartition: wholeNumber(1, 100).describe(
+    'jobs one execution runs on one partition, one after another, so a backlog beyond `maxJobFiles` or `maxJobBytes` drains in one execution (each job its own manifest)',
+  ),
   sortKeys: list(columnName, 'column names').describe(
     'sort keys after the time column; a partition none of whose inputs has one is not sorted by it, and `compactor run` says so',
   ),

@@ -100,6 +100,11 @@ export interface CompactorConfig {
   /** One job's input bounds, so it fits one Lambda's memory, /tmp and 15 minutes. */
   readonly maxJobBytes: number;
   readonly maxJobFiles: number;
+  /**
+   * Jobs one plan gives a partition, run in waves one after another: wave k holds each partition's
+   * k-th job, so a backlog of many job bounds drains in one execution, one live manifest at a time.
+   */
+  readonly maxJobsPerPartition: number;
   /** How long a claim or step may run before recovery may take the job over. */
   readonly leaseSeconds: number;
   /** After `after` consecutive failures a partition is skipped for baseSeconds, doubling up to maxSeconds. */
@@ -133,6 +138,7 @@ export const DEFAULTS = {
   rowGroupSize: 122_880,
   maxJobBytes: 2 * 1024 * MiB,
   maxJobFiles: 5000,
+  maxJobsPerPartition: 10,
   leaseSeconds: 20 * 60,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
   retentionBufferHours: 24,
@@ -195,6 +201,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     rowGroupSize: input.rowGroupSize ?? DEFAULTS.rowGroupSize,
     maxJobBytes: input.maxJobBytes ?? DEFAULTS.maxJobBytes,
     maxJobFiles: input.maxJobFiles ?? DEFAULTS.maxJobFiles,
+    maxJobsPerPartition: input.maxJobsPerPartition ?? DEFAULTS.maxJobsPerPartition,
     leaseSeconds: input.leaseSeconds ?? DEFAULTS.leaseSeconds,
     failureBackoff: { ...DEFAULTS.failureBackoff, ...input.failureBackoff },
     retention: parseRetention(input.retention, layout),

@@ -24,6 +24,7 @@ import {
   retryOf,
   type StepName,
 } from './pipeline.ts';
+import type { WaveJob } from './plan-store.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner/planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { planRetention } from './retention.ts';
@@ -120,7 +121,10 @@ export async function runJob(
   return { status: verdict, steps };
 }
 
-export function assignJobs(plan: Plan, deps: Pick<CycleDeps, 'clock' | 'randomHex' | 'executionId'>): Job[] {
+export function assignJobs(
+  plan: Plan,
+  deps: Pick<CycleDeps, 'clock' | 'randomHex' | 'executionId'>,
+): WaveJob[] {
   const now = deps.clock.now();
   return plan.jobs.map((job: PlannedJob) => ({
     tier: job.tier,
@@ -128,6 +132,7 @@ export function assignJobs(plan: Plan, deps: Pick<CycleDeps, 'clock' | 'randomHe
     inputs: job.inputs,
     jobId: newJobId(now, deps.randomHex),
     executionId: deps.executionId,
+    wave: job.wave,
   }));
 }
 
@@ -156,16 +161,22 @@ export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleRep
   const plan = await withRetry('plan', deps, () => planCycle(deps.store, deps.config, deps.clock, tier));
   const assigned = assignJobs(plan, deps);
   const jobs: { job: Job; outcome: JobOutcome }[] = [];
-  let next = 0;
-  const workers = Array.from({ length: Math.min(deps.concurrency, assigned.length) }, async () => {
-    while (next < assigned.length) {
-      const job = assigned[next++] as Job;
-      const outcome = await runJob(deps, job);
-      jobs.push({ job, outcome });
-      deps.onProgress?.({ job, done: jobs.length, total: assigned.length, outcome });
-    }
-  });
-  await Promise.all(workers);
+  // Wave by wave, as the state machine runs one Map run per wave: a partition's next job starts
+  // only once its previous one ended.
+  const waves = Math.max(0, ...assigned.map((job) => job.wave + 1));
+  for (let wave = 0; wave < waves; wave++) {
+    const inWave = assigned.filter((job) => job.wave === wave);
+    let next = 0;
+    const workers = Array.from({ length: Math.min(deps.concurrency, inWave.length) }, async () => {
+      while (next < inWave.length) {
+        const { wave: _, ...job } = inWave[next++] as WaveJob;
+        const outcome = await runJob(deps, job);
+        jobs.push({ job, outcome });
+        deps.onProgress?.({ job, done: jobs.length, total: assigned.length, outcome });
+      }
+    });
+    await Promise.all(workers);
+  }
   jobs.sort((a, b) => compareKeys(a.job.partition, b.job.partition));
   return { tier, recovery, plan, jobs };
 }

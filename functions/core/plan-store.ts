@@ -1,8 +1,10 @@
 /**
  * Plans as the state machine sees them. The plan step writes one small item per job (what a
  * Map iteration carries, well below Step Functions' 256 KiB payload limit) and the job's input
- * list to its own object, which the compact step reads. Both live under `_compaction/plans/`
- * (expired by a lifecycle rule) and stay in place so a redrive sees the same jobs.
+ * list to its own object, which the compact step reads. The items of each wave (every
+ * partition's k-th job, planner-jobs.ts) are one file, which one Map run reads. All of it lives
+ * under `_compaction/plans/` (expired by a lifecycle rule) and stays in place so a redrive sees
+ * the same jobs.
  */
 
 import type { JobKind } from './config.ts';
@@ -18,7 +20,12 @@ export interface JobItem extends JobRef {
   readonly jobKey: string;
   readonly inputFiles: number;
   readonly inputBytes: number;
+  /** The job's wave: the Map run that carries it (0 for a partition's first job). */
+  readonly wave: number;
 }
+
+/** A job and its wave, as the plan assigns them. */
+export type WaveJob = Job & { readonly wave: number };
 
 export function plansPrefix(layout: Layout, executionName: string): string {
   if (!/^[A-Za-z0-9_.:-]{1,80}$/.test(executionName)) {
@@ -31,15 +38,14 @@ export async function writePlan(
   store: ObjectStore,
   layout: Layout,
   executionName: string,
-  jobs: readonly Job[],
-): Promise<{ readonly itemsKey: string; readonly items: readonly JobItem[] }> {
+  jobs: readonly WaveJob[],
+): Promise<{ readonly itemsKeys: readonly string[]; readonly items: readonly JobItem[] }> {
   const prefix = plansPrefix(layout, executionName);
   const items: JobItem[] = [];
   for (const job of jobs) {
     const jobKey = `${prefix}jobs/${job.jobId}.json`;
-    await store.put(jobKey, Buffer.from(JSON.stringify({ ...job, inputs: job.inputs })), {
-      contentType: 'application/json',
-    });
+    const { wave, ...written } = job;
+    await store.put(jobKey, Buffer.from(JSON.stringify(written)), { contentType: 'application/json' });
     items.push({
       tier: job.tier,
       partition: job.partition,
@@ -48,11 +54,24 @@ export async function writePlan(
       jobKey,
       inputFiles: job.inputs.length,
       inputBytes: job.inputs.reduce((sum, input) => sum + input.size, 0),
+      wave,
     });
   }
-  const itemsKey = `${prefix}items.json`;
-  await store.put(itemsKey, Buffer.from(JSON.stringify(items)), { contentType: 'application/json' });
-  return { itemsKey, items };
+  // Every plan has a first wave's file, empty or not: a definition reads it by its key.
+  const waves = Math.max(1, ...items.map((item) => item.wave + 1));
+  const itemsKeys: string[] = [];
+  for (let wave = 0; wave < waves; wave++) {
+    const key = itemsKeyOf(prefix, wave);
+    const inWave = items.filter((item) => item.wave === wave);
+    await store.put(key, Buffer.from(JSON.stringify(inWave)), { contentType: 'application/json' });
+    itemsKeys.push(key);
+  }
+  return { itemsKeys, items };
+}
+
+/** The first wave keeps the name a plan's only items file always had. */
+function itemsKeyOf(prefix: string, wave: number): string {
+  return wave === 0 ? `${prefix}items.json` : `${prefix}items-${wave}.json`;
 }
 
 /** Reads a job's inputs back; the item must name the same job the file holds. */

@@ -190,20 +190,25 @@ export async function planRetention(
       continue;
     }
     candidates.sort((a, b) => compareKeys(a.key, b.key));
-    // Bounded like every job (a manifest never names more than maxJobFiles inputs); the rest of
-    // the day goes on the next run.
-    const inputs = candidates.slice(0, config.maxJobFiles);
-    jobs.push({
-      tier: 'retention',
-      partition,
-      inputs,
-      inputBytes: inputs.reduce((sum, i) => sum + i.size, 0),
-      candidates: candidates.length,
-      rule: day.rule.table,
-      days: day.rule.days,
-      cutoff: day.cutoff.toISOString(),
-      reason: `${candidates.length} file(s) ended at or before ${day.cutoff.toISOString()} (rule "${day.rule.table}": ${day.rule.days} day(s) + ${config.retention.bufferHours} h buffer)`,
-    });
+    // Bounded like every job (a manifest never names more than maxJobFiles inputs): a larger day
+    // becomes up to maxJobsPerPartition jobs run one after another (waves); the rest goes on the
+    // next run.
+    const waves = Math.min(Math.ceil(candidates.length / config.maxJobFiles), config.maxJobsPerPartition);
+    for (let wave = 0; wave < waves; wave++) {
+      const inputs = candidates.slice(wave * config.maxJobFiles, (wave + 1) * config.maxJobFiles);
+      jobs.push({
+        tier: 'retention',
+        partition,
+        inputs,
+        inputBytes: inputs.reduce((sum, i) => sum + i.size, 0),
+        candidates: candidates.length,
+        rule: day.rule.table,
+        days: day.rule.days,
+        cutoff: day.cutoff.toISOString(),
+        reason: `${candidates.length} file(s) ended at or before ${day.cutoff.toISOString()} (rule "${day.rule.table}": ${day.rule.days} day(s) + ${config.retention.bufferHours} h buffer)${waves > 1 ? `: job ${wave + 1} of ${waves}, one after another` : ''}`,
+        wave,
+      });
+    }
   }
   return {
     tier: 'retention',

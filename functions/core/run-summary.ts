@@ -164,11 +164,24 @@ export function addToSummary(summary: RunSummary, judged: JudgedPartition): RunS
   };
 }
 
+/** The summary of an execution's Map runs (one per wave): every item of each, judged once. */
+export async function summarizeMapRuns(
+  store: ObjectStore,
+  layout: Layout,
+  tier: JobKind,
+  manifestKeys: readonly string[],
+): Promise<RunSummary> {
+  let summary = EMPTY_SUMMARY;
+  for (const key of manifestKeys) summary = await summarizeMapRun(store, layout, tier, key, summary);
+  return summary;
+}
+
 export async function summarizeMapRun(
   store: ObjectStore,
   layout: Layout,
   tier: JobKind,
   manifestKey: string,
+  before: RunSummary = EMPTY_SUMMARY,
 ): Promise<RunSummary> {
   const resultsRoot = stateFolder(layout.stateRoot, 'results');
   const inside = (key: string) => {
@@ -178,7 +191,7 @@ export async function summarizeMapRun(
   const manifest = JSON.parse((await store.getBytes(inside(manifestKey))).body.toString('utf8')) as {
     ResultFiles?: Record<string, readonly { Key: string }[]>;
   };
-  let summary = EMPTY_SUMMARY;
+  let summary = before;
   for (const [kind, files] of Object.entries(manifest.ResultFiles ?? {})) {
     for (const file of files) {
       const entries = JSON.parse(

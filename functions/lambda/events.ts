@@ -81,6 +81,8 @@ export function parseJobItem(event: unknown): JobItem {
     jobKey: text(e.jobKey, 'jobKey', 'job item'),
     inputFiles: Number(e.inputFiles ?? 0),
     inputBytes: Number(e.inputBytes ?? 0),
+    // Items of a plan from before waves carry none: they were all a first job.
+    wave: Number(e.wave ?? 0),
   };
 }
 
@@ -97,12 +99,12 @@ interface SummaryEventBase {
 }
 
 /**
- * Summary as the workflow's last state: the Map state's ResultWriterDetails, absent when nothing
- * was planned.
+ * Summary as the workflow's last state: the ResultWriter manifest of each wave's Map run, none
+ * when nothing was planned.
  */
 export interface MapSummaryEvent extends SummaryEventBase {
   readonly kind: 'map';
-  readonly resultsKey?: string;
+  readonly resultsKeys: readonly string[];
 }
 
 /**
@@ -162,12 +164,33 @@ export function parseSummaryEvent(event: unknown): SummaryEvent {
     }
     return { kind: 'stopped', ...base, tier: stoppedTier(e.input), status: e.status as StoppedStatus };
   }
-  const details = e.map === undefined || e.map === null ? undefined : object(e.map, 'summary input "map"');
-  const written = details?.ResultWriterDetails as Json | undefined;
-  return {
-    kind: 'map',
-    ...base,
-    tier: tier(e.tier, 'summary input'),
-    ...(written ? { resultsKey: text(written.Key, 'map.ResultWriterDetails.Key', 'summary input') } : {}),
+  return { kind: 'map', ...base, tier: tier(e.tier, 'summary input'), resultsKeys: resultsKeysOf(e) };
+}
+
+/**
+ * The ResultWriter manifests of the waves' Map runs, oldest first: `maps` nests each wave's Map
+ * result beside the list before it (the workflow's Next wave state); `map` is the one Map result
+ * of a definition from before waves.
+ */
+function resultsKeysOf(e: Json): string[] {
+  const keys: string[] = [];
+  const add = (value: unknown, where: string) => {
+    if (value === undefined || value === null) return;
+    if (Array.isArray(value)) {
+      for (const [i, inner] of value.entries()) add(inner, `${where}[${i}]`);
+      return;
+    }
+    const written = object(value, `summary input "${where}"`).ResultWriterDetails;
+    if (written === undefined) return;
+    keys.push(
+      text(
+        object(written, `${where}.ResultWriterDetails`).Key,
+        `${where}.ResultWriterDetails.Key`,
+        'summary input',
+      ),
+    );
   };
+  add(e.maps, 'maps');
+  add(e.map, 'map');
+  return keys.reverse();
 }

@@ -57,15 +57,22 @@ function stripInternals(result: ItemResult): ItemResult {
   return { ...result, Item: item };
 }
 
-/** Writes results the way a Distributed Map's ResultWriter lays them out in S3. */
+/**
+ * Writes results the way a Distributed Map's ResultWriter lays them out in S3: in a new Map
+ * Run's folder, or again in the folder of the run whose manifest is `rewritten` (a redrive).
+ */
 export async function writeResults(
   store: ObjectStore,
   map: MapEmulation,
   executionName: string,
   results: readonly ItemResult[],
+  rewritten?: string,
 ): Promise<{ ResultWriterDetails: { Bucket: string; Key: string } }> {
-  const runId = `${executionName}-${randomBytes(4).toString('hex')}`;
-  const base = `${map.prefix.replace(/\/$/, '')}/${runId}`;
+  const root = map.prefix.replace(/\/$/, '');
+  const base =
+    rewritten?.endsWith('/manifest.json') && rewritten.startsWith(`${root}/`)
+      ? rewritten.slice(0, -'/manifest.json'.length)
+      : `${root}/${executionName}-${randomBytes(4).toString('hex')}`;
   const files: Record<string, { Key: string; Size: number }[]> = { FAILED: [], PENDING: [], SUCCEEDED: [] };
   for (const status of ['SUCCEEDED', 'FAILED'] as const) {
     const entries = results
@@ -86,7 +93,11 @@ export async function writeResults(
   await store.put(
     manifestKey,
     Buffer.from(
-      JSON.stringify({ DestinationBucket: map.bucket, MapRunArn: `local:${runId}`, ResultFiles: files }),
+      JSON.stringify({
+        DestinationBucket: map.bucket,
+        MapRunArn: `local:${base.slice(root.length + 1)}`,
+        ResultFiles: files,
+      }),
     ),
     { contentType: 'application/json' },
   );

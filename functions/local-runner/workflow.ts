@@ -73,7 +73,12 @@ export interface WorkflowExecution {
   readonly failedState?: { readonly name: string; readonly input: Json };
   /** Per Map: the results of its last run, for a redrive to re-run only unsuccessful items. */
   readonly mapResults: ReadonlyMap<string, readonly ItemResult[]>;
-  /** The ResultWriter manifests its Map Runs wrote, oldest first (a redrive's after the original's). */
+  /**
+   * Every Map run's results (one run per wave), oldest first; a redriven run's replace what the
+   * run had, as a redriven Map Run keeps its ARN and its results folder.
+   */
+  readonly mapRunResults: readonly (readonly ItemResult[])[];
+  /** The ResultWriter manifests of its Map Runs, oldest first, one per Map Run. */
   readonly mapRunManifests: readonly string[];
   readonly statesEntered: readonly string[];
   /** The input each top-level state last had (a redrive restarts with one of them). */
@@ -121,6 +126,7 @@ export async function executeDefinition(
   const previousResults = options.redriveOf?.mapResults ?? new Map<string, readonly ItemResult[]>();
   const mapResults = new Map<string, readonly ItemResult[]>(previousResults);
   const mapRunManifests = [...(options.redriveOf?.mapRunManifests ?? [])];
+  const mapRunResults = [...(options.redriveOf?.mapRunResults ?? [])];
   const input: Json = options.redriveOf ? restartAt(def, emulated, options.redriveOf) : options.input;
 
   // Task states of the parent and of every child (item processor) definition.
@@ -140,6 +146,7 @@ export async function executeDefinition(
     expressChildTimeoutSeconds: options.expressChildTimeoutSeconds,
     validatedCache: options.validatedCache,
   });
+  const failedMap = options.redriveOf ? failedMapOf(emulated, options.redriveOf) : undefined;
   bindTasks(handlers, allTasks, {
     emulated,
     topStates,
@@ -147,8 +154,10 @@ export async function executeDefinition(
     executionName: options.executionName,
     children,
     previousResults,
+    redriven: failedMap === undefined ? undefined : { map: failedMap },
     mapResults,
     mapRunManifests,
+    mapRunResults,
   });
 
   const machine = await compileDefinition(def, options.validatedCache);
@@ -183,6 +192,7 @@ export async function executeDefinition(
     executionName: options.executionName,
     mapResults,
     mapRunManifests,
+    mapRunResults,
     statesEntered,
     inputs,
     executionInput,
@@ -215,10 +225,19 @@ function restartAt(
 ): Json {
   const failed = redriveOf.failedState;
   if (!failed) throw new Error(`execution ${redriveOf.executionName} did not fail: nothing to redrive`);
-  const mapName = emulated.maps.find((m) => failed.name === `${m.mapName}${RESULT_WRITER_SUFFIX}`)?.mapName;
+  const mapName = failedMapOf(emulated, redriveOf);
   def.StartAt = mapName ? `${mapName}${ITEM_READER_SUFFIX}` : failed.name;
   pruneUnreachable(def);
   return mapName ? (redriveOf.inputs.get(`${mapName}${ITEM_READER_SUFFIX}`) ?? failed.input) : failed.input;
+}
+
+/** The Map whose run failed the execution (its ResultWriter applies the tolerance), if one did. */
+function failedMapOf(
+  emulated: ReturnType<typeof emulateDistributedMaps>,
+  redriveOf: WorkflowExecution,
+): string | undefined {
+  const failed = redriveOf.failedState;
+  return emulated.maps.find((m) => failed?.name === `${m.mapName}${RESULT_WRITER_SUFFIX}`)?.mapName;
 }
 
 interface TaskBindings {
@@ -229,10 +248,18 @@ interface TaskBindings {
   readonly children: ReturnType<typeof childExecutions>;
   /** A redriven execution's Map results, which its Maps keep for the items that succeeded. */
   readonly previousResults: ReadonlyMap<string, readonly ItemResult[]>;
+  /**
+   * The Map whose failed run a redrive runs again: its next run is that run redriven (only the
+   * items that did not succeed, its results beside theirs, in its folder); every later run of it
+   * (a later wave) is a new run. Cleared once its ResultWriter wrote.
+   */
+  redriven: { readonly map: string } | undefined;
   /** Each Map's results as its ResultWriter writes them. */
   readonly mapResults: Map<string, readonly ItemResult[]>;
   /** The manifest of every Map Run's results, in the order written. */
   readonly mapRunManifests: string[];
+  /** Every Map Run's results, in the same order. */
+  readonly mapRunResults: (readonly ItemResult[])[];
 }
 
 /**
@@ -266,16 +293,25 @@ function bindTasks(
           throw new Error(`ItemReader bucket ${Bucket} is not the local store's ${b.deps.bucket}`);
         const items = JSON.parse((await b.deps.store.getBytes(Key)).body.toString('utf8')) as Json[];
         const mapName = stateName.slice(0, -ITEM_READER_SUFFIX.length);
-        return itemsToRun(items, b.previousResults.get(mapName));
+        return itemsToRun(items, b.redriven?.map === mapName ? b.previousResults.get(mapName) : undefined);
       };
     } else if (params?.__local === 'ResultWriter') {
       handlers[stateName] = async (taskInput) => {
         const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
         const emulation = mapNamed(map);
-        const all = mergeResults(b.previousResults.get(map), results);
+        const redriven = b.redriven?.map === map;
+        const all = mergeResults(redriven ? b.previousResults.get(map) : undefined, results);
         b.mapResults.set(map, all);
-        const details = await writeResults(b.deps.store, emulation, b.executionName, all);
+        // The redriven run writes into its own folder again, as a redriven Map Run keeps its ARN.
+        const rewritten = redriven ? b.mapRunManifests.at(-1) : undefined;
+        const details = await writeResults(b.deps.store, emulation, b.executionName, all, rewritten);
+        if (rewritten !== undefined) {
+          b.mapRunManifests.pop();
+          b.mapRunResults.pop();
+        }
+        b.redriven = undefined;
         b.mapRunManifests.push(details.ResultWriterDetails.Key);
+        b.mapRunResults.push(all);
         checkTolerance(emulation, all);
         return details;
       };

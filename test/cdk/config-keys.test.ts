@@ -63,6 +63,7 @@ const PROTOCOL: Record<string, { readonly value: unknown; readonly base?: Record
   rowGroupSize: { value: 65_536 },
   maxJobBytes: { value: 128 * MiB },
   maxJobFiles: { value: 1000 },
+  maxJobsPerPartition: { value: 3 },
   sortKeys: { value: ['host'] },
   timeColumn: { value: 'ts' },
   dedup: { value: { 'db/cpu/': { mode: 'exact' } } },

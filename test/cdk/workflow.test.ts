@@ -93,6 +93,11 @@ function walk(
   return path;
 }
 
+/** Anything planned, one wave. */
+function firstWaveOnly(name: string, state: State): string {
+  return choiceTarget(state, name === STATES.moreWaves ? 'default' : 0);
+}
+
 function choiceTarget(state: State, index: number | 'default'): string {
   if (index === 'default') return state.Default as string;
   return (state.Choices as { Next: string }[])[index]?.Next as string;
@@ -110,17 +115,37 @@ describe('the synthesized state graph', () => {
     expect(JSON.stringify(definition)).not.toContain('{%');
   });
 
-  it('runs Recover -> Plan -> Map -> Summary, or straight to Summary when nothing is planned', () => {
-    expect(walk(definition, (_, st) => choiceTarget(st, 0))).toEqual([
+  it('runs Recover -> Plan -> Map once per wave -> Summary, or straight to Summary when nothing is planned', () => {
+    expect(walk(definition, firstWaveOnly)).toEqual([
       STATES.defaults,
       STATES.input,
       STATES.recover,
       STATES.plan,
       STATES.anything,
+      STATES.waves,
+      STATES.waveItems,
       STATES.map,
+      STATES.nextWave,
+      STATES.moreWaves,
       STATES.summary,
       STATES.output,
     ]);
+    // A further wave goes round again: its items, the Map, the next wave.
+    const more = definition.States[STATES.moreWaves] as State;
+    expect(more.Choices).toEqual([
+      { Variable: '$.wave.index', NumericLessThanPath: '$.plan.Payload.waves', Next: STATES.waveItems },
+    ]);
+    expect(more.Default).toBe(STATES.summary);
+    const items = definition.States[STATES.waveItems] as State & { Parameters: Record<string, string> };
+    expect(items.Parameters['itemsKey.$']).toBe(
+      'States.ArrayGetItem($.plan.Payload.itemsKeys, $.wave.index)',
+    );
+    expect(items.Next).toBe(STATES.map);
+    const next = definition.States[STATES.nextWave] as State & { Parameters: Record<string, string> };
+    expect(next.Parameters).toEqual({
+      'index.$': 'States.MathAdd($.wave.index, 1)',
+      'maps.$': 'States.Array($.map, $.wave.maps)',
+    });
     expect(walk(definition, (_, st) => choiceTarget(st, 'default'))).toEqual([
       STATES.defaults,
       STATES.input,
@@ -137,12 +162,13 @@ describe('the synthesized state graph', () => {
     // A caught Map would have exited: a redrive would then restart after it and replay nothing.
     const map = definition.States[STATES.map] as State;
     expect(map.ToleratedFailurePercentage).toBe(5);
-    expect(map.Next).toBe(STATES.summary);
+    expect(map.Next).toBe(STATES.nextWave);
     expect(map.Catch).toBeUndefined();
     const summary = definition.States[STATES.summary] as State & { Parameters: Record<string, unknown> };
     expect(summary.Parameters.Payload).toMatchObject({
       toleratedFailurePercentage: 5,
       'executionName.$': '$$.Execution.Name',
+      'maps.$': '$.wave.maps',
     });
     expect(summary.Next).toBe(STATES.output);
     expect(Object.values(definition.States).filter((st) => (st as State).Type === 'Fail')).toEqual([]);
@@ -185,7 +211,7 @@ describe('the synthesized state graph', () => {
     expect(map.ItemReader).toMatchObject({
       Resource: 'arn:aws:states:::s3:getObject',
       ReaderConfig: { InputType: 'JSON' },
-      Parameters: { 'Key.$': '$.plan.Payload.itemsKey' },
+      Parameters: { 'Key.$': '$.wave.itemsKey' },
     });
     expect(map.ResultWriter).toMatchObject({
       Resource: 'arn:aws:states:::s3:putObject',
@@ -291,7 +317,7 @@ describe('the state graph is the pipeline (functions/core/pipeline.ts), row by r
   );
 
   it("the parent's steps are the pipeline's too, retried as Standard", () => {
-    const parentTasks = walk(definition, (_, st) => choiceTarget(st, 0)).filter(
+    const parentTasks = walk(definition, firstWaveOnly).filter(
       (name) => definition.States[name]?.Type === 'Task',
     );
     expect(parentTasks).toEqual([...BEFORE_PARTITIONS, ...AFTER_PARTITIONS].map((s) => s.stateName));

@@ -264,6 +264,151 @@ describe('partitions failing past the tolerance: the Map fails the execution, a 
   });
 });
 
+/** One hour of db/cpu holding eleven files (a backlog of four jobs of three), and an hour of two. */
+const BACKLOG: readonly LakeFile[] = [
+  ...Array.from({ length: 11 }, (_, i) => ({
+    key: `db/cpu/2025/01/14/01/cpu_20250114_01${String(i).padStart(2, '0')}00_${i}.parquet`,
+    rows: 5 + i,
+  })),
+  { key: 'db/cpu/2025/01/14/02/cpu_20250114_020500_a.parquet', rows: 7 },
+  { key: 'db/cpu/2025/01/14/02/cpu_20250114_022000_b.parquet', rows: 8 },
+];
+const BACKLOG_HOUR = 'db/cpu/2025/01/14/01/';
+
+async function dataKeys(store: ObjectStore): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const o of store.list('')) if (config.layout.isDataKey(o.key)) keys.push(o.key);
+  return keys;
+}
+
+describe('a backlog of many job bounds drains in one execution, one job of a partition after another', () => {
+  const jobBound = { ...config, maxJobFiles: 3 };
+
+  it('four jobs of one hour run in four waves, each after the last cleared; rows exact, nothing left', async () => {
+    const dir = join(root, 'backlog');
+    await rm(dir, { recursive: true, force: true });
+    const rows = await writeLake(engine, dir, BACKLOG);
+    const store = new LocalFolderStore(dir);
+    const steps: { step: string; partition: string; jobId: string }[] = [];
+    const onStep = (step: string, payload: unknown) => {
+      const job = payload as { partition?: string; jobId?: string };
+      if (job.partition && job.jobId) steps.push({ step, partition: job.partition, jobId: job.jobId });
+    };
+    const deps = {
+      store,
+      config: jobBound,
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
+    const run = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
+    expect(run.execution.status, run.execution.cause).toBe('SUCCEEDED');
+    expect(run.output?.plan).toMatchObject({ jobs: 5, waves: 4 });
+    expect(run.execution.statesEntered.filter((s) => s === STATES.map)).toHaveLength(4);
+    // Summary counts every wave's jobs.
+    expect(run.output?.summary).toMatchObject({
+      partitions: 5,
+      compacted: 5,
+      failed: 0,
+      filesIn: 13,
+      filesOut: 5,
+    });
+    expect(run.output?.summary.rows).toBe(rows);
+    // One partition's jobs never overlap: each job's steps end before the next job's start.
+    const hourJobs = steps.filter((s) => s.partition === BACKLOG_HOUR).map((s) => s.jobId);
+    const blocks = hourJobs.filter((id, i) => id !== hourJobs[i - 1]);
+    expect(blocks).toHaveLength(4);
+    expect(new Set(blocks).size).toBe(4);
+    expect(await ids(store)).toEqual(range(rows));
+    const keys = await dataKeys(store);
+    expect(keys.filter((k) => k.startsWith(BACKLOG_HOUR))).toHaveLength(4);
+    expect(keys.every((k) => config.layout.parse(k)?.level === 1)).toBe(true);
+    expect(await stateKeys(store, 'manifests/')).toEqual([]);
+    expect(await stateKeys(store, 'staging/')).toEqual([]);
+  });
+
+  it('maxJobsPerPartition bounds the jobs one run takes; the next run takes the rest', async () => {
+    const dir = join(root, 'backlog-bounded');
+    await rm(dir, { recursive: true, force: true });
+    const rows = await writeLake(engine, dir, BACKLOG);
+    const store = new LocalFolderStore(dir);
+    const deps = {
+      store,
+      // Listed whole each run, as local runs do: a windowed second run would not look back to 2025.
+      config: {
+        ...jobBound,
+        maxJobsPerPartition: 2,
+        planning: { ...jobBound.planning, listing: 'full' as const },
+      },
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
+    const first = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0 });
+    expect(first.output?.summary).toMatchObject({ partitions: 3, compacted: 3, filesIn: 8 });
+    expect((await dataKeys(store)).filter((k) => config.layout.parse(k)?.level === 0)).toHaveLength(5);
+    const second = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0 });
+    expect(second.output?.summary).toMatchObject({ partitions: 2, compacted: 2, filesIn: 5 });
+    expect(await ids(store)).toEqual(range(rows));
+    expect((await dataKeys(store)).filter((k) => config.layout.parse(k)?.level === 0)).toEqual([]);
+  });
+
+  it("a job failing in the second wave fails that wave's Map; the rule's Summary counts both waves; a redrive runs it and the waves after", async () => {
+    const dir = join(root, 'backlog-redrive');
+    await rm(dir, { recursive: true, force: true });
+    const rows = await writeLake(engine, dir, BACKLOG);
+    const inner = new LocalFolderStore(dir);
+    // The hour's second publish (its second job's, in the second wave) fails, not retried.
+    let copies = 0;
+    let broken = true;
+    const store = new FaultStore(inner, {
+      beforeCall: async (call) => {
+        if (call.op !== 'copy' || !call.key.startsWith(BACKLOG_HOUR)) return;
+        copies++;
+        if (broken && copies === 2) {
+          const error = new Error(`injected failure: ${call.op} ${call.key}`);
+          error.name = 'InjectedStepFailure';
+          throw error;
+        }
+      },
+    });
+    const deps = {
+      store,
+      config: jobBound,
+      clock: systemClock,
+      engine: async () => engine,
+      workDir: join(root, 'work'),
+    };
+    const compacted: string[] = [];
+    const onStep = (step: string, payload: unknown) => {
+      if (step === 'compact') compacted.push((payload as { jobId: string }).jobId);
+    };
+    const first = await runWorkflowLocally(strict, deps, { tier: 'hourly', retryIntervalMs: 0, onStep });
+    expect(first.execution.status).toBe('FAILED');
+    expect(first.execution.error).toBe(MAP_FAILED_ERROR);
+    expect(first.execution.statesEntered.filter((s) => s === STATES.map)).toHaveLength(2);
+    // Wave one: both hours' first jobs; wave two: the backlog's second job, failed.
+    expect(first.stoppedSummary).toMatchObject({ partitions: 3, compacted: 2, failed: 1 });
+    expect(await ids(inner)).toEqual(range(rows));
+
+    broken = false;
+    compacted.length = 0;
+    const redrive = await runWorkflowLocally(strict, deps, {
+      tier: 'hourly',
+      retryIntervalMs: 0,
+      redriveOf: first.execution,
+      onStep,
+    });
+    expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
+    // The failed job, then the two waves after it: nothing that succeeded ran again.
+    expect(compacted).toHaveLength(3);
+    expect(redrive.output?.summary).toMatchObject({ partitions: 5, compacted: 5, failed: 0, filesIn: 13 });
+    expect(await ids(inner)).toEqual(range(rows));
+    expect(await stateKeys(inner, 'manifests/')).toEqual([]);
+    expect((await dataKeys(inner)).filter((k) => config.layout.parse(k)?.level === 0)).toEqual([]);
+  });
+});
+
 describe('a manifest recovery cannot resolve', () => {
   it('is reported and its partition skipped; the rest of the lake is planned and compacted exactly', async () => {
     const dir = join(root, 'unresolvable');

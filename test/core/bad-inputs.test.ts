@@ -722,8 +722,41 @@ describe('writers racing a cycle', () => {
 // ---- bounds ----
 
 describe('a partition larger than one job', () => {
-  it('converges over several cycles (maxJobFiles 3), exact ids after every cycle, then the daily tier too', async () => {
+  it('drains in one cycle, its jobs one wave after another (maxJobFiles 3), exact ids, then the daily tier too', async () => {
     const l = await lake([...rawFiles('10', 8, 5), ...rawFiles('11', 2, 5)], { ...CONFIG, maxJobFiles: 3 });
+    const report = await cycle(l, 'hourly');
+    // Hour 10's eight files: three jobs of 3, 3 and 2; hour 11's two: one job.
+    expect(report.plan.jobs.map((j) => [j.partition.slice(-3), j.wave, j.inputs.length])).toEqual([
+      ['10/', 0, 3],
+      ['10/', 1, 3],
+      ['10/', 2, 2],
+      ['11/', 0, 2],
+    ]);
+    expect(report.jobs.every((j) => j.outcome.status === 'compacted')).toBe(true);
+    await expect(dataIds(l)).resolves.toEqual(range(1, 50));
+    await expect(visibleIds(l)).resolves.toEqual(range(1, 50));
+    const raw = (await keys(l.store, 'db/')).filter(
+      (k) => l.config.layout.isDataKey(k) && !/_(compacted|daily)\.parquet$/.test(k),
+    );
+    expect(raw).toEqual([]);
+    // Four hourly outputs: a daily job of three, and the fourth alone waits for the next run,
+    // which merges it with that daily output.
+    const daily = await cycle(l, 'daily');
+    expect(daily.plan.jobs.map((j) => j.inputs.length)).toEqual([3]);
+    const again = await cycle(l, 'daily');
+    expect(again.plan.jobs.map((j) => j.inputs.length)).toEqual([2]);
+    expect([...daily.jobs, ...again.jobs].every((j) => j.outcome.status === 'compacted')).toBe(true);
+    await new LakeChecker(engine, l.dir, l.store, l.config, l.total).assertQuiescent({
+      levels: new Set([2]),
+    });
+  });
+
+  it('with one job a partition a run (maxJobsPerPartition 1), converges over several cycles, exact ids after every cycle, then the daily tier too', async () => {
+    const l = await lake([...rawFiles('10', 8, 5), ...rawFiles('11', 2, 5)], {
+      ...CONFIG,
+      maxJobFiles: 3,
+      maxJobsPerPartition: 1,
+    });
     const rawLeft = async () =>
       (await keys(l.store, 'db/')).filter(
         (k) => l.config.layout.isDataKey(k) && !/_(compacted|daily)\.parquet$/.test(k),

@@ -6,12 +6,15 @@
  * changes, then a second execution. After every write: I1 and the visible view holds every row
  * once; every delete is audited (I3). At the end: I2, I4 and nothing quarantined. The in-process
  * sweep (crash-sweep.test.ts) covers every kind at every call for each tier; this one shows the
- * deployed definition keeps the same guarantees.
+ * deployed definition keeps the same guarantees. Its jobs take at most two files, so the hour of
+ * three is a backlog of two jobs, run in two waves (two Map runs): the sweep crosses the loop
+ * between them too.
  */
 
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { STATES } from '../../cdk/constructs/compaction-workflow.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalOwners } from '../../functions/adapters/local-owner.ts';
 import { systemClock } from '../../functions/core/engine.ts';
@@ -48,12 +51,15 @@ useEngineAndDir('definition-sweep-', async (e, dir) => {
   workflow = await synthesizeWorkflow({ map: { maxConcurrency: 1 } });
 });
 
+/** Two files a job: hour 10's three are two jobs, one wave after the other. */
+const BACKLOG_BOUND = 2;
+
 async function execute(store: ObjectStore, name: string) {
   return runWorkflowLocally(
     workflow,
     {
       store,
-      config: template.config,
+      config: { ...template.config, maxJobFiles: BACKLOG_BOUND },
       clock: systemClock,
       engine: async () => engine,
       workDir: join(workDir, name),
@@ -90,7 +96,10 @@ async function scenario(fault?: { at: number; kind: FaultKind }): Promise<number
       afterCall: checker.observeWrites,
     });
     const first = await execute(faulty, 'first').then(
-      (run) => run.execution.status,
+      (run) => {
+        if (!fault) expect(run.execution.statesEntered.filter((s) => s === STATES.map)).toHaveLength(2);
+        return run.execution.status;
+      },
       (error: Error) => {
         // Only the injected fault may stop the runner itself (e.g. removing its run records).
         expect(['TransientStoreError', 'CrashedError']).toContain(error.name);

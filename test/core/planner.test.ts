@@ -525,6 +525,42 @@ describe('job bounds', () => {
     expect(job?.inputBytes).toBe(50);
   });
 
+  it('a partition of many job bounds becomes successive jobs in key order, one per wave, with disjoint inputs', async () => {
+    const cfg = config({ maxJobFiles: 5 });
+    const folder = hourFolder(RECENT_HOUR);
+    const keys = Array.from({ length: 12 }, (_, i) => l0(folder, 12 - i));
+    for (const key of keys) await put(key);
+    const jobs = (await planTier(store, cfg, later, 'hourly')).jobs.filter((j) => j.partition === folder);
+    expect(jobs.map((j) => j.wave)).toEqual([0, 1, 2]);
+    expect(jobs.map((j) => j.inputs.length)).toEqual([5, 5, 2]);
+    expect(jobs.flatMap((j) => j.inputs.map((i) => i.key))).toEqual([...keys].sort());
+    expect(jobs.map((j) => j.reason)).toEqual([
+      '12 candidate file(s): job 1 of 3, one after another',
+      '12 candidate file(s): job 2 of 3, one after another',
+      '12 candidate file(s): job 3 of 3, one after another',
+    ]);
+  });
+
+  it('maxJobsPerPartition bounds the jobs: the rest waits for the next run', async () => {
+    const cfg = config({ maxJobFiles: 5, maxJobsPerPartition: 2 });
+    const folder = hourFolder(RECENT_HOUR);
+    const keys = await putL0(folder, 12, 10);
+    const jobs = (await planTier(store, cfg, later, 'hourly')).jobs.filter((j) => j.partition === folder);
+    expect(jobs.map((j) => j.inputs.length)).toEqual([5, 5]);
+    expect(jobs.flatMap((j) => j.inputs.map((i) => i.key))).toEqual(keys.slice(0, 10));
+  });
+
+  it('above the hourly tier, a last job of one input alone is left for the next run', async () => {
+    const cfg = config({ maxJobFiles: 2 });
+    const folder = hourFolder(OLD_HOUR);
+    for (const name of ['a', 'b', 'c', 'd', 'e']) await put(`${folder}${name}_compacted.parquet`, 10);
+    const jobs = (await planTier(store, cfg, later, 'daily')).jobs;
+    expect(jobs.map((j) => [j.wave, j.inputs.length])).toEqual([
+      [0, 2],
+      [1, 2],
+    ]);
+  });
+
   it('splits a partition at maxJobBytes', async () => {
     const cfg = config({ maxJobBytes: 350 });
     const folder = hourFolder(RECENT_HOUR);

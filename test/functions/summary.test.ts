@@ -155,6 +155,32 @@ describe('Summary of an execution that failed, from the rule, then after its red
     expect(metricTotal(second.metrics, METRICS.rowsOut)).toBe(21);
   });
 
+  it("as the last state after waves: every wave's Map run counted once, from the list the workflow nests", async () => {
+    const waveOne = await mapRun('wave-0', ['db/cpu/2025/01/15/10/', 'db/cpu/2025/01/15/11/'], []);
+    const waveTwo = await mapRun('wave-1', ['db/cpu/2025/01/15/10/'], ['db/cpu/2025/01/15/11/']);
+    const waveThree = await mapRun('wave-2', ['db/cpu/2025/01/15/10/'], []);
+    const details = (key: string) => ({ ResultWriterDetails: { Bucket: 'local-data-bucket', Key: key } });
+    // As States.Array($.map, $.wave.maps) builds it: the latest wave first, beside the list before it.
+    const event = parseSummaryEvent({
+      tier: 'hourly',
+      executionId: ARN,
+      executionName: 'hourly-waves',
+      maps: [details(waveThree), [details(waveTwo), [details(waveOne), []]]],
+      toleratedFailurePercentage: 50,
+    });
+    expect(event).toMatchObject({ kind: 'map', resultsKeys: [waveOne, waveTwo, waveThree] });
+    const summary = await summaryStep(event, deps([]), tools());
+    expect(summary).toMatchObject({ partitions: 5, compacted: 4, failed: 1, filesIn: 8, rows: 28 });
+    // Nothing planned: no wave ran.
+    const none = parseSummaryEvent({
+      tier: 'hourly',
+      executionId: ARN,
+      maps: [],
+      toleratedFailurePercentage: 5,
+    });
+    expect(none).toMatchObject({ kind: 'map', resultsKeys: [] });
+  });
+
   it('an execution that failed before its Map (no Map Run) is summarized as empty', async () => {
     const event = parseSummaryEvent({
       executionId: ARN,

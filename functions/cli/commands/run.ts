@@ -208,7 +208,7 @@ interface PartitionRow {
 /** One row per Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
 function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRow[] {
   const rows: PartitionRow[] = [];
-  for (const results of execution.mapResults.values()) {
+  for (const results of execution.mapRunResults) {
     for (const r of results) {
       const item = r.Item as { inputFiles?: number; inputBytes?: number };
       const judged = judgeMapItem(tier, r);

@@ -1,7 +1,12 @@
 /**
- * A plan's jobs from the folders its listing gathered: each partition either becomes a job, its
+ * A plan's jobs from the folders its listing gathered: each partition either becomes jobs, its
  * inputs chosen and bounded by maxJobFiles and maxJobBytes, or is skipped with the reason (a live
  * or quarantined manifest, failure backoff, minAge, quiet time, minFiles, the key limit).
+ *
+ * A partition holding more than one job bound becomes up to maxJobsPerPartition jobs with
+ * disjoint inputs, numbered by wave: the workflow runs wave k (every partition's k-th job) only
+ * after wave k-1 ended, so one partition's jobs run one after another, each claiming the lease in
+ * turn, and a backlog drains in one execution.
  */
 
 import type { CompactorConfig, JobKind, TierName } from '../config.ts';
@@ -21,6 +26,11 @@ export interface PlannedJob {
   /** Candidates in the partition; more than `inputs` when the job bound split it. */
   readonly candidates: number;
   readonly reason: string;
+  /**
+   * The job's place among its partition's jobs (0 for the first): the workflow runs the waves in
+   * order, so no two jobs of one partition ever run at once.
+   */
+  readonly wave: number;
 }
 
 export interface SkippedPartition {
@@ -53,7 +63,8 @@ export async function planJobs(
     const planned = await planFolder(context, partition, folder);
     const aside = quarantinedAside(context, partition, folder);
     const withAside = (reason: string) => (aside === undefined ? reason : `${reason}; ${aside}`);
-    if (planned.kind === 'job') jobs.push({ ...planned.job, reason: withAside(planned.job.reason) });
+    if (planned.kind === 'jobs')
+      jobs.push(...planned.jobs.map((job) => ({ ...job, reason: withAside(job.reason) })));
     else if (planned.kind === 'skip') {
       skipped.push({ tier, partition, reason: withAside(planned.reason), candidates: planned.candidates });
     } else if (aside !== undefined) {
@@ -78,7 +89,7 @@ interface FolderContext {
  * level (settled: nothing to merge, whatever its age), or nothing to say.
  */
 type FolderPlan =
-  | { readonly kind: 'job'; readonly job: PlannedJob }
+  | { readonly kind: 'jobs'; readonly jobs: readonly PlannedJob[] }
   | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
   | { readonly kind: 'settled' }
   | { readonly kind: 'none' };
@@ -118,23 +129,31 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
     return skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
   }
   candidates.sort((a, b) => compareKeys(a.key, b.key));
-  const { inputs, bytes } = boundedInputs(config, candidates);
-  if (tier !== 'hourly' && inputs.length < 2 && candidates.length > 1) {
+  const chunks = boundedChunks(config, candidates);
+  const firstJob = chunks[0];
+  if (firstJob === undefined) return { kind: 'none' };
+  if (tier !== 'hourly' && firstJob.inputs.length < 2 && candidates.length > 1) {
     return skip(`the next ${tier} input alone exceeds the job bound`);
   }
+  const reason =
+    candidates.length < tierConfig.minFiles
+      ? `straggler flush: the ${tier === 'hourly' ? 'day is old enough for the daily' : 'month is old enough for the monthly'} tier`
+      : `${candidates.length} candidate file(s)`;
+  // A later chunk of one file alone would only rewrite it above the hourly tier: it waits for
+  // the next run, which merges it with what arrives meanwhile.
+  const runnable = chunks.filter((chunk, wave) => wave === 0 || tier === 'hourly' || chunk.inputs.length > 1);
   return {
-    kind: 'job',
-    job: {
+    kind: 'jobs',
+    jobs: runnable.map((chunk, wave) => ({
       tier,
       partition,
-      inputs,
-      inputBytes: bytes,
+      inputs: chunk.inputs,
+      inputBytes: chunk.bytes,
       candidates: candidates.length,
       reason:
-        candidates.length < tierConfig.minFiles
-          ? `straggler flush: the ${tier === 'hourly' ? 'day is old enough for the daily' : 'month is old enough for the monthly'} tier`
-          : `${candidates.length} candidate file(s)`,
-    },
+        runnable.length > 1 ? `${reason}: job ${wave + 1} of ${runnable.length}, one after another` : reason,
+      wave,
+    })),
   };
 }
 
@@ -213,20 +232,30 @@ async function parquetOnly(context: FolderContext, candidates: Candidate[]): Pro
   return checked;
 }
 
-/** The sorted candidates a job takes: at least one, then up to maxJobFiles and maxJobBytes. */
-function boundedInputs(
+/**
+ * The jobs the sorted candidates make, in order: each at least one candidate, then up to
+ * maxJobFiles and maxJobBytes; at most maxJobsPerPartition of them (the rest waits for a later run).
+ */
+function boundedChunks(
   config: CompactorConfig,
   candidates: readonly Candidate[],
-): { readonly inputs: Candidate[]; readonly bytes: number } {
-  const inputs: Candidate[] = [];
-  let bytes = 0;
+): { readonly inputs: Candidate[]; readonly bytes: number }[] {
+  const chunks: { inputs: Candidate[]; bytes: number }[] = [];
+  let current: { inputs: Candidate[]; bytes: number } | undefined;
   for (const c of candidates) {
-    if (inputs.length > 0 && (inputs.length >= config.maxJobFiles || bytes + c.size > config.maxJobBytes))
-      break;
-    inputs.push(c);
-    bytes += c.size;
+    if (
+      current === undefined ||
+      current.inputs.length >= config.maxJobFiles ||
+      current.bytes + c.size > config.maxJobBytes
+    ) {
+      if (chunks.length >= config.maxJobsPerPartition) break;
+      current = { inputs: [], bytes: 0 };
+      chunks.push(current);
+    }
+    current.inputs.push(c);
+    current.bytes += c.size;
   }
-  return { inputs, bytes };
+  return chunks;
 }
 
 /**
