@@ -3,6 +3,7 @@
  * report-targets.ts, the SVG chart in report-svg.ts, the shared formats in report-format.ts.
  */
 
+import { backlogMarkdown } from './backlog.ts';
 import type { Comparison, ToolSummary } from './compare.ts';
 import { wholeProcessSection } from './orchestration-report.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
@@ -289,6 +290,7 @@ export function renderMarkdown(r: BenchResults): string {
     );
   }
   if (r.plannerLake) lines.push(...plannerLakeMarkdown(r.plannerLake));
+  if (r.backlog) lines.push(...backlogMarkdown(r.backlog));
   if (r.memory) {
     const m = r.memory;
     lines.push('## Memory: a partition larger than the engine memory', '');

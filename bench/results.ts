@@ -4,6 +4,7 @@
  * blocks read it.
  */
 
+import type { BacklogResult } from './backlog.ts';
 import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
 import type { MemoryResult } from './memory.ts';
@@ -38,5 +39,6 @@ export interface BenchResults {
   readonly memory?: MemoryResult;
   readonly transitions?: TransitionCount;
   readonly s3Latency?: S3LatencyResult;
+  readonly backlog?: BacklogResult;
   readonly cost?: CostModel;
 }

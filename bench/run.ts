@@ -9,6 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { type BacklogResult, runBacklog } from './backlog.ts';
 import { LAMBDA_MEMORY_MB, PRODUCT_MEMORY_LIMIT, THREADS } from './compact-lambda.ts';
 import { type Comparison, runComparison } from './compare.ts';
 import { costModel } from './cost.ts';
@@ -39,7 +40,7 @@ interface Args {
   readonly render: boolean;
 }
 
-const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3'];
+const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3', 'backlog'];
 
 const USAGE = `usage: npm run bench [-- options]
 
@@ -159,6 +160,7 @@ async function main(): Promise<number> {
     memory?: MemoryResult;
     transitions?: TransitionCount;
     s3Latency?: S3LatencyResult;
+    backlog?: BacklogResult;
   } = { comparisons: [] };
   try {
     if (args.only.includes('compare')) {
@@ -232,6 +234,14 @@ async function main(): Promise<number> {
         runs: (spec) => (args.quick ? 1 : spec.files * spec.rowsPerFile > 20e6 ? 1 : 3),
         threads: THREADS,
         memoryLimit: PRODUCT_MEMORY_LIMIT,
+        log,
+      });
+    }
+    if (args.only.includes('backlog')) {
+      log('backlog: one hour of many job bounds, drained by one run');
+      results.backlog = await runBacklog(engine, join(tmp, 'backlog'), {
+        files: args.quick ? 4_000 : 20_000,
+        rowsPerFile: 50,
         log,
       });
     }
