@@ -8,16 +8,15 @@
 
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { cp, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
 import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
-import { THREADS } from './compact-lambda.ts';
 import { generateDataset, PARTITION } from './datasets.ts';
-import type { WorkerResult, WorkerTask } from './worker.ts';
+import { hourlyRunArgs, rawDuckDbTask } from './orchestration.ts';
+import type { WorkerResult } from './worker.ts';
 
-const CLI = fileURLToPath(new URL('../functions/cli/main.ts', import.meta.url));
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
 
 export interface BacklogRun {
@@ -112,40 +111,13 @@ export async function runBacklog(
       for (const name of names.slice(keep)) await rm(join(hour, name));
     }
     const files = keep ?? ds.files;
-    const run = await runMeasured([
-      CLI,
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      lake,
-      '--quiet',
-      '0',
-      '--threads',
-      String(THREADS),
-      '--work-dir',
-      workDir,
-      '--json',
-    ]);
+    const run = await runMeasured(hourlyRunArgs(lake, workDir));
     const out = JSON.parse(run.stdout) as RunOutput;
     const rawLeft = (await readdir(hour)).filter((n) => /^cpu_\d{8}_\d{6}_\d+\.parquet$/.test(n)).length;
     return { files, wallMs: run.wallMs, maxRssBytes: run.maxRssBytes, out, rawLeft };
   };
   const duckdb = async (): Promise<BacklogRun> => {
-    const runDir = join(dir, 'duckdb-run');
-    await rm(runDir, { recursive: true, force: true });
-    await mkdir(runDir, { recursive: true });
-    const task: WorkerTask = {
-      tool: 'duckdb',
-      storeRoot: ds.storeRoot,
-      partition: ds.partition,
-      paths: ds.paths,
-      runDir,
-      threads: THREADS,
-    };
-    const taskFile = join(dir, 'duckdb-task.json');
-    await writeFile(taskFile, JSON.stringify(task));
-    const run = await runMeasured([WORKER, taskFile]);
+    const run = await runMeasured([WORKER, await rawDuckDbTask(dir, ds)]);
     const result = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as WorkerResult;
     return {
       files: ds.files,

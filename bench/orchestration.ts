@@ -22,7 +22,7 @@ import { systemClock } from '../functions/core/engine.ts';
 import type { ObjectStore } from '../functions/core/object-store.ts';
 import { FaultStore } from '../test/support/fault-store.ts';
 import { THREADS } from './compact-lambda.ts';
-import { DATASETS, type DatasetSpec, generateDataset } from './datasets.ts';
+import { DATASETS, type Dataset, type DatasetSpec, generateDataset } from './datasets.ts';
 import { median } from './stats.ts';
 import { TimedEngine } from './timed.ts';
 import type { WorkerTask } from './worker.ts';
@@ -214,6 +214,46 @@ function wholeDataset(): DatasetSpec {
   return spec;
 }
 
+/**
+ * The task file of raw DuckDB's one COPY over a dataset's files (bench/worker.ts), in a fresh
+ * scratch folder under `dir`: its path.
+ */
+export async function rawDuckDbTask(dir: string, ds: Dataset): Promise<string> {
+  const runDir = join(dir, 'duckdb-run');
+  await rm(runDir, { recursive: true, force: true });
+  await mkdir(runDir, { recursive: true });
+  const task: WorkerTask = {
+    tool: 'duckdb',
+    storeRoot: ds.storeRoot,
+    partition: ds.partition,
+    paths: ds.paths,
+    runDir,
+    threads: THREADS,
+  };
+  const taskFile = join(dir, 'duckdb-task.json');
+  await writeFile(taskFile, JSON.stringify(task));
+  return taskFile;
+}
+
+/** `compactor run --tier hourly` over a lake with the bench's threads, its JSON on stdout: node's arguments. */
+export function hourlyRunArgs(lake: string, workDir: string): string[] {
+  return [
+    CLI,
+    'run',
+    '--tier',
+    'hourly',
+    '--store',
+    lake,
+    '--quiet',
+    '0',
+    '--threads',
+    String(THREADS),
+    '--work-dir',
+    workDir,
+    '--json',
+  ];
+}
+
 /** Runs a Node script with arguments; resolves its wall time (spawn to exit) and stdout. */
 function timedNode(args: readonly string[]): Promise<{ wallMs: number; stdout: string }> {
   const start = performance.now();
@@ -238,21 +278,7 @@ async function runWholeProcess(
   const product = async (): Promise<number> => {
     await rm(lake, { recursive: true, force: true });
     await cp(ds.storeRoot, lake, { recursive: true });
-    const { wallMs, stdout } = await timedNode([
-      CLI,
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      lake,
-      '--quiet',
-      '0',
-      '--threads',
-      String(THREADS),
-      '--work-dir',
-      workDir,
-      '--json',
-    ]);
+    const { wallMs, stdout } = await timedNode(hourlyRunArgs(lake, workDir));
     const out = JSON.parse(stdout) as { summary?: { compacted?: number }; partitions?: { rows?: number }[] };
     const rows = out.partitions?.reduce((sum, p) => sum + (p.rows ?? 0), 0);
     if (out.summary?.compacted !== 1 || rows !== ds.rows) {
@@ -262,22 +288,8 @@ async function runWholeProcess(
     }
     return wallMs;
   };
-  const duckdb = async (): Promise<number> => {
-    const runDir = join(dir, 'duckdb-run');
-    await rm(runDir, { recursive: true, force: true });
-    await mkdir(runDir, { recursive: true });
-    const task: WorkerTask = {
-      tool: 'duckdb',
-      storeRoot: ds.storeRoot,
-      partition: ds.partition,
-      paths: ds.paths,
-      runDir,
-      threads: THREADS,
-    };
-    const taskFile = join(dir, 'duckdb-task.json');
-    await writeFile(taskFile, JSON.stringify(task));
-    return (await timedNode([join(BENCH_DIR, 'worker.ts'), taskFile])).wallMs;
-  };
+  const duckdb = async (): Promise<number> =>
+    (await timedNode([join(BENCH_DIR, 'worker.ts'), await rawDuckDbTask(dir, ds)])).wallMs;
   // Warm-up: the page cache, the definition cache (this first run synthesizes the stack).
   const coldProductWallMs = await product();
   await duckdb();

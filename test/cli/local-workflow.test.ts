@@ -360,25 +360,11 @@ describe('a backlog of many job bounds drains in one execution, one job of a par
     const inner = new LocalFolderStore(dir);
     // The hour's second publish (its second job's, in the second wave) fails, not retried.
     let copies = 0;
-    let broken = true;
-    const store = new FaultStore(inner, {
-      beforeCall: async (call) => {
-        if (call.op !== 'copy' || !call.key.startsWith(BACKLOG_HOUR)) return;
-        copies++;
-        if (broken && copies === 2) {
-          const error = new Error(`injected failure: ${call.op} ${call.key}`);
-          error.name = 'InjectedStepFailure';
-          throw error;
-        }
-      },
-    });
-    const deps = {
-      store,
-      config: jobBound,
-      clock: systemClock,
-      engine: async () => engine,
-      workDir: join(root, 'work'),
-    };
+    const failing = failingStore(
+      inner,
+      (call) => call.op === 'copy' && call.key.startsWith(BACKLOG_HOUR) && ++copies === 2,
+    );
+    const deps = { ...failing.deps, config: jobBound };
     const compacted: string[] = [];
     const onStep = (step: string, payload: unknown) => {
       if (step === 'compact') compacted.push((payload as { jobId: string }).jobId);
@@ -391,7 +377,7 @@ describe('a backlog of many job bounds drains in one execution, one job of a par
     expect(first.stoppedSummary).toMatchObject({ partitions: 3, compacted: 2, failed: 1 });
     expect(await ids(inner)).toEqual(range(rows));
 
-    broken = false;
+    failing.repair();
     compacted.length = 0;
     const redrive = await runWorkflowLocally(strict, deps, {
       tier: 'hourly',
