@@ -49,6 +49,25 @@ describe('the local folder store: durability', () => {
     expect(await store.head('a/one')).toBeUndefined();
   });
 
+  it('machine: a batch of deletes fsyncs each folder it empties of a file once, then drops the sidecars', async () => {
+    const store = new LocalFolderStore(join(root, 'lake'));
+    for (let i = 0; i < 5; i++) await store.put(`t/h/00/${i}`, Buffer.from('x'), { metadata: { i: String(i) } });
+    await store.put('t/h/01/a', Buffer.from('y'));
+    const calls = await fsyncsDuring(async () => {
+      const outcomes = await store.deleteMany([
+        ...Array.from({ length: 5 }, (_, i) => ({ key: `t/h/00/${i}` })),
+        { key: 't/h/01/a' },
+      ]);
+      expect(outcomes.every((o) => o.status === 'deleted')).toBe(true);
+    });
+    // Two folders lost files: two fsyncs, not six.
+    expect(calls).toBe(2);
+    for (let i = 0; i < 5; i++) expect(await store.head(`t/h/00/${i}`)).toBeUndefined();
+    // The sidecars went with the data (and their folder with them).
+    await store.put('t/h/00/0', Buffer.from('again'));
+    expect((await store.head('t/h/00/0'))?.metadata).toEqual({});
+  });
+
   // Without fsync a write still outlives its process: the page cache is the kernel's.
   it('process: a put whose process is killed (SIGKILL) right after it returned is there, whole, with its ETag', async () => {
     const lake = join(root, 'lake');

@@ -38,7 +38,7 @@ import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
 import { copyHandle, writeAll } from './durable-fs.ts';
 import {
   commit,
-  deleteOne,
+  deleteBatch,
   durabilityOf,
   type KeyChanges,
   type Staged,
@@ -251,12 +251,7 @@ export class LocalFolderStore implements ObjectStore {
     }
     // A malformed request is rejected whole, before anything is deleted (as S3 does).
     for (const request of requests) assertKey(request.key);
-    const outcomes: DeleteOutcome[] = [];
-    for (const request of requests) {
-      options.signal?.throwIfAborted();
-      outcomes.push(await deleteOne(this.#changes, request, options.signal));
-    }
-    return outcomes;
+    return deleteBatch(this.#changes, requests, options.signal);
   }
 
   listIncompleteUploads(prefix: string): Promise<IncompleteUpload[]> {
