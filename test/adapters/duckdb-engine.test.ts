@@ -31,6 +31,13 @@ useEngineAndDir(
   { engine: (d) => ({ threads: 2, tempDirectory: join(d, 'spill') }) },
 );
 
+describe('the instance', () => {
+  it("keeps no external file cache: one job's inputs never hold memory through the next job", async () => {
+    const rows = await engine.query(`SELECT current_setting('enable_external_file_cache') AS cached`);
+    expect(rows).toEqual([{ cached: false }]);
+  });
+});
+
 /** Writes `count` sample files of `rows` rows each with consecutive id ranges. */
 async function sampleFiles(
   count: number,

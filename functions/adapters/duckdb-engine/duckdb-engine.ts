@@ -84,6 +84,12 @@ export class DuckDbEngine implements Engine, RowContainment {
       // Parquet is built in; never try the network for extensions.
       autoinstall_known_extensions: 'false',
       autoload_known_extensions: 'false',
+      // The external file cache (on by default) keeps what each query read in memory for later
+      // reads (https://github.com/duckdb/duckdb/pull/16463). A job's inputs are read by its own
+      // queries and then deleted, so across the jobs of one engine (a local run, the waves of a
+      // backlog) it only grows the process: measured, three 2,000-file jobs end at 467 MiB RSS with
+      // it and 216 MiB without. The OS page cache still serves a file read twice within a job.
+      enable_external_file_cache: 'false',
     };
     if (options.threads !== undefined) {
       if (!Number.isSafeInteger(options.threads) || options.threads < 1) {
