@@ -1,0 +1,315 @@
+/**
+ * Many small partitions: the common real lake, T tables x H hours x F small files per hour
+ * (Arc layout, `db/tNNN/2025/01/15/HH/`). Times, each a whole process from spawn to exit,
+ * alternating who goes first, on a fresh copy of the same generated lake:
+ *
+ * - product: `compactor run --tier hourly` (functions/cli/main.ts, the state machine run locally);
+ * - duckdb-loop: one Node process, one DuckDB instance, that compacts every hour folder in turn
+ *   (read_parquet of its files, ORDER BY time, COPY to one ZSTD file, unlink the inputs), with the
+ *   same threads. No manifests, no fsync, no verification: the floor of the same work.
+ *
+ * Peak RSS of each is its own VmHWM (bench/rss-at-exit.ts as a preload for the CLI,
+ * bench/peak-rss.ts in the loop). Generation is deterministic: file f of hour h holds
+ * `--rows` rows of the sample generator with ids (h * F + f) * rows + 1..., every table the same
+ * bytes (so a table's files are copies, generated once); each file's mtime is in its hour, and the
+ * run plans at --now 2025-01-16T02:00Z, when every hour of 2025-01-15 is eligible.
+ *
+ *   node bench/small-partitions.ts [--tables 20] [--hours 24] [--files 10] [--rows 50]
+ *     [--concurrency 4] [--threads 2] [--runs 3] [--dir /tmp/small-partitions] [--keep]
+ *     [--only product|duckdb] [--product-args '...'] [--node-args '...']
+ *
+ * Prints one line per run and a JSON summary (medians, ratio) last.
+ */
+
+import { execFile } from 'node:child_process';
+import { cp, mkdir, readdir, readFile, rm, unlink, utimes } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { peakRssBytes } from './peak-rss.ts';
+import { median } from './stats.ts';
+
+const BENCH_DIR = import.meta.dirname;
+const CLI = join(BENCH_DIR, '..', 'functions', 'cli', 'main.ts');
+const DAY_START_MS = Date.UTC(2025, 0, 15);
+const HOUR_MS = 3_600_000;
+
+export interface LakeShape {
+  readonly tables: number;
+  readonly hours: number;
+  readonly files: number;
+  readonly rows: number;
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, '0');
+export const tableName = (t: number) => `t${pad(t, 3)}`;
+
+/** Arc key of file f of hour h of table t. */
+export function smallKey(t: number, h: number, f: number, files: number): string {
+  const name = tableName(t);
+  const minute = pad((f * 7) % 60);
+  return `db/${name}/2025/01/15/${pad(h)}/${name}_20250115_${pad(h)}${minute}00_${h * files + f}.parquet`;
+}
+
+/**
+ * Writes the lake under `root`: each (hour, file) once with DuckDB, then copied into every table.
+ * Deterministic: the same shape gives the same bytes.
+ */
+export async function generateSmallLake(root: string, shape: LakeShape): Promise<void> {
+  const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
+  const { writeSampleParquet } = await import('../functions/adapters/sample-data.ts');
+  const { forEachLimit } = await import('../functions/core/limit.ts');
+  const engine = await DuckDbEngine.create({ threads: 1 });
+  const templates = join(root, 'templates');
+  await mkdir(templates, { recursive: true });
+  const cells = Array.from({ length: shape.hours * shape.files }, (_, i) => i);
+  try {
+    await forEachLimit(cells, 4, async (i) => {
+      const h = Math.floor(i / shape.files);
+      await writeSampleParquet(engine, join(templates, `${i}.parquet`), {
+        rows: shape.rows,
+        firstId: i * shape.rows + 1,
+        startTimeMs: DAY_START_MS + h * HOUR_MS,
+        spanMs: HOUR_MS,
+      });
+    });
+  } finally {
+    await engine.close();
+  }
+  const lake = join(root, 'lake');
+  for (let t = 0; t < shape.tables; t++) {
+    for (let h = 0; h < shape.hours; h++) {
+      await mkdir(join(lake, 'db', tableName(t), '2025', '01', '15', pad(h)), { recursive: true });
+      for (let f = 0; f < shape.files; f++) {
+        const i = h * shape.files + f;
+        const path = join(lake, ...smallKey(t, h, f, shape.files).split('/'));
+        await cp(join(templates, `${i}.parquet`), path);
+        // Written during its hour, as a writer would: older than --now, so the plan takes it.
+        const written = new Date(DAY_START_MS + h * HOUR_MS + (f + 1) * 60_000);
+        await utimes(path, written, written);
+      }
+    }
+  }
+}
+
+interface RunSample {
+  readonly tool: 'product' | 'duckdb';
+  readonly wallMs: number;
+  readonly peakRssBytes: number;
+  readonly partitions: number;
+  readonly rows: number;
+}
+
+function node(
+  args: readonly string[],
+  env: Record<string, string> = {},
+): Promise<{ wallMs: number; stdout: string; stderr: string }> {
+  const start = performance.now();
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [...args],
+      { maxBuffer: 256 * 1024 * 1024, env: { ...process.env, ...env } },
+      (error, stdout, stderr) => {
+        const wallMs = performance.now() - start;
+        if (error) reject(new Error(`node ${args.join(' ')} failed: ${error.message}\n${stderr.slice(-3000)}`));
+        else resolve({ wallMs, stdout, stderr });
+      },
+    );
+  });
+}
+
+/** The `now` at which every hour of 2025-01-15 is eligible (minAge 1 h after the day's last hour). */
+export const NOW = new Date(DAY_START_MS + 26 * HOUR_MS).toISOString();
+
+async function runProduct(
+  lake: string,
+  workDir: string,
+  rssFile: string,
+  opts: { concurrency: number; threads: number; productArgs: string[]; nodeArgs: string[] },
+): Promise<RunSample> {
+  const { wallMs, stdout } = await node(
+    [
+      ...opts.nodeArgs,
+      '--import',
+      join(BENCH_DIR, 'rss-at-exit.ts'),
+      CLI,
+      'run',
+      '--tier',
+      'hourly',
+      '--store',
+      lake,
+      '--now',
+      NOW,
+      '--quiet',
+      '0',
+      '--concurrency',
+      String(opts.concurrency),
+      '--threads',
+      String(opts.threads),
+      '--work-dir',
+      workDir,
+      '--json',
+      ...opts.productArgs,
+    ],
+    { BENCH_RSS_FILE: rssFile },
+  );
+  const out = JSON.parse(stdout) as { summary?: { compacted?: number }; partitions?: { rows?: number }[] };
+  return {
+    tool: 'product',
+    wallMs,
+    peakRssBytes: Number(await readFile(rssFile, 'utf8')),
+    partitions: out.summary?.compacted ?? 0,
+    rows: out.partitions?.reduce((total, p) => total + (p.rows ?? 0), 0) ?? 0,
+  };
+}
+
+async function runDuckDbLoop(lake: string, threads: number): Promise<RunSample> {
+  const { wallMs, stdout } = await node([join(BENCH_DIR, 'small-partitions.ts'), '--worker', lake, '--threads', String(threads)]);
+  const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as RunSample;
+  return { ...out, wallMs };
+}
+
+/** The duckdb-loop process: every hour folder of every table in turn, one DuckDB instance. */
+async function duckDbLoopWorker(lake: string, threads: number): Promise<void> {
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const { parquetPath, quoteString } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
+  const instance = await DuckDBInstance.create(':memory:', { threads: String(threads) });
+  const connection = await instance.connect();
+  let partitions = 0;
+  let rows = 0;
+  const db = join(lake, 'db');
+  for (const table of (await readdir(db)).sort()) {
+    const day = join(db, table, '2025', '01', '15');
+    for (const hour of (await readdir(day)).sort()) {
+      const folder = join(day, hour);
+      const inputs = (await readdir(folder))
+        .filter((n) => n.endsWith('.parquet'))
+        .sort()
+        .map((n) => join(folder, n));
+      const out = join(folder, `compacted_${table}_${hour}.zstd.parquet.tmp`);
+      const result = await connection.run(
+        `COPY (SELECT * FROM read_parquet([${inputs.map(parquetPath).join(', ')}], union_by_name = true) ORDER BY time) ` +
+          `TO ${quoteString(out)} (FORMAT parquet, COMPRESSION zstd)`,
+      );
+      rows += Number(result.rowsChanged);
+      for (const input of inputs) await unlink(input);
+      partitions++;
+    }
+  }
+  connection.closeSync();
+  instance.closeSync();
+  process.stdout.write(
+    `${JSON.stringify({ tool: 'duckdb', wallMs: 0, peakRssBytes: peakRssBytes(), partitions, rows })}\n`,
+  );
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      worker: { type: 'string' },
+      tables: { type: 'string', default: '20' },
+      hours: { type: 'string', default: '24' },
+      files: { type: 'string', default: '10' },
+      rows: { type: 'string', default: '50' },
+      concurrency: { type: 'string', default: '4' },
+      threads: { type: 'string', default: '2' },
+      runs: { type: 'string', default: '3' },
+      dir: { type: 'string', default: '/tmp/small-partitions' },
+      only: { type: 'string' },
+      'product-args': { type: 'string', default: '' },
+      'node-args': { type: 'string', default: '' },
+      keep: { type: 'boolean', default: false },
+    },
+  });
+  const threads = Number(values.threads);
+  if (values.worker) return duckDbLoopWorker(values.worker, threads);
+  const shape: LakeShape = {
+    tables: Number(values.tables),
+    hours: Number(values.hours),
+    files: Number(values.files),
+    rows: Number(values.rows),
+  };
+  const partitions = shape.tables * shape.hours;
+  const totalRows = partitions * shape.files * shape.rows;
+  const dir = values.dir;
+  const genRoot = join(dir, `gen-${shape.tables}x${shape.hours}x${shape.files}x${shape.rows}`);
+  const marker = join(genRoot, 'done');
+  if (!(await readFile(marker, 'utf8').catch(() => undefined))) {
+    await rm(genRoot, { recursive: true, force: true });
+    const t0 = performance.now();
+    await generateSmallLake(genRoot, shape);
+    await (await import('node:fs/promises')).writeFile(marker, 'ok');
+    process.stderr.write(`generated ${partitions * shape.files} files in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  }
+  const lake = join(dir, 'run-lake');
+  const workDir = join(dir, 'work');
+  const rssFile = join(dir, 'rss');
+  const split = (s: string) => s.split(' ').filter(Boolean);
+  const opts = {
+    concurrency: Number(values.concurrency),
+    threads,
+    productArgs: split(values['product-args']),
+    nodeArgs: split(values['node-args']),
+  };
+  const fresh = async () => {
+    await rm(lake, { recursive: true, force: true });
+    await cp(join(genRoot, 'lake'), lake, { recursive: true, preserveTimestamps: true });
+  };
+  // Warm-up: one hour folder, so the definition cache (synthesis, validation of the parent and
+  // child definitions) and the page cache are warm before anything is timed.
+  await rm(lake, { recursive: true, force: true });
+  const firstHour = join('db', tableName(0), '2025', '01', '15', '00');
+  await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), { recursive: true, preserveTimestamps: true });
+  await runProduct(lake, workDir, rssFile, { ...opts, nodeArgs: [] });
+  const tools = values.only ? [values.only] : ['product', 'duckdb'];
+  const samples: RunSample[] = [];
+  const runs = Number(values.runs);
+  for (let round = 0; round < runs; round++) {
+    const order = round % 2 === 0 ? tools : [...tools].reverse();
+    for (const tool of order) {
+      await fresh();
+      const sample =
+        tool === 'product' ? await runProduct(lake, workDir, rssFile, opts) : await runDuckDbLoop(lake, threads);
+      if (sample.partitions !== partitions || sample.rows !== totalRows) {
+        throw new Error(
+          `${tool} compacted ${sample.partitions} of ${partitions} partitions, ${sample.rows} of ${totalRows} rows`,
+        );
+      }
+      samples.push(sample);
+      process.stderr.write(
+        `round ${round} ${tool}: ${(sample.wallMs / 1000).toFixed(2)} s, peak RSS ${(sample.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`,
+      );
+    }
+  }
+  if (!values.keep) await rm(lake, { recursive: true, force: true });
+  const of = (tool: string) => samples.filter((s) => s.tool === tool);
+  const summary = Object.fromEntries(
+    tools.map((tool) => [
+      tool,
+      {
+        wallMs: median(of(tool).map((s) => s.wallMs)),
+        peakRssMiB: median(of(tool).map((s) => s.peakRssBytes)) / 2 ** 20,
+        samplesMs: of(tool).map((s) => Math.round(s.wallMs)),
+      },
+    ]),
+  );
+  const p = summary.product;
+  const d = summary.duckdb;
+  process.stdout.write(
+    `${JSON.stringify({
+      shape,
+      partitions,
+      files: partitions * shape.files,
+      rows: totalRows,
+      concurrency: opts.concurrency,
+      threads,
+      loadavg: (await import('node:os')).loadavg(),
+      ...summary,
+      ...(p && d
+        ? { wallRatio: p.wallMs / d.wallMs, productMsPerPartition: p.wallMs / partitions, duckdbMsPerPartition: d.wallMs / partitions }
+        : {}),
+    })}\n`,
+  );
+}
+
+await main();
