@@ -23,7 +23,7 @@
 
 import { execFile } from 'node:child_process';
 import { cp, mkdir, readdir, readFile, rm, unlink, utimes } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { peakRssBytes } from './peak-rss.ts';
 import { median } from './stats.ts';
@@ -95,6 +95,8 @@ interface RunSample {
   readonly tool: 'product' | 'duckdb';
   readonly wallMs: number;
   readonly peakRssBytes: number;
+  /** User + system CPU of the whole process (all threads), start to exit. */
+  readonly cpuMs: number;
   readonly partitions: number;
   readonly rows: number;
 }
@@ -111,7 +113,8 @@ function node(
       { maxBuffer: 256 * 1024 * 1024, env: { ...process.env, ...env } },
       (error, stdout, stderr) => {
         const wallMs = performance.now() - start;
-        if (error) reject(new Error(`node ${args.join(' ')} failed: ${error.message}\n${stderr.slice(-3000)}`));
+        if (error)
+          reject(new Error(`node ${args.join(' ')} failed: ${error.message}\n${stderr.slice(-3000)}`));
         else resolve({ wallMs, stdout, stderr });
       },
     );
@@ -157,14 +160,20 @@ async function runProduct(
   return {
     tool: 'product',
     wallMs,
-    peakRssBytes: Number(await readFile(rssFile, 'utf8')),
+    ...(JSON.parse(await readFile(rssFile, 'utf8')) as { peakRssBytes: number; cpuMs: number }),
     partitions: out.summary?.compacted ?? 0,
     rows: out.partitions?.reduce((total, p) => total + (p.rows ?? 0), 0) ?? 0,
   };
 }
 
 async function runDuckDbLoop(lake: string, threads: number): Promise<RunSample> {
-  const { wallMs, stdout } = await node([join(BENCH_DIR, 'small-partitions.ts'), '--worker', lake, '--threads', String(threads)]);
+  const { wallMs, stdout } = await node([
+    join(BENCH_DIR, 'small-partitions.ts'),
+    '--worker',
+    lake,
+    '--threads',
+    String(threads),
+  ]);
   const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as RunSample;
   return { ...out, wallMs };
 }
@@ -198,8 +207,9 @@ async function duckDbLoopWorker(lake: string, threads: number): Promise<void> {
   }
   connection.closeSync();
   instance.closeSync();
+  const cpu = process.cpuUsage();
   process.stdout.write(
-    `${JSON.stringify({ tool: 'duckdb', wallMs: 0, peakRssBytes: peakRssBytes(), partitions, rows })}\n`,
+    `${JSON.stringify({ tool: 'duckdb', wallMs: 0, peakRssBytes: peakRssBytes(), cpuMs: (cpu.user + cpu.system) / 1000, partitions, rows })}\n`,
   );
 }
 
@@ -239,7 +249,9 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     await generateSmallLake(genRoot, shape);
     await (await import('node:fs/promises')).writeFile(marker, 'ok');
-    process.stderr.write(`generated ${partitions * shape.files} files in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    process.stderr.write(
+      `generated ${partitions * shape.files} files in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
+    );
   }
   const lake = join(dir, 'run-lake');
   const workDir = join(dir, 'work');
@@ -259,7 +271,10 @@ async function main(): Promise<void> {
   // child definitions) and the page cache are warm before anything is timed.
   await rm(lake, { recursive: true, force: true });
   const firstHour = join('db', tableName(0), '2025', '01', '15', '00');
-  await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), { recursive: true, preserveTimestamps: true });
+  await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), {
+    recursive: true,
+    preserveTimestamps: true,
+  });
   await runProduct(lake, workDir, rssFile, { ...opts, nodeArgs: [] });
   const tools = values.only ? [values.only] : ['product', 'duckdb'];
   const samples: RunSample[] = [];
@@ -269,7 +284,9 @@ async function main(): Promise<void> {
     for (const tool of order) {
       await fresh();
       const sample =
-        tool === 'product' ? await runProduct(lake, workDir, rssFile, opts) : await runDuckDbLoop(lake, threads);
+        tool === 'product'
+          ? await runProduct(lake, workDir, rssFile, opts)
+          : await runDuckDbLoop(lake, threads);
       if (sample.partitions !== partitions || sample.rows !== totalRows) {
         throw new Error(
           `${tool} compacted ${sample.partitions} of ${partitions} partitions, ${sample.rows} of ${totalRows} rows`,
@@ -277,7 +294,7 @@ async function main(): Promise<void> {
       }
       samples.push(sample);
       process.stderr.write(
-        `round ${round} ${tool}: ${(sample.wallMs / 1000).toFixed(2)} s, peak RSS ${(sample.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`,
+        `round ${round} ${tool}: ${(sample.wallMs / 1000).toFixed(2)} s, CPU ${(sample.cpuMs / 1000).toFixed(2)} s, peak RSS ${(sample.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`,
       );
     }
   }
@@ -288,8 +305,10 @@ async function main(): Promise<void> {
       tool,
       {
         wallMs: median(of(tool).map((s) => s.wallMs)),
+        cpuMs: median(of(tool).map((s) => s.cpuMs)),
         peakRssMiB: median(of(tool).map((s) => s.peakRssBytes)) / 2 ** 20,
         samplesMs: of(tool).map((s) => Math.round(s.wallMs)),
+        cpuSamplesMs: of(tool).map((s) => Math.round(s.cpuMs)),
       },
     ]),
   );
@@ -306,10 +325,16 @@ async function main(): Promise<void> {
       loadavg: (await import('node:os')).loadavg(),
       ...summary,
       ...(p && d
-        ? { wallRatio: p.wallMs / d.wallMs, productMsPerPartition: p.wallMs / partitions, duckdbMsPerPartition: d.wallMs / partitions }
+        ? {
+            wallRatio: p.wallMs / d.wallMs,
+            cpuRatio: p.cpuMs / d.cpuMs,
+            productMsPerPartition: p.wallMs / partitions,
+            duckdbMsPerPartition: d.wallMs / partitions,
+          }
         : {}),
     })}\n`,
   );
 }
 
-await main();
+// Run as a script (the profile imports the generator).
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === import.meta.filename) await main();
