@@ -16,7 +16,11 @@
  *
  *   node bench/small-partitions.ts [--tables 20] [--hours 24] [--files 10] [--rows 50]
  *     [--concurrency 4] [--threads 2] [--runs 3] [--dir /tmp/small-partitions] [--keep]
- *     [--only product|duckdb] [--product-args '...'] [--node-args '...']
+ *     [--only product,duckdb,...] [--product-args '...'] [--node-args='...']
+ *     [--variants name=/other/tree/functions/cli/main.ts,...]
+ *
+ * --variants runs other trees' CLI as well (each its own work dir), in turn with the rest: an A/B
+ * of a change against its parent on the same lake, in the same run.
  *
  * Prints one line per run and a JSON summary (medians, ratio) last.
  */
@@ -92,7 +96,8 @@ export async function generateSmallLake(root: string, shape: LakeShape): Promise
 }
 
 interface RunSample {
-  readonly tool: 'product' | 'duckdb';
+  /** 'duckdb', 'product', or a --variants name. */
+  readonly tool: string;
   readonly wallMs: number;
   readonly peakRssBytes: number;
   /** User + system CPU of the whole process (all threads), start to exit. */
@@ -129,13 +134,15 @@ async function runProduct(
   workDir: string,
   rssFile: string,
   opts: { concurrency: number; threads: number; productArgs: string[]; nodeArgs: string[] },
+  cli = CLI,
+  tool = 'product',
 ): Promise<RunSample> {
   const { wallMs, stdout } = await node(
     [
       ...opts.nodeArgs,
       '--import',
       join(BENCH_DIR, 'rss-at-exit.ts'),
-      CLI,
+      cli,
       'run',
       '--tier',
       'hourly',
@@ -158,7 +165,7 @@ async function runProduct(
   );
   const out = JSON.parse(stdout) as { summary?: { compacted?: number }; partitions?: { rows?: number }[] };
   return {
-    tool: 'product',
+    tool,
     wallMs,
     ...(JSON.parse(await readFile(rssFile, 'utf8')) as { peakRssBytes: number; cpuMs: number }),
     partitions: out.summary?.compacted ?? 0,
@@ -228,6 +235,8 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       'product-args': { type: 'string', default: '' },
       'node-args': { type: 'string', default: '' },
+      /** name=path/to/functions/cli/main.ts,...: products of other trees, run in turn with the rest. */
+      variants: { type: 'string', default: '' },
       keep: { type: 'boolean', default: false },
     },
   });
@@ -275,18 +284,36 @@ async function main(): Promise<void> {
     recursive: true,
     preserveTimestamps: true,
   });
+  const variants = new Map(
+    values.variants
+      .split(',')
+      .filter(Boolean)
+      .map((v) => v.split('=') as [string, string]),
+  );
+  // Each variant its own work dir: its definition cache is keyed by its own tree.
+  const workOf = (tool: string) => (variants.has(tool) ? `${workDir}-${tool}` : workDir);
   await runProduct(lake, workDir, rssFile, { ...opts, nodeArgs: [] });
-  const tools = values.only ? [values.only] : ['product', 'duckdb'];
+  for (const [name, cli] of variants) {
+    await rm(lake, { recursive: true, force: true });
+    await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), {
+      recursive: true,
+      preserveTimestamps: true,
+    });
+    await runProduct(lake, workOf(name), rssFile, { ...opts, nodeArgs: [] }, cli, name);
+  }
+  const tools = values.only ? values.only.split(',') : ['product', 'duckdb', ...variants.keys()];
   const samples: RunSample[] = [];
   const runs = Number(values.runs);
   for (let round = 0; round < runs; round++) {
-    const order = round % 2 === 0 ? tools : [...tools].reverse();
+    // Who goes first changes every round (rotated, then reversed, for more than two).
+    const rotated = [...tools.slice(round % tools.length), ...tools.slice(0, round % tools.length)];
+    const order = round % 2 === 0 ? rotated : rotated.reverse();
     for (const tool of order) {
       await fresh();
       const sample =
-        tool === 'product'
-          ? await runProduct(lake, workDir, rssFile, opts)
-          : await runDuckDbLoop(lake, threads);
+        tool === 'duckdb'
+          ? await runDuckDbLoop(lake, threads)
+          : await runProduct(lake, workOf(tool), rssFile, opts, variants.get(tool) ?? CLI, tool);
       if (sample.partitions !== partitions || sample.rows !== totalRows) {
         throw new Error(
           `${tool} compacted ${sample.partitions} of ${partitions} partitions, ${sample.rows} of ${totalRows} rows`,
@@ -314,6 +341,16 @@ async function main(): Promise<void> {
   );
   const p = summary.product;
   const d = summary.duckdb;
+  const vsProduct = p
+    ? Object.fromEntries(
+        [...variants.keys()]
+          .filter((name) => summary[name])
+          .map((name) => [
+            name,
+            { wall: (summary[name]?.wallMs ?? 0) / p.wallMs, cpu: (summary[name]?.cpuMs ?? 0) / p.cpuMs },
+          ]),
+      )
+    : {};
   process.stdout.write(
     `${JSON.stringify({
       shape,
@@ -324,6 +361,7 @@ async function main(): Promise<void> {
       threads,
       loadavg: (await import('node:os')).loadavg(),
       ...summary,
+      variantsOverProduct: vsProduct,
       ...(p && d
         ? {
             wallRatio: p.wallMs / d.wallMs,
