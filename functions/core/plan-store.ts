@@ -11,6 +11,7 @@ import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
 import type { Job, JobRef } from './job.ts';
 import type { Layout } from './layout.ts';
+import { forEachLimit } from './limit.ts';
 import type { InputRef } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { RUN_RECORD_DAYS, stateFolder } from './state-root.ts';
@@ -27,6 +28,13 @@ export interface JobItem extends JobRef {
 /** A job and its wave, as the plan assigns them. */
 export type WaveJob = Job & { readonly wave: number };
 
+/**
+ * Job records the plan step writes at once: one put at a time made a plan of thousands of small
+ * partitions wait for as many sequential writes (an fsync pair each on the local store, a round
+ * trip each on S3) before the first partition could start.
+ */
+export const PLAN_WRITE_CONCURRENCY = 16;
+
 export function plansPrefix(layout: Layout, executionName: string): string {
   if (!/^[A-Za-z0-9_.:-]{1,80}$/.test(executionName)) {
     throw new ConfigError(`execution name "${executionName}" is not usable in a key`);
@@ -41,22 +49,24 @@ export async function writePlan(
   jobs: readonly WaveJob[],
 ): Promise<{ readonly itemsKeys: readonly string[]; readonly items: readonly JobItem[] }> {
   const prefix = plansPrefix(layout, executionName);
-  const items: JobItem[] = [];
-  for (const job of jobs) {
-    const jobKey = `${prefix}jobs/${job.jobId}.json`;
-    const { wave, ...written } = job;
-    await store.put(jobKey, Buffer.from(JSON.stringify(written)), { contentType: 'application/json' });
-    items.push({
-      tier: job.tier,
-      partition: job.partition,
-      jobId: job.jobId,
-      executionId: job.executionId,
-      jobKey,
-      inputFiles: job.inputs.length,
-      inputBytes: job.inputs.reduce((sum, input) => sum + input.size, 0),
-      wave,
+  const items: JobItem[] = jobs.map((job) => ({
+    tier: job.tier,
+    partition: job.partition,
+    jobId: job.jobId,
+    executionId: job.executionId,
+    jobKey: `${prefix}jobs/${job.jobId}.json`,
+    inputFiles: job.inputs.length,
+    inputBytes: job.inputs.reduce((sum, input) => sum + input.size, 0),
+    wave: job.wave,
+  }));
+  // The job records are independent: written a few at a time, each durable when its put returns,
+  // all of them before the items the Map reads (a reader of an item always finds its job).
+  await forEachLimit(jobs, PLAN_WRITE_CONCURRENCY, async (job, i) => {
+    const { wave: _, ...written } = job;
+    await store.put((items[i] as JobItem).jobKey, Buffer.from(JSON.stringify(written)), {
+      contentType: 'application/json',
     });
-  }
+  });
   // Every plan has a first wave's file, empty or not: a definition reads it by its key.
   const waves = Math.max(1, ...items.map((item) => item.wave + 1));
   const itemsKeys: string[] = [];

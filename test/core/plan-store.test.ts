@@ -1,0 +1,64 @@
+/**
+ * The plan records the Map reads: each job's record, then one items file per wave; the records
+ * are written several at once, and every one before any items file, so an item never names a
+ * record that is not there.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../functions/core/config.ts';
+import { PLAN_WRITE_CONCURRENCY, readJob, type WaveJob, writePlan } from '../../functions/core/plan-store.ts';
+import { useTempDir } from '../support/engine-fixture.ts';
+import { FaultStore } from '../support/fault-store.ts';
+import { testStore } from '../support/test-store.ts';
+
+const config = parseConfig({});
+let root: string;
+useTempDir('plan-store-', (dir) => {
+  root = dir;
+});
+
+function job(partition: string, wave: number, i: number): WaveJob {
+  return {
+    tier: 'hourly',
+    partition,
+    jobId: `20250115T100000Z-${String(i).padStart(8, '0')}`,
+    executionId: 'local:1',
+    inputs: [{ key: `${partition}f${i}.parquet`, size: 10 + i, etag: `"e${i}"` }],
+    wave,
+  };
+}
+
+describe('writePlan', () => {
+  it('writes the records several at once, all before the items of each wave; each item reads back its job', async () => {
+    const inner = testStore(root);
+    let inFlight = 0;
+    let most = 0;
+    const store = new FaultStore(inner, {
+      beforeCall: async () => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        // Long enough for the next put to start while this one runs.
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      },
+      afterCall: async () => {
+        inFlight--;
+      },
+    });
+    const jobs = Array.from({ length: 40 }, (_, i) =>
+      job(`db/cpu/2025/01/15/${String(i % 20).padStart(2, '0')}/`, i < 20 ? 0 : 1, i),
+    );
+    const { itemsKeys, items } = await writePlan(store, config.layout, 'hourly-test', jobs);
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(PLAN_WRITE_CONCURRENCY);
+    const puts = store.calls.filter((c) => c.op === 'put').map((c) => c.key);
+    const firstItems = puts.findIndex((k) => itemsKeys.includes(k));
+    expect(puts.slice(0, firstItems)).toHaveLength(40);
+    expect(puts.slice(firstItems)).toEqual(itemsKeys);
+    expect(itemsKeys).toHaveLength(2);
+    for (const [i, item] of items.entries()) {
+      expect(item.wave).toBe(i < 20 ? 0 : 1);
+      const { wave: _, ...expected } = jobs[i] as WaveJob;
+      expect(await readJob(inner, config.layout, item)).toEqual(expected);
+    }
+  });
+});
