@@ -7,6 +7,10 @@ import { wholeProcessTargets } from './orchestration-report.ts';
 import { plannerLakeTargets } from './planner-scale.ts';
 import { f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
 import type { BenchResults } from './results.ts';
+import { smallPartitionsTargets } from './small-partitions.ts';
+
+/** A job's bill against what any compactor must pay for it (the issue's Arc-hour rule). */
+const FLOOR_RATIO = 1.5;
 
 export interface Target {
   readonly name: string;
@@ -149,6 +153,7 @@ export function targets(r: BenchResults): Target[] {
   }
   if (r.plannerLake) out.push(...plannerLakeTargets(r.plannerLake).map((t) => ({ ...t, headline: true })));
   if (r.backlog) out.push(...backlogTargets(r.backlog).map((t) => ({ ...t, headline: true })));
+  if (r.partitions) out.push(...smallPartitionsTargets(r.partitions).map((t) => ({ ...t, headline: true })));
   for (const job of r.s3Latency?.jobs ?? []) {
     const planned = Math.min(job.run.plannedConcurrency, job.files);
     out.push({
@@ -164,6 +169,20 @@ export function targets(r: BenchResults): Target[] {
       met: job.target.met,
       headline: true,
       ...(job.cause ? { cause: job.cause } : {}),
+    });
+  }
+  for (const c of r.cost?.cycles ?? []) {
+    const met = c.total <= FLOOR_RATIO * c.floor;
+    out.push({
+      name: `cost: a cycle of ${int(c.partitions)} small partitions, ${c.childType} children: <= ${f1(FLOOR_RATIO)}x its floor`,
+      value: `${usd6(c.total)} vs ${usd6(c.floor)} (${f1(c.total / c.floor)}x), about ${int(c.seconds / 60)} min`,
+      met,
+      headline: true,
+      ...(met
+        ? {}
+        : {
+            cause: `a partition's bill ${usd6(c.perPartition)} against its floor ${usd6(c.floor / c.partitions)}: largest terms ${c.largest.map((t) => `${t.name} ${usd6(t.usd)}`).join(', ')}`,
+          }),
     });
   }
   if (r.cost) {

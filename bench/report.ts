@@ -5,6 +5,7 @@
 
 import { backlogMarkdown } from './backlog.ts';
 import type { Comparison, ToolSummary } from './compare.ts';
+import type { CycleCost } from './cost.ts';
 import { wholeProcessSection } from './orchestration-report.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
 import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
@@ -137,7 +138,18 @@ export function jobCostSection(r: BenchResults): string[] {
     );
     if (job.cause) out.push('', `Not met: ${job.cause}.`);
   }
+  for (const c of r.cost?.cycles ?? []) out.push('', `### ${cycleLine(c)}`);
   return out;
+}
+
+/** A cycle of many small partitions beside its floor, and where one partition's bill goes. */
+export function cycleLine(c: CycleCost): string {
+  return (
+    `a cycle of ${c.partitions.toLocaleString('en-US')} partitions of ${c.filesPerPartition} small files, ${c.childType} children: ` +
+    `${usd6(c.total)} (${usd6(c.perPartition)} a partition) vs the floor ${usd6(c.floor)} (one GET per input, one PUT per output): ` +
+    `${(c.total / c.floor).toFixed(1)}x; about ${Math.round(c.seconds / 60)} min at ${c.maxConcurrency} partitions at once; ` +
+    `largest terms of a partition: ${c.largest.map((t) => `${t.name} ${usd6(t.usd)}`).join(', ')}`
+  );
 }
 
 export function renderMarkdown(r: BenchResults): string {

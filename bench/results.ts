@@ -12,6 +12,7 @@ import type { OrchestrationResult } from './orchestration.ts';
 import type { PlannerLakeResult, PlannerScaleResult } from './planner-scale.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { S3LatencyResult } from './s3-latency.ts';
+import type { SmallPartitionsResult } from './small-partitions.ts';
 import type { TransitionCount } from './transitions.ts';
 
 export interface Environment {
@@ -40,5 +41,6 @@ export interface BenchResults {
   readonly transitions?: TransitionCount;
   readonly s3Latency?: S3LatencyResult;
   readonly backlog?: BacklogResult;
+  readonly partitions?: SmallPartitionsResult;
   readonly cost?: CostModel;
 }

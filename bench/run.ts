@@ -28,6 +28,11 @@ import { renderSvg } from './report-svg.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
 import type { BenchResults, Environment } from './results.ts';
 import { runS3Latency, type S3LatencyResult, s3LatencyCases } from './s3-latency.ts';
+import {
+  runSmallPartitions,
+  type SmallPartitionsResult,
+  smallPartitionsTargets,
+} from './small-partitions.ts';
 import { renderSummaryBlock, replaceSummaryBlock, SUMMARY_FILES } from './summary-block.ts';
 import { countTransitions, type TransitionCount } from './transitions.ts';
 
@@ -40,7 +45,7 @@ interface Args {
   readonly render: boolean;
 }
 
-const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3', 'backlog'];
+const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3', 'backlog', 'partitions'];
 
 const USAGE = `usage: npm run bench [-- options]
 
@@ -161,6 +166,7 @@ async function main(): Promise<number> {
     transitions?: TransitionCount;
     s3Latency?: S3LatencyResult;
     backlog?: BacklogResult;
+    partitions?: SmallPartitionsResult;
   } = { comparisons: [] };
   try {
     if (args.only.includes('compare')) {
@@ -244,6 +250,17 @@ async function main(): Promise<number> {
         rowsPerFile: 50,
         log,
       });
+    }
+    if (args.only.includes('partitions')) {
+      // The common lake: many tables x hours, a few small files each (--quick: 10 tables).
+      const shape = { tables: args.quick ? 10 : 100, hours: 24, files: 10, rows: 50 };
+      log(`many small partitions: ${shape.tables} tables x ${shape.hours} h x ${shape.files} files`);
+      results.partitions = await runSmallPartitions(join(tmp, 'partitions'), shape, {
+        runs: args.quick ? 1 : 3,
+        concurrency: 4,
+        threads: THREADS,
+      });
+      for (const t of smallPartitionsTargets(results.partitions)) log(`  ${t.name}: ${t.value}`);
     }
     results.transitions = await countTransitions().catch((error: Error) => {
       log(

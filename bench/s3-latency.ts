@@ -46,7 +46,7 @@ export const S3_SOURCES = [
   'https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html',
 ] as const;
 
-export type CostJobId = 'arc-hour' | 'firehose-hour' | 'full-job';
+export type CostJobId = 'arc-hour' | 'firehose-hour' | 'full-job' | 'small-partition';
 
 export interface S3LatencyCase extends DatasetSpec {
   /** The cost model's job this run measures, if any. */
@@ -116,6 +116,7 @@ export async function s3LatencyCases(
   await mkdir(dir, { recursive: true });
   const shrink = quick ? 8 : 1;
   const rowsOf200K = await rowsForFileBytes(engine, dir, 200_000);
+  const rowsOf12K = await rowsForFileBytes(engine, dir, 12_000);
   const rowsOf64M = await rowsForFileBytes(engine, dir, 64e6 / shrink);
   const fileOf50K = await fileBytesForRows(engine, dir, 50_000);
   const fullFiles = Math.min(5000, Math.floor((2 * GIB) / shrink / fileOf50K));
@@ -130,6 +131,16 @@ export async function s3LatencyCases(
       rowsPerFile: rowsOf200K,
       extraColumns: 0,
       costJob: 'arc-hour',
+      scale: 1,
+    },
+    {
+      // The most common lake's partition: thousands of them a cycle (cost.ts prices the cycle).
+      id: 'small-partition',
+      title: 'small partition-hour: 10 files x 12 KB',
+      files: 10,
+      rowsPerFile: rowsOf12K,
+      extraColumns: 0,
+      costJob: 'small-partition',
       scale: 1,
     },
     {

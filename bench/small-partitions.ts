@@ -376,3 +376,72 @@ async function main(): Promise<void> {
 
 // Run as a script (the profile imports the generator).
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === import.meta.filename) await main();
+
+/** What one run of this script prints last, as run.ts's `partitions` section keeps it. */
+export interface SmallPartitionsResult {
+  readonly shape: LakeShape;
+  readonly partitions: number;
+  readonly files: number;
+  readonly rows: number;
+  readonly concurrency: number;
+  readonly product: { readonly wallMs: number; readonly cpuMs: number; readonly peakRssMiB: number };
+  readonly duckdb: { readonly wallMs: number; readonly cpuMs: number; readonly peakRssMiB: number };
+  readonly wallRatio: number;
+  readonly cpuRatio: number;
+  readonly productMsPerPartition: number;
+  readonly duckdbMsPerPartition: number;
+}
+
+/** N's targets: the local run within 2x the one-process DuckDB loop, in at most 1.5 GiB. */
+export const SMALL_PARTITIONS_TARGETS = { wallRatio: 2, peakRssMiB: 1536 } as const;
+
+/** Runs this script in its own process (as `npm run bench` does) and reads its result. */
+export async function runSmallPartitions(
+  dir: string,
+  shape: LakeShape,
+  options: { readonly runs: number; readonly concurrency: number; readonly threads: number },
+): Promise<SmallPartitionsResult> {
+  const { stdout } = await node([
+    import.meta.filename,
+    '--dir',
+    dir,
+    '--tables',
+    String(shape.tables),
+    '--hours',
+    String(shape.hours),
+    '--files',
+    String(shape.files),
+    '--rows',
+    String(shape.rows),
+    '--runs',
+    String(options.runs),
+    '--concurrency',
+    String(options.concurrency),
+    '--threads',
+    String(options.threads),
+  ]);
+  return JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as SmallPartitionsResult;
+}
+
+export function smallPartitionsTargets(
+  r: SmallPartitionsResult,
+): { name: string; value: string; met: boolean; cause?: string }[] {
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  return [
+    {
+      name: `many small partitions: compactor run over ${r.partitions.toLocaleString('en-US')} partitions (${r.shape.tables} tables x ${r.shape.hours} h x ${r.shape.files} files) <= ${SMALL_PARTITIONS_TARGETS.wallRatio}x a one-process DuckDB loop`,
+      value: `${r.wallRatio.toFixed(2)}x (${s(r.product.wallMs)} vs ${s(r.duckdb.wallMs)}; CPU ${r.cpuRatio.toFixed(2)}x)`,
+      met: r.wallRatio <= SMALL_PARTITIONS_TARGETS.wallRatio,
+      ...(r.wallRatio <= SMALL_PARTITIONS_TARGETS.wallRatio
+        ? {}
+        : {
+            cause: `${r.productMsPerPartition.toFixed(0)} ms per partition against the loop's ${r.duckdbMsPerPartition.toFixed(0)} ms: the chain's local-store calls (manifests, staging, publish, deletes; each write fsynced with its folder) outweigh the merge (bench/small-partitions-profile.ts splits it)`,
+          }),
+    },
+    {
+      name: `many small partitions: peak RSS <= ${(SMALL_PARTITIONS_TARGETS.peakRssMiB / 1024).toFixed(1)} GiB`,
+      value: `${r.product.peakRssMiB.toFixed(0)} MiB (the loop ${r.duckdb.peakRssMiB.toFixed(0)} MiB)`,
+      met: r.product.peakRssMiB <= SMALL_PARTITIONS_TARGETS.peakRssMiB,
+    },
+  ];
+}
