@@ -5,7 +5,14 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { billedSeconds, type ChildType, type JobCost, jobCost } from '../../bench/cost.ts';
+import {
+  billedSeconds,
+  type ChildType,
+  CYCLE_PARTITIONS,
+  cycleCost,
+  type JobCost,
+  jobCost,
+} from '../../bench/cost.ts';
 import type { CostJobId, S3Job } from '../../bench/s3-latency.ts';
 import type { StepTiming } from '../../bench/s3-worker.ts';
 
@@ -148,5 +155,21 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     expect(arc.target.met).toBe(false);
     expect(arc.cause).toContain('Step Functions transitions');
     expect(arc.cause).toContain('alone exceed');
+  });
+});
+
+describe('a cycle of many small partitions (bench/cost.ts cycleCost)', () => {
+  it('is 2,400 partitions of the measured one, beside one GET per input and one PUT per output, timed at the Map concurrency', () => {
+    const partition = price('EXPRESS', 'small-partition', 10, 120_000);
+    const cycle = cycleCost(partition, 2.25, 10);
+    expect(cycle.partitions).toBe(CYCLE_PARTITIONS);
+    expect(cycle.total).toBeCloseTo(partition.total * 2400, 12);
+    // 10 GETs at $0.0004 and 1 PUT at $0.005 per 1,000, each partition.
+    expect(cycle.floor).toBeCloseTo(2400 * ((10 * 0.0004 + 0.005) / 1000), 12);
+    expect(cycle.seconds).toBeCloseTo(240 * 2.25, 9);
+    expect(cycle.largest).toHaveLength(3);
+    expect(cycle.largest[0]?.usd).toBe(Math.max(...partition.terms.map((t) => t.usd)));
+    // The issue sets no target of its own for this job: it is held to the Arc hour's, and says so.
+    expect(partition.target.text).toContain("the Arc hour's target");
   });
 });
