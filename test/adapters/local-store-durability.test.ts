@@ -51,7 +51,8 @@ describe('the local folder store: durability', () => {
 
   it('machine: a batch of deletes fsyncs each folder it empties of a file once, then drops the sidecars', async () => {
     const store = new LocalFolderStore(join(root, 'lake'));
-    for (let i = 0; i < 5; i++) await store.put(`t/h/00/${i}`, Buffer.from('x'), { metadata: { i: String(i) } });
+    for (let i = 0; i < 5; i++)
+      await store.put(`t/h/00/${i}`, Buffer.from('x'), { metadata: { i: String(i) } });
     await store.put('t/h/01/a', Buffer.from('y'));
     const calls = await fsyncsDuring(async () => {
       const outcomes = await store.deleteMany([
