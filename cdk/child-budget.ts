@@ -123,7 +123,7 @@ export function chainWorstCase(settings: {
  * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
  * if a newer run is slower.
  */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0246, secondsPerFile: 0.00058 } as const;
+export const MEASURED_COMPACT = { secondsPerMB: 0.0162, secondsPerFile: 0.00041 } as const;
 
 /**
  * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3
@@ -157,10 +157,10 @@ export interface ChildDefaults {
  * Express: compact 36 s and the four partition steps 9 s give a worst case of
  * 2 x (36 + 12) + 1 + 4 x (2 x (9 + 12) + 1) = 97 + 172 = 269 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
- * 268.4 MB x 0.0246 + 2000 x 0.00058 + 268.4 / 90 + 2000 x 0.025 / 8 = 6.60 + 1.16 + 2.98 + 6.25
- * = 17.0 s, under half of 36 s; 512 MiB would be 26.6 s, over it. An Arc hour (120 x 200 KB) is
+ * 268.4 MB x 0.0162 + 2000 x 0.00041 + 268.4 / 90 + 2000 x 0.025 / 8 = 4.35 + 0.82 + 2.98 + 6.25
+ * = 14.4 s, under half of 36 s; 512 MiB would be 21.7 s, over it. An Arc hour (120 x 200 KB) is
  * one job; a Firehose hour (12 x 64 MB), three.
- * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files, as before.
+ * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files.
  */
 export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>> = {
   EXPRESS: {
