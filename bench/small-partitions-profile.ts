@@ -26,7 +26,7 @@ import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { generateSmallLake, NOW, tableName } from './small-partitions.ts';
+import { generateSmallLake, NOW, runArgs, tableName } from './small-partitions.ts';
 
 interface Tally {
   n: number;
@@ -253,23 +253,7 @@ async function main(): Promise<void> {
   const { buildEngine, parseStackContext } = await import('../functions/cli/context.ts');
   const { assertCliStore } = await import('../functions/cli/store-guard.ts');
   const { runWorkflowLocally, synthesizeWorkflow } = await import('../functions/local-runner/run.ts');
-  const argv = [
-    'run',
-    '--tier',
-    'hourly',
-    '--store',
-    lake,
-    '--now',
-    NOW,
-    '--quiet',
-    '0',
-    '--concurrency',
-    values.concurrency,
-    '--threads',
-    values.threads,
-    '--work-dir',
-    workDir,
-  ];
+  const argv = runArgs(lake, workDir, values.concurrency, values.threads);
   const read = readArgs(argv);
   if (!read.ok) throw new Error('bad arguments');
   const options = read.options;

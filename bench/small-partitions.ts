@@ -129,6 +129,32 @@ function node(
 /** The `now` at which every hour of 2025-01-15 is eligible (minAge 1 h after the day's last hour). */
 export const NOW = new Date(DAY_START_MS + 26 * HOUR_MS).toISOString();
 
+/** `compactor run`'s arguments over the lake, as the bench and its profile both run it. */
+export function runArgs(
+  lake: string,
+  workDir: string,
+  concurrency: number | string,
+  threads: number | string,
+): string[] {
+  return [
+    'run',
+    '--tier',
+    'hourly',
+    '--store',
+    lake,
+    '--now',
+    NOW,
+    '--quiet',
+    '0',
+    '--concurrency',
+    String(concurrency),
+    '--threads',
+    String(threads),
+    '--work-dir',
+    workDir,
+  ];
+}
+
 async function runProduct(
   lake: string,
   workDir: string,
@@ -143,21 +169,7 @@ async function runProduct(
       '--import',
       join(BENCH_DIR, 'rss-at-exit.ts'),
       cli,
-      'run',
-      '--tier',
-      'hourly',
-      '--store',
-      lake,
-      '--now',
-      NOW,
-      '--quiet',
-      '0',
-      '--concurrency',
-      String(opts.concurrency),
-      '--threads',
-      String(opts.threads),
-      '--work-dir',
-      workDir,
+      ...runArgs(lake, workDir, opts.concurrency, opts.threads),
       '--json',
       ...opts.productArgs,
     ],
