@@ -24,7 +24,7 @@ import {
   retryOf,
   type StepName,
 } from './pipeline.ts';
-import type { WaveJob } from './plan-store.ts';
+import { byWave, type WaveJob } from './plan-store.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner/planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { planRetention } from './retention.ts';
@@ -163,9 +163,7 @@ export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleRep
   const jobs: { job: Job; outcome: JobOutcome }[] = [];
   // Wave by wave, as the state machine runs one Map run per wave: a partition's next job starts
   // only once its previous one ended.
-  const waves = Math.max(0, ...assigned.map((job) => job.wave + 1));
-  for (let wave = 0; wave < waves; wave++) {
-    const inWave = assigned.filter((job) => job.wave === wave);
+  for (const inWave of byWave(assigned)) {
     let next = 0;
     const workers = Array.from({ length: Math.min(deps.concurrency, inWave.length) }, async () => {
       while (next < inWave.length) {

@@ -29,6 +29,19 @@ export interface JobItem extends JobRef {
 export type WaveJob = Job & { readonly wave: number };
 
 /**
+ * Jobs grouped by wave, in wave order, each group in plan order: what one Map run (or one pass of
+ * the in-process cycle) takes. One pass, whatever the plan's size.
+ */
+export function byWave<T extends { readonly wave: number }>(jobs: readonly T[]): T[][] {
+  const waves: T[][] = [];
+  for (const job of jobs) {
+    for (let w = waves.length; w <= job.wave; w++) waves.push([]);
+    (waves[job.wave] as T[]).push(job);
+  }
+  return waves;
+}
+
+/**
  * Job records the plan step writes at once: one put at a time made a plan of thousands of small
  * partitions wait for as many sequential writes (an fsync pair each on the local store, a round
  * trip each on S3) before the first partition could start.
@@ -68,11 +81,11 @@ export async function writePlan(
     });
   });
   // Every plan has a first wave's file, empty or not: a definition reads it by its key.
-  const waves = Math.max(1, ...items.map((item) => item.wave + 1));
+  const waves = byWave(items);
+  if (waves.length === 0) waves.push([]);
   const itemsKeys: string[] = [];
-  for (let wave = 0; wave < waves; wave++) {
+  for (const [wave, inWave] of waves.entries()) {
     const key = itemsKeyOf(prefix, wave);
-    const inWave = items.filter((item) => item.wave === wave);
     await store.put(key, Buffer.from(JSON.stringify(inWave)), { contentType: 'application/json' });
     itemsKeys.push(key);
   }

@@ -6,7 +6,13 @@
 
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../functions/core/config.ts';
-import { PLAN_WRITE_CONCURRENCY, readJob, type WaveJob, writePlan } from '../../functions/core/plan-store.ts';
+import {
+  byWave,
+  PLAN_WRITE_CONCURRENCY,
+  readJob,
+  type WaveJob,
+  writePlan,
+} from '../../functions/core/plan-store.ts';
 import { useTempDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import { testStore } from '../support/test-store.ts';
@@ -60,5 +66,17 @@ describe('writePlan', () => {
       const { wave: _, ...expected } = jobs[i] as WaveJob;
       expect(await readJob(inner, config.layout, item)).toEqual(expected);
     }
+  });
+});
+
+describe('byWave', () => {
+  it('groups a plan of any size in one pass, waves in order, each in plan order', () => {
+    // A sweep of a large lake plans hundreds of thousands of jobs: no spread into one call.
+    const jobs = Array.from({ length: 250_000 }, (_, i) => ({ id: i, wave: i % 3 === 0 ? 1 : 0 }));
+    const waves = byWave(jobs);
+    expect(waves.map((w) => w.length)).toEqual([166_666, 83_334]);
+    expect(waves[1]?.slice(0, 3).map((j) => j.id)).toEqual([0, 3, 6]);
+    expect(byWave([])).toEqual([]);
+    expect(byWave([{ wave: 2 }]).map((w) => w.length)).toEqual([0, 0, 1]);
   });
 });
