@@ -26,7 +26,7 @@ import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { generateSmallLake, NOW, runArgs, tableName } from './small-partitions.ts';
+import { generateSmallLake, NOW, runArgs, SHAPE_OPTIONS, tableName } from './small-partitions.ts';
 
 interface Tally {
   n: number;
@@ -150,13 +150,8 @@ function wrapMethods(
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      tables: { type: 'string', default: '20' },
-      hours: { type: 'string', default: '24' },
-      files: { type: 'string', default: '10' },
-      rows: { type: 'string', default: '50' },
+      ...SHAPE_OPTIONS,
       concurrency: { type: 'string', default: '1' },
-      threads: { type: 'string', default: '2' },
-      dir: { type: 'string', default: '/tmp/small-partitions' },
     },
   });
   const shape = {

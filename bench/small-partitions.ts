@@ -232,18 +232,23 @@ async function duckDbLoopWorker(lake: string, threads: number): Promise<void> {
   );
 }
 
+/** The lake's shape, threads and folder, as this script and its profile take them. */
+export const SHAPE_OPTIONS = {
+  tables: { type: 'string', default: '20' },
+  hours: { type: 'string', default: '24' },
+  files: { type: 'string', default: '10' },
+  rows: { type: 'string', default: '50' },
+  threads: { type: 'string', default: '2' },
+  dir: { type: 'string', default: '/tmp/small-partitions' },
+} as const;
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       worker: { type: 'string' },
-      tables: { type: 'string', default: '20' },
-      hours: { type: 'string', default: '24' },
-      files: { type: 'string', default: '10' },
-      rows: { type: 'string', default: '50' },
+      ...SHAPE_OPTIONS,
       concurrency: { type: 'string', default: '4' },
-      threads: { type: 'string', default: '2' },
       runs: { type: 'string', default: '3' },
-      dir: { type: 'string', default: '/tmp/small-partitions' },
       only: { type: 'string' },
       'product-args': { type: 'string', default: '' },
       'node-args': { type: 'string', default: '' },
