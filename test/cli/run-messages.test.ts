@@ -62,12 +62,24 @@ describe('run names what made a partition skip', () => {
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 120_000);
 
+  it('a partition of several job bounds: the header counts its jobs and the waves they run in, a row each', async () => {
+    const dir = await lake('waves');
+    const run = await hourly(dir, '--work-dir', join(dir, '..', 'work-waves'), '--max-job-files', '1');
+    expect(run.code, run.text).toBe(0);
+    expect(run.text).toMatch(
+      /5 job\(s\) planned \(a partition's several jobs one after another: 2 waves\), 0 skipped/,
+    );
+    expect(run.text.match(/db\/cpu\/2025\/01\/15\/10\/\s+compacted/g)).toHaveLength(2);
+    expect(run.text).toMatch(/summary: 5 compacted \(5 files -> 5\), 0 skipped/);
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 120_000);
+
   it('the plan’s skips are rows of run’s table with their reasons, and the summary counts them', async () => {
     const dir = await lake('plan-skips');
     // Files written just now: every hour waits for the quiet time (300 s by default).
     const run = await cli('run', '--tier', 'hourly', '--store', dir);
     expect(run.code, run.text).toBe(0);
-    expect(run.text).toMatch(/0 partition\(s\) planned, 3 skipped/);
+    expect(run.text).toMatch(/0 job\(s\) planned, 3 skipped/);
     for (const hour of ['10', '11', '12']) {
       expect(run.text).toMatch(
         new RegExp(

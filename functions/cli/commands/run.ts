@@ -273,7 +273,7 @@ function formatRun(
   const lines = [
     `recovery: ${r.examined} manifest(s) examined (${r.rolledBack} rolled back, ${r.rolledForward} rolled forward, ${r.cleared} cleared, ${r.quarantined} quarantined, ${r.leftAlone} left alone), ${r.orphanStagingDeleted} orphan staging object(s) removed, ${r.uploadsAborted} incomplete upload(s) aborted${quarantinePrunedNote(r.quarantinePruned)}`,
     '',
-    `${output.tier} cycle at ${plan.plannedAt}: ${plan.objectsListed} objects listed, ${plan.jobs} partition(s) planned, ${plan.skipped} skipped${plan.settled > 0 ? `, ${plan.settled} already one ${output.tier} file` : ''} (execution ${execution.executionName}, the synthesized state machine run locally)`,
+    `${output.tier} cycle at ${plan.plannedAt}: ${plan.objectsListed} objects listed, ${plan.jobs} job(s) planned${plan.waves > 1 ? ` (a partition's several jobs one after another: ${plan.waves} waves)` : ''}, ${plan.skipped} skipped${plan.settled > 0 ? `, ${plan.settled} already one ${output.tier} file` : ''} (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];
   // The plan's skips beside the chains' verdicts, so every skipped partition says why; a skip took
   // no input and wrote nothing, so only its candidates are shown.
