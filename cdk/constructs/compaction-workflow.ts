@@ -289,6 +289,13 @@ export class CompactionWorkflow extends Construct {
       'maps.$': '$.wave.maps',
       toleratedFailurePercentage,
     });
+    // The wave loop: Pass states take intrinsics in Parameters (States.ArrayGetItem, States.MathAdd,
+    // States.Array: https://docs.aws.amazon.com/step-functions/latest/dg/intrinsic-functions.html),
+    // and a Choice compares two paths with NumericLessThanPath
+    // (https://docs.aws.amazon.com/step-functions/latest/dg/state-choice.html). Each wave adds a
+    // handful of events to the Standard parent's history, far under its 25,000
+    // (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html) at the 100 waves
+    // maxJobsPerPartition allows.
     const noWaves = { index: 0, maps: [] };
     const nothing = new sfn.Pass(this, STATES.nothing, {
       stateName: STATES.nothing,
