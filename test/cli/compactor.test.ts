@@ -361,7 +361,7 @@ describe('run, status, verify, visible on a compacted lake', () => {
     const again = await cli('run', '--tier', 'daily', '--store', dir, '--quiet', '0', '--work-dir', workDir);
     expect(again.code).toBe(0);
     // The compacted day is counted as settled; the lone hour waits for minFiles, and says so.
-    expect(again.text).toMatch(/0 partition\(s\) planned, 1 skipped, 1 already one daily file/);
+    expect(again.text).toMatch(/0 job\(s\) planned, 1 skipped, 1 already one daily file/);
     expect(again.text).toMatch(
       /db\/cpu\/2025\/01\/14\/\s+skipped\s+1\s+not planned: 1 file\(s\), fewer than minFiles 2/,
     );

@@ -106,7 +106,7 @@ describe('compactor retention', () => {
     expect(await listAll(dir)).toContain('db/cpu/2025/01/28/05/_SUCCESS');
     // Nothing left to do.
     const again = await cli('retention', '--store', dir, '--retention', RULES, '--now', NOW);
-    expect(again.text).toMatch(/0 partition\(s\) planned/);
+    expect(again.text).toMatch(/0 job\(s\) planned/);
     expect(again.text).toMatch(/summary: 0 day\(s\) expired/);
   });
 
