@@ -167,6 +167,7 @@ async function main(): Promise<void> {
     inspect: (file) => timed([engineSpans], () => duck.inspect(file)),
     compact: (request) => timed([engineSpans], () => duck.compact(request)),
     countDistinct: (request) => timed([engineSpans], () => duck.countDistinct(request)),
+    columnStats: (file) => timed([engineSpans], () => duck.columnStats(file)),
     close: () => duck.close(),
   };
   const config = parseConfig({ quietSeconds: 0 });

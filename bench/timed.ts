@@ -5,8 +5,10 @@
  */
 
 import type {
+  ColumnStats,
   CompactOutput,
   CompactRequest,
+  DistinctCount,
   DistinctRequest,
   Engine,
   InputInfo,
@@ -110,8 +112,13 @@ export class TimedEngine implements Engine {
     return this.#spans.time('compact', () => this.#inner.compact(request));
   }
 
-  countDistinct(request: DistinctRequest): Promise<number> {
+  countDistinct(request: DistinctRequest): Promise<DistinctCount> {
     return this.#spans.time('count-distinct', () => this.#inner.countDistinct(request));
+  }
+
+  columnStats(file: string): Promise<ColumnStats[]> {
+    const inner = this.#inner;
+    return this.#spans.time('column-stats', async () => (await inner.columnStats?.(file)) ?? []);
   }
 
   close(): Promise<void> {

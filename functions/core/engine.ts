@@ -57,6 +57,35 @@ export interface DistinctRequest {
   readonly signal?: AbortSignal;
 }
 
+/** What countDistinct finds: the distinct rows (or keys), and a hash of them as a set. */
+export interface DistinctCount {
+  readonly rows: number;
+  /**
+   * The distinct rows' ('exact') or keys' ('last') fingerprint, independent of order and file
+   * split: inputs and outputs of a correct dedup have the same one (KEYS_HASH_ALGORITHM).
+   */
+  readonly keysHash: string;
+}
+
+/**
+ * How keysHash is made: the XOR of each distinct row's MD5 (as a 128-bit number, in decimal) over
+ * its compared columns written as one JSON object. Receipts name it, so a later check knows what
+ * to recompute.
+ */
+export const KEYS_HASH_ALGORITHM = 'xor-md5-json';
+
+/**
+ * One top-level column of a written file, from its footer statistics: the nulls, and the
+ * smallest and largest value as text in the column's type. null: some row group has no such
+ * statistic (a nested column has none here).
+ */
+export interface ColumnStats {
+  readonly name: string;
+  readonly nulls: number | null;
+  readonly min: string | null;
+  readonly max: string | null;
+}
+
 export interface CompactOutput {
   /** Local path of one output file. Outputs are in sort order: the first holds the smallest keys. */
   readonly path: string;
@@ -91,7 +120,13 @@ export interface Engine {
    * keys), counted by its own query, apart from any write: the core checks compact's output
    * against it.
    */
-  countDistinct(request: DistinctRequest): Promise<number>;
+  countDistinct(request: DistinctRequest): Promise<DistinctCount>;
+  /**
+   * Per top-level column of a local file: nulls and min/max from its footer statistics, over every
+   * row group (no data is read). What a reader prunes by, and what a job's receipt records.
+   * Absent: receipts carry no column statistics.
+   */
+  columnStats?(file: string): Promise<ColumnStats[]>;
   /**
    * The range of a top-level integer column of a local file, from the footer's min_value/max_value
    * statistics of every row group alone (no data is read). Absent: the engine proves no range,

@@ -305,6 +305,33 @@ describe('DuckDbEngine.integerBounds', () => {
   });
 });
 
+describe('DuckDbEngine.columnStats', () => {
+  it('gives each top-level column its nulls and min/max over every row group, compared in its type; nested or stat-less columns are unknown', async () => {
+    const file = join(dir, 'stats.parquet');
+    // Row groups of 2,048 rows: the smallest and largest values sit in different groups, and a
+    // number's text order ('9' > '10') would pick the wrong ones.
+    await engine.query(
+      `COPY (SELECT range AS id, TIMESTAMP '2026-01-01' + INTERVAL (range) SECOND AS time,
+                    CASE WHEN range % 3 = 0 THEN NULL ELSE 'h' || range END AS host, {'a': range} AS s,
+                    CASE WHEN range < 5000 THEN NULL ELSE range END AS half, NULL::INTEGER AS none,
+                    (range * 1000 - 3)::DECIMAL(18, 2) AS amount
+             FROM range(10000)) TO ${parquetPath(file)} (FORMAT parquet, ROW_GROUP_SIZE 2048)`,
+    );
+    expect(await engine.columnStats(file)).toEqual([
+      { name: 'id', nulls: 0, min: '0', max: '9999' },
+      { name: 'time', nulls: 0, min: '2026-01-01 00:00:00', max: '2026-01-01 02:46:39' },
+      { name: 'host', nulls: 3334, min: 'h1', max: 'h9998' },
+      { name: 's', nulls: null, min: null, max: null },
+      { name: 'half', nulls: 5000, min: '5000', max: '9999' },
+      { name: 'none', nulls: 10000, min: null, max: null },
+      { name: 'amount', nulls: 0, min: '-3.00', max: '9998997.00' },
+    ]);
+    expect(await stripStatistics(file)).toBeGreaterThan(0);
+    const stripped = await engine.columnStats(file);
+    expect(stripped.find((c) => c.name === 'id')).toEqual({ name: 'id', nulls: null, min: null, max: null });
+  });
+});
+
 describe('DuckDbEngine.compact', () => {
   it('merges, sorts by time, writes ZSTD with the requested row group size, loses and duplicates nothing', async () => {
     const inputs = await sampleFiles(3, 10_000);

@@ -27,6 +27,7 @@ import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
 import {
   type CompactOutput,
   type CompactRequest,
+  type DistinctCount,
   type DistinctRequest,
   type Engine,
   type InputInfo,
@@ -233,7 +234,7 @@ class TamperingEngine implements Engine {
     return this.#tamper(await engine.compact(request), request);
   }
 
-  countDistinct(request: DistinctRequest): Promise<number> {
+  countDistinct(request: DistinctRequest): Promise<DistinctCount> {
     return engine.countDistinct(request);
   }
 

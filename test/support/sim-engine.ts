@@ -12,8 +12,10 @@ import { basename, join } from 'node:path';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { SqlRunner } from '../../functions/adapters/sample-data.ts';
 import type {
+  ColumnStats,
   CompactOutput,
   CompactRequest,
+  DistinctCount,
   DistinctRequest,
   Engine,
   InputInfo,
@@ -90,8 +92,12 @@ export class MemoEngine implements Engine {
     return outputs;
   }
 
-  countDistinct(request: DistinctRequest): Promise<number> {
+  countDistinct(request: DistinctRequest): Promise<DistinctCount> {
     return this.#inner.countDistinct(request);
+  }
+
+  async columnStats(file: string): Promise<ColumnStats[]> {
+    return (await this.#inner.columnStats?.(file)) ?? [];
   }
 
   close(): Promise<void> {

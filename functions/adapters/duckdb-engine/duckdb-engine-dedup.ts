@@ -4,7 +4,7 @@
  */
 
 import { quoteIdentifier } from '../../core/duckdb-sql.ts';
-import type { Column, DedupRequest, DistinctRequest } from '../../core/engine.ts';
+import type { Column, DedupRequest, DistinctCount, DistinctRequest } from '../../core/engine.ts';
 import { DedupError } from '../../core/errors.ts';
 import { readAll, type WithConnection } from './duckdb-engine-sql.ts';
 
@@ -76,24 +76,27 @@ export function dedupSelect(
   );
 }
 
-/** Engine.countDistinct: the rows left once the files' rows are deduplicated as `dedup` says. */
+/**
+ * Engine.countDistinct: the rows left once the files' rows are deduplicated as `dedup` says, and
+ * the hash of that set (KEYS_HASH_ALGORITHM: to_json of the row as the casts name it, MD5, XOR).
+ */
 export async function countDistinct(
   withConnection: WithConnection,
   request: DistinctRequest,
-): Promise<number> {
+): Promise<DistinctCount> {
   const { files, columns, dedup, signal } = request;
-  if (files.length === 0) return 0;
+  if (files.length === 0) return { rows: 0, keysHash: '0' };
   // Plain types, no ENUMs, no window: a query of its own, so a fault in compact's cannot hide here.
   const compared = dedupColumns(columns, dedup);
   const source = readAll(files);
   return withConnection(signal, async (connection) => {
     const [row] = (
       await connection.runAndReadAll(
-        `SELECT count(*) AS n FROM (SELECT DISTINCT ${compared
-          .map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type})`)
-          .join(', ')} FROM ${source})`,
+        `SELECT count(*) AS n, CAST(coalesce(bit_xor(md5_number(CAST(to_json(d) AS VARCHAR))), 0) AS VARCHAR) AS h FROM (SELECT DISTINCT ${compared
+          .map((c) => `CAST(${quoteIdentifier(c.name)} AS ${c.type}) AS ${quoteIdentifier(c.name)}`)
+          .join(', ')} FROM ${source}) AS d`,
       )
     ).getRowObjectsJS();
-    return Number(row?.n);
+    return { rows: Number(row?.n), keysHash: String(row?.h) };
   });
 }

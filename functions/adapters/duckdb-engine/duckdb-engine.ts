@@ -29,8 +29,10 @@ import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { quoteString } from '../../core/duckdb-sql.ts';
 import type {
+  ColumnStats,
   CompactOutput,
   CompactRequest,
+  DistinctCount,
   DistinctRequest,
   Engine,
   InputInfo,
@@ -45,6 +47,7 @@ import { compact } from './duckdb-engine-compact.ts';
 import { countDistinct } from './duckdb-engine-dedup.ts';
 import { ColumnsBySignature, inspectOne } from './duckdb-engine-inspect.ts';
 import type { WithConnection } from './duckdb-engine-sql.ts';
+import { columnStats } from './duckdb-engine-stats.ts';
 
 // SQL quoting lives in the core (one copy, shared with the reader views); importers of the engine get it here too.
 export { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
@@ -149,8 +152,12 @@ export class DuckDbEngine implements Engine, RowContainment {
     return compact(this.connect, request);
   }
 
-  async countDistinct(request: DistinctRequest): Promise<number> {
+  async countDistinct(request: DistinctRequest): Promise<DistinctCount> {
     return countDistinct(this.connect, request);
+  }
+
+  async columnStats(file: string): Promise<ColumnStats[]> {
+    return columnStats(this.connect, file);
   }
 
   async integerBounds(file: string, column: string): Promise<IntegerBounds> {

@@ -8,7 +8,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
-import type { DedupRequest, Engine } from '../engine.ts';
+import type { DedupRequest, DistinctCount, Engine } from '../engine.ts';
 import { DedupError, InputUnreadableError, OutputTooLargeError, RowCountMismatchError } from '../errors.ts';
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';
 import { type CompactDeps, type Job, result, type StepResult, withSignal } from '../job.ts';
@@ -29,6 +29,8 @@ export interface Merged {
   readonly inputRows: number;
   readonly dedup: DedupRequest | undefined;
   readonly distinctRows: number | undefined;
+  /** With dedup: the kept rows' (keys') hash, the same over the inputs and the outputs. */
+  readonly keysHash: string | undefined;
   /** Sort keys none of the inputs has (the engine sorts by the others). */
   readonly unsortedBy: readonly string[];
 }
@@ -82,7 +84,7 @@ export async function mergeInputs(
     deps.onEvent?.({ type: 'skipped', job: ref, reason });
     return result(ref, 'skipped', 'none', { reason, quarantinedInputs: corrupt.length + 1 });
   }
-  const distinctRows = await verifyRows(deps, loaded, ref, {
+  const distinct = await verifyRows(deps, loaded, ref, {
     inputs: good.map((g) => g.path),
     inputRows,
     written,
@@ -91,7 +93,16 @@ export async function mergeInputs(
   });
   const present = new Set(columns.map((c) => c.name.toLowerCase()));
   const unsortedBy = deps.config.sortKeys.filter((k) => !present.has(k.toLowerCase()));
-  return { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, unsortedBy };
+  return {
+    written,
+    partitionFile,
+    footerMetadata,
+    inputRows,
+    dedup,
+    distinctRows: distinct?.rows,
+    keysHash: distinct?.keysHash,
+    unsortedBy,
+  };
 }
 
 /**
@@ -183,8 +194,9 @@ async function writeOutputs(
 
 /**
  * The outputs hold exactly the inputs' rows: all of them, or with dedup the distinct ones, each
- * once. Verified, not assumed: a dedup's rows are counted by separate queries over the inputs and
- * the outputs. Resolves to the distinct count (with dedup); a mismatch gives the partition back.
+ * once. Verified, not assumed: a dedup's rows are counted and hashed by separate queries over the
+ * inputs and the outputs, so the outputs keep the very rows (keys) the inputs hold, not only as
+ * many. Resolves to the distinct count and hash (with dedup); a mismatch gives the partition back.
  */
 async function verifyRows(
   deps: CompactDeps,
@@ -197,7 +209,7 @@ async function verifyRows(
     readonly columns: ReturnType<typeof unifySchemas>;
     readonly dedup: DedupRequest | undefined;
   },
-): Promise<number | undefined> {
+): Promise<DistinctCount | undefined> {
   const { written, dedup, inputRows } = check;
   const outputRows = written.reduce((sum, o) => sum + o.rows, 0);
   if (!dedup) {
@@ -210,15 +222,21 @@ async function verifyRows(
   checkLease(deps, loaded.manifest);
   const count = (files: readonly string[]) =>
     deps.engine.countDistinct({ files, columns: check.columns, dedup, ...withSignal(deps) });
-  const distinctRows = await count(check.inputs);
+  const distinct = await count(check.inputs);
   const outputDistinct = await count(written.map((o) => o.path));
-  if (outputRows !== distinctRows || outputDistinct !== outputRows || written.length === 0) {
+  if (
+    outputRows !== distinct.rows ||
+    outputDistinct.rows !== outputRows ||
+    outputDistinct.keysHash !== distinct.keysHash ||
+    written.length === 0
+  ) {
     await release(deps, loaded);
+    const sameSet = outputDistinct.keysHash === distinct.keysHash ? '' : ', and not the same ones';
     throw new RowCountMismatchError(
-      `partition ${ref.partition}: with dedup ${describeDedup(dedup)} the inputs hold ${inputRows} rows, ${distinctRows} distinct, but the output holds ${outputRows} rows, ${outputDistinct} distinct; nothing was published`,
+      `partition ${ref.partition}: with dedup ${describeDedup(dedup)} the inputs hold ${inputRows} rows, ${distinct.rows} distinct, but the output holds ${outputRows} rows, ${outputDistinct.rows} distinct${sameSet}; nothing was published`,
     );
   }
-  return distinctRows;
+  return distinct;
 }
 
 /** Writes of a job's outputs before one over the store's copy limit fails the partition. */
