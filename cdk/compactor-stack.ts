@@ -44,6 +44,7 @@ export class CompactorStack extends Stack {
       encryption: config.bucket.encryption,
       ...(config.bucket.kmsKeyArn ? { kmsKeyArn: config.bucket.kmsKeyArn } : {}),
       dataPrefix: config.dataPrefix,
+      receiptsExpiration: Duration.days(config.receiptDays),
       removalPolicy,
     });
     const bucket = this.data.bucket;

@@ -65,6 +65,7 @@ export interface StackConfig {
   readonly maxJobBytes: number;
   readonly maxJobFiles: number;
   readonly maxJobsPerPartition: number;
+  readonly receiptDays: number;
   readonly sortKeys: readonly string[];
   readonly timeColumn: string;
   /** Table path -> its time column, where not `timeColumn`; validated by the core's parser. */
@@ -127,6 +128,7 @@ export const STACK_DEFAULTS: StackConfig = {
   maxJobBytes: CHILD_DEFAULTS.EXPRESS.maxJobBytes,
   maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
   maxJobsPerPartition: DEFAULTS.maxJobsPerPartition,
+  receiptDays: DEFAULTS.receiptDays,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,
   timeColumns: {},

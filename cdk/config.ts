@@ -76,6 +76,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     maxJobBytes: json.maxJobBytes ?? child.maxJobBytes,
     maxJobFiles: json.maxJobFiles ?? child.maxJobFiles,
     maxJobsPerPartition: json.maxJobsPerPartition ?? d.maxJobsPerPartition,
+    receiptDays: json.receiptDays ?? d.receiptDays,
     sortKeys: json.sortKeys ?? d.sortKeys,
     timeColumn: json.timeColumn ?? d.timeColumn,
     timeColumns: json.timeColumns ?? d.timeColumns,

@@ -42,6 +42,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     maxJobBytes: config.maxJobBytes,
     maxJobFiles: config.maxJobFiles,
     maxJobsPerPartition: config.maxJobsPerPartition,
+    receiptDays: config.receiptDays,
     leaseSeconds:
       Math.max(
         config.lambda.compact.timeoutSeconds,

@@ -10,6 +10,7 @@ import { Annotations, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
+import { DEFAULTS } from '../../functions/core/config.ts';
 import { RUN_RECORD_DAYS, stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { acknowledge } from '../nag.ts';
 
@@ -52,6 +53,11 @@ export interface DataBucketProps {
    */
   readonly stateFilesExpiration?: Duration;
   /**
+   * How long each committed job's receipt (under the state root's receipts/) stays.
+   * @default Duration.days(DEFAULTS.receiptDays) (400, functions/core/config.ts)
+   */
+  readonly receiptsExpiration?: Duration;
+  /**
    * Incomplete multipart uploads are aborted after this (recovery aborts the compactor's own
    * sooner; this is the backstop for every writer of the bucket).
    * @default Duration.days(2)
@@ -92,7 +98,7 @@ export class DataBucket extends Construct {
       this.encryptionKey = props.kmsKeyArn ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn) : undefined;
       this.accessLogsBucket = undefined;
       Annotations.of(this).addInfo(
-        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${stateFolder(stateRootOf(dataPrefix), 'plans')} and ${stateFolder(stateRootOf(dataPrefix), 'results')} after ${RUN_RECORD_DAYS} days; never expire the rest of ${stateRootOf(dataPrefix)}).`,
+        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${stateFolder(stateRootOf(dataPrefix), 'plans')} and ${stateFolder(stateRootOf(dataPrefix), 'results')} after ${RUN_RECORD_DAYS} days, ${stateFolder(stateRootOf(dataPrefix), 'receipts')} after ${(props.receiptsExpiration ?? Duration.days(DEFAULTS.receiptDays)).toDays()} days; never expire the rest of ${stateRootOf(dataPrefix)}).`,
       );
       return;
     }
@@ -157,6 +163,11 @@ export class DataBucket extends Construct {
           id: 'expire-map-results',
           prefix: stateFolder(stateRoot, 'results'),
           expiration: stateFilesExpiration,
+        },
+        {
+          id: 'expire-receipts',
+          prefix: stateFolder(stateRoot, 'receipts'),
+          expiration: props.receiptsExpiration ?? Duration.days(DEFAULTS.receiptDays),
         },
       ],
       removalPolicy,

@@ -30,6 +30,10 @@ export function stepGrants(
   const R = stateFolder(S, 'results');
   // Consecutive failures per partition (backoff): compact writes, plan reads, clear removes.
   const F = stateFolder(S, 'failures');
+  // Each committed job's receipt: clear writes it put-if-absent and, refused, heads it; a HEAD of a
+  // missing key answers 403, not 404, without ListBucket on it
+  // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html, "Permissions").
+  const RC = stateFolder(S, 'receipts');
   const objects = (actions: string[], ...prefixes: string[]) =>
     new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
   const list = (...prefixes: string[]) =>
@@ -77,7 +81,12 @@ export function stepGrants(
     // Conditional (If-Match) deletes need GetObject as well as DeleteObject, and list on the
     // inputs' prefix: a second delete of an input already gone must be answered 404, not 403.
     'delete-inputs': [list(P), objects([get, put], M), objects([get, del], P)],
-    'clear-manifest': [list(M, ST), objects([get, del], M), objects([del], ST, F)],
+    'clear-manifest': [
+      list(M, ST, RC),
+      objects([get, del], M),
+      objects([get, put], RC),
+      objects([del], ST, F),
+    ],
     // Reads the Map results; keeps what it recorded as metrics beside them (run-summary.ts).
     summary: [list(R), objects([get, put], R)],
   };

@@ -32,6 +32,16 @@ export async function commandContext(options: ParsedOptions): Promise<CommandCon
   };
 }
 
+/**
+ * A folder named by --partition (a partition folder or one above it, with or without the data
+ * prefix and the trailing '/') as the key prefix it stands for.
+ */
+export function partitionFolderOption(config: CompactorConfig, partition: string): string {
+  const prefix = config.layout.dataPrefix;
+  const folder = partition.endsWith('/') ? partition : `${partition}/`;
+  return folder.startsWith(prefix) ? folder : `${prefix}${folder}`;
+}
+
 /** --json prints the value; otherwise the text. */
 export function emit(io: CliIo, options: ParsedOptions, value: unknown, text: () => string): void {
   io.out(options.json ? JSON.stringify(value, null, 2) : text());

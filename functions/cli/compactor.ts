@@ -67,6 +67,7 @@ const COMMANDS: Record<CommandName, Handler> = {
   plan: async (options, io) => (await import('./commands/plan.ts')).planCommand(options, io),
   recover: async (options, io) => (await import('./commands/recover.ts')).recoverCommand(options, io),
   status: async (options, io) => (await import('./commands/status.ts')).statusCommand(options, io),
+  receipts: async (options, io) => (await import('./commands/receipts.ts')).receiptsCommand(options, io),
   verify: async (options, io) => (await import('./commands/verify.ts')).verifyCommand(options, io),
   visible: async (options, io) => (await import('./commands/visible.ts')).visibleCommand(options, io),
   repair: async (options, io) => (await import('./commands/repair.ts')).repairCommand(options, io),

@@ -181,6 +181,11 @@ export const OPTIONS = {
     value: 'P',
     help: 'a partition folder (mydb/cpu/2025/01/15/10/) or a folder above it',
   },
+  since: {
+    type: 'string',
+    value: 'ISO-TIME',
+    help: 'only jobs started at or after this time',
+  },
   all: { type: 'boolean', help: 'every quarantined input' },
   dir: { type: 'string', value: 'DIR', help: 'the demo lake folder', default: DEMO_DIR },
   format: {
@@ -262,6 +267,7 @@ export const COMMAND_OPTIONS = {
   plan: [...STORE, ...LAYOUT, ...PLANNING, 'now', 'json'],
   recover: [...STORE, ...LAYOUT, 'now', 'unsafe-single-writer-store', 'json'],
   status: [...STORE, ...LAYOUT, 'now', 'json'],
+  receipts: [...STORE, ...LAYOUT, 'partition', 'since', 'json'],
   verify: [...STORE, ...LAYOUT, ...ENGINE, 'json'],
   visible: [...STORE, ...LAYOUT, 'format', 'sql', ...ENGINE, 'json'],
   repair: [...STORE, ...LAYOUT, 'now', 'dry-run', ...ENGINE, 'unsafe-single-writer-store', 'json'],

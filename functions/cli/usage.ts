@@ -31,6 +31,8 @@ Commands:
   plan --tier TIER            dry run: what a cycle would compact (or expire) and why the rest is skipped
   recover                     resolve manifests left by crashed or stopped runs
   status                      live and quarantined manifests
+  receipts [--partition P]    what each committed job did (inputs and their versions, outputs, rows,
+                              column ranges), from its receipt; --since T: jobs started since T
   verify                      row counts per partition: plain glob vs the visible view
   visible [--format F]        the files a consistent reader should read, or a statement that reads
                               exactly them: F is duckdb (--sql), clickhouse, polars, spark or athena

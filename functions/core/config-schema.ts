@@ -195,6 +195,9 @@ export const sharedShape = {
   maxJobsPerPartition: wholeNumber(1, 100).describe(
     'jobs one execution runs on one partition, one after another, so a backlog beyond `maxJobFiles` or `maxJobBytes` drains in one execution (each job its own manifest)',
   ),
+  receiptDays: wholeNumber(1, 36_500, 'days').describe(
+    "how long each committed job's receipt is kept under the state root's receipts/ (the bucket's lifecycle rule expires them; a local run removes its own)",
+  ),
   sortKeys: list(columnName, 'column names').describe(
     'sort keys after the time column; a partition none of whose inputs has one is not sorted by it, and `compactor run` says so',
   ),

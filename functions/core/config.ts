@@ -107,6 +107,8 @@ export interface CompactorConfig {
   readonly maxJobsPerPartition: number;
   /** How long a claim or step may run before recovery may take the job over. */
   readonly leaseSeconds: number;
+  /** Days each committed job's receipt is kept (receipts.ts): the lifecycle rule's, and a local run's. */
+  readonly receiptDays: number;
   /** After `after` consecutive failures a partition is skipped for baseSeconds, doubling up to maxSeconds. */
   readonly failureBackoff: {
     readonly after: number;
@@ -140,6 +142,8 @@ export const DEFAULTS = {
   maxJobFiles: 5000,
   maxJobsPerPartition: 10,
   leaseSeconds: 20 * 60,
+  // Over a year: a yearly audit still finds the receipts of the year before.
+  receiptDays: 400,
   failureBackoff: { after: 3, baseSeconds: 3600, maxSeconds: 7 * 86_400 },
   retentionBufferHours: 24,
   planning: {
@@ -203,6 +207,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     maxJobFiles: input.maxJobFiles ?? DEFAULTS.maxJobFiles,
     maxJobsPerPartition: input.maxJobsPerPartition ?? DEFAULTS.maxJobsPerPartition,
     leaseSeconds: input.leaseSeconds ?? DEFAULTS.leaseSeconds,
+    receiptDays: input.receiptDays ?? DEFAULTS.receiptDays,
     failureBackoff: { ...DEFAULTS.failureBackoff, ...input.failureBackoff },
     retention: parseRetention(input.retention, layout),
     unsafeSingleWriterStore: input.unsafeSingleWriterStore ?? false,

@@ -261,10 +261,10 @@ async function resolveValid(
     case 'published':
     case 'verified': {
       // A verified job is checked again: its outputs may have been removed since.
-      const problem = await checkFinals(deps, loaded.manifest);
-      if (problem) {
-        await quarantineManifest(deps, loaded, `${problem}; no input was deleted`);
-        return { ...base, action: 'quarantined', reason: problem };
+      const checked = await checkFinals(deps, loaded.manifest);
+      if ('problem' in checked) {
+        await quarantineManifest(deps, loaded, `${checked.problem}; no input was deleted`);
+        return { ...base, action: 'quarantined', reason: checked.problem };
       }
       return rollForward(deps, ref, base, keepJobs, 'outputs published');
     }

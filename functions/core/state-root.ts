@@ -28,6 +28,8 @@ export const STATE_FOLDERS = {
   failures: 'failures/',
   /** The store probe's objects. */
   probe: 'probe/',
+  /** One immutable receipt per committed job, `receipts/{partition}/{jobId}.{tier}.json`. */
+  receipts: 'receipts/',
 } as const;
 export type StateFolder = keyof typeof STATE_FOLDERS;
 

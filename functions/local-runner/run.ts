@@ -47,14 +47,16 @@ function resultsRoot(layout: CompactorConfig['layout']): string {
   return stateFolder(layout.stateRoot, 'results');
 }
 
-/** Removes plans and Map results older than `days` (real time: they are files on disk). */
-async function expireRunRecords(deps: StepDeps, days: number): Promise<void> {
-  const cutoff = Date.now() - days * 86_400_000;
+/** Removes plans and Map results older than RUN_RECORD_DAYS, receipts older than receiptDays (real time: they are files on disk). */
+async function expireRunRecords(deps: StepDeps): Promise<void> {
+  const { layout, receiptDays } = deps.config;
   const old: { key: string }[] = [];
-  for (const prefix of [
-    stateFolder(deps.config.layout.stateRoot, 'plans'),
-    resultsRoot(deps.config.layout),
-  ]) {
+  for (const [prefix, days] of [
+    [stateFolder(layout.stateRoot, 'plans'), RUN_RECORD_DAYS],
+    [resultsRoot(layout), RUN_RECORD_DAYS],
+    [stateFolder(layout.stateRoot, 'receipts'), receiptDays],
+  ] as const) {
+    const cutoff = Date.now() - days * 86_400_000;
     for await (const object of deps.store.list(prefix))
       if (object.lastModified.getTime() < cutoff) old.push({ key: object.key });
   }
@@ -287,7 +289,7 @@ export async function runWorkflowLocally(
       await deletePrefix(stepDeps, plansPrefix(deps.config.layout, executionName));
       await deletePrefix(stepDeps, `${resultsRoot(deps.config.layout)}${executionName}-`);
     }
-    await expireRunRecords(stepDeps, RUN_RECORD_DAYS);
+    await expireRunRecords(stepDeps);
     return {
       execution,
       ...(stoppedSummary ? { stoppedSummary } : {}),

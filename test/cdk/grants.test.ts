@@ -56,6 +56,7 @@ function expectedGrants(P: string): Record<string, string[]> {
   const ST = `${S}staging/*`;
   const Q = `${S}quarantine/*`;
   const F = `${S}failures/*`;
+  const RC = `${S}receipts/*`;
   // An empty data root is the whole bucket: its ListBucket carries no s3:prefix condition.
   const list = (...prefixes: string[]) =>
     prefixes.map((p) => `s3:ListBucket ${p === '*' ? '(any prefix)' : p}`);
@@ -114,10 +115,13 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:GetObject ${P}*`,
       `s3:DeleteObject ${P}*`,
     ],
+    // The receipt: put-if-absent, and a HEAD when refused.
     'clear-manifest': [
-      ...list(M, ST),
+      ...list(M, ST, RC),
       `s3:GetObject ${M}`,
       `s3:DeleteObject ${M}`,
+      `s3:GetObject ${RC}`,
+      `s3:PutObject ${RC}`,
       `s3:DeleteObject ${ST}`,
       `s3:DeleteObject ${F}`,
     ],

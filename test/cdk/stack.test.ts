@@ -211,10 +211,12 @@ describe('stack with the default config', () => {
       }
     });
 
-    it('aborts incomplete uploads and expires only Map plans and results, never manifests or staging', () => {
-      const bucket = s.json.Resources[logicalId(s, 'AWS::S3::Bucket', 'DataBucket')] as CfnResource;
-      const rules = (bucket.Properties.LifecycleConfiguration as { Rules: Record<string, unknown>[] }).Rules;
-      expect(rules).toEqual([
+    it('aborts incomplete uploads and expires only Map plans and results, and receipts after receiptDays, never manifests or staging', () => {
+      const rulesOf = (stack: typeof s) => {
+        const bucket = stack.json.Resources[logicalId(stack, 'AWS::S3::Bucket', 'DataBucket')] as CfnResource;
+        return (bucket.Properties.LifecycleConfiguration as { Rules: Record<string, unknown>[] }).Rules;
+      };
+      expect(rulesOf(s)).toEqual([
         {
           Id: 'abort-incomplete-multipart-uploads',
           AbortIncompleteMultipartUpload: { DaysAfterInitiation: 2 },
@@ -222,7 +224,16 @@ describe('stack with the default config', () => {
         },
         { Id: 'expire-map-plans', Prefix: '_compaction/plans/', ExpirationInDays: 15, Status: 'Enabled' },
         { Id: 'expire-map-results', Prefix: '_compaction/results/', ExpirationInDays: 15, Status: 'Enabled' },
+        { Id: 'expire-receipts', Prefix: '_compaction/receipts/', ExpirationInDays: 400, Status: 'Enabled' },
       ]);
+      // The setting is the rule's, under the data prefix.
+      const set = synth({ compactor: { receiptDays: 30, dataPrefix: 'lake/' } });
+      expect(rulesOf(set).find((r) => r.Id === 'expire-receipts')).toEqual({
+        Id: 'expire-receipts',
+        Prefix: 'lake/_compaction/receipts/',
+        ExpirationInDays: 30,
+        Status: 'Enabled',
+      });
     });
   });
 

@@ -68,10 +68,11 @@ describe('compactor doctor --store FOLDER (the synthesized definition run locall
       /\bpass\b.*100 rows, ids 1\.\.100 once each, in 1 hourly output\(s\); 10 raw files deleted/,
     );
     expect(row('no state left')).toMatch(
-      /\bpass\b.*no manifest, staging object, quarantine or failure record/,
+      /\bpass\b.*no manifest, staging object, quarantine or failure record of the canary, and its receipt/,
     );
+    // The hourly output and the job's receipt.
     expect(row('canary removed')).toMatch(
-      /\bpass\b.*1 object\(s\) deleted; nothing left under _compactor_doctor\/canary-/,
+      /\bpass\b.*2 object\(s\) deleted \(its files and its jobs' receipts\); nothing left under _compactor_doctor\/canary-/,
     );
     expect(row('schedules')).toMatch(/\bn\/a\b.*a local run has no schedules/);
     expect(lines.at(-1)).toBe('doctor: every check passed (6 pass, 2 n/a)');

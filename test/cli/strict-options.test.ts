@@ -32,6 +32,7 @@ vi.mock('../../functions/cli/commands/run.ts', () => ({ runCommand: recorder('ru
 vi.mock('../../functions/cli/commands/plan.ts', () => ({ planCommand: recorder('plan') }));
 vi.mock('../../functions/cli/commands/recover.ts', () => ({ recoverCommand: recorder('recover') }));
 vi.mock('../../functions/cli/commands/status.ts', () => ({ statusCommand: recorder('status') }));
+vi.mock('../../functions/cli/commands/receipts.ts', () => ({ receiptsCommand: recorder('receipts') }));
 vi.mock('../../functions/cli/commands/verify.ts', () => ({ verifyCommand: recorder('verify') }));
 vi.mock('../../functions/cli/commands/visible.ts', () => ({ visibleCommand: recorder('visible') }));
 vi.mock('../../functions/cli/commands/repair.ts', () => ({ repairCommand: recorder('repair') }));

@@ -22,6 +22,7 @@ import {
   manifestsRoot,
   parseManifest,
   quarantinedInputKey,
+  receiptKey,
   serializeManifest,
 } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectStore } from '../../functions/core/object-store.ts';
@@ -208,9 +209,15 @@ describe('retention plan and run', () => {
         .map((f) => f.key)
         .sort(),
     );
-    // Non-data objects are never read, moved or deleted; no manifest or record is left.
-    expect(await keysUnder(store)).toEqual(before.filter((k) => !LAKE.some((f) => f.expired && f.key === k)));
-    expect(await keysUnder(store, '_compaction/')).toEqual([]);
+    // Non-data objects are never read, moved or deleted; no manifest or record is left, only
+    // each job's receipt.
+    const receipts = report.jobs.map(({ job }) =>
+      receiptKey(config.layout, job.tier, job.partition, job.jobId),
+    );
+    expect(await keysUnder(store)).toEqual(
+      [...before.filter((k) => !LAKE.some((f) => f.expired && f.key === k)), ...receipts].sort(),
+    );
+    expect(await keysUnder(store, '_compaction/')).toEqual([...receipts].sort());
     const ids = await lakeIds(dir, store);
     expect(ids).toEqual(Array.from({ length: total }, (_, i) => i + 1).filter((id) => !expiredIds.has(id)));
     // A second run finds nothing.
@@ -544,7 +551,12 @@ describe('retention recovery', () => {
       ]);
       const left = (await dataKeys(store)).filter((k) => k.startsWith('db/cpu/2025/01/28/'));
       expect(left).toHaveLength(action === 'rolled-back' ? 4 : 0);
-      expect((await keysUnder(store, '_compaction/')).filter((k) => !k.includes('/failures/'))).toEqual([]);
+      // A committed job leaves its receipt; a rolled-back one nothing.
+      expect((await keysUnder(store, '_compaction/')).filter((k) => !k.includes('/failures/'))).toEqual(
+        action === 'rolled-back'
+          ? []
+          : [receiptKey(config.layout, 'retention', (job as Job).partition, (job as Job).jobId)],
+      );
     }
   });
 });

@@ -21,6 +21,7 @@ import { runCli } from '../../functions/cli/compactor.ts';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
+import { receiptKey } from '../../functions/core/manifest/manifest.ts';
 import type { ObjectSummary } from '../../functions/core/object-store.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type FauxqsS3, startFauxqsS3 } from '../support/fauxqs-server.ts';
@@ -116,6 +117,17 @@ async function cycle(tier: TierName, cycleConfig = config): Promise<CycleReport>
   }
 }
 
+/** The receipt keys a cycle's jobs left, sorted. */
+function receiptsOf(report: CycleReport, cycleConfig = config): string[] {
+  return report.jobs
+    .map(({ job }) => receiptKey(cycleConfig.layout, job.tier, job.partition, job.jobId))
+    .sort();
+}
+
+async function stateKeys(prefix: string): Promise<string[]> {
+  return (await list(prefix)).map((o) => o.key);
+}
+
 function outcomes(report: CycleReport): string[][] {
   return report.jobs.map(({ job, outcome }) => [
     job.partition,
@@ -157,7 +169,7 @@ describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)'
     expectExact(await downloadedIds());
   });
 
-  it('hourly then daily compact the lake with exact row ids and leave no _compaction/ object', async () => {
+  it('hourly then daily compact the lake with exact row ids and leave only their receipts in _compaction/', async () => {
     const notData = await Promise.all(NOT_DATA.map((k) => store.head(k)));
     const outside = await store.head(OUTSIDE);
 
@@ -176,7 +188,7 @@ describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)'
     expect(data).toHaveLength(6);
     expect(data.every((o) => o.key.endsWith('_compacted.parquet'))).toBe(true);
     expectExact(await downloadedIds());
-    expect(await list(`${PREFIX}_compaction/`)).toEqual([]);
+    expect(await stateKeys(`${PREFIX}_compaction/`)).toEqual(receiptsOf(hourly));
 
     const daily = await cycle('daily');
     expect(outcomes(daily)).toEqual([
@@ -191,8 +203,10 @@ describe('runCycle over S3Store against fauxqs (in-process S3 server, real SDK)'
     expect(data.every((o) => o.key.endsWith('_daily.parquet'))).toBe(true);
     expectExact(await downloadedIds());
 
-    // Nothing left in the state root, anywhere in the bucket.
-    expect((await list('')).filter((o) => o.key.includes('_compaction/'))).toEqual([]);
+    // Nothing left in the state root, anywhere in the bucket, but each job's receipt.
+    expect((await list('')).filter((o) => o.key.includes('_compaction/')).map((o) => o.key)).toEqual(
+      [...receiptsOf(hourly), ...receiptsOf(daily)].sort(),
+    );
     // Outputs carry the job id as metadata and a CRC32 S3 keeps.
     for (const o of data) {
       const head = await store.head(o.key);
@@ -308,6 +322,6 @@ describe('publish over S3Store against fauxqs: an output larger than one part', 
     const ids = await readIds(engine, [path]);
     expect(ids.length).toBe(3 * rows);
     expect(ids.findIndex((id, i) => id !== BigInt(i + 1))).toBe(-1);
-    expect(await list(`${prefix}_compaction/`)).toEqual([]);
+    expect(await stateKeys(`${prefix}_compaction/`)).toEqual(receiptsOf(report, wide));
   }, 120_000);
 });

@@ -11,6 +11,7 @@ import { LocalFolderStore } from '../../functions/adapters/local-store/local-sto
 import { readIds } from '../../functions/adapters/sample-data.ts';
 import { runCli } from '../../functions/cli/compactor.ts';
 import { Layout } from '../../functions/core/layout.ts';
+import { receiptsRoot } from '../../functions/core/manifest/manifest.ts';
 import type { LakeFile } from './lake-harness.ts';
 
 export interface CliResult {
@@ -116,9 +117,17 @@ export async function dataKeys(dir: string): Promise<string[]> {
   return (await listAll(dir)).filter((k) => ARC.isDataKey(k));
 }
 
-/** Keys under the state root `_compaction/`. */
+/**
+ * Keys under the state root `_compaction/`, but the receipts: what committed jobs leave there on
+ * purpose (receiptKeys), so a lake at rest has none of these.
+ */
 export async function stateKeys(dir: string): Promise<string[]> {
-  return (await listAll(dir)).filter((k) => k.startsWith(ARC.stateRoot));
+  return (await listAll(dir)).filter((k) => k.startsWith(ARC.stateRoot) && !k.startsWith(receiptsRoot(ARC)));
+}
+
+/** The receipts committed jobs left (`_compaction/receipts/`). */
+export async function receiptKeys(dir: string): Promise<string[]> {
+  return (await listAll(dir)).filter((k) => k.startsWith(receiptsRoot(ARC)));
 }
 
 /** Every row id of every data file in the folder, ascending (duplicates kept). */

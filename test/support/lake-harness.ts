@@ -20,13 +20,16 @@ import { type CycleDeps, runCycle } from '../../functions/core/cycle.ts';
 import { systemClock } from '../../functions/core/engine.ts';
 import {
   isAtOrPast,
+  jobIdOfOutput,
   type Manifest,
   manifestsRoot,
   parseManifest,
   quarantineRoot,
+  receiptsRoot,
   stagingRoot,
 } from '../../functions/core/manifest/manifest.ts';
 import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-store.ts';
+import { listReceipts } from '../../functions/core/receipts.ts';
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
 import { type CallRecord, MUTATING_OPS } from './fault-store.ts';
@@ -258,8 +261,14 @@ export class LakeChecker {
   readonly #deletable = new Set<string>();
   readonly #rollbackable = new Set<string>();
 
+  /** Jobs seen in a manifest at or past published (committed), and every job seen at all. */
+  readonly #committedJobs = new Set<string>();
+  readonly #seenJobs = new Set<string>();
+
   #remember(manifests: readonly Manifest[]): void {
     for (const m of manifests) {
+      this.#seenJobs.add(m.jobId);
+      if (isAtOrPast(m, 'published')) this.#committedJobs.add(m.jobId);
       if (isAtOrPast(m, 'verified')) for (const i of m.inputs) this.#deletable.add(`${i.key}\0${i.etag}`);
       if (!isAtOrPast(m, 'published')) for (const o of m.outputs ?? []) this.#rollbackable.add(o.finalKey);
     }
@@ -316,6 +325,45 @@ export class LakeChecker {
     }
   }
 
+  async #assertReceipts(): Promise<void> {
+    const listed = await listReceipts(this.#store, this.#config);
+    const receipts = listed.flatMap((r) => ('receipt' in r ? [r] : []));
+    expect(listed.length - receipts.length, 'every receipt reads back').toBe(0);
+    const { layout } = this.#config;
+    const byJob = new Map(receipts.map(({ receipt }) => [receipt.jobId, receipt]));
+    const mergedLater = new Set(receipts.flatMap(({ receipt }) => receipt.inputs.map((i) => i.key)));
+    const lake = new Map<string, { readonly size: number; readonly etag: string }>();
+    for await (const object of this.#store.list(layout.dataPrefix)) {
+      if (!layout.isDataKey(object.key)) continue;
+      lake.set(object.key, { size: object.size, etag: object.etag });
+      const jobId = jobIdOfOutput(object.key);
+      if (jobId === undefined) continue;
+      const output = byJob.get(jobId)?.outputs.find((o) => o.key === object.key);
+      expect(output?.size, `output ${object.key} has no receipt of job ${jobId} naming it`).toBe(object.size);
+    }
+    for (const { key, receipt } of receipts) {
+      for (const output of receipt.outputs) {
+        expect(
+          lake.has(output.key) || mergedLater.has(output.key),
+          `receipt ${key}: output ${output.key} is neither in the lake nor merged by a later job`,
+        ).toBe(true);
+      }
+      const kept = new Set(
+        [...(receipt.keptInputs ?? []), ...(receipt.quarantinedInputs ?? [])].map((k) => k.key),
+      );
+      for (const input of receipt.inputs) {
+        if (!kept.has(input.key) && lake.get(input.key)?.etag === input.etag)
+          expect.fail(`receipt ${key}: input ${input.key} is still in the lake at the version it read`);
+      }
+    }
+    if (this.#seenJobs.size > 0) {
+      const receipted = [...byJob.keys()].filter((id) => this.#seenJobs.has(id)).sort();
+      expect(receipted, 'every committed job has one receipt, a rolled-back job none').toEqual(
+        [...this.#committedJobs].sort(),
+      );
+    }
+  }
+
   async liveManifests(): Promise<Manifest[]> {
     const out: Manifest[] = [];
     for await (const object of this.#store.list(manifestsRoot(this.#config.layout))) {
@@ -337,9 +385,11 @@ export class LakeChecker {
     const leftovers: string[] = [];
     for await (const object of this.#store.list(layout.stateRoot)) {
       // Failure counts are bookkeeping for backoff, not a job's state; a later success removes them.
+      // Receipts are the record each committed job leaves: checked below.
       if (
         !object.key.startsWith(quarantineRoot(layout)) &&
-        !object.key.startsWith(`${layout.stateRoot}failures/`)
+        !object.key.startsWith(`${layout.stateRoot}failures/`) &&
+        !object.key.startsWith(receiptsRoot(layout))
       ) {
         leftovers.push(object.key);
       }
@@ -367,6 +417,7 @@ export class LakeChecker {
       if (counts[id] !== want)
         expect.fail(`I2: row id ${id} is present ${counts[id]} times at quiescence, not ${want}`);
     }
+    await this.#assertReceipts();
     // Objects that are not data are never read, moved or deleted.
     for (const key of options.untouched ?? []) {
       expect(await this.#store.head(key), `${key} must be left alone`).toBeDefined();

@@ -14,7 +14,7 @@ import {
   releaseInputs,
   selects,
 } from '../../core/quarantine-lifecycle.ts';
-import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
+import { type CliIo, type CommandContext, commandContext, emit, partitionFolderOption } from '../command.ts';
 import { buildEngine } from '../context.ts';
 import { table } from '../format.ts';
 import type { ParsedOptions } from '../options.ts';
@@ -58,9 +58,7 @@ function releaseSelection(options: ParsedOptions, ctx: CommandContext): ReleaseS
       'release needs --partition P (a partition folder such as mydb/cpu/2025/01/15/10/, or a folder above it) or --all; `compactor status` lists the quarantined inputs',
     );
   }
-  const prefix = ctx.config.layout.dataPrefix;
-  const folder = partition.endsWith('/') ? partition : `${partition}/`;
-  return { partition: folder.startsWith(prefix) ? folder : `${prefix}${folder}` };
+  return { partition: partitionFolderOption(ctx.config, partition) };
 }
 
 /** Whether a quarantined job's record lies in the selection (never released here, only listed). */

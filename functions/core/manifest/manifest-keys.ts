@@ -40,6 +40,34 @@ export function quarantinedManifestsRoot(layout: Layout): string {
   return `${quarantineRoot(layout)}manifests/`;
 }
 
+export function receiptsRoot(layout: Layout): string {
+  return stateFolder(layout.stateRoot, 'receipts');
+}
+
+/**
+ * A committed job's receipt: under its partition's path, so one listing finds a day's receipts
+ * and its hours'; named by the job id (which sorts by the job's start) and its tier.
+ */
+export function receiptKey(layout: Layout, tier: JobKind, partition: string, jobId: string): string {
+  return `${receiptsRoot(layout)}${partition.slice(layout.dataPrefix.length)}${jobId}.${tier}.json`;
+}
+
+/** The partition, job id and tier a receipt key names (receiptKey read backwards), or undefined. */
+export function receiptOf(
+  layout: Layout,
+  key: string,
+): { partition: string; jobId: string; tier: JobKind } | undefined {
+  const root = receiptsRoot(layout);
+  if (!key.startsWith(root)) return undefined;
+  const slash = key.lastIndexOf('/');
+  const match = /^(.+)\.([a-z]+)\.json$/.exec(key.slice(slash + 1));
+  const jobId = match?.[1];
+  const tier = match?.[2] as JobKind | undefined;
+  if (jobId === undefined || tier === undefined || !JOB_ID.test(jobId) || !JOB_KINDS.includes(tier))
+    return undefined;
+  return { partition: `${layout.dataPrefix}${key.slice(root.length, slash + 1)}`, jobId, tier };
+}
+
 /** S3's limit on a key. */
 export const MAX_KEY_BYTES = 1024;
 /** The local folder store keeps each object as a file (255 bytes a name, less its sidecar's `.json`). */
@@ -83,10 +111,15 @@ export function inputOfReadableRecord(layout: Layout, recordKey: string): string
 
 /** Job ids sort by creation time and are unique: `20250115T100000Z-1a2b3c4d`. */
 export function newJobId(now: Date, random: () => string): string {
-  return `${now
+  return `${jobIdTime(now)}-${random()}`;
+}
+
+/** How a job id begins for a job created at `time` (`20250115T100000Z`): job ids compare with it as text. */
+export function jobIdTime(time: Date): string {
+  return time
     .toISOString()
     .replace(/[-:]/g, '')
-    .replace(/\.\d+Z$/, 'Z')}-${random()}`;
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 /** What a job id of ours looks like (newJobId). */
@@ -152,10 +185,13 @@ const SAMPLE_JOB_ID = newJobId(new Date(0), () => '0'.repeat(16));
  */
 export function keysTooLong(layout: Layout, tier: TierName, partitionFile: DataFile): string | undefined {
   const output = outputKey(layout, tier, partitionFile, SAMPLE_JOB_ID, 999);
-  const manifest = manifestKey(layout, tier, tierFolder(tier, partitionFile) ?? '');
+  const partition = tierFolder(tier, partitionFile) ?? '';
+  const manifest = manifestKey(layout, tier, partition);
+  const receipt = receiptKey(layout, tier, partition, SAMPLE_JOB_ID);
   for (const [what, key] of [
     ['output', output],
     ['manifest', manifest],
+    ['receipt', receipt],
   ] as const) {
     if (!keyFits(key)) {
       return `its ${what} key would be ${Buffer.byteLength(key)} bytes (limit ${MAX_KEY_BYTES}, ${MAX_NAME_BYTES} a name): shorten the data prefix or table path`;

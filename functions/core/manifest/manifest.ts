@@ -8,7 +8,7 @@
  */
 
 import { type CompactorConfig, JOB_KINDS, type JobKind } from '../config.ts';
-import type { DedupRequest } from '../engine.ts';
+import type { ColumnStats, DedupRequest } from '../engine.ts';
 import { InvalidManifestError } from '../errors.ts';
 import { type Layout, periodEnd } from '../layout.ts';
 import type { Checksum } from '../object-store.ts';
@@ -26,6 +26,8 @@ export interface InputRef {
   readonly key: string;
   readonly size: number;
   readonly etag: string;
+  /** Rows from the footer: recorded once the job has read it (staged on), for its receipt. */
+  readonly rows?: number;
 }
 
 export interface OutputRef {
@@ -34,7 +36,14 @@ export interface OutputRef {
   readonly size: number;
   readonly rows: number;
   readonly checksum: Checksum;
+  /** The published object's ETag, recorded by the verify step. */
+  readonly etag?: string;
+  /** Per column: nulls and min/max from the output's footer (Engine.columnStats). */
+  readonly columns?: readonly ColumnStats[];
 }
+
+/** The longest min/max text a manifest keeps; a longer one is recorded as unknown (null). */
+export const MAX_STATS_TEXT = 1024;
 
 export interface KeptInput {
   readonly key: string;
@@ -71,6 +80,8 @@ export interface Manifest {
   readonly dedup?: DedupRequest;
   /** With dedup: the inputs' distinct rows or keys, counted apart from the write; the outputs hold this many. */
   readonly distinctRows?: number;
+  /** With dedup: the hash of the kept rows or keys (DistinctCount.keysHash), equal over inputs and outputs. */
+  readonly keysHash?: string;
   readonly outputs?: readonly OutputRef[];
   /** Inputs replaced after we read them: new data, kept. */
   readonly keptInputs?: readonly KeptInput[];
@@ -195,7 +206,9 @@ export function parseManifest(
     fail(key, `state ${state} without outputs`);
 
   const deduped =
-    m.dedup !== undefined || m.distinctRows !== undefined ? parseDeduped(key, m, outputs) : undefined;
+    m.dedup !== undefined || m.distinctRows !== undefined || m.keysHash !== undefined
+      ? parseDeduped(key, m, outputs)
+      : undefined;
 
   return {
     version: 1,
@@ -250,6 +263,7 @@ function parseInputs({ key, layout, tier, partition }: JobScope, value: Json): I
       key: inputKey,
       size: count(key, e.size, `inputs[${i}].size`),
       etag: str(key, e.etag, `inputs[${i}].etag`, 256),
+      ...(e.rows === undefined ? {} : { rows: count(key, e.rows, `inputs[${i}].rows`) }),
     };
   });
 }
@@ -283,6 +297,30 @@ function parseOutputs({ key, layout, tier, partition, jobId }: JobScope, value: 
       size: count(key, e.size, `outputs[${i}].size`),
       rows: count(key, e.rows, `outputs[${i}].rows`),
       checksum: { algorithm: 'CRC32', value: checksum.value },
+      ...(e.etag === undefined ? {} : { etag: str(key, e.etag, `outputs[${i}].etag`, 256) }),
+      ...(e.columns === undefined
+        ? {}
+        : { columns: parseColumnStats(key, e.columns, `outputs[${i}].columns`) }),
+    };
+  });
+}
+
+function parseColumnStats(key: string, value: Json, field: string): ColumnStats[] {
+  if (!Array.isArray(value) || value.length > 10_000) fail(key, `${field} must be a list`);
+  const text = (v: Json, what: string): string | null => {
+    if (v === null) return null;
+    if (typeof v !== 'string' || v.length > MAX_STATS_TEXT) fail(key, `${what} must be text or null`);
+    return v;
+  };
+  return value.map((entry: Json, i: number) => {
+    const e = (entry ?? {}) as Record<string, Json>;
+    const at = `${field}[${i}]`;
+    if (typeof e.name !== 'string' || e.name.length > 4096) fail(key, `${at}.name must be a string`);
+    return {
+      name: e.name,
+      nulls: e.nulls === null ? null : count(key, e.nulls, `${at}.nulls`),
+      min: text(e.min, `${at}.min`),
+      max: text(e.max, `${at}.max`),
     };
   });
 }
@@ -322,9 +360,10 @@ function parseDeduped(
   key: string,
   m: Record<string, Json>,
   outputs: OutputRef[] | undefined,
-): { dedup: DedupRequest; distinctRows: number } {
+): { dedup: DedupRequest; distinctRows: number; keysHash?: string } {
   const dedup = parseDedupRecord(key, m.dedup);
   const distinctRows = count(key, m.distinctRows, 'distinctRows');
+  const keysHash = m.keysHash === undefined ? undefined : str(key, m.keysHash, 'keysHash', 64);
   if (typeof m.inputRows === 'number' && distinctRows > m.inputRows) {
     fail(key, `distinctRows ${distinctRows} exceeds inputRows ${m.inputRows}`);
   }
@@ -332,7 +371,7 @@ function parseDeduped(
   if (outputRows !== undefined && outputRows !== distinctRows) {
     fail(key, `outputs hold ${outputRows} rows, not the ${distinctRows} distinct rows recorded`);
   }
-  return { dedup, distinctRows };
+  return { dedup, distinctRows, ...(keysHash === undefined ? {} : { keysHash }) };
 }
 
 /** Inputs set aside with a reason (kept, quarantined): each inside the job's partition. */

@@ -1,5 +1,5 @@
 /**
- * Step 5, clear: the job's staging and failure record go, then its manifest.
+ * Step 5, clear: the job's receipt is written, its staging and failure record go, then its manifest.
  */
 
 import { failureKey } from '../failures.ts';
@@ -12,6 +12,7 @@ import {
   loadForStep,
   orTwinsWork,
 } from '../manifest/manifest-cas.ts';
+import { writeReceipt } from '../receipts.ts';
 
 export async function clearManifestStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   return orTwinsWork(deps, ref, 'inputs-deleted', () => clear(deps, ref));
@@ -26,6 +27,8 @@ async function clear(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   }
   const { loaded } = step;
   checkLease(deps, loaded.manifest);
+  // The receipt first: once the manifest goes, nothing else records what the job did.
+  await writeReceipt(deps, loaded.manifest);
   // The partition's failure record (if any) goes in the same DeleteObjects call as the staging.
   await deletePrefix(deps, stagingPrefix(deps.config.layout, ref.jobId), [
     failureKey(deps.config, ref.tier, ref.partition),

@@ -11,6 +11,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from '../checksum.ts';
 import type { TierName } from '../config.ts';
+import type { ColumnStats } from '../engine.ts';
 import { ConfigError, ErrorNames, ManifestConflictError, RETRYABLE_ERRORS } from '../errors.ts';
 import { recordFailure } from '../failures.ts';
 import {
@@ -26,7 +27,13 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
-import { manifestKey, type OutputRef, outputKey, stagingPrefix } from '../manifest/manifest.ts';
+import {
+  MAX_STATS_TEXT,
+  manifestKey,
+  type OutputRef,
+  outputKey,
+  stagingPrefix,
+} from '../manifest/manifest.ts';
 import {
   advance,
   checkLease,
@@ -137,7 +144,7 @@ async function writeStaged(
   loaded: Loaded,
   ref: Job<TierName>,
   { good, corrupt }: CheckedInputs,
-  { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, unsortedBy }: Merged,
+  { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, keysHash, unsortedBy }: Merged,
 ): Promise<StepResult> {
   const { store, config } = deps;
   const manifest = loaded.manifest;
@@ -148,7 +155,7 @@ async function writeStaged(
     const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
     // Named by part, not by the final name: staging keys stay short whatever the table path.
     const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}/${String(index).padStart(3, '0')}.parquet`;
-    const checksum = await crc32OfFile(out.path);
+    const [checksum, columns] = await Promise.all([crc32OfFile(out.path), columnStatsOf(deps, out.path)]);
     checkLease(deps, manifest);
     await store.put(
       stagingKey,
@@ -160,13 +167,21 @@ async function writeStaged(
         ...withSignal(deps),
       },
     );
-    outputs.push({ stagingKey, finalKey, size: out.bytes, rows: out.rows, checksum });
+    outputs.push({
+      stagingKey,
+      finalKey,
+      size: out.bytes,
+      rows: out.rows,
+      checksum,
+      ...(columns ? { columns } : {}),
+    });
   }
   const next = advance(deps, manifest, {
     state: 'staged',
-    inputs: good.map((g) => g.input),
+    inputs: good.map((g) => ({ ...g.input, rows: g.info.rows })),
     inputRows,
     ...(dedup && distinctRows !== undefined ? { dedup, distinctRows } : {}),
+    ...(dedup && keysHash !== undefined ? { keysHash } : {}),
     outputs,
     ...(corrupt.length > 0 ? { quarantinedInputs: corrupt } : {}),
     ...(footerMetadata.dropped.length > 0 ? { droppedMetadataKeys: footerMetadata.dropped } : {}),
@@ -185,4 +200,14 @@ async function writeStaged(
     ...summary(loaded.manifest),
     ...(unsortedBy.length > 0 ? { unsortedBy } : {}),
   });
+}
+
+/**
+ * An output's column statistics for the manifest (and so the job's receipt), or undefined when
+ * the engine gives none. A min or max too long to keep is recorded as unknown.
+ */
+async function columnStatsOf(deps: CompactDeps, path: string): Promise<ColumnStats[] | undefined> {
+  const stats = await deps.engine.columnStats?.(path);
+  const bounded = (text: string | null) => (text !== null && text.length > MAX_STATS_TEXT ? null : text);
+  return stats?.map((c) => ({ ...c, min: bounded(c.min), max: bounded(c.max) }));
 }

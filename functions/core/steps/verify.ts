@@ -13,27 +13,39 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
-import type { Manifest } from '../manifest/manifest.ts';
+import type { Manifest, OutputRef } from '../manifest/manifest.ts';
 import { advance, loadForStep, orTwinsWork, writeManifest } from '../manifest/manifest-cas.ts';
 import { quarantineManifest } from '../quarantine.ts';
 import { isOurOutput } from './publish.ts';
 
-/** Returns why the published outputs do not match the manifest, or undefined when they do. */
-export async function checkFinals(deps: StepDeps, manifest: Manifest): Promise<string | undefined> {
+/**
+ * Checks the published outputs against the manifest: why they do not match, or the outputs with
+ * the ETags the store gave them (the receipt records them).
+ */
+export async function checkFinals(
+  deps: StepDeps,
+  manifest: Manifest,
+): Promise<{ readonly problem: string } | { readonly outputs: readonly OutputRef[] }> {
+  const outputs: OutputRef[] = [];
   for (const output of manifest.outputs ?? []) {
     const head = await deps.store.head(output.finalKey, withSignal(deps));
-    if (!head) return `published output ${output.finalKey} is missing`;
+    if (!head) return { problem: `published output ${output.finalKey} is missing` };
     if (!isOurOutput(head, output, manifest.jobId)) {
-      return `published output ${output.finalKey} does not match the manifest (size ${head.size} vs ${output.size}, checksum ${head.checksum?.value ?? 'n/a'} vs ${output.checksum.value}, job ${head.metadata[META_JOB_ID] ?? 'none'})`;
+      return {
+        problem: `published output ${output.finalKey} does not match the manifest (size ${head.size} vs ${output.size}, checksum ${head.checksum?.value ?? 'n/a'} vs ${output.checksum.value}, job ${head.metadata[META_JOB_ID] ?? 'none'})`,
+      };
     }
+    outputs.push({ ...output, etag: head.etag });
   }
   // A repair job's inputs are stood for by existing outputs: they must be exactly the versions checked.
   for (const evidence of manifest.repairOf ?? []) {
     const head = await deps.store.head(evidence.key, withSignal(deps));
-    if (!head) return `output ${evidence.key}, which holds the repaired inputs' rows, is missing`;
-    if (head.etag !== evidence.etag) return `output ${evidence.key} changed since its rows were checked`;
+    if (!head)
+      return { problem: `output ${evidence.key}, which holds the repaired inputs' rows, is missing` };
+    if (head.etag !== evidence.etag)
+      return { problem: `output ${evidence.key} changed since its rows were checked` };
   }
-  return undefined;
+  return { outputs };
 }
 
 export async function verifyStep(deps: StepDeps, ref: JobRef): Promise<StepResult> {
@@ -44,14 +56,19 @@ async function verify(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'published');
   if ('done' in step) return step.done;
   let { loaded } = step;
-  const problem = await checkFinals(deps, loaded.manifest);
-  if (problem) {
-    await quarantineManifest(deps, loaded, problem);
+  const checked = await checkFinals(deps, loaded.manifest);
+  if ('problem' in checked) {
+    await quarantineManifest(deps, loaded, checked.problem);
     throw new VerificationFailedError(
-      `${problem}; job ${ref.jobId} was quarantined and no input was deleted`,
+      `${checked.problem}; job ${ref.jobId} was quarantined and no input was deleted`,
     );
   }
-  loaded = await writeManifest(deps, loaded, advance(deps, loaded.manifest, { state: 'verified' }));
+  const outputs = loaded.manifest.outputs === undefined ? {} : { outputs: checked.outputs };
+  loaded = await writeManifest(
+    deps,
+    loaded,
+    advance(deps, loaded.manifest, { state: 'verified', ...outputs }),
+  );
   deps.onEvent?.({ type: 'verified', job: ref });
   return result(ref, 'done', 'verified', summary(loaded.manifest));
 }

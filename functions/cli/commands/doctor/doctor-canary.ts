@@ -15,7 +15,7 @@ import { ConfigError } from '../../../core/errors.ts';
 import { readExclusions } from '../../../core/exclusions.ts';
 import { readFailures } from '../../../core/failures.ts';
 import { HOURLY_SUFFIX, type Layout, levelOf } from '../../../core/layout.ts';
-import { jobIdOfOutput, stagingPrefix } from '../../../core/manifest/manifest.ts';
+import { jobIdOfOutput, receiptKey, receiptsRoot, stagingPrefix } from '../../../core/manifest/manifest.ts';
 import { MAX_DELETE_BATCH, type ObjectStore, type ObjectSummary } from '../../../core/object-store.ts';
 import { visibleFiles } from '../../../core/visible.ts';
 
@@ -266,21 +266,42 @@ export async function checkCanaryState(
     unreadable.length > 0 ? `${unreadable.length} unreadable manifest(s)` : '',
     failures.length > 0 ? `a failure record (${failures[0]?.lastError.split('\n')[0]})` : '',
     staging > 0 ? `${staging} staging object(s)` : '',
+    ...(await missingReceipts(store, config, canary, jobIds)),
   ].filter(Boolean);
   if (found.length > 0) return { ok: false, detail: `left: ${found.join('; ')}`, held: live.length > 0 };
   return {
     ok: true,
-    detail: `no manifest, staging object, quarantine or failure record of the canary (job ${[...jobIds].join(', ') || '?'})`,
+    detail: `no manifest, staging object, quarantine or failure record of the canary, and its receipt (job ${[...jobIds].join(', ') || '?'})`,
     held: false,
   };
 }
 
-/** Deletes every object under the canary's table (conditioned on the ETag listed) and lists it again. */
+/** The canary jobs that cleared without their receipt (each committed job leaves one). */
+async function missingReceipts(
+  store: ObjectStore,
+  config: CompactorConfig,
+  canary: Canary,
+  jobIds: ReadonlySet<string>,
+): Promise<string[]> {
+  const missing: string[] = [];
+  for (const jobId of jobIds) {
+    const key = receiptKey(config.layout, 'hourly', canary.partition, jobId);
+    if ((await store.head(key)) === undefined) missing.push(`no receipt of job ${jobId} (${key})`);
+  }
+  return missing;
+}
+
+/**
+ * Deletes every object under the canary's table and its jobs' receipts (conditioned on the ETag
+ * listed) and lists both again.
+ */
 export async function removeCanary(
   store: ObjectStore,
+  config: CompactorConfig,
   canary: Pick<Canary, 'prefix'>,
 ): Promise<{ ok: boolean; detail: string }> {
-  const objects = await listCanary(store, canary);
+  const receipts = { prefix: canaryReceipts(config, canary) };
+  const objects = [...(await listCanary(store, canary)), ...(await listCanary(store, receipts))];
   let deleted = 0;
   const problems: string[] = [];
   for (let i = 0; i < objects.length; i += MAX_DELETE_BATCH) {
@@ -290,12 +311,20 @@ export async function removeCanary(
       else problems.push(`${outcome.key}: ${outcome.status === 'error' ? outcome.code : outcome.status}`);
     }
   }
-  const left = await listCanary(store, canary);
+  const left = [...(await listCanary(store, canary)), ...(await listCanary(store, receipts))];
   if (left.length > 0 || problems.length > 0) {
     return {
       ok: false,
       detail: `${left.length} object(s) left under ${canary.prefix}${problems.length > 0 ? `: ${problems.slice(0, 3).join('; ')}` : ''}`,
     };
   }
-  return { ok: true, detail: `${deleted} object(s) deleted; nothing left under ${canary.prefix}` };
+  return {
+    ok: true,
+    detail: `${deleted} object(s) deleted (its files and its jobs' receipts); nothing left under ${canary.prefix}`,
+  };
+}
+
+/** Where the receipts of the canary's jobs are: its table's folder under the receipts. */
+function canaryReceipts(config: CompactorConfig, canary: Pick<Canary, 'prefix'>): string {
+  return `${receiptsRoot(config.layout)}${canary.prefix.slice(config.layout.dataPrefix.length)}`;
 }

@@ -283,7 +283,7 @@ async function checkCanaryAfter(
     );
     return;
   }
-  const removal = await removeCanary(target.store, canary);
+  const removal = await removeCanary(target.store, target.config, canary);
   report.add(
     'canary removed',
     removal.ok ? 'pass' : 'FAIL',
