@@ -4,7 +4,7 @@
  */
 
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
-import { LAMBDA_MB_PER_VCPU } from '../cdk/lambda-sizing.ts';
+import { LAMBDA_MB_PER_VCPU } from '../functions/core/lambda-sizing.ts';
 
 /**
  * Prices (us-east-1, arm64 Lambda), each from the page named beside it.

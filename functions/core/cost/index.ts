@@ -1,0 +1,54 @@
+/** The cost model: AWS's list prices and what a cycle of the workflow spends of them. Pure. */
+
+export {
+  type CostLine,
+  type CostSettings,
+  type CycleCost,
+  chainSeconds,
+  cycleCost,
+  type JobToPrice,
+  jobCost,
+  outputsOf,
+  scheduleSeconds,
+} from './cycle.ts';
+export {
+  compactEstimateSeconds,
+  compactSecondsAt,
+  MEASURED_AT_MB,
+  MEASURED_COMPACT,
+  S3_WAIT,
+  STATED_SECONDS,
+} from './durations.ts';
+export {
+  CHILD_START_TRANSITIONS,
+  COMMAND_CLASS,
+  expressBilledSeconds,
+  expressDurationUsd,
+  LIST_PAGE_KEYS,
+  lambdaDurationUsd,
+  lambdaRequestsUsd,
+  PRICE_REGION,
+  PRICES,
+  type RequestClass,
+  type RequestCounts,
+  requestsOfListing,
+  requestsUsd,
+  STORE_CALL_CLASS,
+  type StoreCall,
+  transitionsUsd,
+} from './prices.ts';
+export { RequestCountingStore } from './request-counter.ts';
+export {
+  addCalls,
+  addRequests,
+  EXECUTION_CALLS,
+  JOB_RECORD_CALLS,
+  type JobShape,
+  jobCalls,
+  NO_REQUESTS,
+  requestsOf,
+  STEP_CALLS,
+  type StoreCalls,
+  WAVE_CALLS,
+} from './requests.ts';
+export { countTransitions, type StateMachineStates, type TransitionCount } from './transitions.ts';

@@ -1,0 +1,92 @@
+/**
+ * The object-store calls of a job and of an execution, counted from what each step does, and the
+ * S3 requests they are. test/core/cost/requests.test.ts runs real jobs through the local store
+ * behind a recording wrapper and holds these counts to what the steps did.
+ */
+
+import { MAX_DELETE_BATCH } from '../object-store.ts';
+import type { PartitionStepName } from '../pipeline.ts';
+import { type RequestClass, type RequestCounts, STORE_CALL_CLASS, type StoreCall } from './prices.ts';
+
+/** What prices a job's requests: its inputs and the outputs it writes. */
+export interface JobShape {
+  readonly inputs: number;
+  readonly outputs: number;
+}
+
+export type StoreCalls = Readonly<Partial<Record<StoreCall, number>>>;
+
+/**
+ * Each step of the chain (pipeline.ts PARTITION_STEPS) reads the manifest and, but the last,
+ * writes it back (the CAS to its next state):
+ * - compact: creates the manifest, downloads every input, uploads each output to staging;
+ * - publish: copies each staged output to its final key;
+ * - verify: heads each final output;
+ * - delete inputs: DeleteObjects in batches of at most 1,000;
+ * - clear manifest: lists and deletes the staging objects, then deletes the manifest.
+ */
+export const STEP_CALLS: Readonly<Record<PartitionStepName, (job: JobShape) => StoreCalls>> = {
+  compact: ({ inputs, outputs }) => ({ getBytes: 1, getToFile: inputs, put: 2 + outputs }),
+  publish: ({ outputs }) => ({ getBytes: 1, copy: outputs, put: 1 }),
+  verify: ({ outputs }) => ({ getBytes: 1, head: outputs, put: 1 }),
+  'delete-inputs': ({ inputs }) => ({
+    getBytes: 1,
+    deleteMany: Math.ceil(inputs / MAX_DELETE_BATCH),
+    put: 1,
+  }),
+  'clear-manifest': () => ({ getBytes: 1, list: 1, deleteMany: 2 }),
+};
+
+/**
+ * Around the protocol, in AWS: the plan step writes each job's record and the compact handler
+ * reads it (functions/plan.ts, functions/compact.ts).
+ */
+export const JOB_RECORD_CALLS: StoreCalls = { put: 1, getBytes: 1 };
+
+/**
+ * Per wave of an execution: the plan step writes its items file, the Distributed Map's
+ * ItemReader reads it and its ResultWriter writes a manifest and a results file, which Summary
+ * reads. Per execution: recover lists the manifests and the incomplete uploads; Summary reads
+ * and writes its record.
+ */
+export const WAVE_CALLS: StoreCalls = { put: 3, getBytes: 3 };
+export const EXECUTION_CALLS: StoreCalls = { list: 1, listIncompleteUploads: 1, getBytes: 1, put: 1 };
+
+/** Calls added up. */
+export function addCalls(...all: readonly StoreCalls[]): StoreCalls {
+  const sum: Partial<Record<StoreCall, number>> = {};
+  for (const calls of all) {
+    for (const [call, n] of Object.entries(calls) as [StoreCall, number][]) sum[call] = (sum[call] ?? 0) + n;
+  }
+  return sum;
+}
+
+/** Calls times `n`. */
+export function scaleCalls(calls: StoreCalls, n: number): StoreCalls {
+  return Object.fromEntries(Object.entries(calls).map(([call, k]) => [call, k * n])) as StoreCalls;
+}
+
+/** The protocol's calls of one job, step by step. */
+export function jobCalls(job: JobShape): Readonly<Record<PartitionStepName, StoreCalls>> {
+  return Object.fromEntries(Object.entries(STEP_CALLS).map(([step, calls]) => [step, calls(job)])) as Record<
+    PartitionStepName,
+    StoreCalls
+  >;
+}
+
+export const NO_REQUESTS: RequestCounts = { get: 0, put: 0, list: 0, delete: 0 };
+
+/** S3 requests of store calls (a listing here: one page; the planner's are counted by keys). */
+export function requestsOf(calls: StoreCalls): RequestCounts {
+  const requests: Record<RequestClass, number> = { ...NO_REQUESTS };
+  for (const [call, n] of Object.entries(calls) as [StoreCall, number][]) {
+    requests[STORE_CALL_CLASS[call]] += n;
+  }
+  return requests;
+}
+
+export function addRequests(...all: readonly RequestCounts[]): RequestCounts {
+  const sum: Record<RequestClass, number> = { ...NO_REQUESTS };
+  for (const r of all) for (const c of Object.keys(sum) as RequestClass[]) sum[c] += r[c];
+  return sum;
+}
