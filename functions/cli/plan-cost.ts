@@ -4,9 +4,16 @@
  * deploy with them.
  */
 
-import { join } from 'node:path';
 import type { StackConfig } from '../../cdk/config.ts';
-import type { CostLine, CostSettings, CycleCost, TransitionCount } from '../core/cost/index.ts';
+import type {
+  CostLine,
+  CostSettings,
+  CycleCost,
+  StateMachineStates,
+  TransitionCount,
+} from '../core/cost/index.ts';
+import type { CliOptions } from './context.ts';
+import { deployedWorkflow } from './deployed-workflow.ts';
 import { formatBytes, table } from './format.ts';
 
 /** The settings the price depends on, as the stack deploys them. */
@@ -25,29 +32,17 @@ export function costSettings(stack: StackConfig): CostSettings {
 
 /**
  * The transitions of the definition `cdk deploy` would deploy with these settings (the stack
- * context, --context, and the store's data prefix), synthesized as `run` does and cached beside
- * its definitions.
+ * context, --context, and the store's data prefix), synthesized as `run` does.
  */
 export async function deployedTransitions(
   stackContext: Record<string, unknown>,
   dataPrefix: string,
-  workDir: string,
+  options: Pick<CliOptions, 'work-dir'>,
   say: (line: string) => void,
 ): Promise<TransitionCount> {
-  const { synthesizeWorkflow } = await import('../local-runner/run.ts');
   const { countTransitions } = await import('../core/cost/index.ts');
-  const cacheDir = join(workDir, 'definitions');
-  const { definition } = await synthesizeWorkflow(
-    { ...stackContext, dataPrefix },
-    {
-      cacheDir,
-      onSynthesize: () =>
-        say(
-          `synthesizing the state machine cdk deploy would deploy, to count its transitions (a few seconds; cached in ${cacheDir})`,
-        ),
-    },
-  );
-  return countTransitions(definition as unknown as Parameters<typeof countTransitions>[0]);
+  const { workflow } = await deployedWorkflow({ ...stackContext, dataPrefix }, options, say);
+  return countTransitions(workflow.definition as unknown as StateMachineStates);
 }
 
 const usd = (n: number) => `$${n.toFixed(6)}`;

@@ -4,13 +4,7 @@
  */
 
 import { type CliIo, commandContext, emit } from '../command.ts';
-import {
-  NO_RETENTION_RULE,
-  parseStackContext,
-  parseTier,
-  resolveStackConfig,
-  workDirOf,
-} from '../context.ts';
+import { NO_RETENTION_RULE, parseStackContext, parseTier, resolveStackConfig } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
@@ -42,7 +36,7 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
           transitions: await deployedTransitions(
             parseStackContext(options.context),
             ctx.target.dataPrefix,
-            workDirOf(options),
+            options,
             io.err,
           ),
           planning: counted.requests,
