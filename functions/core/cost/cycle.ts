@@ -29,7 +29,9 @@ import {
   EXECUTION_CALLS,
   JOB_RECORD_CALLS,
   jobCalls,
+  multipartRequests,
   NO_REQUESTS,
+  outputSizes,
   requestsOf,
   scaleCalls,
   WAVE_CALLS,
@@ -115,11 +117,6 @@ function addLines(a: CostLine, b: CostLine): CostLine {
   };
 }
 
-/** Outputs of a job: split at the target size, each assumed as large as its share of the inputs. */
-export function outputsOf(inputBytes: number, targetFileBytes: number): number {
-  return Math.max(1, Math.ceil(inputBytes / targetFileBytes));
-}
-
 /** Each partition step's Lambda: its memory and estimated billed seconds for this job. */
 export function chainSeconds(
   job: Pick<JobToPrice, 'inputs' | 'inputBytes'>,
@@ -146,13 +143,12 @@ export function jobCost(
   const lambdaUsd =
     chain.reduce((sum, s) => sum + lambdaDurationUsd(s.memoryMb, s.seconds), 0) +
     lambdaRequestsUsd(chain.length);
+  const outputs = outputSizes(job.inputBytes, settings.targetFileBytes);
   const calls = addCalls(
-    ...Object.values(
-      jobCalls({ inputs: job.inputs, outputs: outputsOf(job.inputBytes, settings.targetFileBytes) }),
-    ),
+    ...Object.values(jobCalls({ inputs: job.inputs, outputs: outputs.length })),
     JOB_RECORD_CALLS,
   );
-  const requests = requestsOf(calls);
+  const requests = addRequests(requestsOf(calls), multipartRequests(outputs));
   const s3Usd = requestsUsd(requests);
   const express = settings.childExecutionType === 'EXPRESS';
   const transitionCount = CHILD_START_TRANSITIONS + (express ? 0 : transitions.perPartition);

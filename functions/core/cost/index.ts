@@ -8,7 +8,6 @@ export {
   cycleCost,
   type JobToPrice,
   jobCost,
-  outputsOf,
   scheduleSeconds,
 } from './cycle.ts';
 export {
@@ -45,7 +44,10 @@ export {
   JOB_RECORD_CALLS,
   type JobShape,
   jobCalls,
+  multipartRequests,
   NO_REQUESTS,
+  outputSizes,
+  PART_BYTES,
   requestsOf,
   STEP_CALLS,
   type StoreCalls,

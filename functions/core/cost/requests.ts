@@ -76,6 +76,33 @@ export function jobCalls(job: JobShape): Readonly<Record<PartitionStepName, Stor
 
 export const NO_REQUESTS: RequestCounts = { get: 0, put: 0, list: 0, delete: 0 };
 
+/**
+ * The S3 adapter's part size, which the Lambdas' store uses (DEFAULT_PART_SIZE in
+ * functions/adapters/s3-store/s3-store.ts; test/core/cost/requests.test.ts holds them equal). A
+ * file larger goes up in parts (CreateMultipartUpload, UploadPart each, CompleteMultipartUpload)
+ * and is copied in parts after a HEAD of its source (UploadPartCopy each).
+ */
+export const PART_BYTES = 64 * 2 ** 20;
+
+/** A job's outputs: split at the target size, together assumed as large as the inputs. */
+export function outputSizes(inputBytes: number, targetFileBytes: number): number[] {
+  const full = Math.floor(inputBytes / targetFileBytes);
+  const rest = inputBytes - full * targetFileBytes;
+  const sizes = Array.from({ length: full }, () => targetFileBytes);
+  return rest > 0 || sizes.length === 0 ? [...sizes, rest] : sizes;
+}
+
+/**
+ * S3 requests beyond one per store call: an output larger than a part is uploaded (compact) and
+ * copied (publish) in k parts, k + 2 PUT-class requests each instead of one, and the copy heads
+ * its source first.
+ */
+export function multipartRequests(sizes: readonly number[]): RequestCounts {
+  const large = sizes.filter((size) => size > PART_BYTES);
+  const parts = large.reduce((sum, size) => sum + Math.ceil(size / PART_BYTES), 0);
+  return { ...NO_REQUESTS, put: 2 * (parts + large.length), get: large.length };
+}
+
 /** S3 requests of store calls (a listing here: one page; the planner's are counted by keys). */
 export function requestsOf(calls: StoreCalls): RequestCounts {
   const requests: Record<RequestClass, number> = { ...NO_REQUESTS };

@@ -15,7 +15,9 @@ import {
   expressBilledSeconds,
   jobCost,
   MEASURED_COMPACT,
-  outputsOf,
+  multipartRequests,
+  outputSizes,
+  PART_BYTES,
   scheduleSeconds,
   type TransitionCount,
 } from '../../../functions/core/cost/index.ts';
@@ -61,9 +63,21 @@ describe('one job', () => {
   });
 
   it('splits outputs at the target size', () => {
-    expect(outputsOf(1, 100)).toBe(1);
-    expect(outputsOf(100, 100)).toBe(1);
-    expect(outputsOf(101, 100)).toBe(2);
+    expect(outputSizes(1, 100)).toEqual([1]);
+    expect(outputSizes(100, 100)).toEqual([100]);
+    expect(outputSizes(250, 100)).toEqual([100, 100, 50]);
+  });
+
+  it('uploads and copies an output larger than a part in parts, heading the copy source', () => {
+    expect(multipartRequests([PART_BYTES])).toEqual({ get: 0, put: 0, list: 0, delete: 0 });
+    // 3 parts: Create + 3 UploadPart + Complete and Create + 3 UploadPartCopy + Complete, 5 and 5
+    // requests where one PUT and one COPY are counted: 8 more, and the copy's HEAD.
+    expect(multipartRequests([PART_BYTES, 2 * PART_BYTES + 1])).toEqual({
+      get: 1,
+      put: 8,
+      list: 0,
+      delete: 0,
+    });
   });
 
   it('prices a Standard child: its Lambdas, its requests and 1 + 7 transitions', () => {
@@ -90,9 +104,10 @@ describe('one job', () => {
     );
   });
 
-  it('deletes 2,000 inputs in two batches', () => {
+  it('deletes 2,000 inputs in two batches; its 200 MB output goes up and is copied in 3 parts', () => {
     const cost = jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS);
-    expect(cost.requests).toEqual({ get: 2007, put: 8, list: 1, delete: 4 });
+    // 200e6 B / 64 MiB -> 3 parts: the staging PUT and the COPY become 5 requests each, + a HEAD.
+    expect(cost.requests).toEqual({ get: 2007 + 1, put: 8 + 8, list: 1, delete: 4 });
   });
 });
 

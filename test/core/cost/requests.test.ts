@@ -10,11 +10,13 @@ import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore } from '../../../functions/adapters/local-store/local-store.ts';
+import { DEFAULT_PART_SIZE } from '../../../functions/adapters/s3-store/s3-store.ts';
 import { writeSampleParquet } from '../../../functions/adapters/sample-data.ts';
 import { parseConfig } from '../../../functions/core/config.ts';
 import {
   jobCalls,
-  outputsOf,
+  outputSizes,
+  PART_BYTES,
   RequestCountingStore,
   type StoreCalls,
 } from '../../../functions/core/cost/index.ts';
@@ -101,6 +103,14 @@ describe('the requests of a job, step by step', () => {
     );
     expect(outcome.status).toBe('compacted');
     const bytes = job.inputs.reduce((s, i) => s + i.size, 0);
-    expect(measured).toEqual(jobCalls({ inputs: n, outputs: outputsOf(bytes, config.targetFileBytes) }));
+    expect(measured).toEqual(
+      jobCalls({ inputs: n, outputs: outputSizes(bytes, config.targetFileBytes).length }),
+    );
+  });
+});
+
+describe('the multipart part size', () => {
+  it("is the S3 adapter's, which the Lambdas' store uses", () => {
+    expect(PART_BYTES).toBe(DEFAULT_PART_SIZE);
   });
 });
