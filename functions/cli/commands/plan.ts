@@ -10,10 +10,6 @@ import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
 import { costSettings, deployedTransitions, formatCost } from '../plan-cost.ts';
 
-/** Why a retention plan carries no price. */
-const RETENTION_UNPRICED =
-  'cost: not estimated for retention (its jobs expire files: the cost model prices compaction jobs)';
-
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const ctx = await commandContext(options);
@@ -22,29 +18,26 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   // The plan's own listing is counted: the planning's S3 requests in the price.
   const counted = new RequestCountingStore(ctx.target.store);
   const plan = await planCycle(counted, ctx.config, ctx.clock, tier);
-  const cost =
-    tier === 'retention'
-      ? undefined
-      : cycleCost({
-          jobs: plan.jobs.map((j) => ({
-            tier: j.tier,
-            inputs: j.inputs.length,
-            inputBytes: j.inputBytes,
-            wave: j.wave,
-          })),
-          settings: costSettings(resolveStackConfig(options)),
-          transitions: await deployedTransitions(
-            parseStackContext(options.context),
-            ctx.target.dataPrefix,
-            options,
-            io.err,
-          ),
-          planning: counted.requests,
-        });
+  const cost = cycleCost({
+    jobs: plan.jobs.map((j) => ({
+      tier: j.tier,
+      inputs: j.inputs.length,
+      inputBytes: j.inputBytes,
+      wave: j.wave,
+    })),
+    settings: costSettings(resolveStackConfig(options)),
+    transitions: await deployedTransitions(
+      parseStackContext(options.context),
+      ctx.target.dataPrefix,
+      options,
+      io.err,
+    ),
+    planning: counted.requests,
+  });
   const empty = plan.jobs.length === 0 && plan.skipped.length === 0;
   const hint = empty && plan.objectsListed > 0 ? await layoutHint(ctx.target.store, ctx.config) : undefined;
   if (hint !== undefined) io.err(`warning: ${hint}`);
-  emit(io, options, { ...plan, ...(cost ? { cost } : {}) }, () => {
+  emit(io, options, { ...plan, cost }, () => {
     const rows = [
       ...plan.jobs.map((j) => [
         j.partition,
@@ -69,7 +62,7 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
           ? [`nothing to do: ${NO_RETENTION_RULE}`]
           : [settled ? `nothing to do: ${settled}` : 'nothing to do']),
       '',
-      cost ? formatCost(cost) : RETENTION_UNPRICED,
+      formatCost(cost),
     ].join('\n');
   });
   return 0;

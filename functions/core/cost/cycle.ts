@@ -11,7 +11,7 @@ import {
   type LambdaSizeClass,
   PARTITION_STEPS,
 } from '../pipeline.ts';
-import { compactSecondsAt, STATED_SECONDS } from './durations.ts';
+import { compactSecondsAt, expireEstimateSeconds, STATED_SECONDS } from './durations.ts';
 import {
   CHILD_START_TRANSITIONS,
   expressDurationUsd,
@@ -28,6 +28,7 @@ import {
   addRequests,
   EXECUTION_CALLS,
   JOB_RECORD_CALLS,
+  type JobKindPriced,
   jobCalls,
   multipartRequests,
   NO_REQUESTS,
@@ -117,18 +118,24 @@ function addLines(a: CostLine, b: CostLine): CostLine {
   };
 }
 
+/** A retention job expires files; every other tier's merges them. */
+export function kindOf(job: Pick<JobToPrice, 'tier'>): JobKindPriced {
+  return job.tier === 'retention' ? 'retention' : 'compaction';
+}
+
 /** Each partition step's Lambda: its memory and estimated billed seconds for this job. */
 export function chainSeconds(
-  job: Pick<JobToPrice, 'inputs' | 'inputBytes'>,
+  job: Pick<JobToPrice, 'tier' | 'inputs' | 'inputBytes'>,
   memoryMb: CostSettings['memoryMb'],
 ): readonly { readonly step: string; readonly memoryMb: number; readonly seconds: number }[] {
+  const first =
+    kindOf(job) === 'retention'
+      ? expireEstimateSeconds(job.inputs)
+      : compactSecondsAt(memoryMb.compact, job.inputBytes, job.inputs);
   return PARTITION_STEPS.map((s) => ({
     step: s.step,
     memoryMb: memoryMb[s.size],
-    seconds:
-      s.size === 'compact'
-        ? compactSecondsAt(memoryMb.compact, job.inputBytes, job.inputs)
-        : STATED_SECONDS.partitionStep,
+    seconds: s.size === 'compact' ? first : STATED_SECONDS.partitionStep,
   }));
 }
 
@@ -143,9 +150,11 @@ export function jobCost(
   const lambdaUsd =
     chain.reduce((sum, s) => sum + lambdaDurationUsd(s.memoryMb, s.seconds), 0) +
     lambdaRequestsUsd(chain.length);
-  const outputs = outputSizes(job.inputBytes, settings.targetFileBytes);
+  const kind = kindOf(job);
+  // A retention job writes no output.
+  const outputs = kind === 'retention' ? [] : outputSizes(job.inputBytes, settings.targetFileBytes);
   const calls = addCalls(
-    ...Object.values(jobCalls({ inputs: job.inputs, outputs: outputs.length })),
+    ...Object.values(jobCalls({ inputs: job.inputs, outputs: outputs.length }, kind)),
     JOB_RECORD_CALLS,
   );
   const requests = addRequests(requestsOf(calls), multipartRequests(outputs));

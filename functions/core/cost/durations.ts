@@ -50,6 +50,14 @@ export function compactSecondsAt(memoryMb: number, bytes: number, files: number)
 }
 
 /**
+ * A retention job's first step: a stated step, plus a HEAD of every input, at most 8 in flight
+ * (expireStep), each waiting the S3 first-byte latency.
+ */
+export function expireEstimateSeconds(files: number): number {
+  return STATED_SECONDS.partitionStep + (files * S3_WAIT.firstByteMs) / 1000 / 8;
+}
+
+/**
  * Stated, not measured in AWS: each of the chain's other steps (publish, verify, delete inputs,
  * clear manifest: a manifest read, one to three S3 calls and a manifest write), and each of the
  * execution's own steps (recover, plan, summary).

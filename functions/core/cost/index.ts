@@ -8,11 +8,13 @@ export {
   cycleCost,
   type JobToPrice,
   jobCost,
+  kindOf,
   scheduleSeconds,
 } from './cycle.ts';
 export {
   compactEstimateSeconds,
   compactSecondsAt,
+  expireEstimateSeconds,
   MEASURED_AT_MB,
   MEASURED_COMPACT,
   S3_WAIT,
@@ -42,6 +44,7 @@ export {
   addRequests,
   EXECUTION_CALLS,
   JOB_RECORD_CALLS,
+  type JobKindPriced,
   type JobShape,
   jobCalls,
   multipartRequests,

@@ -16,26 +16,47 @@ export interface JobShape {
 
 export type StoreCalls = Readonly<Partial<Record<StoreCall, number>>>;
 
+/** Which table prices a job: a compaction tier's merge, or retention's expiry (no output). */
+export type JobKindPriced = 'compaction' | 'retention';
+
 /**
  * Each step of the chain (pipeline.ts PARTITION_STEPS) reads the manifest and, but the last,
- * writes it back (the CAS to its next state):
+ * writes it back (the CAS to its next state). A compaction job:
  * - compact: creates the manifest, downloads every input, uploads each output to staging;
  * - publish: copies each staged output to its final key;
  * - verify: heads each final output;
  * - delete inputs: DeleteObjects in batches of at most 1,000;
  * - clear manifest: lists and deletes the staging objects, then deletes the manifest.
+ * A retention job's first step (expireStep) claims the day, lists the other tiers' manifests
+ * (a file one of them holds is not expired), heads every input and commits the manifest as
+ * verified; publish and verify then only read it; it deletes and clears as a compaction job does.
  */
-export const STEP_CALLS: Readonly<Record<PartitionStepName, (job: JobShape) => StoreCalls>> = {
-  compact: ({ inputs, outputs }) => ({ getBytes: 1, getToFile: inputs, put: 2 + outputs }),
-  publish: ({ outputs }) => ({ getBytes: 1, copy: outputs, put: 1 }),
-  verify: ({ outputs }) => ({ getBytes: 1, head: outputs, put: 1 }),
-  'delete-inputs': ({ inputs }) => ({
-    getBytes: 1,
-    deleteMany: Math.ceil(inputs / MAX_DELETE_BATCH),
-    put: 1,
-  }),
-  'clear-manifest': () => ({ getBytes: 1, list: 1, deleteMany: 2 }),
+export const STEP_CALLS: Readonly<
+  Record<JobKindPriced, Readonly<Record<PartitionStepName, (job: JobShape) => StoreCalls>>>
+> = {
+  compaction: {
+    compact: ({ inputs, outputs }) => ({ getBytes: 1, getToFile: inputs, put: 2 + outputs }),
+    publish: ({ outputs }) => ({ getBytes: 1, copy: outputs, put: 1 }),
+    verify: ({ outputs }) => ({ getBytes: 1, head: outputs, put: 1 }),
+    'delete-inputs': deleteInputsCalls,
+    'clear-manifest': clearManifestCalls,
+  },
+  retention: {
+    compact: ({ inputs }) => ({ getBytes: 2, list: 2, head: inputs, put: 2 }),
+    publish: () => ({ getBytes: 1 }),
+    verify: () => ({ getBytes: 1 }),
+    'delete-inputs': deleteInputsCalls,
+    'clear-manifest': clearManifestCalls,
+  },
 };
+
+function deleteInputsCalls({ inputs }: JobShape): StoreCalls {
+  return { getBytes: 1, deleteMany: Math.ceil(inputs / MAX_DELETE_BATCH), put: 1 };
+}
+
+function clearManifestCalls(): StoreCalls {
+  return { getBytes: 1, list: 1, deleteMany: 2 };
+}
 
 /**
  * Around the protocol, in AWS: the plan step writes each job's record and the compact handler
@@ -67,11 +88,13 @@ export function scaleCalls(calls: StoreCalls, n: number): StoreCalls {
 }
 
 /** The protocol's calls of one job, step by step. */
-export function jobCalls(job: JobShape): Readonly<Record<PartitionStepName, StoreCalls>> {
-  return Object.fromEntries(Object.entries(STEP_CALLS).map(([step, calls]) => [step, calls(job)])) as Record<
-    PartitionStepName,
-    StoreCalls
-  >;
+export function jobCalls(
+  job: JobShape,
+  kind: JobKindPriced = 'compaction',
+): Readonly<Record<PartitionStepName, StoreCalls>> {
+  return Object.fromEntries(
+    Object.entries(STEP_CALLS[kind]).map(([step, calls]) => [step, calls(job)]),
+  ) as Record<PartitionStepName, StoreCalls>;
 }
 
 export const NO_REQUESTS: RequestCounts = { get: 0, put: 0, list: 0, delete: 0 };

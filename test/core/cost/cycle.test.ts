@@ -111,6 +111,22 @@ describe('one job', () => {
   });
 });
 
+describe('a retention job', () => {
+  it('heads its inputs instead of downloading them and writes no output', () => {
+    const cost = jobCost(
+      { tier: 'retention', inputs: 40, inputBytes: 4e9, wave: 0 },
+      settings('STANDARD'),
+      TRANSITIONS,
+    );
+    // GET: the claim's 2 reads, 40 HEADs, 3 reads of publish, verify, delete, the clear's, the job
+    // record; PUT: the claim and its commit, the delete's CAS, the record; LIST: the other tiers'
+    // manifests (2) and the staging listing.
+    expect(cost.requests).toEqual({ get: 2 + 40 + 3 + 1 + 1, put: 2 + 1 + 1, list: 3, delete: 3 });
+    // Its first step: 0.5 s stated and 40 HEADs 8 at a time at 25 ms.
+    expect(cost.seconds).toBeCloseTo(0.5 + (40 * 0.025) / 8 + 4 * 0.5, 12);
+  });
+});
+
 describe('a cycle', () => {
   it('schedules each wave on the Map concurrency, waves one after another', () => {
     const jobs = [
