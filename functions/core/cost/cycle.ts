@@ -26,14 +26,15 @@ import {
 import {
   addCalls,
   addRequests,
-  EXECUTION_CALLS,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   jobCalls,
   multipartRequests,
   NO_REQUESTS,
   outputSizes,
+  RECOVER_CALLS,
   requestsOf,
+  SUMMARY_CALLS,
   scaleCalls,
   WAVE_CALLS,
 } from './requests.ts';
@@ -232,7 +233,7 @@ export function cycleCost(input: {
     lambdaDurationUsd(settings.memoryMb.others, executionSeconds) + lambdaRequestsUsd(executionSteps.length);
   const requests = addRequests(
     input.planning,
-    requestsOf(addCalls(EXECUTION_CALLS, scaleCalls(WAVE_CALLS, Math.max(1, waves)))),
+    requestsOf(addCalls(RECOVER_CALLS, SUMMARY_CALLS, scaleCalls(WAVE_CALLS, Math.max(1, waves)))),
   );
   const parentTransitions = transitions.perExecution + transitions.perWave * waves;
   const execution = {

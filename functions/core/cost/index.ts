@@ -42,7 +42,6 @@ export { RequestCountingStore } from './request-counter.ts';
 export {
   addCalls,
   addRequests,
-  EXECUTION_CALLS,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   type JobShape,
@@ -51,9 +50,11 @@ export {
   NO_REQUESTS,
   outputSizes,
   PART_BYTES,
+  RECOVER_CALLS,
   requestsOf,
   STEP_CALLS,
   type StoreCalls,
+  SUMMARY_CALLS,
   WAVE_CALLS,
 } from './requests.ts';
 export { countTransitions, type StateMachineStates, type TransitionCount } from './transitions.ts';

@@ -65,13 +65,20 @@ function clearManifestCalls(): StoreCalls {
 export const JOB_RECORD_CALLS: StoreCalls = { put: 1, getBytes: 1 };
 
 /**
- * Per wave of an execution: the plan step writes its items file, the Distributed Map's
- * ItemReader reads it and its ResultWriter writes a manifest and a results file, which Summary
- * reads. Per execution: recover lists the manifests and the incomplete uploads; Summary reads
- * and writes its record.
+ * Per wave of an execution (stated, not run here): the plan step writes its items file, the
+ * Distributed Map's ItemReader reads it, its ResultWriter writes a manifest and a results file
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultwriter.html), which
+ * Summary reads.
  */
 export const WAVE_CALLS: StoreCalls = { put: 3, getBytes: 3 };
-export const EXECUTION_CALLS: StoreCalls = { list: 1, listIncompleteUploads: 1, getBytes: 1, put: 1 };
+/**
+ * Recover, on a state root with nothing to resolve: its listings of staging, the manifests, the
+ * quarantined manifests and the quarantine records it prunes, and of the incomplete uploads
+ * (test/core/cost/requests.test.ts runs it).
+ */
+export const RECOVER_CALLS: StoreCalls = { list: 6, listIncompleteUploads: 1 };
+/** Summary reads and writes its record (stated). */
+export const SUMMARY_CALLS: StoreCalls = { getBytes: 1, put: 1 };
 
 /** Calls added up. */
 export function addCalls(...all: readonly StoreCalls[]): StoreCalls {

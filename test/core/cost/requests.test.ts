@@ -18,6 +18,7 @@ import {
   jobCalls,
   outputSizes,
   PART_BYTES,
+  RECOVER_CALLS,
   RequestCountingStore,
   type StoreCalls,
 } from '../../../functions/core/cost/index.ts';
@@ -25,6 +26,7 @@ import { assignJobs, planCycle, runJob } from '../../../functions/core/cycle.ts'
 import { type Clock, systemClock } from '../../../functions/core/engine.ts';
 import type { Plan } from '../../../functions/core/planner/planner.ts';
 import { planTier } from '../../../functions/core/planner/planner.ts';
+import { recover } from '../../../functions/core/recovery.ts';
 import { useEngineAndDir } from '../../support/engine-fixture.ts';
 import { FaultStore } from '../../support/fault-store.ts';
 
@@ -141,5 +143,20 @@ describe('the requests of a job, step by step', () => {
 describe('the multipart part size', () => {
   it("is the S3 adapter's, which the Lambdas' store uses", () => {
     expect(PART_BYTES).toBe(DEFAULT_PART_SIZE);
+  });
+});
+
+describe("the execution's own requests", () => {
+  it('recover on a lake with nothing to resolve lists what the model counts for it', async () => {
+    const store = await lakeOf('recover', [inputKey('hourly', 0)]);
+    const config = parseConfig({ quietSeconds: 0 });
+    await recover({
+      store,
+      config,
+      clock: systemClock,
+      executionId: 'cost-recover',
+      isOwnerAlive: async () => false,
+    });
+    expect(counted(store.calls.map((c) => c.op))).toEqual(RECOVER_CALLS);
   });
 });
