@@ -4,7 +4,7 @@
  */
 
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
-import { duckDbMemoryLimit, vcpusFor } from '../cdk/lambda-sizing.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../functions/core/lambda-sizing.ts';
 
 export const LAMBDA_MEMORY_MB = STACK_DEFAULTS.lambda.compact.memoryMb;
 export const PRODUCT_MEMORY_LIMIT = duckDbMemoryLimit(LAMBDA_MEMORY_MB);

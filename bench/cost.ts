@@ -1,13 +1,27 @@
 /**
- * The cost model: dollars per GiB compacted, from the measured product throughput and the
- * measured request counts, next to S3 Tables compaction and Glue. Every price and assumption is
- * a named constant in cost-prices.ts and is printed with the results.
+ * The bench's cost tables: dollars per GiB compacted, from the measured product throughput and the
+ * measured request counts, next to S3 Tables compaction and Glue. The prices and their arithmetic
+ * are the cost model's (functions/core/cost), which `compactor plan` prices with too; the bench's
+ * own assumptions are named constants in cost-prices.ts, printed with the results.
  */
 
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
+import {
+  CHILD_START_TRANSITIONS,
+  COMMAND_CLASS,
+  expressBilledSeconds,
+  expressDurationUsd,
+  lambdaDurationUsd,
+  lambdaRequestsUsd,
+  NO_REQUESTS,
+  PRICES,
+  type RequestClass,
+  requestsUsd,
+  transitionsUsd,
+} from '../functions/core/cost/index.ts';
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
-import { ASSUMPTIONS, CHILD_START_TRANSITIONS, COMMAND_CLASS, PRICES } from './cost-prices.ts';
+import { ASSUMPTIONS } from './cost-prices.ts';
 import { usd6 } from './report-format.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { CostJobId, S3Job, S3LatencyResult } from './s3-latency.ts';
@@ -180,7 +194,7 @@ export function jobCost(input: {
   term(
     'compact Lambda duration',
     `${input.lambdaMemoryMb} MB / 1024 x ${f(lambdaSeconds.compact)} s = ${f(compactGbS)} GB-s x $${p.lambdaArmGbSecond}`,
-    compactGbS * p.lambdaArmGbSecond,
+    lambdaDurationUsd(input.lambdaMemoryMb, lambdaSeconds.compact),
   );
   const others = steps.filter((s) => s.step !== 'compact');
   const otherSeconds = others.reduce((sum, s) => sum + (lambdaSeconds[s.step] ?? 0), 0);
@@ -188,23 +202,23 @@ export function jobCost(input: {
   term(
     'publish, verify, delete, clear Lambdas',
     `${a.otherStepMemoryMb} MB / 1024 x (${others.map((s) => f(lambdaSeconds[s.step] ?? 0)).join(' + ')}) s = ${f(otherGbS)} GB-s x $${p.lambdaArmGbSecond}`,
-    otherGbS * p.lambdaArmGbSecond,
+    lambdaDurationUsd(a.otherStepMemoryMb, otherSeconds),
   );
   const execGbS =
     (3 * (a.perExecutionMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
   term(
     "recover, plan, summary Lambdas (the execution's, shared)",
     `3 x ${a.perExecutionMemoryMb} MB / 1024 x ${a.perExecutionLambdaSeconds} s (stated) / ${a.partitionsPerExecution} partitions = ${f(execGbS, 4)} GB-s x $${p.lambdaArmGbSecond}`,
-    execGbS * p.lambdaArmGbSecond,
+    lambdaDurationUsd(a.perExecutionMemoryMb, (3 * a.perExecutionLambdaSeconds) / a.partitionsPerExecution),
   );
   const invokes = steps.length + 3 / a.partitionsPerExecution;
   term(
     'Lambda requests',
     `${f(invokes, 2)} invocations x $${p.lambdaPerRequest}`,
-    invokes * p.lambdaPerRequest,
+    lambdaRequestsUsd(invokes),
   );
 
-  const count = (cls: 'get' | 'put') =>
+  const count = (cls: RequestClass) =>
     Object.entries(job.run.commands)
       .filter(([name]) => (COMMAND_CLASS[name] ?? 'put') === cls)
       .reduce((sum, [, n]) => sum + n, 0);
@@ -212,14 +226,15 @@ export function jobCost(input: {
   term(
     'S3 GET/HEAD (measured on the wire)',
     `${gets} x $${p.s3GetHeadPer1000} / 1,000`,
-    (gets * p.s3GetHeadPer1000) / 1000,
+    requestsUsd({ ...NO_REQUESTS, get: gets }),
   );
-  const puts = count('put');
+  // LIST is billed as PUT.
+  const puts = count('put') + count('list');
   const planningLists = (a.listingsPerInput * job.files) / 1000;
   term(
     'S3 PUT/COPY/POST/LIST (measured on the wire, + planning)',
     `(${puts} + ${a.listingsPerInput} listings x ${job.files} keys / 1,000 per LIST = ${f(puts + planningLists, 2)}) x $${p.s3PutCopyListPer1000} / 1,000`,
-    ((puts + planningLists) * p.s3PutCopyListPer1000) / 1000,
+    requestsUsd({ ...NO_REQUESTS, put: puts + planningLists }),
   );
 
   const execShare = input.transitionsPerExecution / a.partitionsPerExecution;
@@ -228,24 +243,24 @@ export function jobCost(input: {
     term(
       'Step Functions transitions',
       `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerPartition} child states + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
-      (transitions * p.sfnTransitionPer1000) / 1000,
+      transitionsUsd(transitions),
     );
   } else {
     const transitions = CHILD_START_TRANSITIONS + execShare;
     term(
       'Step Functions transitions',
       `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
-      (transitions * p.sfnTransitionPer1000) / 1000,
+      transitionsUsd(transitions),
     );
     term('Express child request', '1 x $1.00 / 1,000,000', p.sfnExpressPerRequest);
     // The child lasts as long as its Lambdas run, one after another (state overhead not measured here).
     const wall = steps.reduce((sum, s) => sum + s.wallMs, 0) / 1000;
-    const billed = Math.ceil(wall / p.sfnExpressRoundingSeconds - 1e-9) * p.sfnExpressRoundingSeconds;
+    const billed = expressBilledSeconds(wall);
     const gbS = (p.sfnExpressBilledMb / 1024) * billed;
     term(
       'Express child duration',
       `${p.sfnExpressBilledMb} MB / 1024 x ${f(billed, 1)} s (the chain's ${f(wall, 2)} s, rounded up to 100 ms) = ${f(gbS, 4)} GB-s x $${f(p.sfnExpressGbSecond, 10)}`,
-      gbS * p.sfnExpressGbSecond,
+      expressDurationUsd(wall),
     );
   }
   const total = terms.reduce((sum, t) => sum + t.usd, 0);
@@ -335,21 +350,19 @@ export function costModel(input: {
     const lambdaSeconds = Math.max(seconds, cpuSeconds / lambdaVcpus);
     const inFlight = downloadConcurrency(Array.from({ length: files }, () => ({ size: bytes / files })));
     const s3WaitSeconds = s3.seconds;
-    const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds;
-    const otherGbS = 4 * (a.otherStepMemoryMb / 1024) * a.otherStepSeconds;
-    const executionGbS =
-      (3 * (a.perExecutionMemoryMb / 1024) * a.perExecutionLambdaSeconds) / a.partitionsPerExecution;
-    const lambdaCompute = (compactGbS + otherGbS + executionGbS) * p.lambdaArmGbSecond;
-    const lambdaRequests = (5 + 3 / a.partitionsPerExecution) * p.lambdaPerRequest;
+    const lambdaCompute =
+      lambdaDurationUsd(input.lambdaMemoryMb, lambdaSeconds) +
+      lambdaDurationUsd(a.otherStepMemoryMb, 4 * a.otherStepSeconds) +
+      lambdaDurationUsd(a.perExecutionMemoryMb, (3 * a.perExecutionLambdaSeconds) / a.partitionsPerExecution);
+    const lambdaRequests = lambdaRequestsUsd(5 + 3 / a.partitionsPerExecution);
     const gets = files + fixedCalls.get;
     const putClass = fixedCalls.put + fixedCalls.list + (a.listingsPerInput * files) / 1000;
-    const s3Requests = (gets * p.s3GetHeadPer1000 + putClass * p.s3PutCopyListPer1000) / 1000;
-    const stepFunctions =
-      ((CHILD_START_TRANSITIONS + perPartition + perExecution / a.partitionsPerExecution) *
-        p.sfnTransitionPer1000) /
-      1000;
+    const s3Requests = requestsUsd({ ...NO_REQUESTS, get: gets, put: putClass });
+    const stepFunctions = transitionsUsd(
+      CHILD_START_TRANSITIONS + perPartition + perExecution / a.partitionsPerExecution,
+    );
     const total = lambdaCompute + lambdaRequests + s3Requests + stepFunctions;
-    const waitCost = (input.lambdaMemoryMb / 1024) * s3WaitSeconds * p.lambdaArmGbSecond;
+    const waitCost = lambdaDurationUsd(input.lambdaMemoryMb, s3WaitSeconds);
     const gib = bytes / GIB;
     const glueSeconds = Math.max(a.glueMinimumSeconds, bytes / 1e6 / a.glueMegabytesPerSecond);
     const perGib = {

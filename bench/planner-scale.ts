@@ -6,8 +6,8 @@
 
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PRICES } from '../functions/core/cost/index.ts';
 import { runChild } from './child.ts';
-import { PRICES } from './cost-prices.ts';
 import { LIST_LATENCY_MS, lakeObjectCount } from './planner-lake.ts';
 
 export interface PlannerScaleTask {

@@ -117,7 +117,7 @@ export function jobCostSection(r: BenchResults): string[] {
     '## Cost of the jobs users have',
     '',
     'Each term from the measured S3 run of that job (Lambda billed seconds = max(wall, CPU / vCPUs), requests counted on the wire) ' +
-      'or a stated assumption (marked). Prices: bench/cost-prices.ts PRICES, each with its page.',
+      'or a stated assumption (marked). Prices: functions/core/cost/prices.ts PRICES, each with its page.',
   ];
   for (const job of jobs) {
     out.push(

@@ -15,28 +15,20 @@ import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-en
 import { LocalFolderStore } from '../functions/adapters/local-store/local-store.ts';
 import { writeSampleParquet } from '../functions/adapters/sample-data.ts';
 import { parseConfig, type TierName } from '../functions/core/config.ts';
+import { jobCalls, STORE_CALL_CLASS, type StoreCall } from '../functions/core/cost/index.ts';
 import { assignJobs, runJob } from '../functions/core/cycle.ts';
 import { systemClock } from '../functions/core/engine.ts';
 import { planTier } from '../functions/core/planner/planner.ts';
 import { FaultStore } from '../test/support/fault-store.ts';
 
-/** Calls of a job besides its input downloads and input-delete batches (one output). */
-export const JOB_CONSTANT = 16;
-export const FORMULA =
-  'calls per job = N (inputs fetched, GET) + 16 + ceil(N / 1000) (DeleteObjects batches)';
-
-/** How each store call is billed on S3. */
-export const S3_CLASS: Readonly<Record<string, 'get' | 'put' | 'list' | 'delete'>> = {
-  getBytes: 'get',
-  getToFile: 'get',
-  head: 'get',
-  put: 'put',
-  copy: 'put',
-  list: 'list',
-  listIncompleteUploads: 'list',
-  deleteMany: 'delete',
-  abortIncompleteUpload: 'delete',
-};
+/**
+ * Calls of a job besides its input downloads and input-delete batches (one output): the cost
+ * model's count of what each step does (functions/core/cost STEP_CALLS) for a job of no input.
+ */
+export const JOB_CONSTANT = Object.values(jobCalls({ inputs: 0, outputs: 1 }))
+  .flatMap((calls) => Object.values(calls))
+  .reduce((sum, n) => sum + n, 0);
+export const FORMULA = `calls per job = N (inputs fetched, GET) + ${JOB_CONSTANT} + ceil(N / 1000) (DeleteObjects batches)`;
 
 export interface RequestJob {
   readonly tier: TierName;
@@ -131,7 +123,7 @@ export async function runRequestAccounting(
       const deleteBatches = Math.ceil(n / 1000);
       const expected = n + JOB_CONSTANT + deleteBatches;
       const byClass = { get: 0, put: 0, list: 0, delete: 0 };
-      for (const op of ops) byClass[S3_CLASS[op] ?? 'put']++;
+      for (const op of ops) byClass[STORE_CALL_CLASS[op as StoreCall] ?? 'put']++;
       jobs.push({ tier, inputs: n, calls, total: ops.length, expected, byClass, planCalls, wallMs });
       options.log(
         `  ${tier.padEnd(6)} ${String(n).padStart(5)} inputs: ${ops.length} calls (expected ${expected}) ${JSON.stringify(calls)}`,

@@ -24,6 +24,7 @@
  *   events with execution data (compaction-workflow.ts).
  */
 
+import { compactEstimateSeconds, MEASURED_COMPACT, S3_WAIT } from '../functions/core/cost/index.ts';
 import {
   EXECUTION_TYPES,
   type ExecutionType,
@@ -114,35 +115,8 @@ export function chainWorstCase(settings: {
   return { totalSeconds: tasks.reduce((sum, t) => sum + t.worstSeconds, 0), tasks };
 }
 
-/**
- * The compact step's cost per input byte and per input file on Lambda, from one `npm run bench`
- * (bench/results.json, 2026-11-29, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU) of the
- * compact path, each input fetched from the local folder store):
- * - (i) 200 files, 156,980,933 B: 2.9033 s -> 2.9033 / 156.98 MB = 0.018495 s/MB;
- * - (ii) 2,000 files, 21,030,571 B: 2.2307 s -> (2.2307 - 21.03 x 0.018495) / 2000 = 0.000921 s/file.
- * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
- * if a newer run is slower.
- */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0162, secondsPerFile: 0.00041 } as const;
-
-/**
- * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3
- * bench's stated first-byte latency and per-connection throughput (bench/s3-shaper.ts, from the
- * public measurements it cites; bench/results.json s3Latency), with the fewest downloads in
- * flight the compact step uses (downloadConcurrency: 8).
- */
-export const S3_WAIT = { megabytesPerSecond: 90, firstByteMs: 25, minInFlight: 8 } as const;
-
 /** A job at its bounds must be estimated to take at most this share of the compact timeout. */
 export const JOB_TIMEOUT_SHARE = 0.5;
-
-/** Estimated compact duration of a job with `bytes` of input in `files` files (s). */
-export function compactEstimateSeconds(bytes: number, files: number): number {
-  const mb = bytes / 1e6;
-  const compute = mb * MEASURED_COMPACT.secondsPerMB + files * MEASURED_COMPACT.secondsPerFile;
-  const s3 = mb / S3_WAIT.megabytesPerSecond + (files * S3_WAIT.firstByteMs) / 1000 / S3_WAIT.minInFlight;
-  return compute + s3;
-}
 
 const MiB = 1024 * 1024;
 

@@ -28,10 +28,10 @@ import {
   STEPS,
   type StepName,
 } from '../../functions/contract.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../../functions/core/lambda-sizing.ts';
 import { stepRow } from '../../functions/core/pipeline.ts';
 import { stateRootOf } from '../../functions/core/state-root.ts';
 import { duckDbInstallCommands, installedDuckDbVersions, PROJECT_ROOT } from '../duckdb-arm64.ts';
-import { duckDbMemoryLimit, vcpusFor } from '../lambda-sizing.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
 

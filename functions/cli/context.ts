@@ -267,20 +267,18 @@ function withoutScheduleSwitches(context: Record<string, unknown>): Record<strin
 }
 
 /**
- * The settings a local command runs with, resolved as the deployed stack's: LOCAL_CONTEXT,
- * cdk.json's `compactor` context over it, --context merged over it, the settings flags over that (CONTEXT_FLAGS),
- * parsed by the stack's parser; then what the Lambdas get as COMPACTOR_CONFIG, with the store's
- * data prefix for the stack's dataPrefix.
+ * The stack settings a local command runs with, resolved as the deployed stack's: LOCAL_CONTEXT,
+ * cdk.json's `compactor` context over it, --context merged over it, the settings flags over that
+ * (CONTEXT_FLAGS), parsed by the stack's parser.
  */
-export function resolveConfigInput(options: CliOptions, dataPrefix: string): ConfigInput {
+export function resolveStackConfig(options: CliOptions): StackConfig {
   const flags = flagContext(options);
   const context = mergeContext(
     mergeContext(LOCAL_CONTEXT, compactorContextOver(parseStackContext(options.context))),
     flags.context,
   );
-  let stack: StackConfig;
   try {
-    stack = parseStackConfig(withoutScheduleSwitches(context));
+    return parseStackConfig(withoutScheduleSwitches(context));
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // Name the flag when one set the key the message is about.
@@ -288,8 +286,15 @@ export function resolveConfigInput(options: CliOptions, dataPrefix: string): Con
     if (flag === undefined) throw error;
     throw new ConfigError(`${error.message} (set by ${flag})`, { cause: error });
   }
+}
+
+/**
+ * What the Lambdas get as COMPACTOR_CONFIG from the resolved stack settings (resolveStackConfig),
+ * with the store's data prefix for the stack's dataPrefix.
+ */
+export function resolveConfigInput(options: CliOptions, dataPrefix: string): ConfigInput {
   return {
-    ...lambdaConfigInput(stack),
+    ...lambdaConfigInput(resolveStackConfig(options)),
     dataPrefix,
     ...(options['unsafe-single-writer-store'] === true ? { unsafeSingleWriterStore: true } : {}),
   };

@@ -13,13 +13,11 @@ import { describe, expect, it } from 'vitest';
 import {
   CHILD_DEFAULTS,
   chainWorstCase,
-  compactEstimateSeconds,
   EXPRESS_BUDGET_SECONDS,
   JOB_TIMEOUT_SHARE,
-  MEASURED_COMPACT,
-  S3_WAIT,
 } from '../../cdk/child-budget.ts';
 import { parseStackConfig } from '../../cdk/config.ts';
+import { compactEstimateSeconds, MEASURED_COMPACT, S3_WAIT } from '../../functions/core/cost/index.ts';
 
 const MiB = 1024 * 1024;
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { cdkJsonContext } from '../../cdk/app.ts';
 import { lambdaConfigInput, lambdaConfigJson, parseStackConfig, STACK_DEFAULTS } from '../../cdk/config.ts';
-import { duckDbMemoryLimit, vcpusFor } from '../../cdk/lambda-sizing.ts';
 import { buildConfig } from '../../functions/cli/context.ts';
 import { parseConfig } from '../../functions/core/config.ts';
+import { duckDbMemoryLimit, vcpusFor } from '../../functions/core/lambda-sizing.ts';
 
 describe('stack config: defaults', () => {
   it('gives every default when the context is absent', () => {

@@ -66,7 +66,8 @@ const MiB = 1024 * 1024;
 const MIN_PART_SIZE = 5 * MiB;
 const MAX_PART_SIZE = 5 * 1024 * MiB;
 const MAX_COPY_OBJECT_BYTES = 5 * 1024 * MiB - 1;
-const DEFAULT_PART_SIZE = 64 * MiB;
+/** The part size of multipart uploads and copies unless a store is given another. */
+export const DEFAULT_PART_SIZE = 64 * MiB;
 const DEFAULT_QUEUE_SIZE = 4;
 
 export interface CreateS3ClientOptions {

@@ -1,23 +1,43 @@
 /**
  * `compactor plan --tier TIER`: the dry run of a cycle, what it would compact (or expire) and why the rest
- * is skipped.
+ * is skipped, and what the cycle would cost in AWS with the deployed settings.
  */
 
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { NO_RETENTION_RULE, parseTier } from '../context.ts';
+import { NO_RETENTION_RULE, parseStackContext, parseTier, resolveStackConfig } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
+import { costSettings, deployedTransitions, formatCost } from '../plan-cost.ts';
 
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const ctx = await commandContext(options);
   const { planCycle } = await import('../../core/cycle.ts');
-  const plan = await planCycle(ctx.target.store, ctx.config, ctx.clock, tier);
+  const { cycleCost, RequestCountingStore } = await import('../../core/cost/index.ts');
+  // The plan's own listing is counted: the planning's S3 requests in the price.
+  const counted = new RequestCountingStore(ctx.target.store);
+  const plan = await planCycle(counted, ctx.config, ctx.clock, tier);
+  const cost = cycleCost({
+    jobs: plan.jobs.map((j) => ({
+      tier: j.tier,
+      inputs: j.inputs.length,
+      inputBytes: j.inputBytes,
+      wave: j.wave,
+    })),
+    settings: costSettings(resolveStackConfig(options)),
+    transitions: await deployedTransitions(
+      parseStackContext(options.context),
+      ctx.target.dataPrefix,
+      options,
+      io.err,
+    ),
+    planning: counted.requests,
+  });
   const empty = plan.jobs.length === 0 && plan.skipped.length === 0;
   const hint = empty && plan.objectsListed > 0 ? await layoutHint(ctx.target.store, ctx.config) : undefined;
   if (hint !== undefined) io.err(`warning: ${hint}`);
-  emit(io, options, plan, () => {
+  emit(io, options, { ...plan, cost }, () => {
     const rows = [
       ...plan.jobs.map((j) => [
         j.partition,
@@ -41,6 +61,8 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
         : tier === 'retention' && ctx.config.retention.rules.length === 0
           ? [`nothing to do: ${NO_RETENTION_RULE}`]
           : [settled ? `nothing to do: ${settled}` : 'nothing to do']),
+      '',
+      formatCost(cost),
     ].join('\n');
   });
   return 0;

@@ -3,7 +3,6 @@
  * (functions/local-runner/), reported per partition.
  */
 
-import { join } from 'node:path';
 import { MAP_FAILED_ERROR } from '../../contract.ts';
 import type { JobKind } from '../../core/config.ts';
 import { compareKeys } from '../../core/object-store.ts';
@@ -31,8 +30,8 @@ import {
   parseTier,
   parseWhole,
   requireRetentionRules,
-  workDirOf,
 } from '../context.ts';
+import { deployedWorkflow } from '../deployed-workflow.ts';
 import { formatBytes, formatCount, formatDuration, quarantinePrunedNote, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
@@ -42,7 +41,7 @@ import { recoverCommand } from './status.ts';
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  const { runWorkflowLocally, synthesizeWorkflow } = await import('../../local-runner/run.ts');
+  const { runWorkflowLocally } = await import('../../local-runner/run.ts');
   // The steps get what COMPACTOR_CONFIG carries to the Lambdas: cdk.json's `compactor` context,
   // then --context, then the flags (commandContext).
   const ctx = await commandContext(options);
@@ -58,8 +57,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   try {
     // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
     // with this run's Map concurrency.
-    const definitionCacheDir = join(workDirOf(options), 'definitions');
-    const workflow = await synthesizeWorkflow(
+    const { workflow, cacheDir: definitionCacheDir } = await deployedWorkflow(
       {
         ...stackContext,
         // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
@@ -67,14 +65,8 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
         dataPrefix: ctx.target.dataPrefix,
         map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
       },
-      // Cached in the work dir, keyed by everything the synthesis reads (definition-cache.ts).
-      {
-        cacheDir: definitionCacheDir,
-        onSynthesize: () =>
-          io.err(
-            `synthesizing the state machine cdk deploy would deploy (a few seconds; cached in ${definitionCacheDir} until the code or settings change)`,
-          ),
-      },
+      options,
+      io.err,
     );
     const { execution, output, stoppedSummary } = await runWorkflowLocally(
       workflow,

@@ -1,6 +1,6 @@
 /**
  * What a Lambda's memory gives the compact step's DuckDB: its vCPUs and its memory limit. Pure
- * (no aws-cdk-lib), so the bench prices and runs the compact step with the stack's own numbers.
+ * (no aws-cdk-lib), so the stack, the cost model and the bench size it with the same numbers.
  */
 
 /**

@@ -1,0 +1,265 @@
+/**
+ * The price of one planned cycle (one execution of one tier): every Lambda of the workflow's steps
+ * (pipeline.ts) at its size, every S3 request the steps send, Step Functions as the child type
+ * bills, and the cycle's wall time at the Map's concurrency. An estimate at list prices.
+ */
+
+import {
+  AFTER_PARTITIONS,
+  BEFORE_PARTITIONS,
+  type ExecutionType,
+  type LambdaSizeClass,
+  PARTITION_STEPS,
+} from '../pipeline.ts';
+import { compactSecondsAt, expireEstimateSeconds, STATED_SECONDS } from './durations.ts';
+import {
+  CHILD_START_TRANSITIONS,
+  expressDurationUsd,
+  lambdaDurationUsd,
+  lambdaRequestsUsd,
+  PRICE_REGION,
+  PRICES,
+  type RequestCounts,
+  requestsUsd,
+  transitionsUsd,
+} from './prices.ts';
+import {
+  addCalls,
+  addRequests,
+  JOB_RECORD_CALLS,
+  type JobKindPriced,
+  jobCalls,
+  multipartRequests,
+  NO_REQUESTS,
+  outputSizes,
+  RECOVER_CALLS,
+  requestsOf,
+  SUMMARY_CALLS,
+  scaleCalls,
+  WAVE_CALLS,
+} from './requests.ts';
+import type { TransitionCount } from './transitions.ts';
+
+/** What the model needs of a planned job. */
+export interface JobToPrice {
+  readonly tier: string;
+  readonly inputs: number;
+  readonly inputBytes: number;
+  readonly wave: number;
+}
+
+/** The deployed settings the price depends on. */
+export interface CostSettings {
+  readonly childExecutionType: ExecutionType;
+  readonly maxConcurrency: number;
+  readonly memoryMb: Readonly<Record<LambdaSizeClass, number>>;
+  /** Outputs are split at this size; an output is assumed as large as its inputs. */
+  readonly targetFileBytes: number;
+}
+
+/** One line of the bill: what it counts and what each service costs. */
+export interface CostLine {
+  readonly jobs: number;
+  readonly inputFiles: number;
+  readonly inputBytes: number;
+  readonly lambdaSeconds: number;
+  readonly lambdaInvocations: number;
+  readonly requests: RequestCounts;
+  readonly transitions: number;
+  readonly expressRequests: number;
+  readonly lambdaUsd: number;
+  readonly s3Usd: number;
+  readonly stepFunctionsUsd: number;
+  readonly totalUsd: number;
+}
+
+export interface CycleCost {
+  readonly region: string;
+  readonly basis: string;
+  readonly childExecutionType: ExecutionType;
+  readonly maxConcurrency: number;
+  readonly waves: number;
+  /** One line per tier of the planned jobs; `seconds`: its jobs, wave after wave, at the Map's concurrency. */
+  readonly tiers: readonly ({ readonly tier: string; readonly seconds: number } & CostLine)[];
+  /** The execution's own: recover, plan and summary, the planning's listing, the parent's states. */
+  readonly execution: CostLine & { readonly seconds: number };
+  /** `seconds`: the cycle's estimated wall time, the execution's steps and every tier's jobs. */
+  readonly total: CostLine & { readonly seconds: number };
+}
+
+const EMPTY: CostLine = {
+  jobs: 0,
+  inputFiles: 0,
+  inputBytes: 0,
+  lambdaSeconds: 0,
+  lambdaInvocations: 0,
+  requests: NO_REQUESTS,
+  transitions: 0,
+  expressRequests: 0,
+  lambdaUsd: 0,
+  s3Usd: 0,
+  stepFunctionsUsd: 0,
+  totalUsd: 0,
+};
+
+function addLines(a: CostLine, b: CostLine): CostLine {
+  return {
+    jobs: a.jobs + b.jobs,
+    inputFiles: a.inputFiles + b.inputFiles,
+    inputBytes: a.inputBytes + b.inputBytes,
+    lambdaSeconds: a.lambdaSeconds + b.lambdaSeconds,
+    lambdaInvocations: a.lambdaInvocations + b.lambdaInvocations,
+    requests: addRequests(a.requests, b.requests),
+    transitions: a.transitions + b.transitions,
+    expressRequests: a.expressRequests + b.expressRequests,
+    lambdaUsd: a.lambdaUsd + b.lambdaUsd,
+    s3Usd: a.s3Usd + b.s3Usd,
+    stepFunctionsUsd: a.stepFunctionsUsd + b.stepFunctionsUsd,
+    totalUsd: a.totalUsd + b.totalUsd,
+  };
+}
+
+/** A retention job expires files; every other tier's merges them. */
+export function kindOf(job: Pick<JobToPrice, 'tier'>): JobKindPriced {
+  return job.tier === 'retention' ? 'retention' : 'compaction';
+}
+
+/** Each partition step's Lambda: its memory and estimated billed seconds for this job. */
+export function chainSeconds(
+  job: Pick<JobToPrice, 'tier' | 'inputs' | 'inputBytes'>,
+  memoryMb: CostSettings['memoryMb'],
+): readonly { readonly step: string; readonly memoryMb: number; readonly seconds: number }[] {
+  const first =
+    kindOf(job) === 'retention'
+      ? expireEstimateSeconds(job.inputs)
+      : compactSecondsAt(memoryMb.compact, job.inputBytes, job.inputs);
+  return PARTITION_STEPS.map((s) => ({
+    step: s.step,
+    memoryMb: memoryMb[s.size],
+    seconds: s.size === 'compact' ? first : STATED_SECONDS.partitionStep,
+  }));
+}
+
+/** One job's line: its chain's Lambdas, its requests, its child workflow. */
+export function jobCost(
+  job: JobToPrice,
+  settings: CostSettings,
+  transitions: Pick<TransitionCount, 'perPartition'>,
+): CostLine & { readonly seconds: number } {
+  const chain = chainSeconds(job, settings.memoryMb);
+  const seconds = chain.reduce((sum, s) => sum + s.seconds, 0);
+  const lambdaUsd =
+    chain.reduce((sum, s) => sum + lambdaDurationUsd(s.memoryMb, s.seconds), 0) +
+    lambdaRequestsUsd(chain.length);
+  const kind = kindOf(job);
+  // A retention job writes no output.
+  const outputs = kind === 'retention' ? [] : outputSizes(job.inputBytes, settings.targetFileBytes);
+  const calls = addCalls(
+    ...Object.values(jobCalls({ inputs: job.inputs, outputs: outputs.length }, kind)),
+    JOB_RECORD_CALLS,
+  );
+  const requests = addRequests(requestsOf(calls), multipartRequests(outputs));
+  const s3Usd = requestsUsd(requests);
+  const express = settings.childExecutionType === 'EXPRESS';
+  const transitionCount = CHILD_START_TRANSITIONS + (express ? 0 : transitions.perPartition);
+  const stepFunctionsUsd =
+    transitionsUsd(transitionCount) +
+    (express ? PRICES.sfnExpressPerRequest + expressDurationUsd(seconds) : 0);
+  return {
+    jobs: 1,
+    inputFiles: job.inputs,
+    inputBytes: job.inputBytes,
+    lambdaSeconds: seconds,
+    lambdaInvocations: chain.length,
+    requests,
+    transitions: transitionCount,
+    expressRequests: express ? 1 : 0,
+    lambdaUsd,
+    s3Usd,
+    stepFunctionsUsd,
+    totalUsd: lambdaUsd + s3Usd + stepFunctionsUsd,
+    seconds,
+  };
+}
+
+/**
+ * The wall time of jobs run `concurrency` at a time in their order, each as soon as a slot is
+ * free (how a Map Run starts its children), wave after wave.
+ */
+export function scheduleSeconds(
+  jobs: readonly { readonly wave: number; readonly seconds: number }[],
+  concurrency: number,
+): number {
+  const waves = new Map<number, number[]>();
+  for (const job of jobs) waves.set(job.wave, [...(waves.get(job.wave) ?? []), job.seconds]);
+  let total = 0;
+  for (const wave of [...waves.keys()].sort((a, b) => a - b)) {
+    const slots = new Array<number>(Math.max(1, concurrency)).fill(0);
+    for (const seconds of waves.get(wave) ?? []) {
+      const first = slots.indexOf(Math.min(...slots));
+      slots[first] = (slots[first] ?? 0) + seconds;
+    }
+    total += Math.max(...slots);
+  }
+  return total;
+}
+
+/**
+ * The cycle's price: its jobs by tier, the execution's own steps and states, and the planning's
+ * S3 requests (`planning`: counted on the plan's own listing).
+ */
+export function cycleCost(input: {
+  readonly jobs: readonly JobToPrice[];
+  readonly settings: CostSettings;
+  readonly transitions: TransitionCount;
+  readonly planning: RequestCounts;
+}): CycleCost {
+  const { settings, transitions } = input;
+  const priced = input.jobs.map((job) => ({ job, cost: jobCost(job, settings, transitions) }));
+  const tiers = [...new Set(input.jobs.map((j) => j.tier))].map((tier) => {
+    const own = priced.filter((p) => p.job.tier === tier);
+    const schedule = own.map((p) => ({ wave: p.job.wave, seconds: p.cost.seconds }));
+    return {
+      tier,
+      ...own.map((p) => p.cost).reduce<CostLine>(addLines, EMPTY),
+      seconds: scheduleSeconds(schedule, settings.maxConcurrency),
+    };
+  });
+  // Every plan has a first wave, empty or not (plan-store.ts); an empty plan skips the Map.
+  const waves = input.jobs.length === 0 ? 0 : Math.max(...input.jobs.map((j) => j.wave)) + 1;
+  const executionSteps = [...BEFORE_PARTITIONS, ...AFTER_PARTITIONS];
+  const executionSeconds = executionSteps.length * STATED_SECONDS.executionStep;
+  const executionLambdaUsd =
+    lambdaDurationUsd(settings.memoryMb.others, executionSeconds) + lambdaRequestsUsd(executionSteps.length);
+  const requests = addRequests(
+    input.planning,
+    requestsOf(addCalls(RECOVER_CALLS, SUMMARY_CALLS, scaleCalls(WAVE_CALLS, Math.max(1, waves)))),
+  );
+  const parentTransitions = transitions.perExecution + transitions.perWave * waves;
+  const execution = {
+    ...EMPTY,
+    seconds: executionSeconds,
+    lambdaSeconds: executionSeconds,
+    lambdaInvocations: executionSteps.length,
+    requests,
+    transitions: parentTransitions,
+    lambdaUsd: executionLambdaUsd,
+    s3Usd: requestsUsd(requests),
+    stepFunctionsUsd: transitionsUsd(parentTransitions),
+    totalUsd: executionLambdaUsd + requestsUsd(requests) + transitionsUsd(parentTransitions),
+  };
+  const total = {
+    ...[...tiers, execution].reduce<CostLine>(addLines, EMPTY),
+    seconds: [...tiers, execution].reduce((sum, line) => sum + line.seconds, 0),
+  };
+  return {
+    region: PRICE_REGION,
+    basis: `at ${PRICE_REGION} list prices (arm64 Lambda, before any free tier)`,
+    childExecutionType: settings.childExecutionType,
+    maxConcurrency: settings.maxConcurrency,
+    waves,
+    tiers,
+    execution,
+    total,
+  };
+}
