@@ -56,9 +56,9 @@ function expectedJobs(
       4 * lambdaDurationUsd(memory.steps, STATED_SECONDS.partitionStep) +
       5 * PRICES.lambdaPerRequest;
     // One output: manifest reads (5) + inputs + verify's HEAD + the job record's read; PUT class:
-    // manifest writes (5) + staging PUT + COPY + the job record's write + the staging LIST.
+    // manifest writes (5) + staging PUT + COPY + the receipt + the job record's write + the staging LIST.
     const gets = 5 + n + 1 + 1;
-    const puts = 5 + 1 + 1 + 1 + 1;
+    const puts = 5 + 1 + 1 + 1 + 1 + 1;
     const s3 = (gets * PRICES.s3GetHeadPer1000 + puts * PRICES.s3PutCopyListPer1000) / 1000;
     const sfn =
       child === 'EXPRESS'

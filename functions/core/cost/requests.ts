@@ -54,8 +54,9 @@ function deleteInputsCalls({ inputs }: JobShape): StoreCalls {
   return { getBytes: 1, deleteMany: Math.ceil(inputs / MAX_DELETE_BATCH), put: 1 };
 }
 
+/** The manifest read, the receipt put, the staging listing, then its delete and the manifest's. */
 function clearManifestCalls(): StoreCalls {
-  return { getBytes: 1, list: 1, deleteMany: 2 };
+  return { getBytes: 1, put: 1, list: 1, deleteMany: 2 };
 }
 
 /**

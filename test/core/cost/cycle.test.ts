@@ -85,9 +85,10 @@ describe('one job', () => {
     const cost = jobCost(JOBS[0] as (typeof JOBS)[number], settings('STANDARD'), TRANSITIONS);
     expect(cost.lambdaUsd).toBeCloseTo((3008 / 1024) * compact * GBS + 4 * 0.5 * 0.5 * GBS + 5 * INVOKE, 15);
     // GET: 5 manifest reads + 10 inputs + 1 HEAD + the job record; PUT: 5 manifest writes + the
-    // staging PUT + the COPY + the job record; LIST: the staging listing; DELETE: 1 + 2 batches.
-    expect(cost.requests).toEqual({ get: 17, put: 8, list: 1, delete: 3 });
-    expect(cost.s3Usd).toBeCloseTo((17 * 0.0004 + 9 * 0.005) / 1000, 15);
+    // staging PUT + the COPY + the receipt + the job record; LIST: the staging listing; DELETE:
+    // 1 + 2 batches.
+    expect(cost.requests).toEqual({ get: 17, put: 9, list: 1, delete: 3 });
+    expect(cost.s3Usd).toBeCloseTo((17 * 0.0004 + 10 * 0.005) / 1000, 15);
     expect(cost.transitions).toBe(8);
     expect(cost.stepFunctionsUsd).toBeCloseTo((8 * 0.025) / 1000, 15);
     expect(cost.seconds).toBeCloseTo(compact + 4 * 0.5, 12);
@@ -107,7 +108,7 @@ describe('one job', () => {
   it('deletes 2,000 inputs in two batches; its 200 MB output goes up and is copied in 3 parts', () => {
     const cost = jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS);
     // 200e6 B / 64 MiB -> 3 parts: the staging PUT and the COPY become 5 requests each, + a HEAD.
-    expect(cost.requests).toEqual({ get: 2007 + 1, put: 8 + 8, list: 1, delete: 4 });
+    expect(cost.requests).toEqual({ get: 2007 + 1, put: 9 + 8, list: 1, delete: 4 });
   });
 });
 
@@ -119,9 +120,9 @@ describe('a retention job', () => {
       TRANSITIONS,
     );
     // GET: the claim's 2 reads, 40 HEADs, 3 reads of publish, verify, delete, the clear's, the job
-    // record; PUT: the claim and its commit, the delete's CAS, the record; LIST: the other tiers'
-    // manifests (2) and the staging listing.
-    expect(cost.requests).toEqual({ get: 2 + 40 + 3 + 1 + 1, put: 2 + 1 + 1, list: 3, delete: 3 });
+    // record; PUT: the claim and its commit, the delete's CAS, the receipt, the record; LIST: the
+    // other tiers' manifests (2) and the staging listing.
+    expect(cost.requests).toEqual({ get: 2 + 40 + 3 + 1 + 1, put: 2 + 1 + 1 + 1, list: 3, delete: 3 });
     // Its first step: 0.5 s stated and 40 HEADs 8 at a time at 25 ms.
     expect(cost.seconds).toBeCloseTo(0.5 + (40 * 0.025) / 8 + 4 * 0.5, 12);
   });
