@@ -77,7 +77,7 @@ export const OPTIONS = {
   tier: {
     type: 'string',
     value: 'TIER',
-    help: 'hourly, daily, monthly or retention (a compaction tier also scopes\n--min-files/--min-age)',
+    help: 'hourly, daily, monthly or retention (a compaction tier also scopes\n--min-files/--min-age/--behind-after)',
   },
   monthly: {
     type: 'boolean',
@@ -95,6 +95,12 @@ export const OPTIONS = {
     value: 'SECONDS',
     help: 'how long after its period ends a folder becomes eligible',
     setting: 'tiers.<tier>.minAgeSeconds',
+  },
+  'behind-after': {
+    type: 'string',
+    value: 'SECONDS',
+    help: 'the tier is behind once its oldest eligible partition has been eligible\nlonger than this',
+    setting: 'tiers.<tier>.behindAfterSeconds',
   },
   quiet: {
     type: 'string',
@@ -231,6 +237,7 @@ const PLANNING = [
   'monthly',
   'min-files',
   'min-age',
+  'behind-after',
   'quiet',
   'target-size',
   'max-job-bytes',

@@ -490,6 +490,7 @@ describe('stack with overrides', () => {
         enabled: true,
         minFiles: 2,
         minAgeSeconds: 86_400,
+        behindAfterSeconds: 3 * 31 * 86_400,
       });
     }
   });
