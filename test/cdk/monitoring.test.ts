@@ -1,0 +1,125 @@
+/**
+ * The backlog alarms and graphs in the synthesized template: one alarm per scheduled compaction
+ * tier on the Plan step's OldestEligibleAgeSeconds (dimensions service and tier), its threshold the
+ * tier's behindAfterSeconds setting, compared as the core's verdict compares, missing data keeping
+ * the state; and a dashboard graph per tier of both backlog figures.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { BEHIND_COMPARISON } from '../../functions/core/backlog.ts';
+import { type CfnTemplate, resourcesOfType, synth } from './synth.ts';
+
+interface AlarmProps {
+  readonly MetricName: string;
+  readonly Namespace: string;
+  readonly Dimensions: { Name: string; Value: string }[];
+  readonly Period: number;
+  readonly EvaluationPeriods: number;
+  readonly Threshold: number;
+  readonly ComparisonOperator: string;
+  readonly TreatMissingData: string;
+  readonly Statistic: string;
+  readonly AlarmActions?: unknown[];
+}
+
+function backlogAlarms(json: CfnTemplate): Record<string, AlarmProps> {
+  const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm')
+    .map(([, r]) => r.Properties as unknown as AlarmProps)
+    .filter((p) => p.MetricName === 'OldestEligibleAgeSeconds');
+  return Object.fromEntries(alarms.map((p) => [p.Dimensions.find((d) => d.Name === 'tier')?.Value, p]));
+}
+
+interface Widget {
+  readonly properties: {
+    readonly title?: string;
+    readonly metrics?: unknown[][];
+    readonly annotations?: { horizontal?: { value: number; label?: string }[] };
+  };
+}
+
+function widgets(json: CfnTemplate): Widget[] {
+  const [[, dashboard] = []] = resourcesOfType(json, 'AWS::CloudWatch::Dashboard');
+  const body = dashboard?.Properties.DashboardBody as string | { 'Fn::Join': [string, unknown[]] };
+  const text =
+    typeof body === 'string'
+      ? body
+      : body['Fn::Join'][1].map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
+  return (JSON.parse(text) as { widgets: Widget[] }).widgets;
+}
+
+describe('backlog alarms, one per scheduled compaction tier', () => {
+  it('alarm when the oldest eligible partition waited longer than behindAfterSeconds, three periods by default', () => {
+    const { json } = synth({ compactor: { alarmEmail: 'ops@example.com' } });
+    const alarms = backlogAlarms(json);
+    expect(Object.keys(alarms).sort()).toEqual(['daily', 'hourly']);
+    const common = {
+      Namespace: 'Compactor',
+      MetricName: 'OldestEligibleAgeSeconds',
+      Statistic: 'Maximum',
+      Period: 3600,
+      EvaluationPeriods: 1,
+      // The core's verdict (isBehind) compares the same way.
+      ComparisonOperator: BEHIND_COMPARISON,
+      // One datapoint per plan: between plans the alarm keeps its state.
+      TreatMissingData: 'ignore',
+    };
+    expect(alarms.hourly).toMatchObject({
+      ...common,
+      Dimensions: [
+        { Name: 'service', Value: 'compactor' },
+        { Name: 'tier', Value: 'hourly' },
+      ],
+      Threshold: 3 * 3600,
+    });
+    expect(alarms.daily).toMatchObject({ ...common, Threshold: 3 * 86_400 });
+    // Wired to the topic every alarm notifies.
+    const [[topic] = []] = resourcesOfType(json, 'AWS::SNS::Topic');
+    expect(alarms.hourly?.AlarmActions).toEqual([{ Ref: topic }]);
+  });
+
+  it('take each tier’s behindAfterSeconds; monthly when it is on; none for a paused tier or retention', () => {
+    const { json } = synth({
+      compactor: {
+        tiers: {
+          hourly: { behindAfterSeconds: 5400 },
+          daily: { enabled: false },
+          monthly: { enabled: true, behindAfterSeconds: 40 * 86_400 },
+        },
+        retention: { rules: { 'db/': 30 } },
+      },
+    });
+    const alarms = backlogAlarms(json);
+    expect(Object.keys(alarms).sort()).toEqual(['hourly', 'monthly']);
+    expect(alarms.hourly?.Threshold).toBe(5400);
+    expect(alarms.monthly?.Threshold).toBe(40 * 86_400);
+  });
+
+  it('graph both backlog figures per tier, the threshold as a line, and show the alarms’ status', () => {
+    const { json } = synth();
+    expect(Object.keys(backlogAlarms(json))).toHaveLength(2);
+    const all = widgets(json);
+    for (const [tier, threshold] of [
+      ['hourly', 3 * 3600],
+      ['daily', 3 * 86_400],
+    ] as const) {
+      const graph = all.find((w) => w.properties.title === `Backlog: ${tier}`);
+      const rows = (graph?.properties.metrics ?? []).map((row) => row.filter((f) => typeof f === 'string'));
+      expect(rows).toEqual([
+        ['Compactor', 'OldestEligibleAgeSeconds', 'service', 'compactor', 'tier', tier],
+        ['Compactor', 'EligiblePartitions', 'service', 'compactor', 'tier', tier],
+      ]);
+      expect(graph?.properties.annotations?.horizontal).toEqual([
+        expect.objectContaining({ value: threshold, label: 'behindAfterSeconds' }),
+      ]);
+    }
+    // The alarm status widget lists them, by their ARNs.
+    const body = JSON.stringify(
+      resourcesOfType(json, 'AWS::CloudWatch::Dashboard')[0]?.[1].Properties.DashboardBody,
+    );
+    for (const [id] of resourcesOfType(json, 'AWS::CloudWatch::Alarm').filter(([, r]) =>
+      String(r.Properties.MetricName).startsWith('OldestEligible'),
+    )) {
+      expect(body).toContain(`"${id}","Arn"`);
+    }
+  });
+});
