@@ -134,10 +134,11 @@ export function formatAge(seconds: number): string {
 /** What a behind tier means and what to do, or undefined when it is not behind. */
 export function behindWarning(tier: TierName, backlog: Backlog): string | undefined {
   if (!backlog.behind) return undefined;
+  // A first run over old data is behind and drains it; one that leaves some is the backlog to fix.
   const left =
     backlog.leftForLater > 0
-      ? `; this run leaves ${backlog.leftForLater} of them (some of) their files: held (see the skip reasons) or beyond maxJobsPerPartition x maxJobFiles/maxJobBytes`
-      : '';
+      ? `; this run leaves files of ${backlog.leftForLater} of them for later: held (see the skip reasons) or beyond maxJobsPerPartition x maxJobFiles/maxJobBytes`
+      : '; this run plans all of them: if they commit, the next plan finds the tier caught up';
   return (
     `the ${tier} tier is behind: partition ${backlog.oldestEligiblePartition} has been eligible for ` +
     `${formatAge(backlog.oldestEligibleAgeSeconds)} (${backlog.oldestEligibleAgeSeconds} s), longer than ` +

@@ -36,8 +36,20 @@ describe('behind', () => {
     expect(warning).toContain(
       'eligible for 4h 2m (14520 s), longer than tiers.hourly.behindAfterSeconds (3h)',
     );
-    expect(warning).toContain('3 partition(s) eligible; this run leaves 2 of them');
+    expect(warning).toContain('3 partition(s) eligible; this run leaves files of 2 of them for later');
     expect(warning).toMatch(/compactor status.*maxConcurrency.*maxJobsPerPartition/);
+  });
+
+  it('says when this run plans every eligible partition', () => {
+    const warning = behindWarning(
+      'daily',
+      backlog({
+        oldestEligiblePartition: 'db/cpu/2025/01/15/',
+        oldestEligibleAgeSeconds: 400_000,
+        behind: true,
+      }),
+    );
+    expect(warning).toContain('3 partition(s) eligible; this run plans all of them');
   });
 
   it('says nothing of a tier that keeps up', () => {
