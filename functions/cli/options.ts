@@ -99,7 +99,7 @@ export const OPTIONS = {
   'behind-after': {
     type: 'string',
     value: 'SECONDS',
-    help: 'the tier is behind once its oldest eligible partition has been eligible\nlonger than this',
+    help: 'warn that the tier is behind once its oldest eligible partition has been\neligible longer than this (the stack alarms on it)',
     setting: 'tiers.<tier>.behindAfterSeconds',
   },
   quiet: {
