@@ -7,27 +7,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { BEHIND_COMPARISON } from '../../functions/core/backlog.ts';
-import { type CfnTemplate, resourcesOfType, synth } from './synth.ts';
-
-interface AlarmProps {
-  readonly MetricName: string;
-  readonly Namespace: string;
-  readonly Dimensions: { Name: string; Value: string }[];
-  readonly Period: number;
-  readonly EvaluationPeriods: number;
-  readonly Threshold: number;
-  readonly ComparisonOperator: string;
-  readonly TreatMissingData: string;
-  readonly Statistic: string;
-  readonly AlarmActions?: unknown[];
-}
-
-function backlogAlarms(json: CfnTemplate): Record<string, AlarmProps> {
-  const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm')
-    .map(([, r]) => r.Properties as unknown as AlarmProps)
-    .filter((p) => p.MetricName === 'OldestEligibleAgeSeconds');
-  return Object.fromEntries(alarms.map((p) => [p.Dimensions.find((d) => d.Name === 'tier')?.Value, p]));
-}
+import { alarmsByTier, type CfnTemplate, dashboardBody, resourcesOfType, synth } from './synth.ts';
 
 interface Widget {
   readonly properties: {
@@ -37,15 +17,7 @@ interface Widget {
   };
 }
 
-function widgets(json: CfnTemplate): Widget[] {
-  const [[, dashboard] = []] = resourcesOfType(json, 'AWS::CloudWatch::Dashboard');
-  const body = dashboard?.Properties.DashboardBody as string | { 'Fn::Join': [string, unknown[]] };
-  const text =
-    typeof body === 'string'
-      ? body
-      : body['Fn::Join'][1].map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
-  return (JSON.parse(text) as { widgets: Widget[] }).widgets;
-}
+const backlogAlarms = (json: CfnTemplate) => alarmsByTier(json, 'OldestEligibleAgeSeconds');
 
 describe('backlog alarms, one per scheduled compaction tier', () => {
   it('alarm when the oldest eligible partition waited longer than behindAfterSeconds, three periods by default', () => {
@@ -97,7 +69,7 @@ describe('backlog alarms, one per scheduled compaction tier', () => {
   it('graph both backlog figures per tier, the threshold as a line, and show the alarms’ status', () => {
     const { json } = synth();
     expect(Object.keys(backlogAlarms(json))).toHaveLength(2);
-    const all = widgets(json);
+    const all = dashboardBody<Widget>(json).widgets;
     for (const [tier, threshold] of [
       ['hourly', 3 * 3600],
       ['daily', 3 * 86_400],
