@@ -154,7 +154,10 @@ export class Monitoring extends Construct {
     this.missedStartAlarms = missed;
     const behindAfter = Object.entries(props.behindAfterSeconds ?? {});
     this.backlogAlarms = Object.fromEntries(
-      behindAfter.map(([tier, seconds]) => [tier, this.#backlogAlarm(tier, seconds)]),
+      behindAfter.map(([tier, seconds]) => [
+        tier,
+        this.#backlogAlarm(tier, seconds, props.tierPeriods?.[tier]),
+      ]),
     );
     this.recoveryUnresolvedAlarm = this.metric(METRICS.recoveryUnresolved, period).createAlarm(
       this,
@@ -341,8 +344,16 @@ export class Monitoring extends Construct {
    * A backlog stays in ALARM until a plan finds it drained, and a quiet hour never clears or
    * raises it; a schedule that starts nothing is the missed-start alarm's to report.
    */
-  #backlogAlarm(tier: string, behindAfterSeconds: number): cloudwatch.Alarm {
+  #backlogAlarm(tier: string, behindAfterSeconds: number, schedulePeriod?: Duration): cloudwatch.Alarm {
     const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;
+    // A due partition waits for the next start: a threshold within one schedule period alarms on
+    // a tier that keeps up.
+    if (schedulePeriod !== undefined && schedulePeriod.toSeconds() >= behindAfterSeconds) {
+      Annotations.of(this).addWarningV2(
+        `compactor:backlogThreshold:${tier}`,
+        `The ${tier} backlog alarm fires between runs of a tier that keeps up: tiers.${tier}.behindAfterSeconds (${behindAfterSeconds} s) is not above the longest time between two of its starts (${schedulePeriod.toSeconds()} s); raise it or schedule the tier more often.`,
+      );
+    }
     return this.backlogMetric(METRICS.oldestEligibleAge, tier, Duration.hours(1)).createAlarm(
       this,
       `Backlog${name}`,

@@ -94,4 +94,19 @@ describe('backlog alarms, one per scheduled compaction tier', () => {
       expect(body).toContain(`"${id}","Arn"`);
     }
   });
+
+  it('warn at synth when a threshold is within one schedule period: the alarm would fire on every run', () => {
+    const s = synth({ compactor: { tiers: { hourly: { schedule: 'rate(6 hours)' } } } });
+    const warnings = s.stack.node
+      .findAll()
+      .flatMap((c) => c.node.metadata)
+      .filter((m) => m.type === 'aws:cdk:warning')
+      .map((m) => String(m.data));
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^The hourly backlog alarm fires between runs of a tier that keeps up: tiers\.hourly\.behindAfterSeconds \(10800 s\) is not above .* \(21600 s\)/,
+      ),
+    ]);
+    expect(backlogAlarms(s.json).hourly?.Threshold).toBe(10_800);
+  });
 });
