@@ -10,7 +10,8 @@
  * passed. It became due when its period ended `minAgeSeconds` ago; one holding fewer than
  * `minFiles` candidates becomes due only when the planner flushes stragglers (its day is old
  * enough for the daily tier, its month for the monthly one), never before. A partition held by a
- * lease, failure backoff, quiet time, or left for a later run by maxJobsPerPartition, still
+ * lease, failure backoff, quiet time, left for a later run by maxJobsPerPartition, or that cannot
+ * be compacted as it is (keys too long for the store, an input alone over the job bound) still
  * counts: that is the backlog an operator must hear of.
  *
  * Its age is the time since it became due, not since its period ended: minAge is a wait the

@@ -170,6 +170,23 @@ describe('the plan’s backlog', () => {
     });
   });
 
+  it('counts a daily partition that cannot be compacted as it is: its first input alone exceeds the bound', async () => {
+    const cfg = config({ maxJobBytes: 150 });
+    await store.put('mydb/cpu/2030/01/14/05/a_compacted.parquet', Buffer.alloc(200, 1));
+    await store.put('mydb/cpu/2030/01/14/05/b_compacted.parquet', Buffer.alloc(10, 1));
+    const plan = await planTier(store, cfg, clock, 'daily');
+    expect(plan.skipped.map((s) => s.reason)).toEqual(['the next daily input alone exceeds the job bound']);
+    // The day ended at midnight and became due 3 h later (the daily tier's minAge).
+    expect(plan.backlog).toMatchObject({
+      eligiblePartitions: 1,
+      leftForLater: 1,
+      oldestEligiblePartition: 'mydb/cpu/2030/01/14/',
+      oldestEligibleAgeSeconds: (NOW - Date.parse('2030-01-15T03:00:00Z')) / 1000,
+      behindAfterSeconds: 3 * 86_400,
+      behind: false,
+    });
+  });
+
   it('reports none eligible as age 0, not behind', async () => {
     await hour('2030-01-15T19', 5);
     const plan = await planTier(store, config(), clock, 'hourly');
