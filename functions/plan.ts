@@ -4,7 +4,7 @@
  * deps, call the planner, return a small result.
  */
 
-import { type Backlog, behindWarning } from './core/backlog.ts';
+import { ageStands, type Backlog, behindWarning } from './core/backlog.ts';
 import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
@@ -85,7 +85,15 @@ export async function planStep(
   // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
   // not hide a schedule that starts nothing from the missed-start alarm, nor clear a backlog alarm
   // with one table's figures.
-  if (event.only === undefined) recordExecutionPlanned(tools, event.tier, plan.backlog);
+  if (event.only === undefined) {
+    const { backlog } = plan;
+    const listedEveryFolder = plan.listing?.mode !== 'windows';
+    recordExecutionPlanned(
+      tools,
+      event.tier,
+      backlog && { figures: backlog, ageStands: ageStands(backlog, listedEveryFolder) },
+    );
+  }
   if (plan.backlog !== undefined && event.tier !== 'retention') {
     const behind = behindWarning(event.tier, plan.backlog);
     if (behind !== undefined) tools.logger.warn('behind', { ...plan.backlog, message: behind });

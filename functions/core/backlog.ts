@@ -55,6 +55,16 @@ export function isBehind(oldestEligibleAgeSeconds: number, behindAfterSeconds: n
   return oldestEligibleAgeSeconds > behindAfterSeconds;
 }
 
+/**
+ * Whether a plan's age of the oldest eligible partition may stand as the tier's: a plan that
+ * listed every folder of the tier (a sweep, a full listing) can say the tier caught up. A
+ * windowed plan lists only recent folders, so it can say the tier is behind, never that an older
+ * backlog, which only the next sweep lists, has drained.
+ */
+export function ageStands(backlog: Backlog, listedEveryFolder: boolean): boolean {
+  return listedEveryFolder || backlog.behind;
+}
+
 /** When a partition whose period is [periodStart, periodEnd) with `candidates` candidates becomes due. */
 export function dueAt(
   config: CompactorConfig,

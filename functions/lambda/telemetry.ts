@@ -41,12 +41,19 @@ export function onJobEvent(tools: Observability): (event: JobEvent) => void {
  * One per execution that reached Plan, with dimension `tier`: the stack's missed-start alarm per
  * tier watches it (executions of every tier share one state machine, whose own metrics cannot
  * tell them apart). A compaction tier's plan adds its backlog (backlog.ts), which the backlog
- * alarm per tier watches. Plan records no other metric, so the dimension marks only these.
+ * alarm per tier watches: the age only where it stands (ageStands). Plan records no other metric, so the dimension marks only these.
  */
-export function recordExecutionPlanned(tools: Observability, tier: string, backlog?: Backlog): void {
+export function recordExecutionPlanned(
+  tools: Observability,
+  tier: string,
+  backlog?: { readonly figures: Backlog; readonly ageStands: boolean },
+): void {
   tools.metrics?.addDimension('tier', tier);
   tools.metrics?.addMetric(METRICS.executionsPlanned, MetricUnit.Count, 1);
   if (backlog === undefined) return;
-  tools.metrics?.addMetric(METRICS.oldestEligibleAge, MetricUnit.Seconds, backlog.oldestEligibleAgeSeconds);
-  tools.metrics?.addMetric(METRICS.eligiblePartitions, MetricUnit.Count, backlog.eligiblePartitions);
+  const { figures } = backlog;
+  // A windowed plan that cannot vouch for older folders publishes no age: the alarm keeps its state.
+  if (backlog.ageStands)
+    tools.metrics?.addMetric(METRICS.oldestEligibleAge, MetricUnit.Seconds, figures.oldestEligibleAgeSeconds);
+  tools.metrics?.addMetric(METRICS.eligiblePartitions, MetricUnit.Count, figures.eligiblePartitions);
 }

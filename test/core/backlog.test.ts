@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { type Backlog, behindWarning, formatAge, isBehind } from '../../functions/core/backlog.ts';
+import { ageStands, type Backlog, behindWarning, formatAge, isBehind } from '../../functions/core/backlog.ts';
 
 const backlog = (over: Partial<Backlog>): Backlog => ({
   eligiblePartitions: 3,
@@ -54,6 +54,12 @@ describe('behind', () => {
 
   it('says nothing of a tier that keeps up', () => {
     expect(behindWarning('daily', backlog({ oldestEligibleAgeSeconds: 60 }))).toBeUndefined();
+  });
+
+  it('an age stands from a plan that listed every folder, or from any plan that finds the tier behind', () => {
+    expect(ageStands(backlog({}), true)).toBe(true);
+    expect(ageStands(backlog({}), false)).toBe(false);
+    expect(ageStands(backlog({ behind: true }), false)).toBe(true);
   });
 
   it('formats ages as two units at most', () => {

@@ -119,6 +119,55 @@ describe('the Plan step publishes the backlog the backlog alarm reads', () => {
     expect(emf._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
   });
 
+  it('a windowed plan publishes the age only when behind: it cannot see an older backlog drain', async () => {
+    const lake = deps('windowed');
+    const store = lake.store as LocalFolderStore;
+    await hour(store, 'db/cpu/2025/01/15/10/', 10);
+    const tools = () => {
+      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+      return { metrics, tools: { ...localObservability(), metrics, signal: new AbortController().signal } };
+    };
+    const plan = async (name: string) => {
+      const t = tools();
+      const output = await planStep(
+        { tier: 'hourly', executionId: 'arn:exec', executionName: name },
+        lake,
+        t.tools,
+      );
+      return { output, names: metricNames(t.metrics) };
+    };
+    // The first plan sweeps (no sweep recorded yet): it sees the old hour and says behind.
+    const sweep = await plan('sweep');
+    expect(sweep.output).toMatchObject({
+      listing: 'sweep',
+      backlog: { eligiblePartitions: 1, behind: true },
+    });
+    expect(sweep.names).toContain('OldestEligibleAgeSeconds');
+    // The next lists only recent windows: the old hour is out of sight, still waiting for the next
+    // sweep. Its age of 0 would clear the alarm: it publishes none, so the alarm keeps ALARM.
+    const narrow = await plan('narrow');
+    expect(narrow.output).toMatchObject({
+      listing: 'windows',
+      backlog: { eligiblePartitions: 0, behind: false },
+    });
+    expect(narrow.names).not.toContain('OldestEligibleAgeSeconds');
+    expect(narrow.names).toContain('EligiblePartitions');
+    // A recent hour already past the threshold is in the window: that plan says behind, and publishes.
+    const tenHoursAgo = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 10 * 3_600_000;
+    const iso = new Date(tenHoursAgo).toISOString();
+    await hour(
+      store,
+      `db/cpu/${iso.slice(0, 4)}/${iso.slice(5, 7)}/${iso.slice(8, 10)}/${iso.slice(11, 13)}/`,
+      10,
+    );
+    const behind = await plan('behind');
+    expect(behind.output).toMatchObject({
+      listing: 'windows',
+      backlog: { eligiblePartitions: 1, behind: true },
+    });
+    expect(behind.names).toContain('OldestEligibleAgeSeconds');
+  });
+
   it('publishes none for retention or for a run scoped to one table', async () => {
     for (const [name, event] of [
       ['retention', { tier: 'retention' as const }],
