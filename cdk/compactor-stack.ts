@@ -5,6 +5,7 @@
 
 import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { TIERS } from '../functions/core/config.ts';
 import { stateRootOf } from '../functions/core/state-root.ts';
 import { lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
@@ -105,6 +106,12 @@ export class CompactorStack extends Stack {
       metricsNamespace: config.metricsNamespace,
       scheduleDeadLetterQueue: this.schedules.deadLetterQueue,
       tierPeriods: this.#tierPeriods(tiers),
+      behindAfterSeconds: Object.fromEntries(
+        TIERS.filter((tier) => tiers[tier]?.enabled).map((tier) => [
+          tier,
+          config.tiers[tier].behindAfterSeconds,
+        ]),
+      ),
       ...(config.alarmEmail ? { alarmEmail: config.alarmEmail } : {}),
     });
 

@@ -32,6 +32,8 @@ export interface TierSettings {
   readonly schedule: string;
   readonly minFiles: number;
   readonly minAgeSeconds: number;
+  /** The tier's backlog alarm threshold (the core's TierConfig.behindAfterSeconds). */
+  readonly behindAfterSeconds: number;
   /** A disabled tier gets no schedule (it can still be started by hand). */
   readonly enabled: boolean;
 }

@@ -4,7 +4,7 @@
  */
 
 import type { ConfigInput } from '../functions/core/config.ts';
-import type { StackConfig } from './config-defaults.ts';
+import type { StackConfig, TierSettings } from './config-defaults.ts';
 
 /** A job's lease must outlive any step's Lambda, or recovery could take over a job still running. */
 const LEASE_MARGIN_SECONDS = 300;
@@ -17,15 +17,11 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     ...(config.partitionSegments !== undefined ? { partitionSegments: config.partitionSegments } : {}),
     ...(config.dataSuffix !== undefined ? { dataSuffix: config.dataSuffix } : {}),
     tiers: {
-      hourly: { minFiles: config.tiers.hourly.minFiles, minAgeSeconds: config.tiers.hourly.minAgeSeconds },
-      daily: { minFiles: config.tiers.daily.minFiles, minAgeSeconds: config.tiers.daily.minAgeSeconds },
+      hourly: tierInput(config.tiers.hourly),
+      daily: tierInput(config.tiers.daily),
       // Hourly's and daily's `enabled` only pause their schedules; monthly's also turns the tier on
       // (the daily tier then hands a month's L2 files to it).
-      monthly: {
-        enabled: config.tiers.monthly.enabled,
-        minFiles: config.tiers.monthly.minFiles,
-        minAgeSeconds: config.tiers.monthly.minAgeSeconds,
-      },
+      monthly: { enabled: config.tiers.monthly.enabled, ...tierInput(config.tiers.monthly) },
     },
     retention: { rules: config.retention.rules, bufferHours: config.retention.bufferHours },
     quietSeconds: config.quietSeconds,
@@ -49,6 +45,15 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
         config.lambda.partitionSteps.timeoutSeconds,
         config.lambda.others.timeoutSeconds,
       ) + LEASE_MARGIN_SECONDS,
+  };
+}
+
+/** A tier's settings the core reads (the schedule is the stack's alone). */
+function tierInput(tier: TierSettings) {
+  return {
+    minFiles: tier.minFiles,
+    minAgeSeconds: tier.minAgeSeconds,
+    behindAfterSeconds: tier.behindAfterSeconds,
   };
 }
 

@@ -31,8 +31,12 @@ export const METRICS = {
   recoveryActions: 'RecoveryActions',
   /** Manifests the Recover step could not resolve (their partitions wait; the rest is planned). */
   recoveryUnresolved: 'RecoveryUnresolved',
-  /** One per execution that reached Plan, the only metric with dimension `tier` (missed-start alarms). */
+  /** One per execution that reached Plan, with dimension `tier` (missed-start alarms). */
   executionsPlanned: 'ExecutionsPlanned',
+  /** Plan's, with dimension `tier`: seconds since the oldest eligible partition became due (backlog alarms). */
+  oldestEligibleAge: 'OldestEligibleAgeSeconds',
+  /** Plan's, with dimension `tier`: partitions eligible for the tier, planned or not. */
+  eligiblePartitions: 'EligiblePartitions',
 } as const;
 export type MetricName = (typeof METRICS)[keyof typeof METRICS];
 

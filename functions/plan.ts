@@ -4,6 +4,7 @@
  * deps, call the planner, return a small result.
  */
 
+import { ageStands, type Backlog, behindWarning } from './core/backlog.ts';
 import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
@@ -52,6 +53,11 @@ export interface PlanOutput {
   readonly plannedAt: string;
   /** The table the plan was scoped to (execution input `only`), or null for the whole lake. */
   readonly only: string | null;
+  /**
+   * A compaction tier's eligible partitions, the oldest one's wait and whether the tier is behind
+   * (backlog.ts), over the folders this plan listed; null for retention.
+   */
+  readonly backlog: Backlog | null;
 }
 
 const SKIPS_LISTED = 20;
@@ -77,8 +83,21 @@ export async function planStep(
   // Only once the plan is written: the narrow cycles until the next sweep rely on this one.
   if (!isRetentionPlan(plan)) await recordSweep(deps.store, deps.config, plan);
   // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
-  // not hide a schedule that starts nothing from the missed-start alarm.
-  if (event.only === undefined) recordExecutionPlanned(tools, event.tier);
+  // not hide a schedule that starts nothing from the missed-start alarm, nor clear a backlog alarm
+  // with one table's figures.
+  if (event.only === undefined) {
+    const { backlog } = plan;
+    const listedEveryFolder = plan.listing?.mode !== 'windows';
+    recordExecutionPlanned(
+      tools,
+      event.tier,
+      backlog && { figures: backlog, ageStands: ageStands(backlog, listedEveryFolder) },
+    );
+  }
+  if (plan.backlog !== undefined && event.tier !== 'retention') {
+    const behind = behindWarning(event.tier, plan.backlog);
+    if (behind !== undefined) tools.logger.warn('behind', { ...plan.backlog, message: behind });
+  }
   for (const skip of plan.skipped) tools.logger.debug('skipped', { ...skip });
   // A mistyped table path expires nothing, silently: say so where the operator looks.
   if (isRetentionPlan(plan)) {
@@ -107,6 +126,7 @@ export async function planStep(
     listingReason: plan.listing?.reason ?? 'retention lists the whole data root',
     plannedAt: plan.now,
     only: event.only ?? null,
+    backlog: plan.backlog ?? null,
   };
 }
 

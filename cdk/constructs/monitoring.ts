@@ -1,8 +1,9 @@
 /**
  * What an operator watches: a dashboard (executions, partitions, bytes and rows, quarantines,
- * recovery actions, Lambda health) and the alarms that need a human: a failed execution, a
- * quarantined job (nothing of it is deleted until someone looks), Lambda errors and schedule
- * starts that never arrived. Alarm actions go to an SNS topic when an email is configured.
+ * recovery actions, each tier's backlog, Lambda health) and the alarms that need a human: a
+ * failed execution, a quarantined job (nothing of it is deleted until someone looks), Lambda
+ * errors, schedule starts that never arrived, and a tier whose backlog does not drain. Alarm
+ * actions go to an SNS topic when an email is configured.
  */
 
 import { Annotations, Duration, Stack } from 'aws-cdk-lib';
@@ -15,6 +16,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { METRICS, METRICS_NAMESPACE, type MetricName, SERVICE_NAME } from '../../functions/contract.ts';
+import { BEHIND_COMPARISON } from '../../functions/core/backlog.ts';
 import { acknowledge } from '../nag.ts';
 
 export interface MonitoringProps {
@@ -48,6 +50,13 @@ export interface MonitoringProps {
    */
   readonly tierPeriods?: Readonly<Record<string, Duration>>;
   /**
+   * Per scheduled compaction tier, its `tiers.<tier>.behindAfterSeconds`: each gets a backlog
+   * alarm, firing when the oldest eligible partition has waited longer (functions/core/backlog.ts),
+   * and a dashboard graph of its backlog.
+   * @default - no backlog alarms
+   */
+  readonly behindAfterSeconds?: Readonly<Record<string, number>>;
+  /**
    * Dashboard name.
    * @default - generated
    */
@@ -67,6 +76,8 @@ export class Monitoring extends Construct {
   readonly undeliveredStartAlarm: cloudwatch.Alarm | undefined;
   /** Per tier: no execution of it planned within two of its periods. */
   readonly missedStartAlarms: Readonly<Record<string, cloudwatch.Alarm>>;
+  /** Per tier: its oldest eligible partition has waited longer than its behindAfterSeconds. */
+  readonly backlogAlarms: Readonly<Record<string, cloudwatch.Alarm>>;
   readonly alarms: readonly cloudwatch.Alarm[];
 
   readonly #namespace: string;
@@ -141,6 +152,13 @@ export class Monitoring extends Construct {
       if (alarm) missed[tier] = alarm;
     }
     this.missedStartAlarms = missed;
+    const behindAfter = Object.entries(props.behindAfterSeconds ?? {});
+    this.backlogAlarms = Object.fromEntries(
+      behindAfter.map(([tier, seconds]) => [
+        tier,
+        this.#backlogAlarm(tier, seconds, props.tierPeriods?.[tier]),
+      ]),
+    );
     this.recoveryUnresolvedAlarm = this.metric(METRICS.recoveryUnresolved, period).createAlarm(
       this,
       'RecoveryUnresolved',
@@ -162,6 +180,7 @@ export class Monitoring extends Construct {
       this.lambdaErrorsAlarm,
       ...(this.undeliveredStartAlarm ? [this.undeliveredStartAlarm] : []),
       ...Object.values(this.missedStartAlarms),
+      ...Object.values(this.backlogAlarms),
     ];
 
     if (props.alarmEmail) {
@@ -236,6 +255,28 @@ export class Monitoring extends Construct {
         width: 8,
       }),
     );
+    if (behindAfter.length > 0) {
+      this.dashboard.addWidgets(
+        ...behindAfter.map(
+          ([tier, seconds]) =>
+            new cloudwatch.GraphWidget({
+              title: `Backlog: ${tier}`,
+              left: [
+                this.backlogMetric(METRICS.oldestEligibleAge, tier, hour).with({
+                  label: 'oldest eligible age (s)',
+                }),
+              ],
+              leftAnnotations: [{ value: seconds, label: 'behindAfterSeconds' }],
+              right: [
+                this.backlogMetric(METRICS.eligiblePartitions, tier, hour).with({
+                  label: 'eligible partitions',
+                }),
+              ],
+              width: Math.max(8, Math.floor(24 / behindAfter.length)),
+            }),
+        ),
+      );
+    }
     this.dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: 'Lambda errors',
@@ -291,6 +332,50 @@ export class Monitoring extends Construct {
       evaluationPeriods,
       datapointsToAlarm: evaluationPeriods,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+  }
+
+  /**
+   * "The tier's oldest eligible partition has waited longer than behindAfterSeconds", compared as
+   * the core's isBehind compares (BEHIND_COMPARISON). Plan publishes the figure once per
+   * execution, so most periods hold no datapoint: missing data keeps the alarm's state ("ignore:
+   * the current alarm state is maintained",
+   * https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html).
+   * A backlog stays in ALARM until a plan that lists every folder finds it drained (a windowed
+   * plan publishes the age only when behind: backlog.ts's ageStands), and a quiet hour never
+   * clears or raises it; a schedule that starts nothing is the missed-start alarm's to report.
+   */
+  #backlogAlarm(tier: string, behindAfterSeconds: number, schedulePeriod?: Duration): cloudwatch.Alarm {
+    const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;
+    // A due partition waits for the next start: a threshold within one schedule period alarms on
+    // a tier that keeps up.
+    if (schedulePeriod !== undefined && schedulePeriod.toSeconds() >= behindAfterSeconds) {
+      Annotations.of(this).addWarningV2(
+        `compactor:backlogThreshold:${tier}`,
+        `The ${tier} backlog alarm fires between runs of a tier that keeps up: tiers.${tier}.behindAfterSeconds (${behindAfterSeconds} s) is not above the longest time between two of its starts (${schedulePeriod.toSeconds()} s); raise it or schedule the tier more often.`,
+      );
+    }
+    return this.backlogMetric(METRICS.oldestEligibleAge, tier, Duration.hours(1)).createAlarm(
+      this,
+      `Backlog${name}`,
+      {
+        alarmDescription: `The ${tier} tier is behind: its oldest eligible partition has waited longer than tiers.${tier}.behindAfterSeconds (${behindAfterSeconds} s) since it became due. The Plan step's log ("behind") and \`compactor plan --tier ${tier}\` name it; check failed and held partitions (compactor status, the skip reasons), then raise map.maxConcurrency, maxJobsPerPartition or the job bounds, or schedule the tier more often.`,
+        threshold: behindAfterSeconds,
+        comparisonOperator: BEHIND_COMPARISON as cloudwatch.ComparisonOperator,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.IGNORE,
+      },
+    );
+  }
+
+  /** One of Plan's backlog figures for a tier: its maximum over the period (one plan an hour at the default schedule). */
+  backlogMetric(name: MetricName, tier: string, period: Duration): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: this.#namespace,
+      metricName: name,
+      dimensionsMap: { service: this.#service, tier },
+      statistic: 'Maximum',
+      period,
     });
   }
 

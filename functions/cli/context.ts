@@ -31,6 +31,7 @@ export interface CliOptions {
   readonly monthly?: boolean;
   readonly 'min-files'?: string;
   readonly 'min-age'?: string;
+  readonly 'behind-after'?: string;
   readonly quiet?: string;
   readonly concurrency?: string;
   readonly 'target-size'?: string;
@@ -170,6 +171,7 @@ const FLAG_VALUES: { readonly [F in FlagName]: (raw: string | true, flag: string
   monthly: () => true,
   'min-files': (raw, flag) => parseWhole(flag, String(raw)),
   'min-age': (raw, flag) => parseWhole(flag, String(raw)),
+  'behind-after': (raw, flag) => parseWhole(flag, String(raw)),
   retention: (raw) => parseRetentionRules(String(raw)),
   'retention-buffer': (raw, flag) => parseWhole(flag, String(raw)),
   quiet: (raw, flag) => parseWhole(flag, String(raw)),

@@ -77,7 +77,7 @@ export const OPTIONS = {
   tier: {
     type: 'string',
     value: 'TIER',
-    help: 'hourly, daily, monthly or retention (a compaction tier also scopes\n--min-files/--min-age)',
+    help: 'hourly, daily, monthly or retention (a compaction tier also scopes\n--min-files/--min-age/--behind-after)',
   },
   monthly: {
     type: 'boolean',
@@ -95,6 +95,12 @@ export const OPTIONS = {
     value: 'SECONDS',
     help: 'how long after its period ends a folder becomes eligible',
     setting: 'tiers.<tier>.minAgeSeconds',
+  },
+  'behind-after': {
+    type: 'string',
+    value: 'SECONDS',
+    help: 'warn that the tier is behind once its oldest eligible partition has been\neligible longer than this (the stack alarms on it)',
+    setting: 'tiers.<tier>.behindAfterSeconds',
   },
   quiet: {
     type: 'string',
@@ -236,6 +242,7 @@ const PLANNING = [
   'monthly',
   'min-files',
   'min-age',
+  'behind-after',
   'quiet',
   'target-size',
   'max-job-bytes',

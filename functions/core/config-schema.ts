@@ -109,6 +109,9 @@ export const tierShape = {
   ),
   minFiles: wholeNumber(1, 100_000).describe('files a folder needs before it is compacted'),
   minAgeSeconds: wholeNumber(0, 366 * 86_400).describe('delay after the hour/day/month ends'),
+  behindAfterSeconds: wholeNumber(1, 366 * 86_400, 'seconds').describe(
+    "how long a partition may stay eligible before the tier is behind: the backlog alarm fires, `compactor run` and `plan` warn; three of the tier's periods (see [backlog](operations.md#backlog))",
+  ),
 };
 
 export const retentionShape = {

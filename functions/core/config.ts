@@ -45,6 +45,11 @@ export interface TierConfig {
   readonly minFiles: number;
   /** A folder is eligible once its period ended at least this long ago. */
   readonly minAgeSeconds: number;
+  /**
+   * The tier is behind once its oldest eligible partition has been eligible longer than this
+   * (backlog.ts): the stack's backlog alarm threshold and the local commands' warning.
+   */
+  readonly behindAfterSeconds: number;
 }
 
 /**
@@ -128,12 +133,19 @@ export const CONFIG_KEYS = Object.keys(configInputSchema.shape) as readonly (key
 
 const MiB = 1024 * 1024;
 
+/**
+ * Each tier is behind by default once a partition has waited three of the tier's periods since it
+ * became eligible (a month counted at its longest, 31 days): one missed or failed cycle is not a
+ * backlog, three in a row are.
+ */
+const BEHIND_AFTER_PERIODS = 3;
+
 export const DEFAULTS = {
   layout: 'arc',
-  hourly: { minFiles: 10, minAgeSeconds: 3600 },
-  daily: { minFiles: 2, minAgeSeconds: 3 * 3600 },
+  hourly: { minFiles: 10, minAgeSeconds: 3600, behindAfterSeconds: BEHIND_AFTER_PERIODS * 3600 },
+  daily: { minFiles: 2, minAgeSeconds: 3 * 3600, behindAfterSeconds: BEHIND_AFTER_PERIODS * 86_400 },
   // A day after the month ended: the daily tier has long merged its last day by then.
-  monthly: { minFiles: 2, minAgeSeconds: 86_400 },
+  monthly: { minFiles: 2, minAgeSeconds: 86_400, behindAfterSeconds: BEHIND_AFTER_PERIODS * 31 * 86_400 },
   quietSeconds: 300,
   timeColumn: 'time',
   targetFileBytes: 512 * MiB,
@@ -167,6 +179,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     enabled: input.tiers?.[name]?.enabled ?? (name !== 'monthly' && layout.tierRefusal(name) === undefined),
     minFiles: input.tiers?.[name]?.minFiles ?? DEFAULTS[name].minFiles,
     minAgeSeconds: input.tiers?.[name]?.minAgeSeconds ?? DEFAULTS[name].minAgeSeconds,
+    behindAfterSeconds: input.tiers?.[name]?.behindAfterSeconds ?? DEFAULTS[name].behindAfterSeconds,
   });
   const timeColumn = input.timeColumn ?? DEFAULTS.timeColumn;
   const timeColumns = parseTimeColumns(input.timeColumns, layout);

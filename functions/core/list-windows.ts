@@ -111,7 +111,7 @@ function periodStart(tier: TierName, t: number): number {
 /**
  * Start (ms) of the earliest period a narrow cycle of `tier` lists at `now`: the period that ended
  * `lookbackHours` before it became due (its end + the tier's minAge), or, where the tier flushes
- * stragglers once the next tier may run (planner's stragglerFlush), the first period of the day
+ * stragglers once the next tier may run (backlog.ts's stragglerFlushAt), the first period of the day
  * (hourly) or month (daily, with the monthly tier on) that became old enough for the next tier
  * that long ago.
  */

@@ -4,6 +4,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { METRICS } from '../contract.ts';
+import type { Backlog } from '../core/backlog.ts';
 import type { JobEvent } from '../core/protocol.ts';
 
 /** Where a handler logs and records metrics. */
@@ -39,9 +40,20 @@ export function onJobEvent(tools: Observability): (event: JobEvent) => void {
 /**
  * One per execution that reached Plan, with dimension `tier`: the stack's missed-start alarm per
  * tier watches it (executions of every tier share one state machine, whose own metrics cannot
- * tell them apart). Plan records no other metric, so the dimension marks only this one.
+ * tell them apart). A compaction tier's plan adds its backlog (backlog.ts), which the backlog
+ * alarm per tier watches: the age only where it stands (ageStands). Plan records no other metric, so the dimension marks only these.
  */
-export function recordExecutionPlanned(tools: Observability, tier: string): void {
+export function recordExecutionPlanned(
+  tools: Observability,
+  tier: string,
+  backlog?: { readonly figures: Backlog; readonly ageStands: boolean },
+): void {
   tools.metrics?.addDimension('tier', tier);
   tools.metrics?.addMetric(METRICS.executionsPlanned, MetricUnit.Count, 1);
+  if (backlog === undefined) return;
+  const { figures } = backlog;
+  // A windowed plan that cannot vouch for older folders publishes no age: the alarm keeps its state.
+  if (backlog.ageStands)
+    tools.metrics?.addMetric(METRICS.oldestEligibleAge, MetricUnit.Seconds, figures.oldestEligibleAgeSeconds);
+  tools.metrics?.addMetric(METRICS.eligiblePartitions, MetricUnit.Count, figures.eligiblePartitions);
 }

@@ -44,9 +44,10 @@ describe('stack config: defaults', () => {
     expect(input.leaseSeconds).toBe(300 + 300);
     const core = parseConfig(JSON.parse(lambdaConfigJson(STACK_DEFAULTS)));
     expect(core.tiers).toEqual({
-      hourly: { enabled: true, minFiles: 10, minAgeSeconds: 3600 },
-      daily: { enabled: true, minFiles: 2, minAgeSeconds: 10800 },
-      monthly: { enabled: false, minFiles: 2, minAgeSeconds: 86400 },
+      // Behind after three of the tier's periods (a month at its longest).
+      hourly: { enabled: true, minFiles: 10, minAgeSeconds: 3600, behindAfterSeconds: 3 * 3600 },
+      daily: { enabled: true, minFiles: 2, minAgeSeconds: 10800, behindAfterSeconds: 3 * 86_400 },
+      monthly: { enabled: false, minFiles: 2, minAgeSeconds: 86400, behindAfterSeconds: 3 * 31 * 86_400 },
     });
     expect(core.layout.dataPrefix).toBe('');
     expect(core.leaseSeconds).toBe(600);
@@ -59,7 +60,10 @@ describe('stack config: overrides', () => {
       bucket: { create: false, name: 'my-lake' },
       dataPrefix: 'lake/raw',
       layout: 'hive',
-      tiers: { hourly: { minFiles: 4, schedule: 'rate(30 minutes)' }, daily: { enabled: false } },
+      tiers: {
+        hourly: { minFiles: 4, schedule: 'rate(30 minutes)', behindAfterSeconds: 7200 },
+        daily: { enabled: false },
+      },
       sortKeys: ['host'],
       map: { maxConcurrency: 50, childExecutionType: 'STANDARD' },
       lambda: { compact: { memoryMb: 10240, timeoutSeconds: 600 } },
@@ -72,6 +76,7 @@ describe('stack config: overrides', () => {
       schedule: 'rate(30 minutes)',
       minFiles: 4,
       minAgeSeconds: 3600,
+      behindAfterSeconds: 7200,
       enabled: true,
     });
     expect(config.tiers.daily.enabled).toBe(false);
@@ -88,6 +93,7 @@ describe('stack config: overrides', () => {
     expect(config.alarmEmail).toBe('ops@example.com');
     const input = lambdaConfigInput(config);
     expect(input).toMatchObject({ layout: 'hive', dataPrefix: 'lake/raw/', sortKeys: ['host'] });
+    expect(input.tiers?.hourly?.behindAfterSeconds).toBe(7200);
     // The lease covers the longest step: compact 600 s, others 300 s.
     expect(input.leaseSeconds).toBe(900);
   });

@@ -27,7 +27,7 @@ import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
 import { writeLake } from '../support/lake-harness.ts';
-import { type CfnTemplate, resourcesOfType, type Synthesized, synth } from './synth.ts';
+import { type CfnTemplate, dashboardBody, resourcesOfType, type Synthesized, synth } from './synth.ts';
 
 /** A namespace other than the default, so the test sees the stack's setting reach both sides. */
 const NAMESPACE = 'Lake/CompactorContract';
@@ -35,17 +35,6 @@ const NAMESPACE = 'Lake/CompactorContract';
 /** One custom metric as CloudWatch keys it: namespace, name and the set of dimension names. */
 function metricKey(namespace: string, name: string, dimensions: readonly string[]): string {
   return `${namespace} ${name} [${[...dimensions].sort().join(',')}]`;
-}
-
-/** The dashboard body with every token (a Ref, the region) as a placeholder string. */
-function dashboardBody(json: CfnTemplate): { widgets: { properties: { metrics?: unknown[][] } }[] } {
-  const [[, dashboard] = []] = resourcesOfType(json, 'AWS::CloudWatch::Dashboard');
-  const body = dashboard?.Properties.DashboardBody as string | { 'Fn::Join': [string, unknown[]] };
-  const text =
-    typeof body === 'string'
-      ? body
-      : body['Fn::Join'][1].map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
-  return JSON.parse(text);
 }
 
 /**

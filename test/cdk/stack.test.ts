@@ -501,6 +501,7 @@ describe('stack with overrides', () => {
         enabled: true,
         minFiles: 2,
         minAgeSeconds: 86_400,
+        behindAfterSeconds: 3 * 31 * 86_400,
       });
     }
   });

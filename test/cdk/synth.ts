@@ -77,6 +77,42 @@ export function resourcesOfType(json: CfnTemplate, type: string): [string, CfnRe
   return Object.entries(json.Resources).filter(([, r]) => r.Type === type);
 }
 
+/** A metric alarm's properties, as the stack's alarms on one metric set them. */
+export interface MetricAlarmProps {
+  readonly MetricName: string;
+  readonly Namespace: string;
+  readonly Dimensions: { Name: string; Value: string }[];
+  readonly Period: number;
+  readonly EvaluationPeriods: number;
+  readonly DatapointsToAlarm?: number;
+  readonly Threshold: number;
+  readonly ComparisonOperator: string;
+  readonly TreatMissingData: string;
+  readonly Statistic: string;
+  readonly AlarmActions?: unknown[];
+}
+
+/** The alarms on the custom metric `metricName`, by the value of their `tier` dimension. */
+export function alarmsByTier(json: CfnTemplate, metricName: string): Record<string, MetricAlarmProps> {
+  const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm')
+    .map(([, r]) => r.Properties as unknown as MetricAlarmProps)
+    .filter((p) => p.MetricName === metricName);
+  return Object.fromEntries(alarms.map((p) => [p.Dimensions.find((d) => d.Name === 'tier')?.Value, p]));
+}
+
+/** The dashboard body with every token (a Ref, the region) as a placeholder string. */
+export function dashboardBody<W = { properties: { metrics?: unknown[][] } }>(
+  json: CfnTemplate,
+): { widgets: W[] } {
+  const [[, dashboard] = []] = resourcesOfType(json, 'AWS::CloudWatch::Dashboard');
+  const body = dashboard?.Properties.DashboardBody as string | { 'Fn::Join': [string, unknown[]] };
+  const text =
+    typeof body === 'string'
+      ? body
+      : body['Fn::Join'][1].map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
+  return JSON.parse(text);
+}
+
 /** A CloudFormation value as text: `<Logical.Attr>` for GetAtt, `<Logical>` for Ref (cdk-nag's notation). */
 export function flatten(value: unknown): string {
   if (typeof value === 'string') return value;

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { NO_RETENTION_RULE } from '../../functions/cli/context.ts';
-import { cli, dataKeys, lakeIds, stateKeys } from '../support/cli-lake.ts';
+import { arcRawKey, cli, dataKeys, hourFolderOf, lakeIds, stateKeys } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
@@ -95,7 +95,14 @@ describe('run names what made a partition skip', () => {
     const work = join(dir, '..', 'work-synth-notice');
     // plan synthesizes too (to count transitions), in its own default work dir.
     const first = await cli('plan', '--tier', 'hourly', '--store', dir);
-    expect(first.err.filter((l) => !l.startsWith('synthesizing the state machine'))).toEqual([]);
+    // Besides the notice, only the warning that this old lake's hourly tier is behind.
+    expect(
+      first.err.filter(
+        (l) =>
+          !l.startsWith('synthesizing the state machine') &&
+          !l.startsWith('warning: the hourly tier is behind'),
+      ),
+    ).toEqual([]);
     const run = await hourly(dir, '--work-dir', work);
     expect(run.err.filter((l) => l.startsWith('synthesizing the state machine'))).toHaveLength(1);
     const again = await hourly(dir, '--work-dir', work);
@@ -142,6 +149,74 @@ describe('quarantined inputs are listed by plan with the way back', () => {
       /db\/cpu\/2025\/01\/15\/12\/\s+skip .*2 quarantined input\(s\) set aside \(compactor status says why\): once the cause is fixed, `compactor release --partition db\/cpu\/2025\/01\/15\/12\/` re-admits them/,
     );
     expect(await dataKeys(dir)).toContain('db/cpu/2025/01/15/12/cpu_20250115_121500_9.parquet');
+  }, 120_000);
+});
+
+describe('a tier that falls behind', () => {
+  it('run and plan warn, naming the oldest eligible partition, its age and the threshold; --json carries the figures', async () => {
+    // Hours of a day long past: every one eligible (flushed as stragglers) since that day ended.
+    const dir = await lake('behind');
+    const work = join(dir, '..', 'work-behind');
+    // One file per job and one job per partition: hours 10 and 11 keep a file for a later run.
+    const bounded = ['--max-job-files', '1', '--max-jobs-per-partition', '1'];
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0', ...bounded);
+    expect(plan.code).toBe(0);
+    const warning =
+      /^warning: the hourly tier is behind: partition db\/cpu\/2025\/01\/15\/10\/ has been eligible for \d+d \d+h \(\d+ s\), longer than tiers\.hourly\.behindAfterSeconds \(3h\); 3 partition\(s\) eligible; this run leaves files of 2 of them for later: .*maxJobsPerPartition/;
+    expect(plan.err).toEqual([expect.stringMatching(warning)]);
+    const run = await hourly(dir, '--work-dir', work, '--json', ...bounded);
+    expect(run.code, run.text).toBe(0);
+    expect(run.err).toContainEqual(expect.stringMatching(warning));
+    const { plan: planned } = JSON.parse(run.text) as {
+      plan: { jobs: number; backlog: Record<string, unknown> };
+    };
+    expect(planned.jobs).toBe(3);
+    // The day 2025-01-15 became flushable at 03:00 the day after (the daily tier's minAge).
+    const age = (Date.now() - Date.parse('2025-01-16T03:00:00Z')) / 1000;
+    expect(planned.backlog).toMatchObject({
+      eligiblePartitions: 3,
+      leftForLater: 2,
+      oldestEligiblePartition: 'db/cpu/2025/01/15/10/',
+      behindAfterSeconds: 10_800,
+      behind: true,
+    });
+    expect(planned.backlog.oldestEligibleAgeSeconds).toBeGreaterThan(age - 600);
+    expect(planned.backlog.oldestEligibleAgeSeconds).toBeLessThanOrEqual(age);
+    // The threshold is a setting: past it by years, still behind; the next run drains the rest.
+    const next = await hourly(dir, '--work-dir', work, '--behind-after', String(366 * 86_400));
+    expect(next.code, next.text).toBe(0);
+    expect(next.err.join('\n')).toMatch(
+      /tiers\.hourly\.behindAfterSeconds \(366d\); 2 partition\(s\) eligible/,
+    );
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 120_000);
+
+  it('a tier that keeps up: no warning, and --json says how far it is from behind', async () => {
+    const dir = await mkdtemp(join(root, 'keeps-up-'));
+    // The hour that ended an hour before this one began: due (minAge 1 h) less than an hour ago.
+    const hourStart = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000;
+    const files = [1, 2].map((n) => ({ key: arcRawKey(hourStart, n), rows: 10 }));
+    const rows = await writeLake(engine, dir, files);
+    const run = await hourly(
+      dir,
+      '--work-dir',
+      join(dir, '..', 'work-keeps-up'),
+      '--min-files',
+      '2',
+      '--json',
+    );
+    expect(run.code, run.text).toBe(0);
+    expect(run.err.filter((line) => line.startsWith('warning'))).toEqual([]);
+    const { plan } = JSON.parse(run.text) as { plan: { jobs: number; backlog: Record<string, unknown> } };
+    expect(plan.jobs).toBe(1);
+    expect(plan.backlog).toMatchObject({
+      eligiblePartitions: 1,
+      leftForLater: 0,
+      oldestEligiblePartition: hourFolderOf(files[0]?.key ?? ''),
+      behind: false,
+    });
+    expect(plan.backlog.oldestEligibleAgeSeconds).toBeLessThan(10_800);
+    expect((await lakeIds(engine, dir)).length).toBe(rows);
   }, 120_000);
 });
 

@@ -1,7 +1,8 @@
 /**
  * The Plan step's ExecutionsPlanned metric, which the stack's missed-start alarm per tier reads
  * (cdk/constructs/monitoring.ts): one per execution, under the dimension set {service, tier}, so a
- * tier whose schedule never starts anything shows as missing data for that tier alone.
+ * tier whose schedule never starts anything shows as missing data for that tier alone. And a
+ * compaction tier's backlog figures beside it, which the backlog alarm per tier reads.
  */
 
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { systemClock } from '../../functions/core/engine.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
-import { metricTotal } from '../support/emf.ts';
+import { metricNames, metricTotal } from '../support/emf.ts';
 import { useTempDir } from '../support/engine-fixture.ts';
 
 let dir: string;
@@ -73,5 +74,114 @@ describe('the Plan step counts its execution for the missed-start alarm', () => 
       { ...localObservability(), metrics, signal: new AbortController().signal },
     );
     expect(metricTotal(metrics, 'ExecutionsPlanned')).toBe(0);
+  });
+});
+
+describe('the Plan step publishes the backlog the backlog alarm reads', () => {
+  /** `count` raw files in one hour folder of the lake. */
+  async function hour(store: LocalFolderStore, folder: string, count: number): Promise<void> {
+    for (let i = 1; i <= count; i++) {
+      await store.put(
+        `${folder}cpu_20250115_100000_${String(i).padStart(9, '0')}.parquet`,
+        Buffer.alloc(8, 1),
+      );
+    }
+  }
+
+  it('emits OldestEligibleAgeSeconds and EligiblePartitions with dimension tier, as its output says', async () => {
+    const lake = deps('backlog');
+    await hour(lake.store as LocalFolderStore, 'db/cpu/2025/01/15/10/', 10);
+    await hour(lake.store as LocalFolderStore, 'db/cpu/2025/01/15/12/', 10);
+    const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+    const output = await planStep(
+      { tier: 'hourly', executionId: 'arn:exec', executionName: 'backlog' },
+      lake,
+      {
+        ...localObservability(),
+        metrics,
+        signal: new AbortController().signal,
+      },
+    );
+    expect(output.backlog).toMatchObject({
+      eligiblePartitions: 2,
+      oldestEligiblePartition: 'db/cpu/2025/01/15/10/',
+      behind: true,
+    });
+    expect(metricTotal(metrics, 'EligiblePartitions')).toBe(2);
+    expect(metricTotal(metrics, 'OldestEligibleAgeSeconds')).toBe(output.backlog?.oldestEligibleAgeSeconds);
+    // 10:00-11:00 on 2025-01-15 became due at 12:00 (minAge 1 h).
+    expect(output.backlog?.oldestEligibleAgeSeconds).toBe(
+      Math.floor((Date.parse(output.plannedAt) - Date.parse('2025-01-15T12:00:00Z')) / 1000),
+    );
+    const emf = metrics.serializeMetrics() as unknown as {
+      _aws: { CloudWatchMetrics: { Dimensions: string[][] }[] };
+    };
+    expect(emf._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
+  });
+
+  it('a windowed plan publishes the age only when behind: it cannot see an older backlog drain', async () => {
+    const lake = deps('windowed');
+    const store = lake.store as LocalFolderStore;
+    await hour(store, 'db/cpu/2025/01/15/10/', 10);
+    const tools = () => {
+      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+      return { metrics, tools: { ...localObservability(), metrics, signal: new AbortController().signal } };
+    };
+    const plan = async (name: string) => {
+      const t = tools();
+      const output = await planStep(
+        { tier: 'hourly', executionId: 'arn:exec', executionName: name },
+        lake,
+        t.tools,
+      );
+      return { output, names: metricNames(t.metrics) };
+    };
+    // The first plan sweeps (no sweep recorded yet): it sees the old hour and says behind.
+    const sweep = await plan('sweep');
+    expect(sweep.output).toMatchObject({
+      listing: 'sweep',
+      backlog: { eligiblePartitions: 1, behind: true },
+    });
+    expect(sweep.names).toContain('OldestEligibleAgeSeconds');
+    // The next lists only recent windows: the old hour is out of sight, still waiting for the next
+    // sweep. Its age of 0 would clear the alarm: it publishes none, so the alarm keeps ALARM.
+    const narrow = await plan('narrow');
+    expect(narrow.output).toMatchObject({
+      listing: 'windows',
+      backlog: { eligiblePartitions: 0, behind: false },
+    });
+    expect(narrow.names).not.toContain('OldestEligibleAgeSeconds');
+    expect(narrow.names).toContain('EligiblePartitions');
+    // A recent hour already past the threshold is in the window: that plan says behind, and publishes.
+    const tenHoursAgo = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 10 * 3_600_000;
+    const iso = new Date(tenHoursAgo).toISOString();
+    await hour(
+      store,
+      `db/cpu/${iso.slice(0, 4)}/${iso.slice(5, 7)}/${iso.slice(8, 10)}/${iso.slice(11, 13)}/`,
+      10,
+    );
+    const behind = await plan('behind');
+    expect(behind.output).toMatchObject({
+      listing: 'windows',
+      backlog: { eligiblePartitions: 1, behind: true },
+    });
+    expect(behind.names).toContain('OldestEligibleAgeSeconds');
+  });
+
+  it('publishes none for retention or for a run scoped to one table', async () => {
+    for (const [name, event] of [
+      ['retention', { tier: 'retention' as const }],
+      ['scoped', { tier: 'hourly' as const, only: 'db/cpu/' }],
+    ] as const) {
+      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+      const output = await planStep({ ...event, executionId: 'arn:exec', executionName: name }, deps(name), {
+        ...localObservability(),
+        metrics,
+        signal: new AbortController().signal,
+      });
+      expect(metricNames(metrics)).not.toContain('OldestEligibleAgeSeconds');
+      expect(metricNames(metrics)).not.toContain('EligiblePartitions');
+      expect(output.backlog === null).toBe(name === 'retention');
+    }
   });
 });

@@ -3,6 +3,7 @@
  * is skipped, and what the cycle would cost in AWS with the deployed settings.
  */
 
+import { behindWarning } from '../../core/backlog.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { NO_RETENTION_RULE, parseStackContext, parseTier, resolveStackConfig } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
@@ -37,6 +38,8 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   const empty = plan.jobs.length === 0 && plan.skipped.length === 0;
   const hint = empty && plan.objectsListed > 0 ? await layoutHint(ctx.target.store, ctx.config) : undefined;
   if (hint !== undefined) io.err(`warning: ${hint}`);
+  const behind = tier === 'retention' || !plan.backlog ? undefined : behindWarning(tier, plan.backlog);
+  if (behind !== undefined) io.err(`warning: ${behind}`);
   emit(io, options, { ...plan, cost }, () => {
     const rows = [
       ...plan.jobs.map((j) => [

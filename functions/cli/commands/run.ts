@@ -4,6 +4,7 @@
  */
 
 import { MAP_FAILED_ERROR } from '../../contract.ts';
+import { behindWarning } from '../../core/backlog.ts';
 import type { JobKind } from '../../core/config.ts';
 import { compareKeys } from '../../core/object-store.ts';
 import {
@@ -104,6 +105,9 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       if (hint !== undefined) io.err(`warning: ${hint}`);
     }
     emit(io, options, { ...output, partitions }, () => formatRun(output, execution, partitions, options));
+    // A backlog that does not drain is what the stack's backlog alarm reports: said the same way.
+    const behind = tier === 'retention' || !plan.backlog ? undefined : behindWarning(tier, plan.backlog);
+    if (behind !== undefined) io.err(`warning: ${behind}`);
     // A quarantine (by recovery, or of a corrupt input) is a problem found, as for `recover`; so is a
     // partition a setting's value made skip.
     const quarantined =

@@ -9,6 +9,7 @@
  * turn, and a backlog drains in one execution.
  */
 
+import { type Backlog, dueAt, type EligiblePartition, stragglerFlushAt, tallyBacklog } from '../backlog.ts';
 import type { CompactorConfig, JobKind, TierName } from '../config.ts';
 import { type Exclusions, isExcluded } from '../exclusions.ts';
 import { type FailureRecord, failureKey, heldByBackoff } from '../failures.ts';
@@ -53,14 +54,16 @@ export async function planJobs(
   folders: ReadonlyMap<string, Folder>,
   exclusions: Exclusions,
   failures: ReadonlyMap<string, FailureRecord>,
-): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[]; settled: number }> {
+): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[]; settled: number; backlog: Backlog }> {
   const context: FolderContext = { store, config, tier, now, exclusions, failures };
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
+  const eligible: EligiblePartition[] = [];
   let settled = 0;
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
     const planned = await planFolder(context, partition, folder);
+    if (planned.eligible !== undefined) eligible.push({ partition, ...planned.eligible });
     const aside = quarantinedAside(context, partition, folder);
     const withAside = (reason: string) => (aside === undefined ? reason : `${reason}; ${aside}`);
     if (planned.kind === 'jobs')
@@ -72,7 +75,7 @@ export async function planJobs(
       skipped.push({ tier, partition, reason: aside, candidates: 0 });
     } else if (planned.kind === 'settled') settled++;
   }
-  return { jobs, skipped, settled };
+  return { jobs, skipped, settled, backlog: tallyBacklog(config, tier, now, eligible) };
 }
 
 interface FolderContext {
@@ -86,22 +89,35 @@ interface FolderContext {
 
 /**
  * One folder's part of the plan: a job, a skip with its reason, already one file of the tier's
- * level (settled: nothing to merge, whatever its age), or nothing to say.
+ * level (settled: nothing to merge, whatever its age), or nothing to say; and, when the folder is
+ * eligible (backlog.ts), when it became due and whether this plan leaves some of it.
  */
-type FolderPlan =
+type FolderPlan = (
   | { readonly kind: 'jobs'; readonly jobs: readonly PlannedJob[] }
   | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
   | { readonly kind: 'settled' }
-  | { readonly kind: 'none' };
+  | { readonly kind: 'none' }
+) & { readonly eligible?: Omit<EligiblePartition, 'partition'> };
 
 async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
   const { config, tier, now } = context;
   const tierConfig = config.tiers[tier];
+  let candidates = folder.candidates.filter((c) => !isExcluded(context.exclusions, c.key));
+  // Eligible by the candidates as they are now, unless a later check drops some of them.
+  const eligible = (count = candidates.length, leftForLater = true) => {
+    const due = dueAt(config, tier, folder, count);
+    return due === undefined || due > now ? {} : { eligible: { dueAt: due, leftForLater } };
+  };
   // Before the candidates: a manifest excludes the files it names, which may be all of them.
   const leased = leaseHolder(context, partition);
-  if (leased !== undefined) return { kind: 'skip', reason: leased, candidates: folder.candidates.length };
-  let candidates = folder.candidates.filter((c) => !isExcluded(context.exclusions, c.key));
-  const skip = (reason: string): FolderPlan => ({ kind: 'skip', reason, candidates: candidates.length });
+  if (leased !== undefined)
+    return { kind: 'skip', reason: leased, candidates: folder.candidates.length, ...eligible() };
+  const skip = (reason: string): FolderPlan => ({
+    kind: 'skip',
+    reason,
+    candidates: candidates.length,
+    ...eligible(),
+  });
   const first = candidates[0];
   if (first === undefined) {
     // Say why a month with daily outputs has no monthly job yet, rather than nothing at all.
@@ -124,7 +140,8 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
   candidates = await parquetOnly(context, candidates);
   if (candidates.length === 0) return { kind: 'none' };
   // Stragglers are flushed once the next tier may run on the period, so it can take everything.
-  const straggler = stragglerFlush(config, tier, folder.periodStart, now);
+  const flushAt = stragglerFlushAt(config, tier, folder.periodStart);
+  const straggler = flushAt !== undefined && now >= flushAt;
   if (candidates.length < tierConfig.minFiles && !straggler) {
     return skip(`${candidates.length} file(s), fewer than minFiles ${tierConfig.minFiles}`);
   }
@@ -142,8 +159,10 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
   // A later chunk of one file alone would only rewrite it above the hourly tier: it waits for
   // the next run, which merges it with what arrives meanwhile.
   const runnable = chunks.filter((chunk, wave) => wave === 0 || tier === 'hourly' || chunk.inputs.length > 1);
+  const taken = runnable.reduce((sum, chunk) => sum + chunk.inputs.length, 0);
   return {
     kind: 'jobs',
+    ...eligible(candidates.length, taken < candidates.length),
     jobs: runnable.map((chunk, wave) => ({
       tier,
       partition,
@@ -256,22 +275,4 @@ function boundedChunks(
     current.bytes += c.size;
   }
   return chunks;
-}
-
-/**
- * Whether a tier compacts a folder below minFiles because the next tier may already run on the
- * enclosing period: the hour's day is old enough for the daily tier, or the day's month for the
- * (enabled) monthly tier. Without it, a lone file would never reach the next tier's level.
- */
-function stragglerFlush(config: CompactorConfig, tier: TierName, periodStart: number, now: number): boolean {
-  const start = new Date(periodStart);
-  if (tier === 'hourly') {
-    const dayEnd = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate() + 1);
-    return now >= dayEnd + config.tiers.daily.minAgeSeconds * 1000;
-  }
-  if (tier === 'daily' && config.tiers.monthly.enabled && config.layout.hasMonthFolder) {
-    const monthEnd = Date.UTC(start.getUTCFullYear(), start.getUTCMonth() + 1, 1);
-    return now >= monthEnd + config.tiers.monthly.minAgeSeconds * 1000;
-  }
-  return false;
 }

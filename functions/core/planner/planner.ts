@@ -8,6 +8,7 @@
  * skips in planner-jobs.ts, the sweep markers in planner-sweeps.ts.
  */
 
+import type { Backlog } from '../backlog.ts';
 import type { CompactorConfig, JobKind, TierName } from '../config.ts';
 import type { Clock } from '../engine.ts';
 import { ConfigError } from '../errors.ts';
@@ -31,6 +32,11 @@ export interface Plan {
   readonly objectsListed: number;
   /** Absent on retention plans, which always list the whole data root. */
   readonly listing?: PlanListing;
+  /**
+   * The tier's eligible partitions and how long the oldest has waited (backlog.ts), over the
+   * folders this plan listed. Absent on retention plans.
+   */
+  readonly backlog?: Backlog;
 }
 
 /**
@@ -65,6 +71,14 @@ export async function planTier(
   // 2. Then manifests and quarantine, and partitions in failure backoff.
   const exclusions = await readExclusions(store, config);
   const failures = await readFailures(store, config);
-  const { jobs, skipped, settled } = await planJobs(store, config, tier, now, folders, exclusions, failures);
-  return { tier, now: new Date(now).toISOString(), jobs, skipped, settled, objectsListed, listing };
+  const { jobs, skipped, settled, backlog } = await planJobs(
+    store,
+    config,
+    tier,
+    now,
+    folders,
+    exclusions,
+    failures,
+  );
+  return { tier, now: new Date(now).toISOString(), jobs, skipped, settled, objectsListed, listing, backlog };
 }
