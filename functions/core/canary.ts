@@ -119,18 +119,15 @@ async function writeCanary(
   id: string,
   now: number,
 ): Promise<Canary> {
-  const hourStart = canaryHour(config, now);
-  const place = canaryPlace(config.layout, id, hourStart);
-  const files = canaryFileCount(config);
+  const canary = canaryOf(config, id, canaryHour(config, now));
   const scratch = await mkdtemp(join(tmpdir(), 'compactor-canary-'));
-  const keys: string[] = [];
   try {
-    for (let i = 1; i <= files; i++) {
+    for (const [i, key] of canary.keys.entries()) {
       const path = join(scratch, `${i}.parquet`);
-      const first = (i - 1) * ROWS_PER_FILE + 1;
+      const first = i * ROWS_PER_FILE + 1;
       const columns = [
         `(${first} + r)::BIGINT AS id`,
-        `make_timestamp(${hourStart * 1000}::BIGINT + (r * 60000000)::BIGINT) AS ${quoteIdentifier(config.timeColumn)}`,
+        `make_timestamp(${canary.hourStart * 1000}::BIGINT + (r * 60000000)::BIGINT) AS ${quoteIdentifier(config.timeColumn)}`,
         ...config.sortKeys
           .filter((k) => k !== 'id' && k !== config.timeColumn)
           .map((k) => `'canary' AS ${quoteIdentifier(k)}`),
@@ -138,22 +135,13 @@ async function writeCanary(
       await sql.query(
         `COPY (SELECT ${columns.join(', ')} FROM range(${ROWS_PER_FILE}) t(r)) TO ${parquetPath(path)} (FORMAT parquet)`,
       );
-      const key = place.fileKey(i);
       // A fresh id: the key cannot exist, and if it somehow does, nothing of it is overwritten.
       await store.put(key, { file: path }, { ifNoneMatch: '*' });
-      keys.push(key);
     }
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
-  return {
-    table: place.table,
-    prefix: place.prefix,
-    partition: place.partition,
-    hourStart,
-    keys,
-    rows: files * ROWS_PER_FILE,
-  };
+  return canary;
 }
 
 /** The canary the stack's state machine and the doctor draw: the first group of a UUID, or random hex. */
@@ -164,10 +152,21 @@ function checkedId(id: string): string {
   return id;
 }
 
-/** The canary of this id: its table path (the execution input's `only`) and key prefix. */
-export function canaryTable(layout: Layout, id: string): Pick<Canary, 'table' | 'prefix'> {
-  const { table, prefix } = canaryPlace(layout, checkedId(id), 0);
-  return { table, prefix };
+/**
+ * The canary of this id written in this hour, whole: its place, its raw files' keys and rows.
+ * The id and hour determine it, so each step of the scheduled canary needs only those.
+ */
+export function canaryOf(config: CompactorConfig, id: string, hourStart: number): Canary {
+  const place = canaryPlace(config.layout, checkedId(id), hourStart);
+  const files = canaryFileCount(config);
+  return {
+    table: place.table,
+    prefix: place.prefix,
+    partition: place.partition,
+    hourStart,
+    keys: Array.from({ length: files }, (_, i) => place.fileKey(i + 1)),
+    rows: files * ROWS_PER_FILE,
+  };
 }
 
 /**
@@ -196,7 +195,7 @@ export async function seedCanary(
   id: string,
   now: number,
 ): Promise<SeededCanary> {
-  const canary = await writeCanary(store, config, sql, checkedId(id), now);
+  const canary = await writeCanary(store, config, sql, id, now);
   const newest = Math.max(...(await listCanary(store, canary)).map((o) => o.lastModified.getTime()));
   const planAt = Math.max(now, newest + config.quietSeconds * 1000 + 1000);
   return { ...canary, planAt: new Date(planAt).toISOString() };
