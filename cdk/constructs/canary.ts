@@ -7,9 +7,9 @@
  *
  * Seed writes the canary's raw files under the data root (`_compactor_doctor/canary-<id>/` in
  * arc); "Compact the canary" starts the compaction state machine with `only` = the canary's table
- * and waits for it (the Run a Job `.sync` integration,
- * https://docs.aws.amazon.com/step-functions/latest/dg/connect-stepfunctions.html: the task
- * fails when the child execution fails, times out or is aborted); Check reads its rows through
+ * and waits for it (the Run a Job `.sync` integration, which CDK renders as `startExecution.sync:2`,
+ * the child's output as JSON, https://docs.aws.amazon.com/step-functions/latest/dg/connect-stepfunctions.html:
+ * the task fails when the child execution fails, times out or is aborted); Check reads its rows through
  * the visible view and finds no state of it left; Remove deletes it. Any failure still runs
  * "Remove canary after failure" (which keeps a canary a live manifest names) and then fails the
  * execution with the first error, so the canary's alarm fires.
