@@ -6,6 +6,9 @@
  *   lake's own files stay as they were.
  * - A compaction execution that fails (every plan write refused) fails the `.sync` task with
  *   States.TaskFailed; the canary is still removed, then the execution fails.
+ * - A job of the canary that stops after staging (its publish copy refused) leaves a live
+ *   manifest: the removal keeps the canary (removing it would make recovery quarantine the job)
+ *   and the execution fails with the compaction's error.
  */
 
 import { join } from 'node:path';
@@ -131,6 +134,29 @@ describe('the scheduled canary, its synthesized definition run locally', () => {
       ]);
       expect(await keys(inner, `${PREFIX}${CANARY_ROOT}`)).toEqual([]);
       expect(await keys(inner, `${PREFIX}db/`)).toEqual(before);
+    },
+    HANG_GUARD_MS,
+  );
+
+  it(
+    'keeps a canary a live manifest still names, and fails with the compaction error',
+    async () => {
+      const { dir, store: inner } = await lake('held');
+      // The canary's publish copy refused every time: its job stays staged, its manifest live.
+      const store = new FaultStore(inner, {
+        fault: { at: (c) => c.op === 'copy' && c.key.includes(CANARY_ROOT), kind: 'fail-before' },
+      });
+      const { execution } = await run(store, dir);
+      expect(execution.status).toBe('FAILED');
+      expect(execution.error).toBe('States.TaskFailed');
+      expect(execution.statesEntered.slice(-2)).toEqual([
+        CANARY_STATES.removeAfterFailure,
+        CANARY_STATES.failed,
+      ]);
+      expect((await keys(inner, `${PREFIX}${CANARY_ROOT}`)).length).toBeGreaterThan(0);
+      expect(await keys(inner, `${PREFIX}_compaction/manifests/`)).toEqual([
+        expect.stringMatching(new RegExp(`^${PREFIX}_compaction/manifests/hourly/${CANARY_ROOT}/canary-`)),
+      ]);
     },
     HANG_GUARD_MS,
   );
