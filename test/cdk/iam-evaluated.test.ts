@@ -802,6 +802,23 @@ describe("IAM evaluated: the canary's roles (canary.enabled)", () => {
     expect(await denied(iam, requests)).toEqual([]);
   }, 120_000);
 
+  it('allows them under a KMS key the stack creates too (kms:Decrypt and GenerateDataKey)', async () => {
+    const { json } = synth({
+      compactor: { ...STACK_CONTEXT, canary: { enabled: true }, bucket: { encryption: 'kms' } },
+    });
+    const kmsIam = new StackIam(json);
+    const policy = kmsIam.keyPolicy();
+    if (!kmsIam.createdKeyArn || !policy) throw new Error('the stack created no key');
+    const key = { arn: kmsIam.createdKeyArn, policy };
+    const requests = dedupe(
+      log.flatMap(({ caller, call }) =>
+        storeCallRequests(kmsIam, kmsIam.stepRole.get(caller) as string, caller, call, key),
+      ),
+    );
+    expect(requests.some((r) => r.action === 'kms:GenerateDataKey')).toBe(true);
+    expect(await denied(kmsIam, requests)).toEqual([]);
+  }, 120_000);
+
   it('denies every canary role any write or delete outside the canary prefix', async () => {
     const write = (step: CanaryStepName, action: string, key: string): IamRequest => ({
       caller: { role: iam.stepRole.get(step) as string },
