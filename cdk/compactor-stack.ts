@@ -5,9 +5,11 @@
 
 import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { TIERS } from '../functions/core/config.ts';
+import { canaryKeyPrefix, canaryReceiptsKeyPrefix } from '../functions/core/canary.ts';
+import { parseConfig, TIERS } from '../functions/core/config.ts';
 import { stateRootOf } from '../functions/core/state-root.ts';
-import { lambdaConfigJson, type StackConfig } from './config.ts';
+import { lambdaConfigInput, lambdaConfigJson, type StackConfig } from './config.ts';
+import { CompactorCanary } from './constructs/canary.ts';
 import { CompactionWorkflow } from './constructs/compaction-workflow.ts';
 import { CompactorFunctions, grantMapKey } from './constructs/compactor-functions.ts';
 import { DataBucket } from './constructs/data-bucket.ts';
@@ -29,6 +31,8 @@ export class CompactorStack extends Stack {
   readonly failureSummary: FailureSummary;
   readonly schedules: CompactionSchedules;
   readonly monitoring: Monitoring;
+  /** The scheduled canary, when `canary.enabled`. */
+  readonly canary: CompactorCanary | undefined;
 
   constructor(scope: Construct, id: string, props: CompactorStackProps) {
     super(scope, id, {
@@ -100,7 +104,38 @@ export class CompactorStack extends Stack {
     // No scheduled run before recovery may ask Step Functions about manifest owners.
     this.schedules.node.addDependency(describeExecutions);
 
+    const canaryLayout = parseConfig(lambdaConfigInput(config)).layout;
+    this.canary = config.canary.enabled
+      ? new CompactorCanary(this, 'Canary', {
+          compaction: stateMachine,
+          bucket,
+          ...(this.data.encryptionKey ? { encryptionKey: this.data.encryptionKey } : {}),
+          keyPrefix: canaryKeyPrefix(canaryLayout),
+          receiptsKeyPrefix: canaryReceiptsKeyPrefix(canaryLayout),
+          stateRoot: stateRootOf(config.dataPrefix),
+          lambda: f.lambdaProps,
+          size: config.lambda.others,
+        })
+      : undefined;
+    if (this.canary) {
+      this.schedules.addStart('Canary', {
+        stateMachine: this.canary.stateMachine,
+        input: {},
+        expression: config.canary.schedule,
+        description: 'compactor: run the canary',
+      });
+    }
+    const canaryPeriod = this.canary ? schedulePeriod(config.canary.schedule) : undefined;
+    if (canaryPeriod?.reason !== undefined)
+      Annotations.of(this).addWarningV2(
+        'compactor:missedStartPeriod:canary',
+        `No missed-start alarm for the canary: ${canaryPeriod.reason}.`,
+      );
+
     this.monitoring = new Monitoring(this, 'Monitoring', {
+      ...(this.canary
+        ? { canary: { stateMachine: this.canary.stateMachine, period: canaryPeriod?.period } }
+        : {}),
       stateMachine,
       functions: f.byStep,
       metricsNamespace: config.metricsNamespace,

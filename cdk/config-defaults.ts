@@ -47,6 +47,13 @@ export interface RetentionSettings {
   readonly enabled: boolean;
 }
 
+/** The scheduled canary (cdk/constructs/canary.ts): deployed only when enabled. */
+export interface CanarySettings {
+  readonly enabled: boolean;
+  /** EventBridge Scheduler expression, evaluated in UTC. */
+  readonly schedule: string;
+}
+
 export type { LambdaSize };
 
 export interface StackConfig {
@@ -98,6 +105,7 @@ export interface StackConfig {
     readonly partitionSteps: LambdaSize;
     readonly others: LambdaSize;
   };
+  readonly canary: CanarySettings;
   readonly alarmEmail: string | undefined;
   readonly metricsNamespace: string;
   readonly removalPolicy: 'retain' | 'destroy';
@@ -152,6 +160,8 @@ export const STACK_DEFAULTS: StackConfig = {
     },
     others: { memoryMb: 512, ephemeralStorageMb: 512, timeoutSeconds: 300 },
   },
+  // Daily, away from the hourly tier's minute: an hourly run would take the canary's hour too.
+  canary: { enabled: false, schedule: 'cron(40 2 * * ? *)' },
   alarmEmail: undefined,
   metricsNamespace: METRICS_NAMESPACE,
   removalPolicy: 'retain',

@@ -123,6 +123,17 @@ export const stackContextSchema = section(
       },
       '{"rules": {"*": 365}}',
     ).describe('expiry of old files, off until a rule is set'),
+    canary: section(
+      {
+        enabled: flag().describe(
+          'true deploys the scheduled canary: a state machine that writes a tiny table of its own, compacts it through the compaction state machine, checks its rows and removes it, with an alarm (see [the canary](operations.md#the-scheduled-canary))',
+        ),
+        schedule: schedule('cron(40 2 * * ? *)').describe(
+          "the canary's EventBridge Scheduler expression (UTC)",
+        ),
+      },
+      '{"enabled": true}',
+    ).describe('the scheduled end-to-end canary, off by default'),
     map: section(
       {
         maxConcurrency: wholeNumber(1, 10_000).describe('partitions compacted at once'),

@@ -26,6 +26,7 @@ import { lambdaConfigInput } from './lambda-config.ts';
 // The types, defaults and the Lambdas' config live beside this file; importers take them from here.
 export {
   type BucketSettings,
+  type CanarySettings,
   CONTEXT_KEY,
   type LambdaSize,
   type RetentionSettings,
@@ -94,6 +95,7 @@ export function parseStackConfig(value: unknown): StackConfig {
       },
       others: { ...d.lambda.others, ...json.lambda?.others },
     },
+    canary: { ...d.canary, ...json.canary },
     alarmEmail: json.alarmEmail,
     metricsNamespace: json.metricsNamespace ?? d.metricsNamespace,
     removalPolicy: json.removalPolicy ?? d.removalPolicy,

@@ -41,6 +41,14 @@ export function localFunctionArn(logicalId: string): string {
   return `arn:aws:lambda:local:000000000000:function:${logicalId}`;
 }
 
+/** A state machine's ARN in a definition that starts it (the canary's starts the compaction's). */
+export function localStateMachineArn(logicalId: string): string {
+  return `arn:aws:states:local:000000000000:stateMachine:${logicalId}`;
+}
+
+/** The construct id of the compaction workflow's state machine (compactor-stack.ts), and of the canary's. */
+export const STATE_MACHINES = { compaction: 'Workflow', canary: 'Canary' } as const;
+
 /** Resolves the intrinsics CDK puts in a definition string: Fn::Join, Ref and Fn::GetAtt. */
 function resolve(value: Json, resources: Record<string, Resource>): string {
   if (typeof value === 'string') return value;
@@ -56,6 +64,7 @@ function resolve(value: Json, resources: Record<string, Resource>): string {
       if (ref === 'AWS::AccountId') return '000000000000';
       if (ref === 'AWS::URLSuffix') return 'amazonaws.com';
       if (resources[ref]?.Type === 'AWS::S3::Bucket') return LOCAL_BUCKET;
+      if (resources[ref]?.Type === 'AWS::StepFunctions::StateMachine') return localStateMachineArn(ref);
       throw new Error(`cannot resolve Ref ${ref} in the state machine definition`);
     }
     if ('Fn::GetAtt' in value) {
@@ -70,23 +79,39 @@ function resolve(value: Json, resources: Record<string, Resource>): string {
   throw new Error(`unexpected value in the state machine definition: ${JSON.stringify(value)}`);
 }
 
-export function extractWorkflow(template: { Resources: Record<string, Resource> }): ExtractedWorkflow {
+/**
+ * The state machine of the construct `machine` (the compaction workflow unless told), and the
+ * steps of the functions it or its status rules invoke.
+ */
+export function extractWorkflow(
+  template: { Resources: Record<string, Resource> },
+  machine: (typeof STATE_MACHINES)[keyof typeof STATE_MACHINES] = STATE_MACHINES.compaction,
+): ExtractedWorkflow {
   const resources = template.Resources;
-  const machines = Object.values(resources).filter((r) => r.Type === 'AWS::StepFunctions::StateMachine');
+  // CDK's logical id: the construct path's ids joined (`WorkflowStateMachine` + a hash).
+  const machines = Object.entries(resources).filter(
+    ([id, r]) =>
+      r.Type === 'AWS::StepFunctions::StateMachine' &&
+      new RegExp(`^${machine}StateMachine[0-9A-F]{8}$`).test(id),
+  );
   if (machines.length !== 1)
-    throw new Error(`expected one state machine in the template, found ${machines.length}`);
-  const body = machines[0]?.Properties?.DefinitionString;
+    throw new Error(`expected one ${machine} state machine in the template, found ${machines.length}`);
+  const body = machines[0]?.[1].Properties?.DefinitionString;
   if (body === undefined) throw new Error('the state machine has no DefinitionString');
-  const definition = JSON.parse(resolve(body, resources)) as StateMachineDefinition;
+  const text = resolve(body, resources);
+  const definition = JSON.parse(text) as StateMachineDefinition;
+  const rules = machine === STATE_MACHINES.compaction ? statusRules(resources) : [];
+  const invoked = (arn: string) => text.includes(`"${arn}"`) || rules.some((r) => r.functionName === arn);
   const functionSteps = new Map<string, string>();
   for (const [logicalId, resource] of Object.entries(resources)) {
     if (resource.Type !== 'AWS::Lambda::Function') continue;
     const env = (resource.Properties?.Environment as { Variables?: Record<string, string> } | undefined)
       ?.Variables;
     const step = env?.[ENV.step];
-    if (step) functionSteps.set(localFunctionArn(logicalId), step);
+    const arn = localFunctionArn(logicalId);
+    if (step && invoked(arn)) functionSteps.set(arn, step);
   }
-  return { definition, functionSteps, bucket: LOCAL_BUCKET, statusRules: statusRules(resources) };
+  return { definition, functionSteps, bucket: LOCAL_BUCKET, statusRules: rules };
 }
 
 function statusRules(resources: Record<string, Resource>): StatusRule[] {

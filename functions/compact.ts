@@ -4,13 +4,11 @@
  * output. For a retention item: claims the day, re-checks the expired files, commits. Thin: validate the input, build deps, call one core function, return a small result.
  */
 
-import { join } from 'node:path';
-import { DuckDbEngine } from './adapters/duckdb-engine/duckdb-engine.ts';
 import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
 import type { StepResult } from './core/protocol.ts';
 import { isCompactionJob } from './core/protocol.ts';
-import { duckDbSettingsFromEnv, envDeps, envObservability } from './lambda/env-deps.ts';
+import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseJobItem } from './lambda/events.ts';
 import {
   createLambdaHandler,
@@ -18,9 +16,9 @@ import {
   type HandlerDeps,
   type HandlerTools,
 } from './lambda/handler-kit.ts';
+import { lambdaEngine } from './lambda/lambda-engine.ts';
 import type { Observability } from './lambda/telemetry.ts';
 import { onJobEvent } from './lambda/telemetry.ts';
-import { SPILL_DIR } from './lambda/work-dir.ts';
 
 export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTools): Promise<StepResult> {
   await deps.resetWorkDir?.();
@@ -37,11 +35,6 @@ export async function compact(item: JobItem, deps: HandlerDeps, tools: HandlerTo
 
 export function createHandler(getDeps: DepsFactory, observability: Observability) {
   return createLambdaHandler(parseJobItem, compact, getDeps, observability);
-}
-
-/** DuckDB sized by the stack (memory limit below the Lambda's, threads per vCPU), spilling to /tmp. */
-function lambdaEngine(workDir: string) {
-  return DuckDbEngine.create({ tempDirectory: join(workDir, SPILL_DIR), ...duckDbSettingsFromEnv() });
 }
 
 export const handler = createHandler(envDeps(lambdaEngine), envObservability());

@@ -11,6 +11,13 @@ import { STEPS, type StepName, WORKFLOW_STEPS } from './core/pipeline.ts';
 /** The steps, in workflow order, each named after its handler file `functions/<step>.ts` (core/pipeline.ts). */
 export { STEPS, type StepName };
 
+/**
+ * The scheduled canary's Lambdas (the stack's `canary`), each named after its handler file
+ * `functions/<name>.ts`: write the canary table, check it after its compaction, remove it.
+ */
+export const CANARY_STEPS = ['canary-seed', 'canary-check', 'canary-remove'] as const;
+export type CanaryStepName = (typeof CANARY_STEPS)[number];
+
 /** Each step's state name in the state machine (the console and execution history show these). */
 export const STEP_STATE_NAMES = Object.fromEntries(
   WORKFLOW_STEPS.map((s) => [s.step, s.stateName]),

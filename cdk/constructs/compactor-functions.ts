@@ -103,6 +103,96 @@ function bundling(extra: Partial<BundlingOptions> = {}): BundlingOptions {
   };
 }
 
+/** What stepLambda needs beside the step's name. */
+export interface StepLambdaProps {
+  /** The folder holding `<step>.ts`. */
+  readonly functionsDir: string;
+  readonly size: LambdaSize;
+  /** Environment shared by the stack's functions; COMPACTOR_STEP is added. */
+  readonly environment: Readonly<Record<string, string>>;
+  /** The installed DuckDB versions, for a function that runs DuckDB; absent: none. */
+  readonly duckDb?: ReturnType<typeof installedDuckDbVersions>;
+  readonly logRetention?: logs.RetentionDays;
+  readonly removalPolicy: RemovalPolicy;
+}
+
+export interface StepLambda {
+  readonly fn: NodejsFunction;
+  readonly logGroup: logs.LogGroup;
+  readonly role: iam.Role;
+}
+
+/**
+ * One Lambda of the stack, bundled from `functions/<step>.ts`, with a role of its own that may
+ * write only its own log group (grants are added by the caller) and, with `duckDb`, DuckDB's
+ * linux-arm64 binding installed beside the bundle and sized for the function's memory.
+ */
+export function stepLambda(scope: Construct, name: string, step: string, props: StepLambdaProps): StepLambda {
+  const logGroup = new logs.LogGroup(scope, `${name}Logs`, {
+    retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
+    removalPolicy: props.removalPolicy,
+  });
+  const role = new iam.Role(scope, `${name}Role`, {
+    assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+    description: `compactor ${step} step`,
+  });
+  // Instead of AWSLambdaBasicExecutionRole: write to this function's own log group only.
+  logGroup.grantWrite(role);
+  const { size, duckDb } = props;
+  const fn = new NodejsFunction(scope, name, {
+    entry: join(props.functionsDir, `${step}.ts`),
+    handler: 'handler',
+    projectRoot: PROJECT_ROOT,
+    depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+    runtime: lambda.Runtime.NODEJS_22_X,
+    architecture: lambda.Architecture.ARM_64,
+    memorySize: size.memoryMb,
+    ephemeralStorageSize: Size.mebibytes(size.ephemeralStorageMb),
+    timeout: Duration.seconds(size.timeoutSeconds),
+    description: `compactor: ${step} step`,
+    role,
+    logGroup,
+    tracing: lambda.Tracing.ACTIVE,
+    awsSdkConnectionReuse: false,
+    environment: {
+      ...props.environment,
+      [ENV.step]: step,
+      ...(duckDb
+        ? {
+            [ENV.workDir]: DEFAULT_WORK_DIR,
+            [ENV.duckDbMemoryLimit]: duckDbMemoryLimit(size.memoryMb),
+            [ENV.duckDbThreads]: String(vcpusFor(size.memoryMb)),
+          }
+        : {}),
+    },
+    bundling: bundling(
+      duckDb
+        ? {
+            // Installed for linux/arm64 below, not bundled: a native binding cannot be bundled.
+            externalModules: ['@duckdb/node-api', '@duckdb/node-bindings', '@duckdb/node-bindings-*'],
+            commandHooks: {
+              beforeBundling: () => [],
+              beforeInstall: () => [],
+              afterBundling: (_inputDir: string, outputDir: string) =>
+                duckDbInstallCommands(outputDir, duckDb),
+            },
+          }
+        : {},
+    ),
+  });
+  acknowledge(
+    fn,
+    'AwsSolutions-L1',
+    'Node.js 22 is the runtime the handlers and the DuckDB binding are built and tested for; a runtime upgrade is a deliberate change.',
+  );
+  acknowledge(
+    role,
+    'AwsSolutions-IAM5[Resource::*]',
+    'Only X-Ray PutTraceSegments and PutTelemetryRecords use "*": they support no resource-level permissions.',
+  );
+  return { fn, logGroup, role };
+}
+
 export class CompactorFunctions extends Construct {
   readonly recover: NodejsFunction;
   readonly plan: NodejsFunction;
@@ -115,6 +205,8 @@ export class CompactorFunctions extends Construct {
   /** Every step's function by step name. */
   readonly byStep: Readonly<Record<StepName, NodejsFunction>>;
   readonly logGroups: Readonly<Record<StepName, logs.LogGroup>>;
+  /** How these functions are built, for other functions of the stack (the canary's) to match. */
+  readonly lambdaProps: Omit<StepLambdaProps, 'size' | 'duckDb'>;
 
   constructor(scope: Construct, id: string, props: CompactorFunctionsProps) {
     super(scope, id);
@@ -133,72 +225,29 @@ export class CompactorFunctions extends Construct {
       NODE_OPTIONS: '--enable-source-maps',
     };
 
-    const make = (step: StepName, size: LambdaSize, extra: Partial<BundlingOptions>, env = {}) => {
-      const name = constructName(step);
-      const logGroup = new logs.LogGroup(this, `${name}Logs`, {
-        retention: props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
-        removalPolicy,
-      });
-      const role = new iam.Role(this, `${name}Role`, {
-        assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
-        description: `compactor ${step} step`,
-      });
-      // Instead of AWSLambdaBasicExecutionRole: write to this function's own log group only.
-      logGroup.grantWrite(role);
-      const fn = new NodejsFunction(this, name, {
-        entry: join(functionsDir, `${step}.ts`),
-        handler: 'handler',
-        projectRoot: PROJECT_ROOT,
-        depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
-        runtime: lambda.Runtime.NODEJS_22_X,
-        architecture: lambda.Architecture.ARM_64,
-        memorySize: size.memoryMb,
-        ephemeralStorageSize: Size.mebibytes(size.ephemeralStorageMb),
-        timeout: Duration.seconds(size.timeoutSeconds),
-        description: `compactor: ${step} step`,
-        role,
-        logGroup,
-        tracing: lambda.Tracing.ACTIVE,
-        awsSdkConnectionReuse: false,
-        environment: { ...environment, [ENV.step]: step, ...env },
-        bundling: bundling(extra),
-      });
-      acknowledge(
-        fn,
-        'AwsSolutions-L1',
-        'Node.js 22 is the runtime the handlers and the DuckDB binding are built and tested for; a runtime upgrade is a deliberate change.',
-      );
-      return { fn, logGroup, role };
+    const lambdaProps = {
+      functionsDir,
+      environment,
+      removalPolicy,
+      ...(props.logRetention !== undefined ? { logRetention: props.logRetention } : {}),
     };
-
+    this.lambdaProps = lambdaProps;
     const duckDb = installedDuckDbVersions();
-    const built = {} as Record<StepName, ReturnType<typeof make>>;
+    const built = {} as Record<StepName, StepLambda>;
     for (const step of STEPS) {
       // The pipeline row's size class says which of the three sizes a step's Lambda gets.
-      if (stepRow(step).size === 'compact') {
-        built[step] = make(
-          step,
-          compactSize,
-          {
-            // Installed for linux/arm64 below, not bundled: a native binding cannot be bundled.
-            externalModules: ['@duckdb/node-api', '@duckdb/node-bindings', '@duckdb/node-bindings-*'],
-            commandHooks: {
-              beforeBundling: () => [],
-              beforeInstall: () => [],
-              afterBundling: (_inputDir: string, outputDir: string) =>
-                duckDbInstallCommands(outputDir, duckDb),
-            },
-          },
-          {
-            [ENV.workDir]: DEFAULT_WORK_DIR,
-            [ENV.duckDbMemoryLimit]: duckDbMemoryLimit(compactSize.memoryMb),
-            [ENV.duckDbThreads]: String(vcpusFor(compactSize.memoryMb)),
-          },
-        );
-      } else {
-        const size = stepRow(step).size === 'partitionSteps' ? partitionStepSize : otherSize;
-        built[step] = make(step, size, {});
-      }
+      const sizeClass = stepRow(step).size;
+      const size =
+        sizeClass === 'compact'
+          ? compactSize
+          : sizeClass === 'partitionSteps'
+            ? partitionStepSize
+            : otherSize;
+      built[step] = stepLambda(this, constructName(step), step, {
+        ...lambdaProps,
+        size,
+        ...(sizeClass === 'compact' ? { duckDb } : {}),
+      });
     }
 
     const fns = Object.fromEntries(STEPS.map((s) => [s, built[s].fn])) as Record<StepName, NodejsFunction>;
@@ -221,11 +270,6 @@ export class CompactorFunctions extends Construct {
       const { role } = built[step];
       for (const statement of grants[step]) role.addToPrincipalPolicy(statement);
       if (props.encryptionKey) grantObjectKey(props.encryptionKey, role);
-      acknowledge(
-        role,
-        'AwsSolutions-IAM5[Resource::*]',
-        'Only X-Ray PutTraceSegments and PutTelemetryRecords use "*": they support no resource-level permissions.',
-      );
     }
     acknowledgeWildcards(
       this,

@@ -57,6 +57,12 @@ export interface MonitoringProps {
    */
   readonly behindAfterSeconds?: Readonly<Record<string, number>>;
   /**
+   * The scheduled canary's state machine and its schedule's period: an alarm on its failed or
+   * timed-out executions, and one when it started none within two periods.
+   * @default - no canary alarms
+   */
+  readonly canary?: { readonly stateMachine: sfn.IStateMachine; readonly period: Duration | undefined };
+  /**
    * Dashboard name.
    * @default - generated
    */
@@ -78,6 +84,10 @@ export class Monitoring extends Construct {
   readonly missedStartAlarms: Readonly<Record<string, cloudwatch.Alarm>>;
   /** Per tier: its oldest eligible partition has waited longer than its behindAfterSeconds. */
   readonly backlogAlarms: Readonly<Record<string, cloudwatch.Alarm>>;
+  /** A canary execution failed or timed out: the deployed compactor did not compact its table right. */
+  readonly canaryFailedAlarm: cloudwatch.Alarm | undefined;
+  /** No canary execution started within two of its schedule's periods. */
+  readonly canaryMissedAlarm: cloudwatch.Alarm | undefined;
   readonly alarms: readonly cloudwatch.Alarm[];
 
   readonly #namespace: string;
@@ -159,6 +169,19 @@ export class Monitoring extends Construct {
         this.#backlogAlarm(tier, seconds, props.tierPeriods?.[tier]),
       ]),
     );
+    this.canaryFailedAlarm = props.canary && this.#canaryFailedAlarm(props.canary.stateMachine, period);
+    const canaryPeriod = props.canary?.period;
+    this.canaryMissedAlarm =
+      props.canary && canaryPeriod
+        ? this.#silenceAlarm(
+            { key: 'canary', what: 'the canary' },
+            'CanaryMissed',
+            props.canary.stateMachine.metricStarted({ statistic: 'Sum' }),
+            canaryPeriod,
+            (window) =>
+              `No canary execution started within two of its schedule periods (${window / 3600} h). Check the canary schedule (its role) and the schedules dead-letter queue.`,
+          )
+        : undefined;
     this.recoveryUnresolvedAlarm = this.metric(METRICS.recoveryUnresolved, period).createAlarm(
       this,
       'RecoveryUnresolved',
@@ -181,6 +204,8 @@ export class Monitoring extends Construct {
       ...(this.undeliveredStartAlarm ? [this.undeliveredStartAlarm] : []),
       ...Object.values(this.missedStartAlarms),
       ...Object.values(this.backlogAlarms),
+      ...(this.canaryFailedAlarm ? [this.canaryFailedAlarm] : []),
+      ...(this.canaryMissedAlarm ? [this.canaryMissedAlarm] : []),
     ];
 
     if (props.alarmEmail) {
@@ -313,20 +338,41 @@ export class Monitoring extends Construct {
    * A tier whose window is longer gets no alarm, and a synth warning says so.
    */
   #missedStartAlarm(tier: string, tierPeriod: Duration): cloudwatch.Alarm | undefined {
-    const window = tierPeriod.toSeconds() * 2;
-    const alarmPeriod = Math.min(tierPeriod.toSeconds(), 86_400);
+    const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;
+    return this.#silenceAlarm(
+      { key: tier, what: `the ${tier} tier` },
+      `MissedStart${name}`,
+      this.tierMetric(tier, tierPeriod),
+      tierPeriod,
+      (window) =>
+        `No ${tier} execution reached its Plan step within two of the tier's schedule periods (${window / 3600} h). Check the ${tier} schedule (enabled, its role), the schedules dead-letter queue and failed executions. Right after the first deploy this alarms until the tier's first run (or start one: compactor start --tier ${tier}).`,
+    );
+  }
+
+  /**
+   * An alarm when `metric` (a sum) stayed under 1 for two of `schedulePeriod`, missing data
+   * breaching, in whole alarm periods of at most a day (the window rules above).
+   */
+  #silenceAlarm(
+    subject: { readonly key: string; readonly what: string },
+    id: string,
+    metric: cloudwatch.Metric,
+    schedulePeriod: Duration,
+    description: (windowSeconds: number) => string,
+  ): cloudwatch.Alarm | undefined {
+    const window = schedulePeriod.toSeconds() * 2;
+    const alarmPeriod = Math.min(schedulePeriod.toSeconds(), 86_400);
     const evaluationPeriods = Math.ceil(window / alarmPeriod);
     const limit = alarmPeriod < 3600 ? 86_400 : 604_800;
     if (evaluationPeriods * alarmPeriod > limit) {
       Annotations.of(this).addWarningV2(
-        `compactor:missedStartWindow:${tier}`,
-        `No missed-start alarm for the ${tier} tier: two of its periods (${window / 3600} h) exceed CloudWatch's ${limit / 86_400}-day alarm window.`,
+        `compactor:missedStartWindow:${subject.key}`,
+        `No missed-start alarm for ${subject.what}: two of its periods (${window / 3600} h) exceed CloudWatch's ${limit / 86_400}-day alarm window.`,
       );
       return undefined;
     }
-    const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;
-    return this.tierMetric(tier, Duration.seconds(alarmPeriod)).createAlarm(this, `MissedStart${name}`, {
-      alarmDescription: `No ${tier} execution reached its Plan step within two of the tier's schedule periods (${window / 3600} h). Check the ${tier} schedule (enabled, its role), the schedules dead-letter queue and failed executions. Right after the first deploy this alarms until the tier's first run (or start one: compactor start --tier ${tier}).`,
+    return metric.with({ period: Duration.seconds(alarmPeriod) }).createAlarm(this, id, {
+      alarmDescription: description(window),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods,
@@ -376,6 +422,30 @@ export class Monitoring extends Construct {
       dimensionsMap: { service: this.#service, tier },
       statistic: 'Maximum',
       period,
+    });
+  }
+
+  /**
+   * The canary state machine's ExecutionsFailed + ExecutionsTimedOut (AWS/States, dimension
+   * StateMachineArn, https://docs.aws.amazon.com/step-functions/latest/dg/procedure-cw-metrics.html).
+   * A canary execution fails on any failed step, its compaction included, after removing the canary.
+   */
+  #canaryFailedAlarm(stateMachine: sfn.IStateMachine, period: Duration): cloudwatch.Alarm {
+    return new cloudwatch.MathExpression({
+      expression: 'failed + timedOut',
+      usingMetrics: {
+        failed: stateMachine.metricFailed({ period, statistic: 'Sum' }),
+        timedOut: stateMachine.metricTimedOut({ period, statistic: 'Sum' }),
+      },
+      period,
+      label: 'canary executions failed or timed out',
+    }).createAlarm(this, 'CanaryFailed', {
+      alarmDescription:
+        'The scheduled canary failed: the deployed compactor did not compact its canary table exactly (or a canary step failed). Open the execution in the Step Functions console: the failed state and its cause say what; `compactor doctor --stack <name>` runs the same check by hand.',
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
   }
 

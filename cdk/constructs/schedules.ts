@@ -49,6 +49,8 @@ export class CompactionSchedules extends Construct {
   /** Starts that could not be delivered; the monitoring alarms on it. */
   readonly deadLetterQueue: sqs.Queue;
   readonly group: scheduler.ScheduleGroup;
+  readonly #retryAttempts: number;
+  readonly #maxEventAge: Duration;
 
   constructor(scope: Construct, id: string, props: CompactionSchedulesProps) {
     super(scope, id);
@@ -66,27 +68,50 @@ export class CompactionSchedules extends Construct {
     // Holds only these schedules, so it goes with the stack.
     this.group = new scheduler.ScheduleGroup(this, 'Group', { removalPolicy: RemovalPolicy.DESTROY });
 
+    this.#retryAttempts = props.retryAttempts ?? 10;
+    this.#maxEventAge = props.maxEventAge ?? Duration.hours(1);
     const schedules: Partial<Record<JobKind, scheduler.Schedule>> = {};
     for (const tier of Object.keys(props.tiers) as JobKind[]) {
       const settings = props.tiers[tier];
       if (!settings?.enabled) continue;
-      // No role given: CDK creates one per target (shared by every schedule of this state machine).
-      const target = new StepFunctionsStartExecution(props.stateMachine, {
-        input: scheduler.ScheduleTargetInput.fromObject({ tier }),
-        deadLetterQueue: this.deadLetterQueue,
-        retryAttempts: props.retryAttempts ?? 10,
-        maxEventAge: props.maxEventAge ?? Duration.hours(1),
-      });
-      schedules[tier] = new scheduler.Schedule(this, `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`, {
-        // Partitions are UTC hours and days, so the schedule is too.
-        schedule: scheduler.ScheduleExpression.expression(settings.expression, TimeZone.ETC_UTC),
-        target,
-        scheduleGroup: this.group,
+      schedules[tier] = this.addStart(`${tier.charAt(0).toUpperCase()}${tier.slice(1)}`, {
+        stateMachine: props.stateMachine,
+        input: { tier },
+        expression: settings.expression,
         description: `compactor: start the ${tier} tier`,
-        timeWindow: scheduler.TimeWindow.off(),
       });
     }
     this.schedules = schedules;
+  }
+
+  /**
+   * A schedule in this group starting `stateMachine` with `input`, with the group's retries and
+   * dead-letter queue. No role given: CDK creates one per target state machine (shared by every
+   * schedule of it).
+   */
+  addStart(
+    id: string,
+    start: {
+      readonly stateMachine: sfn.IStateMachine;
+      readonly input: Record<string, unknown>;
+      readonly expression: string;
+      readonly description: string;
+    },
+  ): scheduler.Schedule {
+    const target = new StepFunctionsStartExecution(start.stateMachine, {
+      input: scheduler.ScheduleTargetInput.fromObject(start.input),
+      deadLetterQueue: this.deadLetterQueue,
+      retryAttempts: this.#retryAttempts,
+      maxEventAge: this.#maxEventAge,
+    });
+    return new scheduler.Schedule(this, id, {
+      // Partitions are UTC hours and days, so the schedule is too.
+      schedule: scheduler.ScheduleExpression.expression(start.expression, TimeZone.ETC_UTC),
+      target,
+      scheduleGroup: this.group,
+      description: start.description,
+      timeWindow: scheduler.TimeWindow.off(),
+    });
   }
 }
 

@@ -8,6 +8,23 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { StepName } from '../../functions/contract.ts';
 import { stateFolder } from '../../functions/core/state-root.ts';
 
+/** Statements on objects under key prefixes (`<prefix>*`) and on listing them. */
+export function prefixStatements(bucket: s3.IBucket) {
+  return {
+    objects: (actions: string[], ...prefixes: string[]) =>
+      new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) }),
+    list: (...prefixes: string[]) =>
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [bucket.bucketArn],
+        // An empty data root is the whole bucket: no condition (a list without Prefix has no s3:prefix).
+        ...(prefixes.includes('')
+          ? {}
+          : { conditions: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } } }),
+      }),
+  };
+}
+
 /**
  * Least privilege per step. P = data root, S = state root (P + '_compaction/'). ListBucket is
  * granted on exactly the prefixes a step reads or conditionally deletes, because S3 answers a
@@ -34,17 +51,7 @@ export function stepGrants(
   // missing key answers 403, not 404, without ListBucket on it
   // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html, "Permissions").
   const RC = stateFolder(S, 'receipts');
-  const objects = (actions: string[], ...prefixes: string[]) =>
-    new iam.PolicyStatement({ actions, resources: prefixes.map((p) => bucket.arnForObjects(`${p}*`)) });
-  const list = (...prefixes: string[]) =>
-    new iam.PolicyStatement({
-      actions: ['s3:ListBucket'],
-      resources: [bucket.bucketArn],
-      // An empty data root is the whole bucket: no condition (a list without Prefix has no s3:prefix).
-      ...(prefixes.includes('')
-        ? {}
-        : { conditions: { StringLike: { 's3:prefix': prefixes.map((p) => `${p}*`) } } }),
-    });
+  const { objects, list } = prefixStatements(bucket);
   const get = 's3:GetObject';
   const put = 's3:PutObject';
   const del = 's3:DeleteObject';

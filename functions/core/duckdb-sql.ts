@@ -26,3 +26,8 @@ export function escapeGlob(path: string): string {
 export function parquetPath(path: string): string {
   return quoteString(escapeGlob(path));
 }
+
+/** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */
+export function readAll(files: readonly string[]): string {
+  return `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
+}

@@ -145,6 +145,8 @@ export interface Engine {
    * a time unit cannot be compacted.
    */
   integerOutside?(file: string, column: string, low: bigint, high: bigint): Promise<IntegerOutside>;
+  /** Runs SQL and returns its rows: the canary writes and reads its table with it (core/canary.ts). */
+  query?(sql: string): Promise<Record<string, unknown>[]>;
 
   close(): Promise<void>;
 }

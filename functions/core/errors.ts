@@ -20,6 +20,7 @@ export const ErrorNames = {
   DeleteFailed: 'DeleteFailedError',
   Config: 'ConfigError',
   StoreGuarantees: 'StoreGuaranteesError',
+  CanaryFailed: 'CanaryFailedError',
 } as const;
 
 export type ErrorName = (typeof ErrorNames)[keyof typeof ErrorNames];
@@ -155,6 +156,14 @@ export class StoreGuaranteesError extends CompactorError {
     this.location = location;
     this.missing = missing;
   }
+}
+
+/**
+ * The canary's rows or state were not what its execution should leave (core/canary.ts): the
+ * scheduled canary fails with it, and its alarm fires.
+ */
+export class CanaryFailedError extends CompactorError {
+  override readonly name = ErrorNames.CanaryFailed;
 }
 
 /** Errors worth retrying the same step for (Step Functions Retry uses these names). */

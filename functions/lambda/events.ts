@@ -194,3 +194,21 @@ function resultsKeysOf(e: Json): string[] {
   add(e.map, 'map');
   return keys.reverse();
 }
+
+/** What each step of the scheduled canary takes: its id, and the hour it was written in once seeded. */
+export interface CanaryEvent {
+  readonly id: string;
+  readonly hourStart?: number;
+}
+
+export function parseCanaryEvent(event: unknown): CanaryEvent {
+  const what = 'canary input';
+  const e = object(event, what);
+  const id = text(e.id, 'id', what);
+  if (e.hourStart === undefined) return { id };
+  if (typeof e.hourStart !== 'number' || !Number.isSafeInteger(e.hourStart))
+    throw new ConfigError(
+      `${what}: "hourStart" must be a time in milliseconds, got ${JSON.stringify(e.hourStart)}`,
+    );
+  return { id, hourStart: e.hourStart };
+}

@@ -8,9 +8,14 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type JsonObject = { [key: string]: Json };
 export type StateDef = JsonObject;
 
+/** A Task that starts a state machine's execution (the Step Functions integration, any pattern). */
+export function startsExecution(state: StateDef): boolean {
+  return typeof state.Resource === 'string' && /:states:::states:startExecution(\.|$)/.test(state.Resource);
+}
+
 /**
  * Every Task state, keyed by state name (names must be unique to bind them), with its Lambda
- * function name, or undefined for the emulation's own states.
+ * function name, or undefined for the emulation's own states and for a state machine it starts.
  */
 export function taskFunctions(
   states: Record<string, StateDef>,
@@ -20,7 +25,7 @@ export function taskFunctions(
     if (state.Type === 'Task') {
       const params = state.Parameters as JsonObject | undefined;
       const fn = params?.FunctionName;
-      if (typeof fn !== 'string' && params?.__local === undefined) {
+      if (typeof fn !== 'string' && params?.__local === undefined && !startsExecution(state)) {
         throw new Error(`task state "${name}" has no FunctionName to bind locally`);
       }
       if (out.has(name))

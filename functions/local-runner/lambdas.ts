@@ -6,9 +6,12 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { LogItemExtraInput, LogItemMessage } from '@aws-lambda-powertools/logger/types';
 import type { Context } from 'aws-lambda';
+import { createHandler as canaryCheck } from '../canary-check.ts';
+import { createHandler as canaryRemove } from '../canary-remove.ts';
+import { createHandler as canarySeed } from '../canary-seed.ts';
 import { createHandler as clearManifest } from '../clear-manifest.ts';
 import { createHandler as compact } from '../compact.ts';
-import { SERVICE_NAME, type StepName } from '../contract.ts';
+import { type CanaryStepName, SERVICE_NAME, type StepName } from '../contract.ts';
 import { createHandler as deleteInputs } from '../delete-inputs.ts';
 import type { DepsFactory } from '../lambda/handler-kit.ts';
 import type { Observability } from '../lambda/telemetry.ts';
@@ -30,6 +33,13 @@ export const STEP_HANDLERS = {
   'clear-manifest': clearManifest,
   summary,
 } as const satisfies Record<StepName, unknown>;
+
+/** The scheduled canary's handlers by the name its functions are tagged with. */
+export const CANARY_HANDLERS = {
+  'canary-seed': canarySeed,
+  'canary-check': canaryCheck,
+  'canary-remove': canaryRemove,
+} as const satisfies Record<CanaryStepName, unknown>;
 
 export type { StepName };
 
@@ -81,15 +91,19 @@ export type StepObserver = (step: StepName, payload: unknown, result: unknown, e
  * An invoker that calls, for each function name the definition uses, the handler of the step
  * that function runs. An unknown function name is an error, never a silent no-op.
  */
-export function localInvoker(
-  functionSteps: ReadonlyMap<string, StepName>,
+export function localInvoker<S extends string = StepName>(
+  functionSteps: ReadonlyMap<string, S>,
   getDeps: DepsFactory,
-  onResult?: StepObserver,
+  onResult?: (step: S, payload: unknown, result: unknown, elapsedMs: number) => void,
   onLog?: LogSink,
+  table: Record<S, (getDeps: DepsFactory, observability: Observability) => unknown> = STEP_HANDLERS as never,
 ): LambdaInvoker {
   const observability = localObservability(onLog);
   const handlers = new Map(
-    [...new Set(functionSteps.values())].map((step) => [step, STEP_HANDLERS[step](getDeps, observability)]),
+    [...new Set(functionSteps.values())].map((step) => [
+      step,
+      table[step](getDeps, observability) as (payload: unknown, context: Context) => Promise<unknown>,
+    ]),
   );
   let request = 0;
   return async (functionName, payload) => {

@@ -225,6 +225,28 @@ async function removeDeadScratch(workDir: string): Promise<void> {
   }
 }
 
+/**
+ * What the handlers a local run binds get: the run's store, config, clock and engine (created
+ * once), a scratch folder of the execution and its owners.
+ */
+export function localHandlerDeps(
+  deps: LocalRunDeps,
+  bucket: string,
+  owners: LocalOwners,
+  executionId: string,
+): HandlerDeps {
+  return {
+    store: deps.store,
+    bucket,
+    config: deps.config,
+    clock: deps.clock,
+    engine: once(deps.engine),
+    workDir: join(deps.workDir, scratchName(executionId)),
+    isOwnerAlive: owners.isAlive,
+    randomHex: () => randomBytes(8).toString('hex'),
+  };
+}
+
 export async function runWorkflowLocally(
   workflow: SynthesizedWorkflow,
   deps: LocalRunDeps,
@@ -241,14 +263,7 @@ export async function runWorkflowLocally(
   let manifests: readonly string[] = [];
   try {
     const handlerDeps: HandlerDeps = {
-      store: deps.store,
-      bucket: workflow.bucket,
-      config: deps.config,
-      clock: deps.clock,
-      engine: once(deps.engine),
-      workDir: join(deps.workDir, scratchName(executionId)),
-      isOwnerAlive: owners.isAlive,
-      randomHex: () => randomBytes(8).toString('hex'),
+      ...localHandlerDeps(deps, workflow.bucket, owners, executionId),
       // Known once the execution ran: what its Maps' ResultWriter emulation wrote.
       mapRunManifests: async () => manifests,
     };

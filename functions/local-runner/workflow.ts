@@ -37,6 +37,7 @@ import {
   type JsonObject,
   pruneUnreachable,
   type StateDef,
+  startsExecution,
   taskFunctions,
 } from './asl-graph.ts';
 import { type ChildDeliveries, childExecutions } from './child-executions.ts';
@@ -88,11 +89,38 @@ export interface WorkflowExecution {
   readonly childExecutions: number;
 }
 
+/** How a started execution ended (StartExecution's `.sync` integration waits for it). */
+export interface StartedExecutionResult {
+  readonly executionArn: string;
+  readonly status: 'SUCCEEDED' | 'FAILED';
+  readonly output?: Json;
+  readonly error?: string;
+  readonly cause?: string;
+}
+
+/** Runs the state machine a definition starts (by its ARN there) with the task's parameters, to its end. */
+export type ExecutionStarter = (request: {
+  readonly stateMachineArn: string;
+  readonly input: JsonObject;
+  readonly name?: string;
+}) => Promise<StartedExecutionResult>;
+
 export interface LocalWorkflowDeps {
   readonly store: ObjectStore;
   /** The bucket name the definition refers to (the local stand-in's name). */
   readonly bucket: string;
   readonly invoke: LambdaInvoker;
+  /** Runs the executions the definition starts; absent: a definition that starts one cannot run locally. */
+  readonly startExecution?: ExecutionStarter;
+}
+
+/**
+ * A `.sync` StartExecution task whose execution did not succeed fails with States.TaskFailed,
+ * its cause the execution's description
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/connect-stepfunctions.html).
+ */
+class StartedExecutionFailedError extends Error {
+  override readonly name = 'States.TaskFailed';
 }
 
 export interface RunLocalOptions {
@@ -314,6 +342,25 @@ function bindTasks(
         b.mapRunResults.push(all);
         checkTolerance(emulation, all);
         return details;
+      };
+    } else if (startsExecution(stateOf(stateName) ?? {})) {
+      handlers[stateName] = async (taskInput) => {
+        const { StateMachineArn, Input, Name } = taskInput as JsonObject;
+        if (!b.deps.startExecution) throw new Error(`no local state machine is bound for ${stateName}`);
+        const ended = await b.deps.startExecution({
+          stateMachineArn: String(StateMachineArn),
+          input: (Input ?? {}) as JsonObject,
+          ...(typeof Name === 'string' ? { name: Name } : {}),
+        });
+        const described = {
+          ExecutionArn: ended.executionArn,
+          StateMachineArn: String(StateMachineArn),
+          Status: ended.status,
+          ...(ended.output !== undefined ? { Output: ended.output } : {}),
+          ...(ended.error !== undefined ? { Error: ended.error, Cause: ended.cause ?? '' } : {}),
+        };
+        if (ended.status !== 'SUCCEEDED') throw new StartedExecutionFailedError(JSON.stringify(described));
+        return described;
       };
     } else if (functionName !== undefined) {
       handlers[stateName] = async (taskInput) => {

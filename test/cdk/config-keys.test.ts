@@ -38,6 +38,8 @@ const DEPLOY_ONLY: Record<string, string> = {
   'lambda.partitionSteps.ephemeralStorageMb': 'Lambda sizing',
   'lambda.others.memoryMb': 'Lambda sizing',
   'lambda.others.ephemeralStorageMb': 'Lambda sizing',
+  'canary.enabled': 'deploys the scheduled canary state machine, its Lambdas, schedule and alarms',
+  'canary.schedule': 'an EventBridge schedule',
   alarmEmail: "the alarms' SNS subscription",
   metricsNamespace: "the dashboard's and alarms' CloudWatch namespace",
   removalPolicy: "the created bucket's and logs' removal policy",
@@ -170,6 +172,7 @@ function deployOnlyValue(key: string): unknown {
     removalPolicy: 'destroy',
     'map.maxConcurrency': 3,
     'map.toleratedFailurePercentage': 20,
+    'canary.enabled': true,
   };
   if (key in values) return values[key];
   if (key.endsWith('.schedule')) return 'rate(2 hours)';

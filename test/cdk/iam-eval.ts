@@ -177,18 +177,22 @@ export class StackIam {
   constructor(json: CfnTemplate) {
     this.t = new ResolvedTemplate(json);
     this.stepRole = new Map([...stepRoles(json)].map(([role, step]) => [step, role]));
-    const sm = this.t.only('AWS::StepFunctions::StateMachine');
+    // The compaction state machine (the canary's, when deployed, is `Canary...`).
+    const sm = this.t.only('AWS::StepFunctions::StateMachine', (id) => id.startsWith('WorkflowStateMachine'));
     this.stateMachineArn = this.t.getAtt(sm, 'Arn');
     this.stateMachineName = this.t.getAtt(sm, 'Name');
     this.stateMachineRole = roleOf(this.t.json.Resources[sm]?.Properties.RoleArn);
-    const scheduleTargets = this.t
-      .ids('AWS::Scheduler::Schedule')
-      .map((id) => (this.t.json.Resources[id] as CfnResource).Properties.Target as { RoleArn: unknown });
+    const startsCompaction = (id: string) =>
+      JSON.stringify((this.t.json.Resources[id] as CfnResource).Properties.Target).includes(`"${sm}"`);
+    const compactionSchedules = this.t.ids('AWS::Scheduler::Schedule').filter(startsCompaction);
+    const scheduleTargets = compactionSchedules.map(
+      (id) => (this.t.json.Resources[id] as CfnResource).Properties.Target as { RoleArn: unknown },
+    );
     const schedulerRoles = new Set(scheduleTargets.map((target) => roleOf(target.RoleArn)));
     if (schedulerRoles.size !== 1)
       throw new Error(`expected one Scheduler role, found ${[...schedulerRoles]}`);
     this.schedulerRole = [...schedulerRoles][0] as string;
-    const schedule = this.t.ids('AWS::Scheduler::Schedule')[0] as string;
+    const schedule = compactionSchedules[0] as string;
     const target = this.t.resolve(this.t.json.Resources[schedule]?.Properties.Target) as {
       DeadLetterConfig: { Arn: string };
     };

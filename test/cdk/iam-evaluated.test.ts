@@ -24,7 +24,9 @@ import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { CANARY_STEPS, type CanaryStepName } from '../../functions/contract.ts';
 import { type JobKind, parseConfig } from '../../functions/core/config.ts';
+import { systemClock } from '../../functions/core/engine.ts';
 import {
   type CopyOptions,
   type DeleteRequest,
@@ -34,6 +36,7 @@ import {
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
+import { runCanaryLocally } from '../../functions/local-runner/canary.ts';
 import { localObservability, STEP_HANDLERS, type StepName } from '../../functions/local-runner/lambdas.ts';
 import { fireStatusRules } from '../../functions/local-runner/status-rules.ts';
 import { executeDefinition } from '../../functions/local-runner/workflow.ts';
@@ -80,7 +83,7 @@ type StoreCall =
   | { readonly op: 'list-uploads'; readonly prefix: string }
   | { readonly op: 'abort-upload'; readonly key: string };
 
-type Caller = StepName | 'state machine';
+type Caller = StepName | CanaryStepName | 'state machine';
 
 interface Recorded {
   readonly caller: Caller;
@@ -749,4 +752,99 @@ describe('IAM evaluated against the synthesized stack (@cloud-copilot/iam-simula
       expect((await evaluate(iam, plain)).result).toBe('ExplicitlyDenied');
     });
   });
+});
+
+/**
+ * The scheduled canary's Lambdas: every store call each made in a canary execution run locally
+ * (the synthesized canary state machine, its compaction run too) is allowed, and none of their
+ * roles may write or delete anything outside the canary's key prefix: not the lake's tables, not
+ * the state root, not another prefix that merely starts like it.
+ */
+describe("IAM evaluated: the canary's roles (canary.enabled)", () => {
+  let iam: StackIam;
+  const log: Recorded[] = [];
+
+  beforeAll(async () => {
+    const { json } = synth({ compactor: { ...STACK_CONTEXT, canary: { enabled: true } } });
+    iam = new StackIam(json);
+    const dir = join(root, 'canary-lake');
+    await writeLake(engine, dir, [
+      { key: `${PREFIX}db/cpu/2025/01/14/10/cpu_20250114_100100_1.parquet`, rows: 5 },
+    ]);
+    const inner = new LocalFolderStore(dir);
+    const fn = Object.values(json.Resources).find(
+      (r) => r.Type === 'AWS::Lambda::Function' && JSON.stringify(r.Properties).includes('canary-seed'),
+    );
+    const env = fn?.Properties.Environment as { Variables: { COMPACTOR_CONFIG: string } };
+    const { execution } = await runCanaryLocally(
+      json as Parameters<typeof runCanaryLocally>[0],
+      {
+        store: inner,
+        config: parseConfig(JSON.parse(env.Variables.COMPACTOR_CONFIG)),
+        clock: systemClock,
+        engine: async () => engine,
+        workDir: join(root, 'canary-work'),
+      },
+      { retryIntervalMs: 0, storeFor: (step) => new RecordingStore(inner, step, log) },
+    );
+    expect(execution.status, `${execution.error}: ${execution.cause}`).toBe('SUCCEEDED');
+  }, HANG_GUARD_MS);
+
+  it('allows every call each canary Lambda made', async () => {
+    expect(new Set(log.map((r) => r.caller))).toEqual(new Set(CANARY_STEPS));
+    expect(log.some(({ call }) => call.op === 'put')).toBe(true);
+    expect(log.some(({ call }) => call.op === 'delete')).toBe(true);
+    const requests = dedupe(
+      log.flatMap(({ caller, call }) =>
+        storeCallRequests(iam, iam.stepRole.get(caller) as string, caller, call, undefined),
+      ),
+    );
+    expect(await denied(iam, requests)).toEqual([]);
+  }, 120_000);
+
+  it('allows them under a KMS key the stack creates too (kms:Decrypt and GenerateDataKey)', async () => {
+    const { json } = synth({
+      compactor: { ...STACK_CONTEXT, canary: { enabled: true }, bucket: { encryption: 'kms' } },
+    });
+    const kmsIam = new StackIam(json);
+    const policy = kmsIam.keyPolicy();
+    if (!kmsIam.createdKeyArn || !policy) throw new Error('the stack created no key');
+    const key = { arn: kmsIam.createdKeyArn, policy };
+    const requests = dedupe(
+      log.flatMap(({ caller, call }) =>
+        storeCallRequests(kmsIam, kmsIam.stepRole.get(caller) as string, caller, call, key),
+      ),
+    );
+    expect(requests.some((r) => r.action === 'kms:GenerateDataKey')).toBe(true);
+    expect(await denied(kmsIam, requests)).toEqual([]);
+  }, 120_000);
+
+  it('denies every canary role any write or delete outside the canary prefix', async () => {
+    const write = (step: CanaryStepName, action: string, key: string): IamRequest => ({
+      caller: { role: iam.stepRole.get(step) as string },
+      action,
+      resource: `${iam.bucketArn}/${key}`,
+      context: TLS,
+      resourcePolicy: iam.bucketPolicy(),
+    });
+    const outside = [
+      `${PREFIX}db/cpu/2025/01/14/10/cpu_20250114_100100_1.parquet`,
+      `${PREFIX}db/cpu/2025/01/14/10/cpu_20250114_100000_j1_compacted.parquet`,
+      `${PREFIX}_compaction/manifests/hourly/db/cpu/2025/01/14/10.json`,
+      `${PREFIX}_compaction/staging/j1/x.parquet`,
+      `${PREFIX}_compactor_doctor/other/x.parquet`,
+      `${PREFIX}_compactor_doctor-canary-1/x.parquet`,
+      `_compactor_doctor/canary-1/x.parquet`,
+    ];
+    const actions = ['s3:PutObject', 's3:DeleteObject', 's3:AbortMultipartUpload'];
+    const requests = CANARY_STEPS.flatMap((step) =>
+      outside.flatMap((key) => actions.map((action) => write(step, action, key))),
+    );
+    const results = await Promise.all(requests.map((r) => evaluate(iam, r)));
+    expect(results.filter((e) => e.result === 'Allowed').map((e) => describeRequest(iam, e))).toEqual([]);
+    // The evaluation can say yes: inside the prefix, seed writes and remove deletes.
+    const inside = `${PREFIX}_compactor_doctor/canary-0a1b2c3d/x.parquet`;
+    expect((await evaluate(iam, write('canary-seed', 's3:PutObject', inside))).result).toBe('Allowed');
+    expect((await evaluate(iam, write('canary-remove', 's3:DeleteObject', inside))).result).toBe('Allowed');
+  }, 120_000);
 });

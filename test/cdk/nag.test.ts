@@ -47,6 +47,16 @@ describe('cdk-nag AwsSolutions', () => {
       { alarmEmail: 'ops@example.com', dataPrefix: 'lake/', removalPolicy: 'destroy' },
     ],
     ['an imported bucket', { bucket: { create: false, name: 'my-existing-lake' } }],
+    [
+      'the scheduled canary, a data prefix and a bucket under a KMS key',
+      {
+        canary: { enabled: true },
+        dataPrefix: 'lake/',
+        bucket: { encryption: 'kms' },
+        alarmEmail: 'ops@example.com',
+      },
+    ],
+    ['the scheduled canary at the bucket root', { canary: { enabled: true } }],
     ['a bucket under a KMS key of its own', { bucket: { encryption: 'kms' }, removalPolicy: 'destroy' }],
     [
       'an imported SSE-KMS bucket',

@@ -36,4 +36,29 @@ describe('the imports', () => {
       crossing.filter((c) => !c.startsWith('functions/local-runner/') && !c.startsWith('functions/cli/')),
     ).toEqual([]);
   });
+
+  it("leave the CLI and the stack out of every deployed Lambda's bundle (the canary's included)", () => {
+    const entries = [...graph.keys()].filter(
+      (f) => /^functions\/[^/]+\.ts$/.test(f) && f !== 'functions/contract.ts',
+    );
+    expect(entries).toEqual(
+      expect.arrayContaining(['functions/canary-seed.ts', 'functions/canary-check.ts']),
+    );
+    for (const entry of entries) {
+      const seen = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        for (const target of graph.get(file) ?? []) visit(target);
+      };
+      visit(entry);
+      expect(
+        [...seen].filter(
+          (f) =>
+            f.startsWith('functions/cli/') || f.startsWith('functions/local-runner/') || f.startsWith('cdk/'),
+        ),
+        entry,
+      ).toEqual([]);
+    }
+  });
 });

@@ -4,8 +4,9 @@
  */
 
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { parquetPath } from '../../core/duckdb-sql.ts';
 import type { Column } from '../../core/engine.ts';
+
+export { readAll } from '../../core/duckdb-sql.ts';
 
 /** DuckDbEngine's connection per call: the modules run their SQL on it, never on one of their own. */
 export type WithConnection = <T>(
@@ -14,11 +15,6 @@ export type WithConnection = <T>(
 ) => Promise<T>;
 
 const MAX_REASON_LENGTH = 300;
-
-/** Every row of these local files, read as compact reads them: columns matched by name, no hive columns. */
-export function readAll(files: readonly string[]): string {
-  return `read_parquet([${files.map(parquetPath).join(', ')}], union_by_name = true, hive_partitioning = false)`;
-}
 
 /** The columns and DuckDB types of `SELECT * FROM source`. */
 export async function describe(connection: DuckDBConnection, source: string): Promise<Column[]> {

@@ -18,6 +18,7 @@ import {
   type SFNClient,
   StartExecutionCommand,
 } from '@aws-sdk/client-sfn';
+import type { Canary } from '../../../core/canary.ts';
 import { systemClock } from '../../../core/engine.ts';
 import { runWorkflowLocally, type SynthesizedWorkflow } from '../../../local-runner/run.ts';
 import type { PlanOutput } from '../../../plan.ts';
@@ -25,7 +26,6 @@ import type { CliIo } from '../../command.ts';
 import type { buildEngine } from '../../context.ts';
 import { formatDuration, oneLine } from '../../format.ts';
 import { consoleUrl } from '../sfn/sfn.ts';
-import type { Canary } from './doctor-canary.ts';
 import type { DoctorDeps } from './doctor-options.ts';
 import type { Report } from './doctor-report.ts';
 import type { Target } from './doctor-target.ts';

@@ -13,7 +13,8 @@
  * 2 on bad usage.
  *
  * This file runs the checks in order. Its parts: doctor-target.ts (the form asked for and the
- * stack outputs), doctor-canary.ts (the canary table), doctor-execution.ts (the scoped
+ * stack outputs), core/canary.ts (the canary table, shared with the stack's scheduled canary),
+ * doctor-execution.ts (the scoped
  * execution), doctor-schedules.ts (the schedules), doctor-report.ts (the rows and their output);
  * each cites the AWS behaviour it relies on.
  *
@@ -24,6 +25,14 @@
 import { randomBytes } from 'node:crypto';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { DescribeStateMachineCommand, SFNClient } from '@aws-sdk/client-sfn';
+import {
+  type Canary,
+  checkCanaryRows,
+  checkCanaryState,
+  releaseCanary,
+  type Sql,
+  seedCanary,
+} from '../../../core/canary.ts';
 import { TIERS } from '../../../core/config.ts';
 import { ConfigError } from '../../../core/errors.ts';
 import { type ProbeReport, probeStore } from '../../../core/store-probe/store-probe.ts';
@@ -31,16 +40,7 @@ import { type SynthesizedWorkflow, synthesizeWorkflow } from '../../../local-run
 import type { CliIo } from '../../command.ts';
 import { buildEngine, parseStackContext, parseWhole } from '../../context.ts';
 import { DOCTOR_TIMEOUT_S } from '../../options.ts';
-import {
-  type Canary,
-  checkCanaryRows,
-  checkCanaryState,
-  listCanary,
-  removeCanary,
-  type Sql,
-  writeCanary,
-} from './doctor-canary.ts';
-import { definitionScopes, iso, judgeExecution, runDeployed, runLocal } from './doctor-execution.ts';
+import { definitionScopes, judgeExecution, runDeployed, runLocal } from './doctor-execution.ts';
 import type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 import { guard, printReport, Report } from './doctor-report.ts';
 import { checkSchedules } from './doctor-schedules.ts';
@@ -215,15 +215,12 @@ async function checkCanary(run: CanaryRun): Promise<void> {
   try {
     const id = run.randomHex();
     const sql: Sql = engine;
-    canary = await writeCanary(target.store, target.config, sql, id, now());
+    const seeded = await seedCanary(target.store, target.config, sql, id, now());
+    canary = seeded;
     io.err(
       `doctor: wrote canary table ${canary.table} (${canary.keys.length} raw files, ${canary.rows} rows) in ${canary.partition}`,
     );
-    // Plan as if the canary's files were already quiet (the doctor wrote them and is done), by
-    // the store's own clock (LastModified), so the canary need not sit out the quiet period.
-    const newest = Math.max(...(await listCanary(target.store, canary)).map((o) => o.lastModified.getTime()));
-    const planAt = Math.max(now(), newest + target.config.quietSeconds * 1000 + 1000);
-    const input = { tier: 'hourly', now: iso(planAt), only: canary.table };
+    const input = { tier: 'hourly', now: seeded.planAt, only: canary.table };
     const ended =
       'aws' in run.runner
         ? await runDeployed(run.runner.aws, input, id, io, run.deps, run.settings.timeoutMs, now)
@@ -274,16 +271,16 @@ async function checkCanaryAfter(
     state.detail,
     state.ok ? '' : 'compactor status shows it; compactor recover resolves a manifest whose execution ended',
   );
-  if (state.held) {
+  const removal = await releaseCanary(target.store, target.config, canary);
+  if (removal.held) {
     report.add(
       'canary removed',
       'skipped',
-      `kept under ${canary.prefix}: a live manifest names it (removing it would make recovery quarantine it)`,
+      removal.detail,
       `run compactor recover (or wait for the next cycle), then delete ${canary.prefix}`,
     );
     return;
   }
-  const removal = await removeCanary(target.store, target.config, canary);
   report.add(
     'canary removed',
     removal.ok ? 'pass' : 'FAIL',

@@ -1,23 +1,25 @@
 /**
- * `compactor doctor`'s canary: a tiny table of its own under the data root, named so no one
- * mistakes it for data (`_compactor_doctor/canary-<id>/` in arc), written as raw (L0) files of
- * one hour that the hourly tier will take, compacted by an execution scoped to it, checked row by
- * row through the visible view, and removed. It lives for the minutes the doctor runs; a reader
- * globbing the whole data root in that time sees its rows (they are ids 1..n of its own table).
+ * The canary: a tiny table of its own under the data root, named so no one mistakes it for data
+ * (`_compactor_doctor/canary-<id>/` in arc), written as raw (L0) files of one hour that the
+ * hourly tier will take, compacted by an execution scoped to it (execution input `only`), checked
+ * row by row through the visible view, and removed. `compactor doctor` runs it once; the stack's
+ * canary state machine (cdk/constructs/canary.ts) runs it on a schedule, each step a Lambda
+ * (functions/canary-*.ts) calling one function here. It lives for the minutes a run takes; a
+ * reader globbing the whole data root in that time sees its rows (ids 1..n of its own table).
  */
 
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parquetPath, quoteIdentifier, readAll } from '../../../adapters/duckdb-engine/duckdb-engine.ts';
-import type { CompactorConfig } from '../../../core/config.ts';
-import { ConfigError } from '../../../core/errors.ts';
-import { readExclusions } from '../../../core/exclusions.ts';
-import { readFailures } from '../../../core/failures.ts';
-import { HOURLY_SUFFIX, type Layout, levelOf } from '../../../core/layout.ts';
-import { jobIdOfOutput, receiptKey, receiptsRoot, stagingPrefix } from '../../../core/manifest/manifest.ts';
-import { MAX_DELETE_BATCH, type ObjectStore, type ObjectSummary } from '../../../core/object-store.ts';
-import { visibleFiles } from '../../../core/visible.ts';
+import type { CompactorConfig } from './config.ts';
+import { parquetPath, quoteIdentifier, readAll } from './duckdb-sql.ts';
+import { CanaryFailedError, ConfigError } from './errors.ts';
+import { readExclusions } from './exclusions.ts';
+import { readFailures } from './failures.ts';
+import { HOURLY_SUFFIX, type Layout, levelOf } from './layout.ts';
+import { jobIdOfOutput, receiptKey, receiptsRoot, stagingPrefix } from './manifest/manifest.ts';
+import { MAX_DELETE_BATCH, type ObjectStore, type ObjectSummary } from './object-store.ts';
+import { visibleFiles } from './visible.ts';
 
 const HOUR = 3_600_000;
 const ROWS_PER_FILE = 10;
@@ -110,25 +112,22 @@ export function canaryFileCount(config: CompactorConfig): number {
  * Writes the canary's files: ids 1..rows (unique, so the check is exact), the time column inside
  * the hour, and each sort key (as text) so the product's sort finds the columns it is configured with.
  */
-export async function writeCanary(
+async function writeCanary(
   store: ObjectStore,
   config: CompactorConfig,
   sql: Sql,
   id: string,
   now: number,
 ): Promise<Canary> {
-  const hourStart = canaryHour(config, now);
-  const place = canaryPlace(config.layout, id, hourStart);
-  const files = canaryFileCount(config);
+  const canary = canaryOf(config, id, canaryHour(config, now));
   const scratch = await mkdtemp(join(tmpdir(), 'compactor-canary-'));
-  const keys: string[] = [];
   try {
-    for (let i = 1; i <= files; i++) {
+    for (const [i, key] of canary.keys.entries()) {
       const path = join(scratch, `${i}.parquet`);
-      const first = (i - 1) * ROWS_PER_FILE + 1;
+      const first = i * ROWS_PER_FILE + 1;
       const columns = [
         `(${first} + r)::BIGINT AS id`,
-        `make_timestamp(${hourStart * 1000}::BIGINT + (r * 60000000)::BIGINT) AS ${quoteIdentifier(config.timeColumn)}`,
+        `make_timestamp(${canary.hourStart * 1000}::BIGINT + (r * 60000000)::BIGINT) AS ${quoteIdentifier(config.timeColumn)}`,
         ...config.sortKeys
           .filter((k) => k !== 'id' && k !== config.timeColumn)
           .map((k) => `'canary' AS ${quoteIdentifier(k)}`),
@@ -136,22 +135,70 @@ export async function writeCanary(
       await sql.query(
         `COPY (SELECT ${columns.join(', ')} FROM range(${ROWS_PER_FILE}) t(r)) TO ${parquetPath(path)} (FORMAT parquet)`,
       );
-      const key = place.fileKey(i);
       // A fresh id: the key cannot exist, and if it somehow does, nothing of it is overwritten.
       await store.put(key, { file: path }, { ifNoneMatch: '*' });
-      keys.push(key);
     }
   } finally {
     await rm(scratch, { recursive: true, force: true });
   }
+  return canary;
+}
+
+/** The canary the stack's state machine and the doctor draw: the first group of a UUID, or random hex. */
+const CANARY_ID = /^[0-9a-f]{1,32}$/;
+
+function checkedId(id: string): string {
+  if (!CANARY_ID.test(id)) throw new ConfigError(`a canary id is lowercase hex, got ${JSON.stringify(id)}`);
+  return id;
+}
+
+/**
+ * The canary of this id written in this hour, whole: its place, its raw files' keys and rows.
+ * The id and hour determine it, so each step of the scheduled canary needs only those.
+ */
+export function canaryOf(config: CompactorConfig, id: string, hourStart: number): Canary {
+  const place = canaryPlace(config.layout, checkedId(id), hourStart);
+  const files = canaryFileCount(config);
   return {
     table: place.table,
     prefix: place.prefix,
     partition: place.partition,
     hourStart,
-    keys,
+    keys: Array.from({ length: files }, (_, i) => place.fileKey(i + 1)),
     rows: files * ROWS_PER_FILE,
   };
+}
+
+/**
+ * The key prefix every canary of this layout starts with, up to its id (`lake/_compactor_doctor/canary-`
+ * in arc): the canary's role may write and delete under it and nowhere else.
+ */
+export function canaryKeyPrefix(layout: Layout): string {
+  const probe = 'f00d';
+  const { prefix } = canaryPlace(layout, probe, 0);
+  return prefix.slice(0, prefix.lastIndexOf(`canary-${probe}`) + 'canary-'.length);
+}
+
+export interface SeededCanary extends Canary {
+  /**
+   * The execution input's `now` (ISO): planning as if the canary's files were already quiet (the
+   * writer is done), by the store's own clock (LastModified), so it need not sit out quietSeconds.
+   */
+  readonly planAt: string;
+}
+
+/** Writes the canary table of this id and says when an execution scoped to it should plan. */
+export async function seedCanary(
+  store: ObjectStore,
+  config: CompactorConfig,
+  sql: Sql,
+  id: string,
+  now: number,
+): Promise<SeededCanary> {
+  const canary = await writeCanary(store, config, sql, id, now);
+  const newest = Math.max(...(await listCanary(store, canary)).map((o) => o.lastModified.getTime()));
+  const planAt = Math.max(now, newest + config.quietSeconds * 1000 + 1000);
+  return { ...canary, planAt: new Date(planAt).toISOString() };
 }
 
 /** Every object under the canary's table, data or not. */
@@ -234,8 +281,6 @@ export async function checkCanaryRows(
 export interface StateCheck {
   readonly ok: boolean;
   readonly detail: string;
-  /** A live manifest still holds the canary: removing its files would make recovery quarantine it. */
-  readonly held: boolean;
 }
 
 /** No live or quarantined manifest, quarantined input, failure record or staging object of the canary. */
@@ -268,12 +313,30 @@ export async function checkCanaryState(
     staging > 0 ? `${staging} staging object(s)` : '',
     ...(await missingReceipts(store, config, canary, jobIds)),
   ].filter(Boolean);
-  if (found.length > 0) return { ok: false, detail: `left: ${found.join('; ')}`, held: live.length > 0 };
+  if (found.length > 0) return { ok: false, detail: `left: ${found.join('; ')}` };
   return {
     ok: true,
     detail: `no manifest, staging object, quarantine or failure record of the canary, and its receipt (job ${[...jobIds].join(', ') || '?'})`,
-    held: false,
   };
+}
+
+/**
+ * The scheduled canary's check after its execution: its rows exact and no state of it left, or a
+ * CanaryFailedError naming what was found.
+ */
+export async function verifyCanary(
+  store: ObjectStore,
+  config: CompactorConfig,
+  sql: Sql,
+  canary: Canary,
+): Promise<{ readonly rows: string; readonly state: string }> {
+  const rows = await checkCanaryRows(store, config, sql, canary, undefined);
+  const state = await checkCanaryState(store, config, canary, rows.files);
+  if (!rows.ok || !state.ok) {
+    const found = [rows, state].filter((c) => !c.ok).map((c) => c.detail);
+    throw new CanaryFailedError(`canary ${canary.table}: ${found.join('; ')}`);
+  }
+  return { rows: rows.detail, state: state.detail };
 }
 
 /** The canary jobs that cleared without their receipt (each committed job leaves one). */
@@ -291,11 +354,41 @@ async function missingReceipts(
   return missing;
 }
 
+export interface Removal {
+  readonly ok: boolean;
+  readonly detail: string;
+  /** A live manifest still names the canary: it was kept, since removing it would make recovery quarantine the job. */
+  readonly held: boolean;
+}
+
+/**
+ * Removes the canary, unless a live manifest still names it (its job has not ended, or ended
+ * without recovery yet): removing its files then would make recovery quarantine the job, so it
+ * is kept and the result says so.
+ */
+export async function releaseCanary(
+  store: ObjectStore,
+  config: CompactorConfig,
+  canary: Pick<Canary, 'prefix'>,
+): Promise<Removal> {
+  const live = (await readExclusions(store, config)).liveManifests.filter((m) =>
+    m.partition.startsWith(canary.prefix),
+  );
+  if (live.length > 0) {
+    return {
+      ok: false,
+      held: true,
+      detail: `kept under ${canary.prefix}: ${live.length} live manifest(s) name it (removing it would make recovery quarantine it)`,
+    };
+  }
+  return { ...(await removeCanary(store, config, canary)), held: false };
+}
+
 /**
  * Deletes every object under the canary's table and its jobs' receipts (conditioned on the ETag
  * listed) and lists both again.
  */
-export async function removeCanary(
+async function removeCanary(
   store: ObjectStore,
   config: CompactorConfig,
   canary: Pick<Canary, 'prefix'>,
@@ -326,5 +419,15 @@ export async function removeCanary(
 
 /** Where the receipts of the canary's jobs are: its table's folder under the receipts. */
 function canaryReceipts(config: CompactorConfig, canary: Pick<Canary, 'prefix'>): string {
-  return `${receiptsRoot(config.layout)}${canary.prefix.slice(config.layout.dataPrefix.length)}`;
+  return receiptsUnder(config.layout, canary.prefix);
+}
+
+/** The receipts of the jobs under a data key prefix: the same path under the receipts folder. */
+function receiptsUnder(layout: Layout, dataKeyPrefix: string): string {
+  return `${receiptsRoot(layout)}${dataKeyPrefix.slice(layout.dataPrefix.length)}`;
+}
+
+/** Where every canary's receipts begin (canaryKeyPrefix under the receipts folder): its grants' scope. */
+export function canaryReceiptsKeyPrefix(layout: Layout): string {
+  return receiptsUnder(layout, canaryKeyPrefix(layout));
 }
