@@ -68,6 +68,7 @@ const COMMANDS: Record<CommandName, Handler> = {
   recover: async (options, io) => (await import('./commands/recover.ts')).recoverCommand(options, io),
   status: async (options, io) => (await import('./commands/status.ts')).statusCommand(options, io),
   receipts: async (options, io) => (await import('./commands/receipts.ts')).receiptsCommand(options, io),
+  audit: async (options, io) => (await import('./commands/audit.ts')).auditCommand(options, io),
   verify: async (options, io) => (await import('./commands/verify.ts')).verifyCommand(options, io),
   visible: async (options, io) => (await import('./commands/visible.ts')).visibleCommand(options, io),
   repair: async (options, io) => (await import('./commands/repair.ts')).repairCommand(options, io),

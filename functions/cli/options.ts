@@ -275,6 +275,7 @@ export const COMMAND_OPTIONS = {
   recover: [...STORE, ...LAYOUT, 'now', 'unsafe-single-writer-store', 'json'],
   status: [...STORE, ...LAYOUT, 'now', 'json'],
   receipts: [...STORE, ...LAYOUT, 'partition', 'since', 'json'],
+  audit: [...STORE, ...LAYOUT, 'now', ...ENGINE, 'json'],
   verify: [...STORE, ...LAYOUT, ...ENGINE, 'json'],
   visible: [...STORE, ...LAYOUT, 'format', 'sql', ...ENGINE, 'json'],
   repair: [...STORE, ...LAYOUT, 'now', 'dry-run', ...ENGINE, 'unsafe-single-writer-store', 'json'],

@@ -34,6 +34,10 @@ Commands:
   receipts [--partition P]    what each committed job did (inputs and their versions, outputs, rows,
                               column ranges), from its receipt; --since T: jobs started since T
   verify                      row counts per partition: plain glob vs the visible view
+  audit                       any lake, ours or not, per table and day: files, rows, and every
+                              defect (duplicates by content, half-compacted hours, orphans,
+                              outputs changed since their receipt, restored inputs, stale
+                              quarantine records), each named with its fix; exit 1 if any
   visible [--format F]        the files a consistent reader should read, or a statement that reads
                               exactly them: F is duckdb (--sql), clickhouse, polars, spark or athena
                               (athena writes SymlinkTextInputFormat manifests under the state root's

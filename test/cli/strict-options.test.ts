@@ -33,6 +33,7 @@ vi.mock('../../functions/cli/commands/plan.ts', () => ({ planCommand: recorder('
 vi.mock('../../functions/cli/commands/recover.ts', () => ({ recoverCommand: recorder('recover') }));
 vi.mock('../../functions/cli/commands/status.ts', () => ({ statusCommand: recorder('status') }));
 vi.mock('../../functions/cli/commands/receipts.ts', () => ({ receiptsCommand: recorder('receipts') }));
+vi.mock('../../functions/cli/commands/audit.ts', () => ({ auditCommand: recorder('audit') }));
 vi.mock('../../functions/cli/commands/verify.ts', () => ({ verifyCommand: recorder('verify') }));
 vi.mock('../../functions/cli/commands/visible.ts', () => ({ visibleCommand: recorder('visible') }));
 vi.mock('../../functions/cli/commands/repair.ts', () => ({ repairCommand: recorder('repair') }));

@@ -5,6 +5,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TransientStoreError } from '../../core/errors.ts';
+import { halfCompacted } from '../../core/half-compacted.ts';
 import type { ObjectSummary } from '../../core/object-store.ts';
 import { type VisibleView, visibleFiles } from '../../core/visible.ts';
 import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
@@ -33,7 +34,7 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     const { view, all, rows } = await stableSnapshot(ctx, engine);
     const visible = new Set(view.files.map((f) => `${f.key}\0${f.etag}`));
     const byPartition = new Map<string, PartitionRows>();
-    const modified = new Map(all.map((o) => [o.key, o.lastModified.getTime()]));
+    const etagOf = new Map(all.map((o) => [o.key, o.etag]));
     for (const [i, file] of rows.entries()) {
       const parsed = layout.parse(file.key);
       // Monthly outputs count under their month folder.
@@ -58,23 +59,12 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
       byPartition.set(partition, entry);
     }
     // An output next to inputs older than itself, with no job holding them, is what a
-    // non-atomic compactor leaves behind (the seed bug): flag it.
-    const suspects = new Set<string>();
-    const hours = new Map<string, { outputs: number[]; inputs: number[]; day: string }>();
-    for (const object of all) {
-      const parsed = layout.parse(object.key);
-      if (!parsed?.hourFolder || !visible.has(`${object.key}\0${object.etag}`)) continue;
-      const h = hours.get(parsed.hourFolder) ?? {
-        outputs: [],
-        inputs: [],
-        day: parsed.dayFolder ?? parsed.hourFolder,
-      };
-      (parsed.level === 0 ? h.inputs : h.outputs).push(modified.get(object.key) ?? 0);
-      hours.set(parsed.hourFolder, h);
-    }
-    for (const h of hours.values()) {
-      if (h.outputs.length > 0 && h.inputs.some((t) => t < Math.max(...h.outputs))) suspects.add(h.day);
-    }
+    // non-atomic compactor leaves behind (the seed bug): flag it, as `compactor audit` does.
+    const suspects = new Set(
+      halfCompacted(ctx.config, all, (key) => !visible.has(`${key}\0${etagOf.get(key) ?? ''}`)).map(
+        (h) => h.day,
+      ),
+    );
     // Read after the snapshot: a job that started meanwhile is named too, one that ended is not.
     const now = ctx.clock.now().getTime();
     const recover = recoverCommand(options);

@@ -1,0 +1,73 @@
+/**
+ * `compactor audit`: is this lake healthy? Per table and day its files, bytes and rows, then every
+ * defect the core's audit finds (functions/core/audit.ts), each naming the object and its fix.
+ * Changes nothing; exits 1 when it finds anything.
+ */
+
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type AuditReport, auditLake, FINDING_KINDS } from '../../core/audit.ts';
+import { type CliIo, commandContext, emit } from '../command.ts';
+import { buildEngine } from '../context.ts';
+import { formatBytes, formatCount, table } from '../format.ts';
+import { footerRows } from '../lake-stats.ts';
+import type { ParsedOptions } from '../options.ts';
+
+export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+  const ctx = await commandContext(options);
+  const { store, localRoot } = ctx.target;
+  const { engine, workDir } = await buildEngine(options);
+  const scratch = join(workDir, `audit-${process.pid}`);
+  let report: AuditReport;
+  try {
+    report = await auditLake({
+      store,
+      config: ctx.config,
+      clock: ctx.clock,
+      engine,
+      workDir: scratch,
+      rowsOf: async (objects) =>
+        new Map((await footerRows(store, localRoot, engine, objects)).map((f) => [f.key, f.rows])),
+    });
+  } finally {
+    await engine.close();
+    await rm(scratch, { recursive: true, force: true });
+  }
+  const { days, findings } = report;
+  emit(io, options, report, () =>
+    [
+      table(
+        ['table', 'day', 'files', 'bytes', 'rows', 'findings'],
+        days.map((d) => [
+          d.table,
+          d.day,
+          d.files,
+          formatBytes(d.bytes),
+          d.rows === undefined ? 'unreadable' : formatCount(d.rows),
+          d.findings === 0 ? '' : d.findings,
+        ]),
+      ),
+      ...(findings.length > 0
+        ? [
+            '',
+            table(
+              ['finding', 'object', 'detail', 'fix'],
+              findings.map((f) => [f.kind, f.key, f.detail, f.fix]),
+            ),
+          ]
+        : []),
+      '',
+      findings.length === 0
+        ? `audit: clean: ${days.length} day(s), ${report.receipts} receipt(s), no defect found`
+        : `audit: ${findings.length} finding(s): ${summarize(findings.map((f) => f.kind))}`,
+    ].join('\n'),
+  );
+  return findings.length > 0 ? 1 : 0;
+}
+
+/** "2 duplicate (rows an output ... holds), 1 orphan-staging (...)". */
+function summarize(kinds: readonly (keyof typeof FINDING_KINDS)[]): string {
+  const counts = new Map<keyof typeof FINDING_KINDS, number>();
+  for (const kind of kinds) counts.set(kind, (counts.get(kind) ?? 0) + 1);
+  return [...counts].map(([kind, n]) => `${n} ${kind} (${FINDING_KINDS[kind]})`).join(', ');
+}
