@@ -4,6 +4,7 @@ import { InvalidManifestError } from '../../functions/core/errors.ts';
 import type { DataFile } from '../../functions/core/layout.ts';
 import {
   isAtOrPast,
+  MAX_STATS_TEXT,
   type Manifest,
   manifestKey,
   newJobId,
@@ -299,6 +300,58 @@ describe('parseManifest with dedup', () => {
     expect(reasonFor(hourly({ ...last, distinctRows: 299, inputRows: 420 }))).toBe(
       'outputs hold 300 rows, not the 299 distinct rows recorded',
     );
+  });
+});
+
+describe('parseManifest with what a receipt records', () => {
+  const recorded = (): Mutable => {
+    const base = hourly({ state: 'verified' });
+    const outputs = base.outputs as Record<string, unknown>[];
+    return {
+      ...base,
+      inputs: (base.inputs as Record<string, unknown>[]).map((i) => ({ ...i, rows: 100 })),
+      outputs: outputs.map((o) => ({
+        ...o,
+        etag: '"final-etag"',
+        columns: [
+          { name: 'time', nulls: 0, min: '2025-01-15 10:00:00', max: '2025-01-15 10:59:59' },
+          { name: 'tags', nulls: null, min: null, max: null },
+        ],
+      })),
+    };
+  };
+
+  it("accepts inputs' rows, outputs' ETags and column statistics, and dedup's keys hash, and round-trips them", () => {
+    const m = parse(recorded());
+    expect(m.inputs[0]?.rows).toBe(100);
+    expect(m.outputs?.[0]?.etag).toBe('"final-etag"');
+    expect(m.outputs?.[0]?.columns?.[1]).toEqual({ name: 'tags', nulls: null, min: null, max: null });
+    expect(parseManifest(config, LOCATION, keyOf(hourly()), serializeManifest(m))).toEqual(m);
+    const deduped = parse(hourly({ dedup: { mode: 'exact' }, distinctRows: 300, keysHash: '12345' }));
+    expect(deduped.keysHash).toBe('12345');
+  });
+
+  it('rejects them malformed', () => {
+    const base = recorded();
+    const output = (patch: Record<string, unknown>) => ({
+      ...base,
+      outputs: [{ ...(base.outputs as Record<string, unknown>[])[0], ...patch }],
+    });
+    expect(reasonFor(output({ columns: 'time' }))).toBe('outputs[0].columns must be a list');
+    expect(reasonFor(output({ columns: [{ name: 'time', nulls: -1, min: null, max: null }] }))).toBe(
+      'outputs[0].columns[0].nulls must be a whole number >= 0',
+    );
+    expect(
+      reasonFor(
+        output({ columns: [{ name: 'time', nulls: 0, min: 'x'.repeat(MAX_STATS_TEXT + 1), max: null }] }),
+      ),
+    ).toBe('outputs[0].columns[0].min must be text or null');
+    expect(reasonFor(output({ etag: '' }))).toBe('outputs[0].etag must be a non-empty string');
+    expect(
+      reasonFor({ ...base, inputs: [{ ...(base.inputs as Record<string, unknown>[])[0], rows: 1.5 }] }),
+    ).toBe('inputs[0].rows must be a whole number >= 0');
+    // A keys hash is dedup's: without it the record does not add up.
+    expect(reasonFor(hourly({ keysHash: '1' }))).toMatch(/^dedup must be an object/);
   });
 });
 
