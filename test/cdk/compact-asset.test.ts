@@ -1,11 +1,12 @@
 /**
  * Really bundles the Lambdas, the canary's included (local esbuild, then npm installs DuckDB for
  * linux/arm64 into each asset whose handler runs DuckDB) and inspects the cloud assembly: what
- * `cdk deploy` would upload.
+ * `cdk deploy` would upload. The canary's Lambdas are also run from their bundles, seed, check and
+ * remove, against fauxqs S3 (this host's DuckDB binding standing in for the arm64 one).
  * Needs the npm registry or a warm npm cache for @duckdb/node-bindings-linux-arm64.
  */
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
   cpSync,
@@ -24,10 +25,13 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { installedDuckDbVersions, PROJECT_ROOT } from '../../cdk/duckdb-arm64.ts';
-import { CANARY_STEPS } from '../../functions/contract.ts';
+import type { CanarySeedOutput } from '../../functions/canary-seed.ts';
+import { CANARY_STEPS, ENV } from '../../functions/contract.ts';
+import { startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { resourcesOfType, type Synthesized, synth } from './synth.ts';
 
 /** Lambda's limit for a function's unzipped code and layers (250 MB). */
@@ -55,6 +59,37 @@ function elfMachine(path: string): number {
 
 type Loaded = { ok: true; handler: string; stderr: string } | { ok: false; error: string };
 
+/** What Lambda's runtime passes a handler beside the event (the fields the middleware reads). */
+const CONTEXT = {
+  awsRequestId: 'asset-test',
+  functionName: 'asset-test',
+  functionVersion: '$LATEST',
+  invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:asset-test',
+  memoryLimitInMB: '1024',
+  logGroupName: 'asset-test',
+  logStreamName: 'asset-test',
+  callbackWaitsForEmptyEventLoop: true,
+};
+
+/**
+ * The Node script that imports a bundle as Lambda's runtime does; with an event (its argument), it
+ * then invokes the handler and prints, on its last line, the result or, as the runtime reports a
+ * thrown error, `{errorType, errorMessage}`. Without one it prints `typeof handler`.
+ */
+function bundleScript(indexMjs: string): string {
+  return `const m = await import(${JSON.stringify(pathToFileURL(indexMjs).href)});
+const [event] = process.argv.slice(1);
+if (event === undefined) process.stdout.write(typeof m.handler);
+else {
+  const context = { ...${JSON.stringify(CONTEXT)}, getRemainingTimeInMillis: () => 120000 };
+  const out = await m.handler(JSON.parse(event), context).then(
+    (result) => ({ result }),
+    (error) => ({ errorType: error.name, errorMessage: error.message }),
+  );
+  process.stdout.write('\\n' + JSON.stringify(out) + '\\n');
+}`;
+}
+
 /**
  * Imports a bundle in a fresh Node (this one), as Lambda's runtime would, with no environment but
  * PATH, and reports `typeof handler` and what the import printed: importing a handler module only
@@ -62,8 +97,7 @@ type Loaded = { ok: true; handler: string; stderr: string } | { ok: false; error
  * process exits by itself).
  */
 function importBundle(indexMjs: string): Loaded {
-  const script = `const m = await import(${JSON.stringify(pathToFileURL(indexMjs).href)}); process.stdout.write(typeof m.handler);`;
-  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', bundleScript(indexMjs)], {
     encoding: 'utf8',
     env: { PATH: process.env.PATH ?? '' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -71,6 +105,36 @@ function importBundle(indexMjs: string): Loaded {
   });
   if (run.status !== 0) return { ok: false, error: `${run.stderr}${run.error ?? ''}` };
   return { ok: true, handler: run.stdout, stderr: run.stderr };
+}
+
+type Invoked = { result: unknown } | { errorType: string; errorMessage: string };
+
+/**
+ * Invokes a bundle's handler with `event` in a fresh Node with `env` only, asynchronously: the
+ * S3 server the handler calls runs in this process.
+ */
+function invokeBundle(indexMjs: string, event: unknown, env: Record<string, string>): Promise<Invoked> {
+  return new Promise((done, fail) => {
+    const child = spawn(
+      process.execPath,
+      ['--input-type=module', '-e', bundleScript(indexMjs), JSON.stringify(event)],
+      { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 },
+    );
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    child.on('error', fail);
+    child.on('close', (status) => {
+      const last = stdout.trimEnd().split('\n').at(-1) ?? '';
+      if (status === 0 && last.startsWith('{')) done(JSON.parse(last) as Invoked);
+      else fail(new Error(`${indexMjs} exited with ${status}: ${stderr}`));
+    });
+  });
 }
 
 /** The DuckDB binding package of this host, as node-bindings asks for it. */
@@ -135,6 +199,8 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
   let s: Synthesized;
   let scratch: string;
   const assetOf = new Map<string, string>();
+  /** Each function's environment as the template sets it (references unresolved). */
+  const envOf = new Map<string, Record<string, unknown>>();
   const asset = (step: string) => {
     const dir = assetOf.get(step);
     if (!dir) throw new Error(`no asset for ${step}`);
@@ -146,10 +212,12 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
     s = synth({ bundle: true, keep: true, compactor: { canary: { enabled: true } } });
     scratch = mkdtempSync(join(tmpdir(), 'compactor-assets-'));
     for (const [, fn] of resourcesOfType(s.json, 'AWS::Lambda::Function')) {
-      const step = (fn.Properties.Environment as { Variables: Record<string, string> }).Variables
-        .COMPACTOR_STEP;
+      const variables = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
+      const step = variables.COMPACTOR_STEP;
       const key = (fn.Properties.Code as { S3Key: string }).S3Key;
-      if (step) assetOf.set(step, join(s.outdir, `asset.${key.replace(/\.zip$/, '')}`));
+      if (typeof step !== 'string') continue;
+      assetOf.set(step, join(s.outdir, `asset.${key.replace(/\.zip$/, '')}`));
+      envOf.set(step, variables);
     }
   }, 240_000);
 
@@ -249,5 +317,46 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
     expect(
       packages.filter((p) => STACK_ONLY_PACKAGES.some((name) => p.endsWith(`node_modules/${name}`))),
     ).toEqual([]);
+  });
+
+  it('runs the bundled canary Lambdas on fauxqs S3, this host binding in place of the arm64 one', async () => {
+    const s3 = await startFauxqsS3('canary-lake');
+    try {
+      // The environment the stack gives each function, with the bucket (a reference in the
+      // template) and the work folder here; S3 calls go to fauxqs.
+      const invoke = (step: string, event: unknown) => {
+        const env: Record<string, string> = {
+          PATH: process.env.PATH ?? '',
+          AWS_REGION: 'us-east-1',
+          AWS_ACCESS_KEY_ID: 'test',
+          AWS_SECRET_ACCESS_KEY: 'test',
+          AWS_ENDPOINT_URL_S3: s3.endpoint,
+        };
+        for (const [name, value] of Object.entries(envOf.get(step) ?? {}))
+          if (typeof value === 'string') env[name] = value;
+        env[ENV.dataBucket] = s3.bucket;
+        if (env[ENV.workDir] !== undefined) env[ENV.workDir] = mkdtempSync(join(scratch, 'work-'));
+        const dir = DUCKDB_STEPS.includes(step) ? withHostBinding(asset(step), scratch) : asset(step);
+        return invokeBundle(join(dir, 'index.mjs'), event, env);
+      };
+      const id = 'a5e7c0de';
+      const seeded = await invoke('canary-seed', { id });
+      expect(seeded).toMatchObject({ result: { id, table: expect.stringContaining(`canary-${id}/`) } });
+      const seed = (seeded as { result: CanarySeedOutput }).result;
+      expect(seed.files).toBeGreaterThan(0);
+      expect(seed.rows).toBeGreaterThan(0);
+      // No compaction ran: the check reads the rows with DuckDB and fails the canary, by name.
+      expect(await invoke('canary-check', { id, hourStart: seed.hourStart })).toEqual({
+        errorType: 'CanaryFailedError',
+        errorMessage: expect.stringMatching(/rows exact, but \d+ raw file\(s\) .*the job did not finish/),
+      });
+      expect(await invoke('canary-remove', { id, hourStart: seed.hourStart })).toMatchObject({
+        result: { ok: true, held: false },
+      });
+      const left = await s3.client.send(new ListObjectsV2Command({ Bucket: s3.bucket }));
+      expect(left.KeyCount).toBe(0);
+    } finally {
+      await s3.stop();
+    }
   });
 });
