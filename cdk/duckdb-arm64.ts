@@ -1,8 +1,9 @@
 /**
- * The compact Lambda's DuckDB for linux/arm64: which version, and the shell commands that install
- * it into a bundle folder. npm installed the host's binding (linux-x64 here), so bundling installs
- * the arm64 one from the registry or npm's cache; `npm ci` warms that cache
- * (cdk/duckdb-arm64-cache.ts, the package's postinstall) so synth and deploy then bundle offline.
+ * DuckDB for linux/arm64, for the Lambdas that run it (compact, the canary's seed and check):
+ * which version, and the shell commands that install it into a bundle folder. npm installed the
+ * host's binding (linux-x64 here), so bundling installs the arm64 one from the registry or npm's
+ * cache; `npm ci` warms that cache (cdk/duckdb-arm64-cache.ts, the package's postinstall) so
+ * synth and deploy then bundle offline.
  */
 
 import { readFileSync } from 'node:fs';
@@ -60,7 +61,7 @@ function shellQuote(value: string): string {
 export function duckDbInstallCommands(
   outputDir: string,
   versions = installedDuckDbVersions(),
-  refused = `compactor: bundling the compact Lambda needs ${arm64Binding(versions)} (and its dependencies) from the npm registry or npm's cache, and npm could not get them: run "npm run ${WARM_CACHE_SCRIPT}" once in ${PROJECT_ROOT} with the registry reachable, then synth again (npm's output:`,
+  refused = `compactor: bundling the DuckDB Lambdas needs ${arm64Binding(versions)} (and its dependencies) from the npm registry or npm's cache, and npm could not get them: run "npm run ${WARM_CACHE_SCRIPT}" once in ${PROJECT_ROOT} with the registry reachable, then synth again (npm's output:`,
 ): string[] {
   const out = shellQuote(outputDir);
   // The platform binding comes as an optional dependency of node-bindings, chosen by --os/--cpu/--libc

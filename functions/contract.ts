@@ -64,13 +64,13 @@ export const ENV = {
   step: 'COMPACTOR_STEP',
   serviceName: 'POWERTOOLS_SERVICE_NAME',
   metricsNamespace: 'POWERTOOLS_METRICS_NAMESPACE',
-  /** The compact Lambda's only: its work folder, DuckDB's memory limit and threads. */
+  /** The DuckDB Lambdas' only (compact, canary seed and check): work folder, DuckDB's memory limit and threads. */
   workDir: 'WORK_DIR',
   duckDbMemoryLimit: 'DUCKDB_MEMORY_LIMIT',
   duckDbThreads: 'DUCKDB_THREADS',
 } as const;
 
-/** Where a Lambda works in /tmp (the stack sets it on the compact Lambda; the others default to it). */
+/** Where a Lambda works in /tmp (the stack sets it on the DuckDB Lambdas; the others default to it). */
 export const DEFAULT_WORK_DIR = '/tmp/compactor';
 
 /**

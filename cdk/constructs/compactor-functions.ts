@@ -3,10 +3,10 @@
  * (no Docker) into an ESM bundle for Node 22 on arm64, and each with its own role holding only
  * its step's S3 actions on its step's prefixes.
  *
- * The compact Lambda carries DuckDB. Its native binding is per platform, and npm installed the
- * host's one (linux-x64 here); the asset instead gets `@duckdb/node-bindings-linux-arm64`,
- * installed for linux/arm64 after bundling (cdk/duckdb-arm64.ts), and the build fails if any x64
- * binding is in it.
+ * The compact Lambda carries DuckDB (as do the canary's seed and check, built by the same
+ * stepLambda). Its native binding is per platform, and npm installed the host's one (linux-x64
+ * here); the asset instead gets `@duckdb/node-bindings-linux-arm64`, installed for linux/arm64
+ * after bundling (cdk/duckdb-arm64.ts), and the build fails if any x64 binding is in it.
  */
 
 import { join } from 'node:path';

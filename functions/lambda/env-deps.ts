@@ -32,7 +32,7 @@ export function configFromEnv(): HandlerDeps['config'] {
   return parseConfig({ ...input, dataPrefix: process.env[ENV.dataPrefix] ?? input.dataPrefix ?? '' });
 }
 
-/** The deps factory for deployed Lambdas; the compact Lambda passes its engine factory. */
+/** The deps factory for deployed Lambdas; those that run DuckDB pass its engine factory. */
 export function envDeps(engine?: (workDir: string) => Promise<Engine>): DepsFactory {
   return once(async () => {
     const bucket = required(ENV.dataBucket);
@@ -87,7 +87,7 @@ export function envObservability(): Observability {
   };
 }
 
-/** The compact Lambda's DuckDB settings the stack sets for its size (absent: DuckDB's defaults). */
+/** The DuckDB settings the stack sets for a Lambda's size (absent: DuckDB's defaults). */
 export function duckDbSettingsFromEnv(): { readonly memoryLimit?: string; readonly threads?: number } {
   const memoryLimit = process.env[ENV.duckDbMemoryLimit];
   const threads = Number(process.env[ENV.duckDbThreads] ?? '0');
