@@ -15,6 +15,7 @@
  * its receipt before its manifest goes).
  */
 
+import type { JobToPrice, RepairFolderToPrice } from './cost/index.ts';
 import { readExclusions } from './exclusions.ts';
 import { halfCompacted } from './half-compacted.ts';
 import type { DataFile } from './layout.ts';
@@ -22,7 +23,7 @@ import { JOB_ID, jobIdOfOutput, jobIdTime, stagingRoot } from './manifest/manife
 import type { ObjectSummary } from './object-store.ts';
 import { pruneQuarantine } from './quarantine-lifecycle.ts';
 import { listReceipts, type Receipt } from './receipts.ts';
-import { findRepairs, type RepairDeps } from './repair.ts';
+import { findRepairs, type RepairCandidate, type RepairDeps } from './repair.ts';
 import { stateFolder } from './state-root.ts';
 import { ABANDONED_PROBE_MS } from './store-probe/store-probe.ts';
 
@@ -60,10 +61,21 @@ export interface AuditDay {
   readonly findings: number;
 }
 
+/** What fixing the findings takes, for the cost model (cost/fix.ts): repair, then a cycle. */
+export interface AuditFix {
+  /** Objects the data root's listing returned: repair lists them again. */
+  readonly listedObjects: number;
+  /** Each folder repair checks by content. */
+  readonly repairs: readonly RepairFolderToPrice[];
+  /** Half-compacted hours with raw files repair leaves: the hourly jobs that compact them. */
+  readonly compactions: readonly JobToPrice[];
+}
+
 export interface AuditReport {
   readonly days: readonly AuditDay[];
   readonly findings: readonly Finding[];
   readonly receipts: number;
+  readonly fix: AuditFix;
 }
 
 export interface AuditDeps extends RepairDeps {
@@ -83,7 +95,11 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
   const staging: ObjectSummary[] = [];
   for await (const o of store.list(stagingRoot(layout))) staging.push(o);
   const data: ObjectSummary[] = [];
-  for await (const o of store.list(layout.dataPrefix)) if (layout.isDataKey(o.key)) data.push(o);
+  let listedObjects = 0;
+  for await (const o of store.list(layout.dataPrefix)) {
+    listedObjects++;
+    if (layout.isDataKey(o.key)) data.push(o);
+  }
   const exclusions = await readExclusions(store, config);
   const listed = await listReceipts(store, config);
 
@@ -142,7 +158,8 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
     });
   }
 
-  for (const candidate of await findRepairs(deps)) {
+  const candidates = await findRepairs(deps);
+  for (const candidate of candidates) {
     for (const input of candidate.inputs) {
       findings.push({
         kind: 'duplicate',
@@ -152,7 +169,23 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
       });
     }
   }
+  const duplicates = new Set(candidates.flatMap((c) => c.inputs.map((i) => i.key)));
+  const compactions: JobToPrice[] = [];
   for (const partition of halfCompacted(config, data, isHeld)) {
+    const left = data.filter((o) => {
+      const file = layout.parse(o.key);
+      return (
+        file?.hourFolder === partition.folder && file.level === 0 && !isHeld(o.key) && !duplicates.has(o.key)
+      );
+    });
+    if (left.length > 0) {
+      compactions.push({
+        tier: 'hourly',
+        inputs: left.length,
+        inputBytes: left.reduce((sum, o) => sum + o.size, 0),
+        wave: 0,
+      });
+    }
     findings.push({
       kind: 'half-compacted',
       key: partition.folder,
@@ -161,7 +194,21 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
     });
   }
 
-  return { days: await days(deps, data, findings), findings, receipts: receipts.length };
+  return {
+    days: await days(deps, data, findings),
+    findings,
+    receipts: receipts.length,
+    fix: { listedObjects, repairs: candidates.map(repairShape), compactions },
+  };
+}
+
+/** What repair downloads and deletes in a folder it checked. */
+function repairShape(candidate: RepairCandidate): RepairFolderToPrice {
+  return {
+    outputs: candidate.evidence.length,
+    inputs: candidate.inputs.length + candidate.kept.length,
+    duplicates: candidate.inputs.length,
+  };
 }
 
 /** Receipts against the lake: outputs changed or gone, inputs restored. */
