@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import { type AuditReport, auditLake, FINDING_KINDS } from '../../core/audit.ts';
 import type { FixCost } from '../../core/cost/index.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { buildEngine, parseStackContext, resolveStackConfig } from '../context.ts';
+import { buildEngine } from '../context.ts';
 import { formatBytes, formatCount, table } from '../format.ts';
 import { footerRows } from '../lake-stats.ts';
 import type { ParsedOptions } from '../options.ts';
-import { costSettings, deployedTransitions } from '../plan-cost.ts';
+import { deployedCycle } from '../plan-cost.ts';
 
 export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const ctx = await commandContext(options);
@@ -41,17 +41,7 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
     ...report.fix,
     // The cycle's price needs the deployed definition, synthesized only when there is one to price.
     ...(report.fix.compactions.length > 0
-      ? {
-          cycle: {
-            settings: costSettings(resolveStackConfig(options)),
-            transitions: await deployedTransitions(
-              parseStackContext(options.context),
-              ctx.target.dataPrefix,
-              options,
-              io.err,
-            ),
-          },
-        }
+      ? { cycle: await deployedCycle(options, ctx.target.dataPrefix, io.err) }
       : {}),
   });
   emit(io, options, { ...report, fixCost: cost }, () =>

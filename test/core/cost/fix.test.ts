@@ -10,16 +10,15 @@ import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { parseConfig } from '../../../functions/core/config.ts';
 import {
-  type CostSettings,
   cycleCost,
   fixCost,
   PRICES,
   repairCalls,
   type StoreCalls,
-  type TransitionCount,
 } from '../../../functions/core/cost/index.ts';
 import { runCycle } from '../../../functions/core/cycle.ts';
 import { findRepairs, repairPartition } from '../../../functions/core/repair.ts';
+import { costSettings, TRANSITIONS } from '../../support/cost-fixture.ts';
 import { useEngineAndDir } from '../../support/engine-fixture.ts';
 import { FaultStore } from '../../support/fault-store.ts';
 import { SWEEP_CONFIG, sweepDeps, writeLake } from '../../support/lake-harness.ts';
@@ -33,21 +32,7 @@ useEngineAndDir('cost-fix-', async (e, dir) => {
   root = dir;
 });
 
-const TRANSITIONS: TransitionCount = {
-  perPartition: 7,
-  partitionStates: [],
-  perExecution: 8,
-  executionStates: [],
-  perWave: 4,
-  waveStates: [],
-};
-
-const SETTINGS: CostSettings = {
-  childExecutionType: 'STANDARD',
-  maxConcurrency: 10,
-  memoryMb: { compact: 3008, partitionSteps: 512, others: 512 },
-  targetFileBytes: 512 * 2 ** 20,
-};
+const SETTINGS = costSettings('STANDARD');
 
 function counted(ops: readonly string[]): StoreCalls {
   const calls: Record<string, number> = {};
