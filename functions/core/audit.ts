@@ -143,7 +143,7 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
   }
 
   const index = await indexReceipts(store, config);
-  const lake = new LakeAudit(deps, before, index.since);
+  const lake = new LakeAudit(deps, before, index);
   let listedObjects = 0;
   for await (const o of store.list(layout.dataPrefix)) {
     listedObjects++;
@@ -310,12 +310,15 @@ class LakeAudit {
   readonly #receiptFindings: Finding[] = [];
   readonly #withoutReceipt: { finding: Finding; jobId: string }[] = [];
 
-  constructor(deps: AuditDeps, before: Exclusions, since: string | undefined) {
+  readonly #withReceipts: ReadonlySet<string>;
+
+  constructor(deps: AuditDeps, before: Exclusions, index: { since: string | undefined; units: Set<string> }) {
     this.#deps = deps;
     this.#layout = deps.config.layout;
     this.#holds = new Holds([before]);
     this.#exclusions = before;
-    this.#since = since;
+    this.#since = index.since;
+    this.#withReceipts = index.units;
   }
 
   async add(object: ObjectSummary): Promise<void> {
@@ -341,6 +344,9 @@ class LakeAudit {
   async #startUnit(unit: string): Promise<void> {
     const { store, config } = this.#deps;
     this.#unit = unit;
+    // A unit that held no receipt when they were indexed is not listed: a receipt written since
+    // can only add findings, and an output that seems unreceipted lists its day's again.
+    if (!this.#withReceipts.has(unit)) return;
     this.visited.add(unit);
     const unitOwn: string[] = [];
     const hourly = hourDepth(this.#layout);

@@ -4,12 +4,16 @@
  * outputs. Counted by the audit's own high-water mark of objects held, on a real local store.
  */
 
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { type AuditDay, auditLake } from '../../functions/core/audit.ts';
 import { parseConfig } from '../../functions/core/config.ts';
+import { runCycle } from '../../functions/core/cycle.ts';
+import { listReceipts } from '../../functions/core/receipts.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { copyLake, hourlyTemplate, sweepDeps } from '../support/lake-harness.ts';
 import { testStore } from '../support/test-store.ts';
 
 let engine: DuckDbEngine;
@@ -81,5 +85,34 @@ describe('the audit in bounded memory', () => {
     expect(seen.map((d) => [d.day, d.files, d.findings])).toEqual(
       [1, 2, 3, 4, 5].map((d) => [`db/cpu/2025/01/0${d}/`, 3, 0]),
     );
+  });
+
+  it('judges the receipts of a day whose data is all gone: every output lost', async () => {
+    const template = await hourlyTemplate(engine);
+    const dir = await copyLake(template);
+    const store = testStore(dir);
+    await runCycle(
+      sweepDeps(store, template.config, engine, join(root, 'work'), 'exec-1', new Set()),
+      'hourly',
+    );
+    const outputs = (await listReceipts(store, template.config)).flatMap((r) =>
+      'receipt' in r ? r.receipt.outputs.map((o) => o.key) : [],
+    );
+    expect(outputs.length).toBeGreaterThan(0);
+    const data: { key: string }[] = [];
+    for await (const o of store.list('db/')) data.push({ key: o.key });
+    await store.deleteMany(data);
+    const report = await auditLake({
+      store,
+      config: template.config,
+      clock: { now: () => new Date() },
+      engine,
+      workDir: join(root, 'work'),
+    });
+    expect(report.days).toEqual([]);
+    expect(report.findings.map((f) => [f.kind, f.key]).sort()).toEqual(
+      outputs.map((key) => ['output-missing', key]).sort(),
+    );
+    for (const d of [dir, template.dir]) await rm(d, { recursive: true, force: true });
   });
 });
