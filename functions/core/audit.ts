@@ -145,7 +145,17 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
   const index = await indexReceipts(store, config);
   const lake = new LakeAudit(deps, before, index);
   let listedObjects = 0;
+  let previous = '';
   for await (const o of store.list(layout.dataPrefix)) {
+    // A day at a time holds only if keys come in order: S3 general purpose buckets list in
+    // lexicographical order of key names, directory buckets do not
+    // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html).
+    if (compareKeys(o.key, previous) < 0) {
+      throw new Error(
+        `audit: the store listed ${o.key} after ${previous}, out of key order (an S3 directory bucket?); the audit reads a lake a day at a time and needs keys in order`,
+      );
+    }
+    previous = o.key;
     listedObjects++;
     if (layout.isDataKey(o.key)) await lake.add(o);
   }

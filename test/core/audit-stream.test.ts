@@ -115,4 +115,16 @@ describe('the audit in bounded memory', () => {
     );
     for (const d of [dir, template.dir]) await rm(d, { recursive: true, force: true });
   });
+
+  it('refuses a store that lists out of key order, naming the keys', async () => {
+    const store = await lake('unordered', 2, false);
+    const reversed = Object.assign(Object.create(store) as typeof store, {
+      list: async function* (prefix: string) {
+        const all = [];
+        for await (const o of store.list(prefix)) all.push(o);
+        yield* all.reverse();
+      },
+    });
+    await expect(audit(reversed)).rejects.toThrow(/listed db\/cpu\/\S+ after db\/cpu\/\S+, out of key order/);
+  });
 });
