@@ -1,5 +1,6 @@
 /** The bench's targets, met or not, each miss with its measured cause; and the gaps the tables explain. */
 
+import { auditLakeTargets } from './audit-lake.ts';
 import { backlogTargets } from './backlog.ts';
 import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
@@ -165,6 +166,7 @@ export function targets(r: BenchResults): Target[] {
     });
   }
   if (r.plannerLake) out.push(...plannerLakeTargets(r.plannerLake).map((t) => ({ ...t, headline: true })));
+  if (r.auditLake) out.push(...auditLakeTargets(r.auditLake).map((t) => ({ ...t, headline: true })));
   if (r.backlog) out.push(...backlogTargets(r.backlog).map((t) => ({ ...t, headline: true })));
   if (r.partitions) out.push(...smallPartitionsTargets(r.partitions).map((t) => ({ ...t, headline: true })));
   for (const job of r.s3Latency?.jobs ?? []) {

@@ -3,6 +3,7 @@
  * report-targets.ts, the SVG chart in report-svg.ts, the shared formats in report-format.ts.
  */
 
+import { auditLakeMarkdown } from './audit-lake.ts';
 import { backlogMarkdown } from './backlog.ts';
 import type { Comparison, ToolSummary } from './compare.ts';
 import type { CycleCost } from './cost.ts';
@@ -302,6 +303,7 @@ export function renderMarkdown(r: BenchResults): string {
     );
   }
   if (r.plannerLake) lines.push(...plannerLakeMarkdown(r.plannerLake));
+  if (r.auditLake) lines.push(...auditLakeMarkdown(r.auditLake));
   if (r.backlog) lines.push(...backlogMarkdown(r.backlog));
   if (r.memory) {
     const m = r.memory;

@@ -4,6 +4,7 @@
  * blocks read it.
  */
 
+import type { AuditLakeResult } from './audit-lake.ts';
 import type { BacklogResult } from './backlog.ts';
 import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
@@ -37,6 +38,7 @@ export interface BenchResults {
   readonly orchestration?: OrchestrationResult;
   readonly planner?: PlannerScaleResult;
   readonly plannerLake?: PlannerLakeResult;
+  readonly auditLake?: AuditLakeResult;
   readonly memory?: MemoryResult;
   readonly transitions?: TransitionCount;
   readonly s3Latency?: S3LatencyResult;

@@ -9,6 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { type AuditLakeResult, auditLakeRows, runAuditLake } from './audit-lake.ts';
 import { type BacklogResult, runBacklog } from './backlog.ts';
 import { LAMBDA_MEMORY_MB, PRODUCT_MEMORY_LIMIT, THREADS } from './compact-lambda.ts';
 import { type Comparison, runComparison } from './compare.ts';
@@ -45,7 +46,17 @@ interface Args {
   readonly render: boolean;
 }
 
-const SECTIONS = ['compare', 'requests', 'orchestration', 'planner', 'memory', 's3', 'backlog', 'partitions'];
+const SECTIONS = [
+  'compare',
+  'requests',
+  'orchestration',
+  'planner',
+  'audit',
+  'memory',
+  's3',
+  'backlog',
+  'partitions',
+];
 
 const USAGE = `usage: npm run bench [-- options]
 
@@ -162,6 +173,7 @@ async function main(): Promise<number> {
     orchestration?: OrchestrationResult;
     planner?: PlannerScaleResult;
     plannerLake?: PlannerLakeResult;
+    auditLake?: AuditLakeResult;
     memory?: MemoryResult;
     transitions?: TransitionCount;
     s3Latency?: S3LatencyResult;
@@ -221,6 +233,12 @@ async function main(): Promise<number> {
         years: 5,
       });
       for (const line of plannerLakeRows(results.plannerLake)) log(`  ${line}`);
+    }
+    if (args.only.includes('audit')) {
+      // The planner's lake, audited (bench/audit-lake.ts); --quick: 50 tables.
+      log('audit at lake scale');
+      results.auditLake = await runAuditLake(join(tmp, 'audit'), { tables: args.quick ? 50 : 500, years: 5 });
+      for (const line of auditLakeRows(results.auditLake)) log(`  ${line}`);
     }
     if (args.only.includes('memory')) {
       log('memory: spilling partition');

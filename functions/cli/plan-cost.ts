@@ -12,7 +12,7 @@ import type {
   StateMachineStates,
   TransitionCount,
 } from '../core/cost/index.ts';
-import type { CliOptions } from './context.ts';
+import { type CliOptions, parseStackContext, resolveStackConfig } from './context.ts';
 import { deployedWorkflow } from './deployed-workflow.ts';
 import { formatBytes, table } from './format.ts';
 
@@ -43,6 +43,21 @@ export async function deployedTransitions(
   const { countTransitions } = await import('../core/cost/index.ts');
   const { workflow } = await deployedWorkflow({ ...stackContext, dataPrefix }, options, say);
   return countTransitions(workflow.definition as unknown as StateMachineStates);
+}
+
+/**
+ * What a cycle's price needs of the deployment: the settings and the transitions of the definition
+ * `cdk deploy` would deploy with this command's options.
+ */
+export async function deployedCycle(
+  options: CliOptions,
+  dataPrefix: string,
+  say: (line: string) => void,
+): Promise<{ settings: CostSettings; transitions: TransitionCount }> {
+  return {
+    settings: costSettings(resolveStackConfig(options)),
+    transitions: await deployedTransitions(parseStackContext(options.context), dataPrefix, options, say),
+  };
 }
 
 const usd = (n: number) => `$${n.toFixed(6)}`;

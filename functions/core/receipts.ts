@@ -231,10 +231,20 @@ export async function listReceipts(
     if (since !== undefined && named.jobId.slice(0, since.length) < since) continue;
     keys.push(object.key);
   }
+  return readReceipts(store, config, keys, query.signal);
+}
+
+/** The receipts at `keys`, read a few at a time, in that order; one expired since its listing is left out. */
+export async function readReceipts(
+  store: ObjectStore,
+  config: CompactorConfig,
+  keys: readonly string[],
+  signal?: AbortSignal,
+): Promise<ListedReceipt[]> {
   const receipts: (ListedReceipt | undefined)[] = new Array(keys.length);
   await forEachLimit(keys, READ_CONCURRENCY, async (key, index) => {
     // Expired by the lifecycle rule since the listing: gone, not an error.
-    const body = (await getBytesIfExists(store, key, query.signal ? { signal: query.signal } : {}))?.body;
+    const body = (await getBytesIfExists(store, key, signal ? { signal } : {}))?.body;
     if (body === undefined) return;
     try {
       receipts[index] = { key, receipt: parseReceipt(config, key, body) };

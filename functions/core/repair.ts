@@ -15,8 +15,9 @@ import { join } from 'node:path';
 import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
 import { NotFoundError, PreconditionFailedError } from './errors.ts';
-import { isExcluded, readExclusions } from './exclusions.ts';
+import { type Exclusions, isExcluded, readExclusions } from './exclusions.ts';
 import type { JobRef, StepDeps, StepResult } from './job.ts';
+import type { DataFile } from './layout.ts';
 import { type InputRef, manifestKey, newJobId } from './manifest/manifest.ts';
 import { loadManifest, newClaim, writeManifest } from './manifest/manifest-cas.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
@@ -59,6 +60,34 @@ async function download(
   return paths;
 }
 
+/** The objects of one folder repair looks at: the tier's inputs and its outputs there. */
+export interface RepairFolder {
+  readonly tier: TierName;
+  readonly inputs: ObjectSummary[];
+  readonly outputs: ObjectSummary[];
+}
+
+/**
+ * Adds a data file to the folders repair looks at (keyed `tier:folder`): raw files under hourly
+ * outputs, hourly under daily, daily under monthly.
+ */
+export function addToRepairFolders(
+  folders: Map<string, RepairFolder>,
+  object: ObjectSummary,
+  file: DataFile,
+): void {
+  for (const tier of TIERS) {
+    const folder = tierFolder(tier, file);
+    if (!folder) continue;
+    const entry = folders.get(`${tier}:${folder}`) ?? { tier, inputs: [], outputs: [] };
+    if (file.level === TIER_SPECS[tier].input) entry.inputs.push(object);
+    else if (file.level === TIER_SPECS[tier].output && outputFolderOf(tier, file) === folder)
+      entry.outputs.push(object);
+    else continue;
+    folders.set(`${tier}:${folder}`, entry);
+  }
+}
+
 /**
  * Finds folders where outputs coexist with inputs whose rows they already hold. Folders a job
  * holds (a live manifest) and files named by any manifest or quarantine are left alone.
@@ -66,31 +95,31 @@ async function download(
 export async function findRepairs(deps: RepairDeps): Promise<RepairCandidate[]> {
   const { store, config } = deps;
   const { layout } = config;
-  const folders = new Map<string, { tier: TierName; inputs: ObjectSummary[]; outputs: ObjectSummary[] }>();
+  const folders = new Map<string, RepairFolder>();
   for await (const object of store.list(layout.dataPrefix)) {
     const file = await parseDataObject(store, layout, object);
-    if (!file) continue;
-    // Raw files under hourly outputs, hourly under daily, daily under monthly.
-    for (const tier of TIERS) {
-      const folder = tierFolder(tier, file);
-      if (!folder) continue;
-      const entry = folders.get(`${tier}:${folder}`) ?? { tier, inputs: [], outputs: [] };
-      if (file.level === TIER_SPECS[tier].input) entry.inputs.push(object);
-      else if (file.level === TIER_SPECS[tier].output && outputFolderOf(tier, file) === folder)
-        entry.outputs.push(object);
-      else continue;
-      folders.set(`${tier}:${folder}`, entry);
-    }
+    if (file) addToRepairFolders(folders, object, file);
   }
-  const exclusions = await readExclusions(store, config);
+  return checkRepairFolders(deps, folders, await readExclusions(store, config));
+}
+
+/** Each folder with outputs beside inputs no manifest names, checked by content, in key order. */
+export async function checkRepairFolders(
+  deps: RepairDeps,
+  folders: ReadonlyMap<string, RepairFolder>,
+  exclusions: Exclusions,
+): Promise<RepairCandidate[]> {
+  const { layout } = deps.config;
   const candidates: RepairCandidate[] = [];
-  await mkdir(deps.workDir, { recursive: true });
+  let made = false;
   for (const [id, entry] of [...folders.entries()].sort(([a], [b]) => compareKeys(a, b))) {
     const partition = id.slice(id.indexOf(':') + 1);
     const inputs = entry.inputs.filter((o) => !isExcluded(exclusions, o.key));
     const outputs = entry.outputs.filter((o) => !isExcluded(exclusions, o.key));
     if (inputs.length === 0 || outputs.length === 0) continue;
     if (exclusions.leasedManifests.has(manifestKey(layout, entry.tier, partition))) continue;
+    if (!made) await mkdir(deps.workDir, { recursive: true });
+    made = true;
     const candidate = await checkContainment(deps, entry.tier, partition, inputs.map(ref), outputs.map(ref));
     if (candidate.inputs.length > 0 || candidate.kept.length > 0) candidates.push(candidate);
   }

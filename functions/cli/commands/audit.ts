@@ -7,11 +7,13 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type AuditReport, auditLake, FINDING_KINDS } from '../../core/audit.ts';
+import type { FixCost } from '../../core/cost/index.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { buildEngine } from '../context.ts';
 import { formatBytes, formatCount, table } from '../format.ts';
 import { footerRows } from '../lake-stats.ts';
 import type { ParsedOptions } from '../options.ts';
+import { deployedCycle } from '../plan-cost.ts';
 
 export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const ctx = await commandContext(options);
@@ -34,7 +36,15 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
     await rm(scratch, { recursive: true, force: true });
   }
   const { days, findings } = report;
-  emit(io, options, report, () =>
+  const { fixCost } = await import('../../core/cost/index.ts');
+  const cost = fixCost({
+    ...report.fix,
+    // The cycle's price needs the deployed definition, synthesized only when there is one to price.
+    ...(report.fix.compactions.length > 0
+      ? { cycle: await deployedCycle(options, ctx.target.dataPrefix, io.err) }
+      : {}),
+  });
+  emit(io, options, { ...report, fixCost: cost }, () =>
     [
       table(
         ['table', 'day', 'files', 'bytes', 'rows', 'findings'],
@@ -54,6 +64,8 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
               ['finding', 'object', 'detail', 'fix'],
               findings.map((f) => [f.kind, f.key, f.detail, f.fix]),
             ),
+            '',
+            formatFixCost(cost),
           ]
         : []),
       '',
@@ -63,6 +75,23 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
     ].join('\n'),
   );
   return findings.length > 0 ? 1 : 0;
+}
+
+const usd = (n: number) => `$${n.toFixed(6)}`;
+const requests = (r: FixCost['requests']) =>
+  `${formatCount(r.get)} GET, ${formatCount(r.put)} PUT, ${formatCount(r.list)} LIST, ${formatCount(r.delete)} DELETE`;
+
+/** The price of the fix: repair, then the cycle that compacts what it leaves. */
+function formatFixCost(cost: FixCost): string {
+  const { repair, compaction } = cost;
+  return [
+    `estimated cost of the fix, ${cost.basis}:`,
+    `  compactor repair: ${repair.folders} folder(s) checked by content, ${repair.duplicates} duplicate file(s) removed: ${requests(repair.requests)}, ${usd(repair.usd)}`,
+    compaction === undefined
+      ? '  then compaction: nothing left uncompacted'
+      : `  then a cycle compacting ${compaction.total.jobs} partition(s) (${compaction.total.inputFiles} file(s), ${formatBytes(compaction.total.inputBytes)}), ${compaction.childExecutionType} children: ${requests(compaction.total.requests)}, ${usd(compaction.total.totalUsd)}`,
+    `  total: ${requests(cost.requests)}, ${usd(cost.totalUsd)}`,
+  ].join('\n');
 }
 
 /** "2 duplicate (rows an output ... holds), 1 orphan-staging (...)". */

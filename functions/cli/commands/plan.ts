@@ -5,11 +5,11 @@
 
 import { behindWarning } from '../../core/backlog.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
-import { NO_RETENTION_RULE, parseStackContext, parseTier, resolveStackConfig } from '../context.ts';
+import { NO_RETENTION_RULE, parseTier } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
-import { costSettings, deployedTransitions, formatCost } from '../plan-cost.ts';
+import { deployedCycle, formatCost } from '../plan-cost.ts';
 
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
@@ -26,13 +26,7 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
       inputBytes: j.inputBytes,
       wave: j.wave,
     })),
-    settings: costSettings(resolveStackConfig(options)),
-    transitions: await deployedTransitions(
-      parseStackContext(options.context),
-      ctx.target.dataPrefix,
-      options,
-      io.err,
-    ),
+    ...(await deployedCycle(options, ctx.target.dataPrefix, io.err)),
     planning: counted.requests,
   });
   const empty = plan.jobs.length === 0 && plan.skipped.length === 0;

@@ -17,6 +17,7 @@ import {
   expressDurationUsd,
   lambdaDurationUsd,
   lambdaRequestsUsd,
+  PRICE_BASIS,
   PRICE_REGION,
   PRICES,
   type RequestCounts,
@@ -254,7 +255,7 @@ export function cycleCost(input: {
   };
   return {
     region: PRICE_REGION,
-    basis: `at ${PRICE_REGION} list prices (arm64 Lambda, before any free tier)`,
+    basis: PRICE_BASIS,
     childExecutionType: settings.childExecutionType,
     maxConcurrency: settings.maxConcurrency,
     waves,

@@ -20,6 +20,7 @@ export {
   S3_WAIT,
   STATED_SECONDS,
 } from './durations.ts';
+export { type FixCost, fixCost, type RepairFolderToPrice, repairCalls } from './fix.ts';
 export {
   CHILD_START_TRANSITIONS,
   COMMAND_CLASS,
@@ -28,6 +29,7 @@ export {
   LIST_PAGE_KEYS,
   lambdaDurationUsd,
   lambdaRequestsUsd,
+  PRICE_BASIS,
   PRICE_REGION,
   PRICES,
   type RequestClass,

@@ -6,6 +6,9 @@
 /** The region whose list prices PRICES are. */
 export const PRICE_REGION = 'us-east-1';
 
+/** The caveat every price carries. */
+export const PRICE_BASIS = `at ${PRICE_REGION} list prices (arm64 Lambda, before any free tier)`;
+
 /**
  * Prices (us-east-1, arm64 Lambda), each from the page named beside it.
  * - Lambda: https://aws.amazon.com/lambda/pricing/ (Arm: $0.0000133334 per GB-second, the first

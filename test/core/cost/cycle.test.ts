@@ -8,7 +8,6 @@
 
 import { describe, expect, it } from 'vitest';
 import {
-  type CostSettings,
   compactEstimateSeconds,
   compactSecondsAt,
   cycleCost,
@@ -19,24 +18,10 @@ import {
   outputSizes,
   PART_BYTES,
   scheduleSeconds,
-  type TransitionCount,
 } from '../../../functions/core/cost/index.ts';
+import { costSettings, TRANSITIONS } from '../../support/cost-fixture.ts';
 
-const TRANSITIONS: TransitionCount = {
-  perPartition: 7,
-  partitionStates: [],
-  perExecution: 8,
-  executionStates: [],
-  perWave: 4,
-  waveStates: [],
-};
-
-const settings = (child: 'EXPRESS' | 'STANDARD'): CostSettings => ({
-  childExecutionType: child,
-  maxConcurrency: 10,
-  memoryMb: { compact: 3008, partitionSteps: 512, others: 512 },
-  targetFileBytes: 512 * 2 ** 20,
-});
+const settings = costSettings;
 
 const JOBS = [
   { tier: 'hourly', inputs: 10, inputBytes: 10e6, wave: 0 },
