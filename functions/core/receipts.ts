@@ -11,8 +11,7 @@ import { createHash } from 'node:crypto';
 import type { CompactorConfig, JobKind } from './config.ts';
 import { type ColumnStats, type DedupRequest, KEYS_HASH_ALGORITHM } from './engine.ts';
 import { InvalidManifestError, PreconditionFailedError, TransientStoreError } from './errors.ts';
-import type { StepDeps } from './job.ts';
-import { withSignal } from './job.ts';
+import { type StepDeps, withSignal } from './job.ts';
 import { forEachLimit } from './limit.ts';
 import {
   type Expiry,
