@@ -6,20 +6,27 @@
 
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AuditReport, auditLake, FINDING_KINDS } from '../../core/audit.ts';
+import { type AuditDay, type AuditReport, auditLake, FINDING_KINDS } from '../../core/audit.ts';
 import type { FixCost } from '../../core/cost/index.ts';
-import { type CliIo, commandContext, emit } from '../command.ts';
+import { type CliIo, commandContext } from '../command.ts';
 import { buildEngine } from '../context.ts';
 import { formatBytes, formatCount, table } from '../format.ts';
 import { footerRows } from '../lake-stats.ts';
 import type { ParsedOptions } from '../options.ts';
 import { deployedCycle } from '../plan-cost.ts';
 
+/** Day rows printed at a time: the table's widths are a chunk's, and no more rows are held. */
+const DAY_CHUNK = 1000;
+
 export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const ctx = await commandContext(options);
   const { store, localRoot } = ctx.target;
   const { engine, workDir } = await buildEngine(options);
   const scratch = join(workDir, `audit-${process.pid}`);
+  // Days are printed as each is done (a lake of millions of days is never held whole); --json
+  // streams them as the report's `days` array, the rest of the report after them.
+  const json = options.json === true;
+  const days = new DayPrinter(io, json);
   let report: AuditReport;
   try {
     report = await auditLake({
@@ -30,12 +37,14 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
       workDir: scratch,
       rowsOf: async (objects) =>
         new Map((await footerRows(store, localRoot, engine, objects)).map((f) => [f.key, f.rows])),
+      onDay: (day) => days.add(day),
     });
   } finally {
     await engine.close();
     await rm(scratch, { recursive: true, force: true });
   }
-  const { days, findings } = report;
+  days.flush();
+  const { findings } = report;
   const { fixCost } = await import('../../core/cost/index.ts');
   const cost = fixCost({
     ...report.fix,
@@ -44,19 +53,14 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
       ? { cycle: await deployedCycle(options, ctx.target.dataPrefix, io.err) }
       : {}),
   });
-  emit(io, options, { ...report, fixCost: cost }, () =>
+  const { days: _streamed, ...rest } = report;
+  if (json) {
+    // The report's other fields after the streamed days: `{"days": [...], ...}` stays one object.
+    io.out(`], ${JSON.stringify({ ...rest, fixCost: cost }, null, 2).slice(1)}`);
+    return findings.length > 0 ? 1 : 0;
+  }
+  io.out(
     [
-      table(
-        ['table', 'day', 'files', 'bytes', 'rows', 'findings'],
-        days.map((d) => [
-          d.table,
-          d.day,
-          d.files,
-          formatBytes(d.bytes),
-          d.rows === undefined ? 'unreadable' : formatCount(d.rows),
-          d.findings === 0 ? '' : d.findings,
-        ]),
-      ),
       ...(findings.length > 0
         ? [
             '',
@@ -70,11 +74,53 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
         : []),
       '',
       findings.length === 0
-        ? `audit: clean: ${days.length} day(s), ${report.receipts} receipt(s), no defect found`
+        ? `audit: clean: ${days.count} day(s), ${report.receipts} receipt(s), no defect found`
         : `audit: ${findings.length} finding(s): ${summarize(findings.map((f) => f.kind))}`,
     ].join('\n'),
   );
   return findings.length > 0 ? 1 : 0;
+}
+
+/** Prints day rows DAY_CHUNK at a time: a table per chunk, or JSON array elements. */
+class DayPrinter {
+  count = 0;
+  readonly #io: CliIo;
+  readonly #json: boolean;
+  readonly #pending: AuditDay[] = [];
+
+  constructor(io: CliIo, json: boolean) {
+    this.#io = io;
+    this.#json = json;
+    if (json) io.out('{"days": [');
+  }
+
+  add(day: AuditDay): void {
+    this.#pending.push(day);
+    if (this.#pending.length >= DAY_CHUNK) this.flush();
+  }
+
+  flush(): void {
+    if (this.#pending.length === 0) return;
+    if (this.#json) {
+      for (const day of this.#pending) this.#io.out(`${this.count++ > 0 ? ',' : ''}${JSON.stringify(day)}`);
+    } else {
+      this.count += this.#pending.length;
+      this.#io.out(
+        table(
+          ['table', 'day', 'files', 'bytes', 'rows', 'findings'],
+          this.#pending.map((d) => [
+            d.table,
+            d.day,
+            d.files,
+            formatBytes(d.bytes),
+            d.rows === undefined ? 'unreadable' : formatCount(d.rows),
+            d.findings === 0 ? '' : d.findings,
+          ]),
+        ),
+      );
+    }
+    this.#pending.length = 0;
+  }
 }
 
 const usd = (n: number) => `$${n.toFixed(6)}`;
