@@ -7,14 +7,14 @@ import { LAMBDA_MB_PER_VCPU } from '../lambda-sizing.ts';
 
 /**
  * The compact step's cost per input byte and per input file on Lambda, from one `npm run bench`
- * (bench/results.json, 2026-11-29, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU) of the
- * compact path, each input fetched from the local folder store):
- * - (i) 200 files, 156,980,933 B: 2.9033 s -> 2.9033 / 156.98 MB = 0.018495 s/MB;
- * - (ii) 2,000 files, 21,030,571 B: 2.2307 s -> (2.2307 - 21.03 x 0.018495) / 2000 = 0.000921 s/file.
+ * (bench/results.json, 2026-12-04 evening, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU)
+ * of the compact path, each input fetched from the local folder store):
+ * - (i) 200 files, 156,980,933 B: 2.2602 s -> 2.2602 / 156.98 MB = 0.014398 s/MB;
+ * - (ii) 2,000 files, 21,030,571 B: 0.9178 s -> (0.9178 - 21.03 x 0.014398) / 2000 = 0.000308 s/file.
  * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
  * if a newer run is slower.
  */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0162, secondsPerFile: 0.00041 } as const;
+export const MEASURED_COMPACT = { secondsPerMB: 0.0144, secondsPerFile: 0.00031 } as const;
 
 /**
  * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3
