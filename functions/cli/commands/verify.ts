@@ -34,7 +34,6 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     const { view, all, rows } = await stableSnapshot(ctx, engine);
     const visible = new Set(view.files.map((f) => `${f.key}\0${f.etag}`));
     const byPartition = new Map<string, PartitionRows>();
-    const etagOf = new Map(all.map((o) => [o.key, o.etag]));
     for (const [i, file] of rows.entries()) {
       const parsed = layout.parse(file.key);
       // Monthly outputs count under their month folder.
@@ -60,11 +59,9 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     }
     // An output next to inputs older than itself, with no job holding them, is what a
     // non-atomic compactor leaves behind (the seed bug): flag it, as `compactor audit` does.
-    const suspects = new Set(
-      halfCompacted(ctx.config, all, (key) => !visible.has(`${key}\0${etagOf.get(key) ?? ''}`)).map(
-        (h) => h.day,
-      ),
-    );
+    // Only what the visible view holds counts: a job's inputs past its commit are not left behind.
+    const shown = all.filter((o) => visible.has(`${o.key}\0${o.etag}`));
+    const suspects = new Set(halfCompacted(ctx.config, shown, () => false).map((h) => h.day));
     // Read after the snapshot: a job that started meanwhile is named too, one that ended is not.
     const now = ctx.clock.now().getTime();
     const recover = recoverCommand(options);
