@@ -18,6 +18,11 @@ const MAX_TARGET_FILE_BYTES = 5 * 1024 * MiB - MiB;
 /** A century: a longer retention is a typo, not a policy. */
 const MAX_RETENTION_DAYS = 36_500;
 /**
+ * The most inputs `maxJobFiles` can ever allow. A manifest is checked against this, not against
+ * today's setting, so lowering the setting while a job is live does not make its manifest invalid.
+ */
+export const MAX_JOB_FILES = 10_000;
+/**
  * Sweep records live under plans/, which the bucket's lifecycle rule expires after 15 days: a
  * longer interval would find no record and sweep every cycle.
  */
@@ -194,7 +199,7 @@ export const sharedShape = {
   ),
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: byteCount(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
-  maxJobFiles: wholeNumber(1, 10_000).describe("a job's input files at most"),
+  maxJobFiles: wholeNumber(1, MAX_JOB_FILES).describe("a job's input files at most"),
   maxJobsPerPartition: wholeNumber(1, 100).describe(
     'jobs one execution runs on one partition, one after another, so a backlog beyond `maxJobFiles` or `maxJobBytes` drains in one execution (each job its own manifest)',
   ),

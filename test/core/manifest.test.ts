@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { type CompactorConfig, parseConfig, type TierName } from '../../functions/core/config.ts';
+import { MAX_JOB_FILES } from '../../functions/core/config-schema.ts';
 import { InvalidManifestError } from '../../functions/core/errors.ts';
 import type { DataFile } from '../../functions/core/layout.ts';
 import {
@@ -466,16 +467,27 @@ describe('parseManifest rejects', () => {
     expect(reasonFor(hourly({ location: undefined }))).toMatch(/belongs to undefined/);
   });
 
-  it('more inputs than maxJobFiles', () => {
-    const many = Array.from({ length: 10_000 }, (_, i) => ({
+  it('more inputs than maxJobFiles can ever allow', () => {
+    const many = Array.from({ length: MAX_JOB_FILES + 1 }, (_, i) => ({
       key: `${HOUR_FOLDER}f${String(i).padStart(5, '0')}.parquet`,
       size: 1,
       etag: 'e',
     }));
-    expect(config.maxJobFiles).toBe(5000);
-    expect(reasonFor(withInputs(hourly(), many))).toBe('10000 inputs exceed the job bound');
+    expect(reasonFor(withInputs(hourly(), many))).toBe('10001 inputs exceed the largest job bound (10000)');
     // At the bound it parses.
-    expect(parse(withInputs(hourly(), many.slice(0, 5000))).inputs).toHaveLength(5000);
+    expect(parse(withInputs(hourly(), many.slice(0, MAX_JOB_FILES))).inputs).toHaveLength(MAX_JOB_FILES);
+  });
+
+  it('a live job planned under a higher maxJobFiles still parses after the setting is lowered', () => {
+    const planned = Array.from({ length: 30 }, (_, i) => ({
+      key: `${HOUR_FOLDER}f${String(i).padStart(5, '0')}.parquet`,
+      size: 1,
+      etag: 'e',
+    }));
+    const lowered = parseConfig({ maxJobFiles: 10 });
+    const m = withInputs(hourly(), planned);
+    const parsed = parseManifest(lowered, LOCATION, keyOf(m), Buffer.from(JSON.stringify(m)));
+    expect(parsed.inputs).toHaveLength(30);
   });
 
   it('no inputs', () => {

@@ -687,20 +687,20 @@ const INVALID: readonly Invalid[] = [
     reason: /belongs to s3:\/\/someone-elses-bucket/,
   },
   {
-    name: '10,000 entries',
+    name: '10,001 entries',
     body: (m) =>
       json({
         ...m,
         inputs: [
           ...inputsOf(m),
-          ...Array.from({ length: 10_000 - inputsOf(m).length }, (_, i) => ({
+          ...Array.from({ length: 10_001 - inputsOf(m).length }, (_, i) => ({
             key: `${HOUR_10}cpu_20250115_100000_${i + 100}.parquet`,
             size: 1,
             etag: 'x',
           })),
         ],
       }),
-    reason: /exceed the job bound/,
+    reason: /exceed the largest job bound/,
   },
 ];
 

@@ -205,20 +205,20 @@ const TAMPERED: readonly Tamper[] = [
     reason: /another-bucket/,
   },
   {
-    name: '10,000 entries',
+    name: '10,001 entries',
     apply: (m) =>
       json({
         ...m,
         inputs: [
           ...inputs(m),
-          ...Array.from({ length: 10_000 - inputs(m).length }, (_, i) => ({
+          ...Array.from({ length: 10_001 - inputs(m).length }, (_, i) => ({
             key: `${HOUR_10}cpu_20250115_100000_${i + 100}.parquet`,
             size: 1,
             etag: 'x',
           })),
         ],
       }),
-    reason: /exceed the job bound/,
+    reason: /exceed the largest job bound/,
   },
   {
     name: 'a manifest stored under another partition’s key',

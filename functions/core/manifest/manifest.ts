@@ -8,6 +8,7 @@
  */
 
 import { type CompactorConfig, JOB_KINDS, type JobKind } from '../config.ts';
+import { MAX_JOB_FILES } from '../config-schema.ts';
 import type { ColumnStats, DedupRequest } from '../engine.ts';
 import { InvalidManifestError } from '../errors.ts';
 import { type Layout, periodEnd } from '../layout.ts';
@@ -189,7 +190,8 @@ export function parseManifest(
   const state = m.state as ManifestState;
   if (!MANIFEST_STATES.includes(state)) fail(key, `unknown state ${String(m.state)}`);
   if (!Array.isArray(m.inputs) || m.inputs.length === 0) fail(key, 'inputs must be a non-empty list');
-  if (m.inputs.length > config.maxJobFiles) fail(key, `${m.inputs.length} inputs exceed the job bound`);
+  if (m.inputs.length > MAX_JOB_FILES)
+    fail(key, `${m.inputs.length} inputs exceed the largest job bound (${MAX_JOB_FILES})`);
 
   const job: JobScope = { key, layout, tier, partition: partitionFolder, jobId };
   const inputs = parseInputs(job, m.inputs);
