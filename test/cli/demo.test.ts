@@ -30,6 +30,13 @@ describe('demo', () => {
       expect(result.text).not.toMatch(/monthly|FAILED/);
       expect(result.text).toMatch(/^rows equal: 306,000 before and after; files 1224 -> 6 \(204x fewer\)$/m);
       expect(await dataKeys(join(dir, 'lake'))).toHaveLength(6);
+      // Every command the demo suggests works on the lake it leaves: exit 0, the audit clean.
+      const tries = [...result.text.matchAll(/^ {2}compactor (.+)$/gm)].map((m) => (m[1] ?? '').split(' '));
+      expect(tries.map((t) => t[0])).toEqual(['status', 'visible', 'receipts', 'audit']);
+      for (const args of tries) {
+        const tried = await cli(...args);
+        expect(tried.code, `compactor ${args.join(' ')}: ${tried.err.slice(-5).join('\n')}`).toBe(0);
+      }
     },
     HANG_GUARD_MS,
   );

@@ -95,7 +95,9 @@ export async function demoCommand(options: ParsedOptions, io: CliIo): Promise<nu
       ? `rows equal: ${formatCount(after.rows)} before and after; files ${before.files} -> ${after.files} (${(before.files / Math.max(1, after.files)).toFixed(0)}x fewer)`
       : `ROWS DIFFER: generated ${lake.rows}, before ${before.rows}, after ${after.rows}`,
   );
-  io.out(`\nTry: compactor status --store ${dir}   compactor visible --sql --store ${dir}`);
+  io.out('\nTry:');
+  for (const command of ['status', 'visible --sql', 'receipts', 'audit'])
+    io.out(`  compactor ${command} --store ${dir}`);
   return equal ? 0 : 1;
 }
 
