@@ -65,6 +65,16 @@ export function planRead(
 }
 
 /**
+ * The parts of `ranges` before `tailStart`: bytes the footer's read already brought are not
+ * fetched again (a range wholly inside the tail costs no GET).
+ */
+export function beforeTail(ranges: readonly ByteRange[], tailStart: number): ByteRange[] {
+  return ranges
+    .map((r) => ({ start: r.start, end: Math.min(r.end, tailStart) }))
+    .filter((r) => r.start < r.end);
+}
+
+/**
  * Whether the row groups' `column` ranges follow one another (each group's max <= the next
  * group's min), as an output sorted by that column has: a range predicate then matches only the
  * groups it overlaps. False when a row group has no statistics for the column.

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import type { FileMetaData, ParquetQueryFilter } from 'hyparquet';
 import { describe, expect, it } from 'vitest';
 import {
+  beforeTail,
   FOOTER_FETCH_BYTES,
   footerBytes,
   footerMetadata,
@@ -111,6 +112,19 @@ describe('reader plan', () => {
     const whole = await engine.query(sql(sorted));
     expect(whole[0]?.n).toBeGreaterThan(0);
     expect(await engine.query(sql(sparse))).toEqual(whole);
+  });
+
+  it('fetches again no byte the footer read brought', () => {
+    const ranges = [
+      { start: 10, end: 50 },
+      { start: 60, end: 120 },
+      { start: 130, end: 150 },
+    ];
+    expect(beforeTail(ranges, 100)).toEqual([
+      { start: 10, end: 50 },
+      { start: 60, end: 100 },
+    ]);
+    expect(beforeTail(ranges, 0)).toEqual([]);
   });
 
   it('refuses a tail that is not Parquet', () => {
