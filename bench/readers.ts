@@ -28,7 +28,6 @@ import { createS3Client } from '../functions/adapters/s3-store/s3-store.ts';
 import { DEFAULT_HOSTS } from '../functions/adapters/sample-data.ts';
 import { forEachLimit } from '../functions/core/limit.ts';
 import type { InputRef } from '../functions/core/manifest/manifest.ts';
-import { runChild } from './child.ts';
 import { generateDataset, HOUR_START_MS } from './datasets.ts';
 import {
   type ByteRange,
@@ -44,13 +43,11 @@ import {
   arcHourCase,
   deleteAll,
   type LatencyTrueS3,
+  runChain,
   S3_BYTES_PER_SECOND,
   S3_FIRST_BYTE_LATENCY_MS,
-  S3_PART_BYTES,
   startLatencyTrueS3,
 } from './s3-latency.ts';
-import type { S3RunResult, S3Task } from './s3-worker.ts';
-import { median } from './stats.ts';
 import { verifyOutputs } from './verify.ts';
 
 /**
@@ -104,10 +101,8 @@ export function readerQueries(): ReaderQuery[] {
   ];
 }
 
-/** One layout (the inputs, or the outputs) read by one query: the median run, and every run's total. */
-export interface ReaderSide {
-  readonly files: number;
-  readonly objectBytes: number;
+/** What one read of one layout by one query took. */
+interface ReadMeasure {
   readonly rowGroups: number;
   /** Row groups whose statistics can match the query: the ones fetched. */
   readonly rowGroupsRead: number;
@@ -123,6 +118,12 @@ export interface ReaderSide {
    */
   readonly s3FloorMs: number;
   readonly queryMs: number;
+}
+
+/** One layout (the inputs, or the outputs) read by one query: the median run, and every run's total. */
+export interface ReaderSide extends ReadMeasure {
+  readonly files: number;
+  readonly objectBytes: number;
   readonly totalMs: number;
   readonly totalsMs: readonly number[];
 }
@@ -160,15 +161,7 @@ export interface ReadersResult {
   readonly queries: readonly ReaderQueryResult[];
 }
 
-interface ReadOnce {
-  readonly rowGroups: number;
-  readonly rowGroupsRead: number;
-  readonly requests: number;
-  readonly footerRequests: number;
-  readonly bytesFetched: number;
-  readonly fetchMs: number;
-  readonly s3FloorMs: number;
-  readonly queryMs: number;
+interface ReadOnce extends ReadMeasure {
   readonly answer: string;
 }
 
@@ -274,22 +267,17 @@ async function readOnce(
 }
 
 function side(targets: readonly ReadTarget[], objectBytes: number, runs: readonly ReadOnce[]): ReaderSide {
-  const totals = runs.map((r) => r.fetchMs + r.queryMs);
-  const mid = median(totals);
-  const chosen = runs.find((r) => r.fetchMs + r.queryMs === mid) ?? (runs[0] as ReadOnce);
+  const total = (r: ReadOnce) => r.fetchMs + r.queryMs;
+  // The middle run (the lower of the two middles for an even count), all its counts with it.
+  const chosen = [...runs].sort((a, b) => total(a) - total(b))[Math.floor((runs.length - 1) / 2)];
+  if (!chosen) throw new Error('readers: no measured run');
+  const { answer: _, ...measure } = chosen;
   return {
+    ...measure,
     files: targets.length,
     objectBytes,
-    rowGroups: chosen.rowGroups,
-    rowGroupsRead: chosen.rowGroupsRead,
-    requests: chosen.requests,
-    footerRequests: chosen.footerRequests,
-    bytesFetched: chosen.bytesFetched,
-    fetchMs: chosen.fetchMs,
-    s3FloorMs: chosen.s3FloorMs,
-    queryMs: chosen.queryMs,
-    totalMs: mid,
-    totalsMs: totals,
+    totalMs: total(chosen),
+    totalsMs: runs.map(total),
   };
 }
 
@@ -327,18 +315,7 @@ export async function runReaders(
 
     // The product's chain over the shaped path, as the s3 section runs it.
     const runDir = join(dir, 'compact');
-    await mkdir(runDir, { recursive: true });
-    const task: S3Task = {
-      endpoint: s3.shaper.endpoint,
-      bucket: s3.bucket,
-      partition: ds.partition,
-      inputs,
-      runDir,
-      threads: options.threads,
-      memoryLimit: options.memoryLimit,
-      partSizeBytes: S3_PART_BYTES,
-    };
-    const run = await runChild<S3RunResult>('s3-worker.ts', task, join(runDir, 'task.json'));
+    const run = await runChain(s3.shaper.endpoint, ds.partition, inputs, runDir, options);
     const after: ReadTarget[] = [];
     let outputBytes = 0;
     for (const key of run.outputKeys) {

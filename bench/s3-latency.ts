@@ -201,19 +201,8 @@ export async function runS3Latency(
       for (let n = 0; n < options.runs(spec); n++) {
         const inputs = await upload();
         const runDir = join(dir, 'runs', `${spec.id}-${n}`);
-        await mkdir(runDir, { recursive: true });
-        const task: S3Task = {
-          endpoint: shaper.endpoint,
-          bucket: BUCKET,
-          partition: ds.partition,
-          inputs,
-          runDir,
-          threads: options.threads,
-          memoryLimit: options.memoryLimit,
-          partSizeBytes: S3_PART_BYTES,
-        };
         shaper.resetStats();
-        const run = await runChild<S3RunResult>('s3-worker.ts', task, join(runDir, 'task.json'));
+        const run = await runChain(shaper.endpoint, ds.partition, inputs, runDir, options);
         const stats = shaper.stats();
         const paths: string[] = [];
         for (const key of run.outputKeys) {
@@ -261,6 +250,31 @@ export async function runS3Latency(
     sources: S3_SOURCES,
     jobs,
   };
+}
+
+/**
+ * The product's per-partition chain over `inputs` in its own process (bench/s3-worker.ts), its
+ * S3 client pointed at `endpoint`; its work files under `runDir`.
+ */
+export async function runChain(
+  endpoint: string,
+  partition: string,
+  inputs: readonly InputRef[],
+  runDir: string,
+  options: { readonly threads: number; readonly memoryLimit: string },
+): Promise<S3RunResult> {
+  await mkdir(runDir, { recursive: true });
+  const task: S3Task = {
+    endpoint,
+    bucket: BUCKET,
+    partition,
+    inputs,
+    runDir,
+    threads: options.threads,
+    memoryLimit: options.memoryLimit,
+    partSizeBytes: S3_PART_BYTES,
+  };
+  return runChild<S3RunResult>('s3-worker.ts', task, join(runDir, 'task.json'));
 }
 
 export interface LatencyTrueS3 {
