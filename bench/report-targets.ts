@@ -170,7 +170,7 @@ export function targets(r: BenchResults): Target[] {
   if (r.auditLake) out.push(...auditLakeTargets(r.auditLake).map((t) => ({ ...t, headline: true })));
   if (r.backlog) out.push(...backlogTargets(r.backlog).map((t) => ({ ...t, headline: true })));
   if (r.partitions) out.push(...smallPartitionsTargets(r.partitions).map((t) => ({ ...t, headline: true })));
-  if (r.readers) out.push(...readersTargets(r.readers));
+  if (r.readers) out.push(...readersTargets(r.readers).map((t) => ({ ...t, headline: true })));
   for (const job of r.s3Latency?.jobs ?? []) {
     const planned = Math.min(job.run.plannedConcurrency, job.files);
     out.push({
