@@ -6,6 +6,7 @@ import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
 import { wholeProcessTargets } from './orchestration-report.ts';
 import { plannerLakeTargets } from './planner-scale.ts';
+import { readersTargets } from './readers.ts';
 import { f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
 import type { BenchResults } from './results.ts';
 import { smallPartitionsTargets } from './small-partitions.ts';
@@ -169,6 +170,7 @@ export function targets(r: BenchResults): Target[] {
   if (r.auditLake) out.push(...auditLakeTargets(r.auditLake).map((t) => ({ ...t, headline: true })));
   if (r.backlog) out.push(...backlogTargets(r.backlog).map((t) => ({ ...t, headline: true })));
   if (r.partitions) out.push(...smallPartitionsTargets(r.partitions).map((t) => ({ ...t, headline: true })));
+  if (r.readers) out.push(...readersTargets(r.readers).map((t) => ({ ...t, headline: true })));
   for (const job of r.s3Latency?.jobs ?? []) {
     const planned = Math.min(job.run.plannedConcurrency, job.files);
     out.push({

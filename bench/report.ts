@@ -9,6 +9,7 @@ import type { Comparison, ToolSummary } from './compare.ts';
 import type { CycleCost } from './cost.ts';
 import { wholeProcessSection } from './orchestration-report.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
+import { readersMarkdown } from './readers.ts';
 import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
 import { fetchGap, footerGap, targets, writeGap } from './report-targets.ts';
 import type { BenchResults } from './results.ts';
@@ -305,6 +306,7 @@ export function renderMarkdown(r: BenchResults): string {
   if (r.plannerLake) lines.push(...plannerLakeMarkdown(r.plannerLake));
   if (r.auditLake) lines.push(...auditLakeMarkdown(r.auditLake));
   if (r.backlog) lines.push(...backlogMarkdown(r.backlog));
+  if (r.readers) lines.push(...readersMarkdown(r.readers));
   if (r.memory) {
     const m = r.memory;
     lines.push('## Memory: a partition larger than the engine memory', '');

@@ -11,6 +11,7 @@ import type { CostModel } from './cost.ts';
 import type { MemoryResult } from './memory.ts';
 import type { OrchestrationResult } from './orchestration.ts';
 import type { PlannerLakeResult, PlannerScaleResult } from './planner-scale.ts';
+import type { ReadersResult } from './readers.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { S3LatencyResult } from './s3-latency.ts';
 import type { SmallPartitionsResult } from './small-partitions.ts';
@@ -44,5 +45,6 @@ export interface BenchResults {
   readonly s3Latency?: S3LatencyResult;
   readonly backlog?: BacklogResult;
   readonly partitions?: SmallPartitionsResult;
+  readonly readers?: ReadersResult;
   readonly cost?: CostModel;
 }

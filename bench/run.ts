@@ -24,6 +24,7 @@ import {
   runPlannerLake,
   runPlannerScale,
 } from './planner-scale.ts';
+import { type ReadersResult, runReaders } from './readers.ts';
 import { printTables, renderMarkdown } from './report.ts';
 import { renderSvg } from './report-svg.ts';
 import { type RequestAccounting, runRequestAccounting } from './requests.ts';
@@ -56,6 +57,7 @@ const SECTIONS = [
   's3',
   'backlog',
   'partitions',
+  'readers',
 ];
 
 const USAGE = `usage: npm run bench [-- options]
@@ -68,7 +70,7 @@ no results files.
   --datasets LIST     comma-separated dataset ids: ${DATASETS.map((d) => d.id).join(',')} (default all)
   --only LIST         comma-separated sections: ${SECTIONS.join(',')} (default all)
   --quick             smaller request, orchestration, planner and memory cases; s3: the Firehose
-                      hour and 2 GiB job at 1/8 size, one run each
+                      hour and 2 GiB job at 1/8 size, one run each; readers: one measured run
   --render            measure nothing: re-render results.md, results.svg and the README's and
                       docs/performance.md's summaries from bench/results.json (after editing
                       the report's wording, or text around a summary block)
@@ -179,6 +181,7 @@ async function main(): Promise<number> {
     s3Latency?: S3LatencyResult;
     backlog?: BacklogResult;
     partitions?: SmallPartitionsResult;
+    readers?: ReadersResult;
   } = { comparisons: [] };
   try {
     if (args.only.includes('compare')) {
@@ -279,6 +282,16 @@ async function main(): Promise<number> {
         threads: THREADS,
       });
       for (const t of smallPartitionsTargets(results.partitions)) log(`  ${t.name}: ${t.value}`);
+    }
+    if (args.only.includes('readers')) {
+      // Two DuckDB queries over an Arc hour on the shaped S3 path, before and after compaction.
+      log('what readers gain: an Arc hour queried before and after compaction');
+      results.readers = await runReaders(engine, join(tmp, 'readers'), {
+        runs: args.quick ? 1 : args.runs,
+        threads: THREADS,
+        memoryLimit: PRODUCT_MEMORY_LIMIT,
+        log,
+      });
     }
     results.transitions = await countTransitions().catch((error: Error) => {
       log(

@@ -27,7 +27,7 @@ import { forEachLimit } from '../functions/core/limit.ts';
 import type { InputRef } from '../functions/core/manifest/manifest.ts';
 import { runChild } from './child.ts';
 import { DATASETS, type DatasetSpec, generateDataset, HOUR_START_MS } from './datasets.ts';
-import { type ShaperStats, startShaper } from './s3-shaper.ts';
+import { type Shaper, type ShaperStats, startShaper } from './s3-shaper.ts';
 import type { S3RunResult, S3Task } from './s3-worker.ts';
 import { verifyOutputs } from './verify.ts';
 
@@ -106,6 +106,20 @@ async function fileBytesForRows(engine: DuckDbEngine, dir: string, rows: number)
   return size;
 }
 
+/** The Arc hour: 120 files of about 200 KB in one hour partition (the cost model's arc-hour job). */
+export async function arcHourCase(engine: DuckDbEngine, dir: string): Promise<S3LatencyCase> {
+  await mkdir(dir, { recursive: true });
+  return {
+    id: 'arc-hour',
+    title: 'Arc hour: 120 files x 200 KB',
+    files: 120,
+    rowsPerFile: await rowsForFileBytes(engine, dir, 200_000),
+    extraColumns: 0,
+    costJob: 'arc-hour',
+    scale: 1,
+  };
+}
+
 /** The bench datasets, then the cost model's jobs (shrunk 8x by --quick, except the small Arc hour). */
 export async function s3LatencyCases(
   engine: DuckDbEngine,
@@ -115,7 +129,6 @@ export async function s3LatencyCases(
   const quick = options.quick;
   await mkdir(dir, { recursive: true });
   const shrink = quick ? 8 : 1;
-  const rowsOf200K = await rowsForFileBytes(engine, dir, 200_000);
   const rowsOf12K = await rowsForFileBytes(engine, dir, 12_000);
   const rowsOf64M = await rowsForFileBytes(engine, dir, 64e6 / shrink);
   const fileOf50K = await fileBytesForRows(engine, dir, 50_000);
@@ -124,15 +137,7 @@ export async function s3LatencyCases(
   const suffix = quick ? ' (quick: 1/8 size)' : '';
   return [
     ...DATASETS.filter((d) => options.datasets.includes(d.id)).map((d) => ({ ...d, scale: 1 })),
-    {
-      id: 'arc-hour',
-      title: 'Arc hour: 120 files x 200 KB',
-      files: 120,
-      rowsPerFile: rowsOf200K,
-      extraColumns: 0,
-      costJob: 'arc-hour',
-      scale: 1,
-    },
+    await arcHourCase(engine, dir),
     {
       // The most common lake's partition: thousands of them a cycle (cost.ts prices the cycle).
       id: 'small-partition',
@@ -175,29 +180,7 @@ export async function runS3Latency(
     readonly log: (line: string) => void;
   },
 ): Promise<S3LatencyResult> {
-  await mkdir(dir, { recursive: true });
-  // Objects on disk, not in the server's memory: the full job holds 2 GiB.
-  const server = await startFauxqs({
-    port: 0,
-    host: '127.0.0.1',
-    logger: false,
-    s3StorageDir: join(dir, 'fauxqs'),
-  });
-  server.createBucket(BUCKET);
-  const target = new URL(server.address);
-  const shaper = await startShaper({
-    targetHost: target.hostname,
-    targetPort: Number(target.port),
-    firstByteLatencyMs: S3_FIRST_BYTE_LATENCY_MS,
-    bytesPerSecond: S3_BYTES_PER_SECOND,
-  });
-  // Setup and checks go straight to the server, unshaped and unmeasured.
-  const client = createS3Client({
-    endpoint: server.address,
-    region: 'us-east-1',
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-  });
-  const direct = new S3Store({ client, bucket: BUCKET, partSizeBytes: 5 * 2 ** 20 });
+  const { shaper, direct, close } = await startLatencyTrueS3(dir);
   const jobs: S3Job[] = [];
   try {
     for (const spec of options.jobs) {
@@ -218,19 +201,8 @@ export async function runS3Latency(
       for (let n = 0; n < options.runs(spec); n++) {
         const inputs = await upload();
         const runDir = join(dir, 'runs', `${spec.id}-${n}`);
-        await mkdir(runDir, { recursive: true });
-        const task: S3Task = {
-          endpoint: shaper.endpoint,
-          bucket: BUCKET,
-          partition: ds.partition,
-          inputs,
-          runDir,
-          threads: options.threads,
-          memoryLimit: options.memoryLimit,
-          partSizeBytes: S3_PART_BYTES,
-        };
         shaper.resetStats();
-        const run = await runChild<S3RunResult>('s3-worker.ts', task, join(runDir, 'task.json'));
+        const run = await runChain(shaper.endpoint, ds.partition, inputs, runDir, options);
         const stats = shaper.stats();
         const paths: string[] = [];
         for (const key of run.outputKeys) {
@@ -270,9 +242,7 @@ export async function runS3Latency(
       });
     }
   } finally {
-    client.destroy();
-    await shaper.close();
-    await server.stop();
+    await close();
   }
   return {
     firstByteLatencyMs: S3_FIRST_BYTE_LATENCY_MS,
@@ -282,7 +252,76 @@ export async function runS3Latency(
   };
 }
 
-async function deleteAll(store: S3Store): Promise<void> {
+/**
+ * The product's per-partition chain over `inputs` in its own process (bench/s3-worker.ts), its
+ * S3 client pointed at `endpoint`; its work files under `runDir`.
+ */
+export async function runChain(
+  endpoint: string,
+  partition: string,
+  inputs: readonly InputRef[],
+  runDir: string,
+  options: { readonly threads: number; readonly memoryLimit: string },
+): Promise<S3RunResult> {
+  await mkdir(runDir, { recursive: true });
+  const task: S3Task = {
+    endpoint,
+    bucket: BUCKET,
+    partition,
+    inputs,
+    runDir,
+    threads: options.threads,
+    memoryLimit: options.memoryLimit,
+    partSizeBytes: S3_PART_BYTES,
+  };
+  return runChild<S3RunResult>('s3-worker.ts', task, join(runDir, 'task.json'));
+}
+
+export interface LatencyTrueS3 {
+  readonly bucket: string;
+  /** The shaper in front of the server: point measured clients at shaper.endpoint. */
+  readonly shaper: Shaper;
+  /** Straight to the server, unshaped: for setup and checks, never measured. */
+  readonly direct: S3Store;
+  readonly close: () => Promise<void>;
+}
+
+/** fauxqs with the bench's bucket, storing objects under `dir`, behind the latency shaper. */
+export async function startLatencyTrueS3(dir: string): Promise<LatencyTrueS3> {
+  await mkdir(dir, { recursive: true });
+  // Objects on disk, not in the server's memory: the full job holds 2 GiB.
+  const server = await startFauxqs({
+    port: 0,
+    host: '127.0.0.1',
+    logger: false,
+    s3StorageDir: join(dir, 'fauxqs'),
+  });
+  server.createBucket(BUCKET);
+  const target = new URL(server.address);
+  const shaper = await startShaper({
+    targetHost: target.hostname,
+    targetPort: Number(target.port),
+    firstByteLatencyMs: S3_FIRST_BYTE_LATENCY_MS,
+    bytesPerSecond: S3_BYTES_PER_SECOND,
+  });
+  const client = createS3Client({
+    endpoint: server.address,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+  return {
+    bucket: BUCKET,
+    shaper,
+    direct: new S3Store({ client, bucket: BUCKET, partSizeBytes: 5 * 2 ** 20 }),
+    close: async () => {
+      client.destroy();
+      await shaper.close();
+      await server.stop();
+    },
+  };
+}
+
+export async function deleteAll(store: S3Store): Promise<void> {
   const keys: { key: string }[] = [];
   for await (const object of store.list('')) keys.push({ key: object.key });
   for (let i = 0; i < keys.length; i += 1000) await store.deleteMany(keys.slice(i, i + 1000));
