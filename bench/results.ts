@@ -10,6 +10,7 @@ import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
 import type { MemoryResult } from './memory.ts';
 import type { OrchestrationResult } from './orchestration.ts';
+import type { PartitionProfile } from './partition-profile.ts';
 import type { PlannerLakeResult, PlannerScaleResult } from './planner-scale.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { S3LatencyResult } from './s3-latency.ts';
@@ -44,5 +45,7 @@ export interface BenchResults {
   readonly s3Latency?: S3LatencyResult;
   readonly backlog?: BacklogResult;
   readonly partitions?: SmallPartitionsResult;
+  /** One partition's chain in that lake, split into buckets (ms per partition). */
+  readonly partitionsProfile?: PartitionProfile;
   readonly cost?: CostModel;
 }
