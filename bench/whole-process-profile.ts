@@ -36,9 +36,10 @@ const OUTSIDE = "spawn and teardown (outside the process's clock)";
 
 /** Bucket labels of the product's span names, in the order a run passes them. */
 const LABELS: Readonly<Record<string, string>> = {
-  'cli: modules of the local runner': 'modules of the local runner (ASL interpreter, handlers, AWS SDK)',
+  'cli: modules of the local runner':
+    'modules of the local runner (ASL interpreter, handlers, DuckDB library)',
   'cli: settings and store check': 'settings and store check',
-  'cli: DuckDB load and engine': 'DuckDB load and engine',
+  'cli: engine': 'DuckDB engine (an instance; its library loads with the modules)',
   'cli: definition (cache or synthesis)': 'state machine definition (cache read)',
   'definition: synthesis (cache miss)': 'CDK synthesis (cache miss)',
   'cli: workflow run': 'local run set-up (scratch, owners)',

@@ -12,7 +12,7 @@ describe('wholeProcessBuckets', () => {
       loadedAtMs: 40,
       exitAtMs: 1000,
       spans: [
-        { name: 'cli: DuckDB load and engine', depth: 1, start: 200, end: 300 },
+        { name: 'cli: engine', depth: 1, start: 200, end: 300 },
         { name: 'cli: workflow run', depth: 1, start: 320, end: 900 },
         { name: 'run: interpreter', depth: 2, start: 330, end: 890 },
         { name: 'step: compact', depth: 3, start: 400, end: 700 },
@@ -22,7 +22,7 @@ describe('wholeProcessBuckets', () => {
     expect(asObject(buckets)).toEqual({
       'node start-up (before the first module)': 40,
       'CLI modules and arguments (before the first span)': 160,
-      'DuckDB load and engine': 100,
+      'DuckDB engine (an instance; its library loads with the modules)': 100,
       "CLI's own code between its spans (partition rows, warnings)": 20,
       'local run set-up (scratch, owners)': 20,
       'interpreter (aws-local-stepfunctions, Map and result emulation)': 260,

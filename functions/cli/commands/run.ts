@@ -61,7 +61,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
   const concurrency =
     options.concurrency === undefined ? LOCAL_CONCURRENCY : parseWhole('concurrency', options.concurrency, 1);
   // Engine options are checked before the seconds a synthesis can take.
-  const { engine, workDir } = await timed('cli: DuckDB load and engine', () => buildEngine(options));
+  const { engine, workDir } = await timed('cli: engine', () => buildEngine(options));
   const quiet = sayOnInterrupt(io, options);
   try {
     // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
