@@ -4,6 +4,7 @@ import {
   PARTITION_BUCKETS,
   type ProfiledSpan,
   partitionBuckets,
+  partitionProfileTable,
 } from '../../bench/partition-profile.ts';
 
 describe('classify', () => {
@@ -51,5 +52,25 @@ describe('partitionBuckets', () => {
       'outside the executions': 5,
     });
     expect(buckets.reduce((sum, b) => sum + b.msPerPartition, 0)).toBeCloseTo(105, 9);
+  });
+});
+
+describe('partitionProfileTable', () => {
+  it('lists every bucket with what it holds and ends with their sum, the wall per partition', () => {
+    const buckets = PARTITION_BUCKETS.map((bucket, i) => ({ bucket, msPerPartition: i + 1 }));
+    const text = partitionProfileTable({
+      shape: { tables: 1, hours: 2, files: 3, rows: 4 },
+      partitions: 2,
+      concurrency: 1,
+      wallMs: 90,
+      wallMsPerPartition: 45,
+      cpuMs: 10,
+      buckets,
+      loadAverage: [1, 1, 1],
+    });
+    for (const bucket of PARTITION_BUCKETS) expect(text).toContain(`| ${bucket} |`);
+    expect(text.trim().split('\n').at(-1)).toMatch(
+      /^\| \*\*sum = wall per partition\*\* \| 45\.00 \| 100% \|/,
+    );
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Bucket } from '../../bench/profile-buckets.ts';
-import { wholeProcessBuckets } from '../../bench/whole-process-profile.ts';
+import { wholeProcessBuckets, wholeProcessProfileTable } from '../../bench/whole-process-profile.ts';
 
 const asObject = (buckets: readonly Bucket[]) =>
   Object.fromEntries(buckets.map((b) => [b.bucket, Math.round(b.ms * 1000) / 1000]));
@@ -31,5 +31,29 @@ describe('wholeProcessBuckets', () => {
       "spawn and teardown (outside the process's clock)": 30,
     });
     expect(total(buckets)).toBeCloseTo(1030, 9);
+  });
+});
+
+describe('wholeProcessProfileTable', () => {
+  it('puts start-up first, the steps in their order, and ends with the sum of the buckets', () => {
+    const text = wholeProcessProfileTable({
+      runs: 1,
+      wallMs: 60,
+      samplesMs: [60],
+      buckets: [
+        { bucket: 'step: verify', ms: 10 },
+        { bucket: 'step: compact', ms: 30 },
+        { bucket: 'node start-up (before the first module)', ms: 20 },
+      ],
+      loadAverage: [0, 0, 0],
+    });
+    const rows = text.trim().split('\n').slice(2);
+    expect(rows.map((row) => row.split(' | ')[0])).toEqual([
+      '| node start-up (before the first module)',
+      '| step: compact',
+      '| step: verify',
+      '| **sum = wall, spawn to exit**',
+    ]);
+    expect(rows.at(-1)).toContain('| 60 | 100% |');
   });
 });
