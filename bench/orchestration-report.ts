@@ -2,6 +2,7 @@
 
 import { type OrchestrationResult, STARTUP_TARGET_MS, WHOLE_PROCESS_TARGET } from './orchestration.ts';
 import { table } from './report-format.ts';
+import { wholeProcessProfileNote, wholeProcessProfileTable } from './whole-process-profile.ts';
 
 /** The rows of issue 14 item 7 for the bench's targets table. */
 export function wholeProcessTargets(
@@ -68,6 +69,16 @@ export function wholeProcessSection(o: OrchestrationResult): string[] {
     '',
     `${w.ratio.toFixed(2)}x raw DuckDB's whole process. The first run, which synthesizes the stack (an empty definition cache), took ${(w.coldProductWallMs / 1000).toFixed(2)} s.`,
     '',
+    ...(w.profile
+      ? [
+          'Where one `compactor run` process of that partition goes (docs/performance.md says how to read it):',
+          '',
+          wholeProcessProfileTable(w.profile),
+          '',
+          wholeProcessProfileNote(w.profile, w.productWallMs),
+          '',
+        ]
+      : []),
     'Start-up, spawn to exit:',
     '',
     table(

@@ -25,6 +25,11 @@ import { THREADS } from './compact-lambda.ts';
 import { DATASETS, type Dataset, type DatasetSpec, generateDataset } from './datasets.ts';
 import { median } from './stats.ts';
 import { TimedEngine } from './timed.ts';
+import {
+  profileWholeProcess,
+  type WholeProcessProfile,
+  wholeProcessProfileTable,
+} from './whole-process-profile.ts';
 import type { WorkerTask } from './worker.ts';
 
 export interface OrchestrationRun {
@@ -94,6 +99,8 @@ export interface WholeProcessResult {
   readonly duckdbSamplesMs: readonly number[];
   /** The first run: it synthesizes the stack (the definition cache is empty). */
   readonly coldProductWallMs: number;
+  /** Where a run's wall time goes, from the product's timing spans (runs after the timed ones). */
+  readonly profile?: WholeProcessProfile;
 }
 
 export interface StartupResult {
@@ -255,10 +262,14 @@ export function hourlyRunArgs(lake: string, workDir: string): string[] {
 }
 
 /** Runs a Node script with arguments; resolves its wall time (spawn to exit) and stdout. */
-function timedNode(args: readonly string[]): Promise<{ wallMs: number; stdout: string }> {
+function timedNode(
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): Promise<{ wallMs: number; stdout: string }> {
   const start = performance.now();
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...args], { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+    const options = { maxBuffer: 64 * 1024 * 1024, env: { ...process.env, ...env } };
+    execFile(process.execPath, [...args], options, (error, stdout, stderr) => {
       const wallMs = performance.now() - start;
       if (error) reject(new Error(`node ${args.join(' ')} failed: ${error.message}\n${stderr.slice(-2000)}`));
       else resolve({ wallMs, stdout });
@@ -275,10 +286,13 @@ async function runWholeProcess(
   const ds = await generateDataset(engine, join(dir, 'data'), spec);
   const workDir = join(dir, 'work');
   const lake = join(dir, 'lake');
-  const product = async (): Promise<number> => {
+  const product = async (
+    nodeArgs: readonly string[] = [],
+    env: Readonly<Record<string, string>> = {},
+  ): Promise<number> => {
     await rm(lake, { recursive: true, force: true });
     await cp(ds.storeRoot, lake, { recursive: true });
-    const { wallMs, stdout } = await timedNode(hourlyRunArgs(lake, workDir));
+    const { wallMs, stdout } = await timedNode([...nodeArgs, ...hourlyRunArgs(lake, workDir)], env);
     const out = JSON.parse(stdout) as { summary?: { compacted?: number }; partitions?: { rows?: number }[] };
     const rows = out.partitions?.reduce((sum, p) => sum + (p.rows ?? 0), 0);
     if (out.summary?.compacted !== 1 || rows !== ds.rows) {
@@ -310,6 +324,10 @@ async function runWholeProcess(
   options.log(
     `  whole process over ${ds.files} files x ${ds.rowsPerFile} rows: compactor run ${(productWallMs / 1000).toFixed(2)} s ` +
       `(first, synthesizing: ${(coldProductWallMs / 1000).toFixed(2)} s), raw DuckDB ${(duckdbWallMs / 1000).toFixed(2)} s`,
+  );
+  const profile = await profileWholeProcess(product, options.runs > 2 ? 3 : 1);
+  options.log(
+    `  where a compactor run process goes (ms, spawn to exit):\n${wholeProcessProfileTable(profile)}`,
   );
 
   // Start-up: the lake as the last run left it (compacted), an empty lake for `run`.
@@ -346,6 +364,7 @@ async function runWholeProcess(
       productSamplesMs,
       duckdbSamplesMs,
       coldProductWallMs,
+      profile,
     },
     startup,
   };

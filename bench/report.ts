@@ -8,11 +8,13 @@ import { backlogMarkdown } from './backlog.ts';
 import type { Comparison, ToolSummary } from './compare.ts';
 import type { CycleCost } from './cost.ts';
 import { wholeProcessSection } from './orchestration-report.ts';
+import { partitionProfileNote, partitionProfileSection, partitionProfileTable } from './partition-profile.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
 import { readersMarkdown } from './readers.ts';
 import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
 import { fetchGap, footerGap, targets, writeGap } from './report-targets.ts';
 import type { BenchResults } from './results.ts';
+import { wholeProcessProfileNote, wholeProcessProfileTable } from './whole-process-profile.ts';
 import type { Tool } from './worker.ts';
 
 /** The fastest and slowest measured run of a tool: how far one run's noise reaches. */
@@ -317,6 +319,8 @@ export function renderMarkdown(r: BenchResults): string {
       '',
     );
   }
+  if (r.partitionsProfile)
+    lines.push(...partitionProfileSection(r.partitionsProfile, r.partitions?.partitions));
   lines.push(...s3Section(r), ...jobCostSection(r));
   if (r.cost) {
     const c = r.cost;
@@ -368,6 +372,30 @@ export function renderMarkdown(r: BenchResults): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** The two profiles, whole process and one partition's chain, as printed after a run. */
+function profileTables(r: BenchResults): string[] {
+  const w = r.orchestration?.wholeProcess;
+  const p = r.partitionsProfile;
+  return [
+    ...(w?.profile
+      ? [
+          '',
+          'where a compactor run process goes',
+          wholeProcessProfileTable(w.profile),
+          wholeProcessProfileNote(w.profile, w.productWallMs),
+        ]
+      : []),
+    ...(p
+      ? [
+          '',
+          "where one small partition's chain goes",
+          partitionProfileTable(p),
+          partitionProfileNote(p, r.partitions?.partitions),
+        ]
+      : []),
+  ];
+}
+
 export function printTables(r: BenchResults): void {
   const out: string[] = [];
   for (const c of r.comparisons) {
@@ -379,7 +407,7 @@ export function printTables(r: BenchResults): void {
     const footers = footerGap(c);
     if (footers) out.push(footers);
   }
-  out.push(...s3Section(r), ...jobCostSection(r));
+  out.push(...s3Section(r), ...jobCostSection(r), ...profileTables(r));
   out.push(
     '',
     'targets',

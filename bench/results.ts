@@ -10,6 +10,7 @@ import type { Comparison } from './compare.ts';
 import type { CostModel } from './cost.ts';
 import type { MemoryResult } from './memory.ts';
 import type { OrchestrationResult } from './orchestration.ts';
+import type { PartitionProfile } from './partition-profile.ts';
 import type { PlannerLakeResult, PlannerScaleResult } from './planner-scale.ts';
 import type { ReadersResult } from './readers.ts';
 import type { RequestAccounting } from './requests.ts';
@@ -46,5 +47,7 @@ export interface BenchResults {
   readonly backlog?: BacklogResult;
   readonly partitions?: SmallPartitionsResult;
   readonly readers?: ReadersResult;
+  /** One partition's chain in that lake, split into buckets (ms per partition). */
+  readonly partitionsProfile?: PartitionProfile;
   readonly cost?: CostModel;
 }

@@ -18,6 +18,12 @@ import { DATASETS, type Dataset, generateDataset } from './datasets.ts';
 import { type MemoryResult, runMemory } from './memory.ts';
 import { type OrchestrationResult, runOrchestration } from './orchestration.ts';
 import {
+  type PartitionProfile,
+  partitionProfileNote,
+  partitionProfileTable,
+  runPartitionProfile,
+} from './partition-profile.ts';
+import {
   type PlannerLakeResult,
   type PlannerScaleResult,
   plannerLakeRows,
@@ -182,6 +188,7 @@ async function main(): Promise<number> {
     backlog?: BacklogResult;
     partitions?: SmallPartitionsResult;
     readers?: ReadersResult;
+    partitionsProfile?: PartitionProfile;
   } = { comparisons: [] };
   try {
     if (args.only.includes('compare')) {
@@ -282,6 +289,13 @@ async function main(): Promise<number> {
         threads: THREADS,
       });
       for (const t of smallPartitionsTargets(results.partitions)) log(`  ${t.name}: ${t.value}`);
+      // One partition's chain, instrumented, on fewer tables of the same shape (bench/partition-profile.ts).
+      const profiled = { ...shape, tables: args.quick ? 2 : 10 };
+      results.partitionsProfile = await runPartitionProfile(join(tmp, 'partitions'), profiled, {
+        threads: THREADS,
+      });
+      log(`  ${partitionProfileNote(results.partitionsProfile, results.partitions.partitions)}`);
+      log(partitionProfileTable(results.partitionsProfile));
     }
     if (args.only.includes('readers')) {
       // Two DuckDB queries over an Arc hour on the shaped S3 path, before and after compaction.

@@ -13,19 +13,25 @@
  *
  * The interpreter's share is a child execution's time minus its handlers' time; the handlers'
  * remainder (handler minus store and engine time inside it) is the middy/Powertools wrapping plus
- * the steps' own JS.
+ * the steps' own JS. The same calls, kept as spans, are split into bench/partition-profile.ts's
+ * buckets per partition (its `buckets`, which add up to the wall time per partition); `npm run
+ * bench` runs this script in its `partitions` section (runPartitionProfile) and reports those.
  *
  *   node bench/small-partitions-profile.ts [--tables 20] [--hours 24] [--files 10] [--rows 50]
  *     [--concurrency 1] [--threads 2] [--dir /tmp/small-partitions]
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { tracingChannel } from 'node:diagnostics_channel';
 import type { FileHandle } from 'node:fs/promises';
 import * as fsp from 'node:fs/promises';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { syncBuiltinESMExports } from 'node:module';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { SPAN_CHANNEL, type SpanContext } from '../functions/local-runner/timing-spans.ts';
+import { type ProfiledSpan, partitionBuckets } from './partition-profile.ts';
 import { generateSmallLake, NOW, runArgs, SHAPE_OPTIONS, tableName } from './small-partitions.ts';
 
 interface Tally {
@@ -35,6 +41,23 @@ interface Tally {
 const tallies = new Map<string, Tally>();
 /** The store call an fsync or lock is made in (its label), to count them per kind of store call. */
 const inStoreCall = new AsyncLocalStorage<string>();
+/** The same calls as spans, with the step handler each ran in, for the buckets. */
+const spans: ProfiledSpan[] = [];
+const inStep = new AsyncLocalStorage<string>();
+function span(
+  kind: ProfiledSpan['kind'],
+  start: number,
+  extra: { keyKind?: string; step?: string } = {},
+): void {
+  const step = extra.step ?? inStep.getStore();
+  spans.push({
+    kind,
+    start,
+    end: performance.now(),
+    ...(step !== undefined ? { step } : {}),
+    ...(extra.keyKind !== undefined ? { keyKind: extra.keyKind } : {}),
+  });
+}
 function add(name: string, ms: number): void {
   const t = tallies.get(name) ?? { n: 0, ms: 0 };
   t.n++;
@@ -105,6 +128,7 @@ syncBuiltinESMExports();
       const path = handlePaths.get(this) ?? '';
       const dir = !/\.[a-z]+$|\/data$|\/[0-9a-f-]{8,}$/.test(path);
       const ms = performance.now() - start;
+      span('fsync', start);
       add(`fsync:${dir ? 'dir' : 'file'}`, ms);
       add(`fsync:${dir ? 'dir' : 'file'} in ${inStoreCall.getStore() ?? 'no store call'}`, ms);
     }
@@ -115,6 +139,7 @@ function wrapMethods(
   proto: Record<string, unknown>,
   names: readonly string[],
   label: (name: string, args: unknown[]) => string,
+  kind?: (args: unknown[]) => { kind: 'store' | 'engine'; keyKind?: string },
 ): void {
   for (const name of names) {
     const real = proto[name] as (...a: unknown[]) => unknown;
@@ -128,6 +153,7 @@ function wrapMethods(
             yield* real.apply(self, args) as AsyncIterable<unknown>;
           } finally {
             add(label(name, args), performance.now() - start);
+            if (kind) span(kind(args).kind, start, kind(args));
           }
         })();
       };
@@ -142,6 +168,7 @@ function wrapMethods(
           : call());
       } finally {
         add(label(name, args), performance.now() - start);
+        if (kind) span(kind(args).kind, start, kind(args));
       }
     };
   }
@@ -176,7 +203,12 @@ async function main(): Promise<void> {
   const storeMethods = Object.getOwnPropertyNames(storeProto).filter(
     (n) => n !== 'constructor' && typeof Object.getOwnPropertyDescriptor(storeProto, n)?.value === 'function',
   );
-  wrapMethods(storeProto, storeMethods, (name, args) => `store:${name}:${keyKind(args[0])}`);
+  wrapMethods(
+    storeProto,
+    storeMethods,
+    (name, args) => `store:${name}:${keyKind(args[0])}`,
+    (args) => ({ kind: 'store', keyKind: keyKind(args[0]) }),
+  );
   const { KeyLocks } = await import('../functions/adapters/local-store/local-store-lock.ts');
   const lockProto = KeyLocks.prototype as unknown as Record<string, unknown>;
   const realLock = lockProto.lock as (...a: unknown[]) => Promise<() => void>;
@@ -197,6 +229,7 @@ async function main(): Promise<void> {
     [
       'inspect',
       'compact',
+      'columnStats',
       'countDistinct',
       'integerBounds',
       'countInexactAsDouble',
@@ -204,6 +237,7 @@ async function main(): Promise<void> {
       'countMissing',
     ],
     (name) => `engine:${name}`,
+    () => ({ kind: 'engine' }),
   );
   const duck = await import('@duckdb/node-api');
   const sqlLabel = (sql: unknown) => {
@@ -236,11 +270,32 @@ async function main(): Promise<void> {
     );
     const kind = executions++ === 0 ? 'parent' : 'child';
     execution.result.then(
-      () => add(`asl:${kind} execution`, performance.now() - start),
+      () => {
+        add(`asl:${kind} execution`, performance.now() - start);
+        span(kind === 'parent' ? 'parent-execution' : 'child-execution', start, {});
+      },
       () => add(`asl:${kind} execution (failed) ${name}`, performance.now() - start),
     );
     return execution;
   };
+
+  // Each step handler's span (functions/local-runner/timing-spans.ts), and the step the calls inside it run in.
+  const steps = tracingChannel<string | undefined, SpanContext & { start?: number }>(SPAN_CHANNEL);
+  steps.start.bindStore(inStep, (context) =>
+    context.name.startsWith('step: ') ? context.name.slice('step: '.length) : inStep.getStore(),
+  );
+  steps.subscribe({
+    start(context) {
+      context.start = performance.now();
+    },
+    end() {},
+    asyncStart() {},
+    asyncEnd(context) {
+      if (context.name.startsWith('step: '))
+        span('step', context.start ?? 0, { step: context.name.slice('step: '.length) });
+    },
+    error() {},
+  });
 
   // The run command's own path (functions/cli/commands/run.ts), with onStep observing the handlers.
   const { readArgs } = await import('../functions/cli/strict-args.ts');
@@ -281,9 +336,10 @@ async function main(): Promise<void> {
     );
     const wallMs = performance.now() - t0;
     await engine.close();
+    const from = t0;
     if (execution.status !== 'SUCCEEDED' || !output)
       throw new Error(`${label}: execution ${execution.status} ${execution.error} ${execution.cause}`);
-    return { wallMs, stateTimes, compacted: output.summary.compacted };
+    return { from, wallMs, stateTimes, compacted: output.summary.compacted };
   };
 
   // Warm-up on one hour folder (definition cache, validation marks, page cache), then reset tallies.
@@ -298,6 +354,7 @@ async function main(): Promise<void> {
   await cp(join(genRoot, 'lake'), lake, { recursive: true, preserveTimestamps: true });
   await mkdir(workDir, { recursive: true });
   tallies.clear();
+  spans.length = 0;
   executions = 0;
   const cpu0 = process.cpuUsage();
   const run = await runOnce('profiled');
@@ -323,6 +380,8 @@ async function main(): Promise<void> {
         wallMs: run.wallMs,
         wallMsPerPartition: run.wallMs / partitions,
         cpuMs: (cpu.user + cpu.system) / 1000,
+        loadAverage: loadavg(),
+        buckets: partitionBuckets(spans, run.from, run.from + run.wallMs, partitions),
         states: run.stateTimes,
         rows,
       },

@@ -20,6 +20,7 @@ import { createHandler as publish } from '../publish.ts';
 import { createHandler as recover } from '../recover.ts';
 import { createHandler as summary } from '../summary.ts';
 import { createHandler as verify } from '../verify.ts';
+import { timed } from './timing-spans.ts';
 import type { LambdaInvoker } from './workflow.ts';
 
 /** Each step's handler by the name the stack tags its function with (COMPACTOR_STEP): the contract's steps. */
@@ -119,7 +120,7 @@ export function localInvoker<S extends string = StepName>(
       callbackWaitsForEmptyEventLoop: false,
     } as unknown as Context;
     const started = performance.now();
-    const result = (await handler(payload, context)) as never;
+    const result = (await timed(`step: ${step}`, () => handler(payload, context))) as never;
     onResult?.(step, payload, result, performance.now() - started);
     return result;
   };

@@ -36,6 +36,7 @@ import type { SummaryOutput } from '../summary.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, type LogSink, localInvoker, type StepName, type StepObserver } from './lambdas.ts';
 import { fireStatusRules } from './status-rules.ts';
+import { timed } from './timing-spans.ts';
 import {
   type ChildDeliveries,
   executeDefinition,
@@ -121,9 +122,11 @@ export async function synthesizeWorkflow(
     return { ...cached, functionSteps: new Map(cached.functionSteps as [string, StepName][]) };
   }
   options.onSynthesize?.();
-  const workflow = await synthesizeUncached(compactorContext);
-  await writeCachedDefinition(cacheDir, key, { ...workflow, functionSteps: [...workflow.functionSteps] });
-  return workflow;
+  return timed('definition: synthesis (cache miss)', async () => {
+    const workflow = await synthesizeUncached(compactorContext);
+    await writeCachedDefinition(cacheDir, key, { ...workflow, functionSteps: [...workflow.functionSteps] });
+    return workflow;
+  });
 }
 
 async function synthesizeUncached(compactorContext: Record<string, unknown>): Promise<SynthesizedWorkflow> {
@@ -273,38 +276,42 @@ export async function runWorkflowLocally(
       options.onStep,
       options.onLog,
     );
-    const execution = await executeDefinition(
-      workflow.definition,
-      { store: deps.store, bucket: workflow.bucket, invoke },
-      {
-        input: {
-          tier: options.tier,
-          ...(options.now ? { now: options.now } : {}),
-          ...(options.only !== undefined ? { only: options.only } : {}),
+    const execution = await timed('run: interpreter', () =>
+      executeDefinition(
+        workflow.definition,
+        { store: deps.store, bucket: workflow.bucket, invoke },
+        {
+          input: {
+            tier: options.tier,
+            ...(options.now ? { now: options.now } : {}),
+            ...(options.only !== undefined ? { only: options.only } : {}),
+          },
+          executionId,
+          executionName,
+          ...(options.redriveOf ? { redriveOf: options.redriveOf } : {}),
+          ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
+          ...(options.childDeliveries ? { childDeliveries: options.childDeliveries } : {}),
+          ...(options.expressChildTimeoutSeconds !== undefined
+            ? { expressChildTimeoutSeconds: options.expressChildTimeoutSeconds }
+            : {}),
+          ...(options.onStateEntered ? { onStateEntered: options.onStateEntered } : {}),
+          validatedCache: { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO },
         },
-        executionId,
-        executionName,
-        ...(options.redriveOf ? { redriveOf: options.redriveOf } : {}),
-        ...(options.retryIntervalMs !== undefined ? { retryIntervalMs: options.retryIntervalMs } : {}),
-        ...(options.childDeliveries ? { childDeliveries: options.childDeliveries } : {}),
-        ...(options.expressChildTimeoutSeconds !== undefined
-          ? { expressChildTimeoutSeconds: options.expressChildTimeoutSeconds }
-          : {}),
-        ...(options.onStateEntered ? { onStateEntered: options.onStateEntered } : {}),
-        validatedCache: { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO },
-      },
+      ),
     );
     manifests = execution.mapRunManifests;
     const stoppedSummary =
       execution.status === 'SUCCEEDED' ? undefined : await summaryByRule(workflow, execution, invoke);
-    await rm(handlerDeps.workDir, { recursive: true, force: true });
-    // S3 expires run records by a lifecycle rule; a local folder has none. A succeeded run needs
-    // its records no more; a failed one keeps them for a redrive, as the bucket's lifecycle rule does.
-    if (execution.status === 'SUCCEEDED') {
-      await deletePrefix(stepDeps, plansPrefix(deps.config.layout, executionName));
-      await deletePrefix(stepDeps, `${resultsRoot(deps.config.layout)}${executionName}-`);
-    }
-    await expireRunRecords(stepDeps);
+    await timed('run: run records and scratch', async () => {
+      await rm(handlerDeps.workDir, { recursive: true, force: true });
+      // S3 expires run records by a lifecycle rule; a local folder has none. A succeeded run needs
+      // its records no more; a failed one keeps them for a redrive, as the bucket's lifecycle rule does.
+      if (execution.status === 'SUCCEEDED') {
+        await deletePrefix(stepDeps, plansPrefix(deps.config.layout, executionName));
+        await deletePrefix(stepDeps, `${resultsRoot(deps.config.layout)}${executionName}-`);
+      }
+      await expireRunRecords(stepDeps);
+    });
     return {
       execution,
       ...(stoppedSummary ? { stoppedSummary } : {}),

@@ -21,6 +21,7 @@ import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem } from '../../core/run-summary.ts';
 import type { LogSink, StepObserver } from '../../local-runner/lambdas.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
+import { timed } from '../../local-runner/timing-spans.ts';
 import type { WorkflowExecution } from '../../local-runner/workflow.ts';
 import type { SummaryOutput } from '../../summary.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
@@ -42,42 +43,64 @@ import { recoverCommand } from './status.ts';
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  const { runWorkflowLocally } = await import('../../local-runner/run.ts');
-  // The steps get what COMPACTOR_CONFIG carries to the Lambdas: cdk.json's `compactor` context,
-  // then --context, then the flags (commandContext).
-  const ctx = await commandContext(options);
-  // A tier that is off or that the layout refuses fails here, before Recover writes anything.
-  if (tier !== 'retention') (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
-  else requireRetentionRules(ctx.config);
-  await assertCliStore(ctx, io.err);
+  const { runWorkflowLocally } = await timed(
+    'cli: modules of the local runner',
+    () => import('../../local-runner/run.ts'),
+  );
+  const ctx = await timed('cli: settings and store check', async () => {
+    // The steps get what COMPACTOR_CONFIG carries to the Lambdas: cdk.json's `compactor` context,
+    // then --context, then the flags (commandContext).
+    const ctx = await commandContext(options);
+    // A tier that is off or that the layout refuses fails here, before Recover writes anything.
+    if (tier !== 'retention')
+      (await import('../../core/planner/planner.ts')).assertTierRuns(ctx.config, tier);
+    else requireRetentionRules(ctx.config);
+    await assertCliStore(ctx, io.err);
+    return ctx;
+  });
   const concurrency =
     options.concurrency === undefined ? LOCAL_CONCURRENCY : parseWhole('concurrency', options.concurrency, 1);
   // Engine options are checked before the seconds a synthesis can take.
-  const { engine, workDir } = await buildEngine(options);
+  const { engine, workDir } = await timed('cli: engine', () => buildEngine(options));
   const quiet = sayOnInterrupt(io, options);
   try {
     // The definition `cdk deploy` would deploy (cdk.json's `compactor` context, then --context),
     // with this run's Map concurrency.
-    const { workflow, cacheDir: definitionCacheDir } = await deployedWorkflow(
-      {
-        ...stackContext,
-        // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
-        // with this dataPrefix would (an s3://bucket/prefix store).
-        dataPrefix: ctx.target.dataPrefix,
-        map: { ...(stackContext.map as Record<string, unknown> | undefined), maxConcurrency: concurrency },
-      },
-      options,
-      io.err,
+    const { workflow, cacheDir: definitionCacheDir } = await timed(
+      'cli: definition (cache or synthesis)',
+      () =>
+        deployedWorkflow(
+          {
+            ...stackContext,
+            // The Map's ItemReader and ResultWriter work under the store's data root, as a stack deployed
+            // with this dataPrefix would (an s3://bucket/prefix store).
+            dataPrefix: ctx.target.dataPrefix,
+            map: {
+              ...(stackContext.map as Record<string, unknown> | undefined),
+              maxConcurrency: concurrency,
+            },
+          },
+          options,
+          io.err,
+        ),
     );
-    const { execution, output, stoppedSummary } = await runWorkflowLocally(
-      workflow,
-      { store: ctx.target.store, config: ctx.config, clock: ctx.clock, engine: async () => engine, workDir },
-      {
-        tier,
-        definitionCacheDir,
-        ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
-        ...(options.json ? {} : { onLog: printLog(io), onStep: printProgress(io, tier) }),
-      },
+    const { execution, output, stoppedSummary } = await timed('cli: workflow run', () =>
+      runWorkflowLocally(
+        workflow,
+        {
+          store: ctx.target.store,
+          config: ctx.config,
+          clock: ctx.clock,
+          engine: async () => engine,
+          workDir,
+        },
+        {
+          tier,
+          definitionCacheDir,
+          ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
+          ...(options.json ? {} : { onLog: printLog(io), onStep: printProgress(io, tier) }),
+        },
+      ),
     );
     // One row per Map item, for the JSON and the text alike.
     const partitions = partitionRows(execution, tier);
@@ -104,7 +127,9 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       const hint = await layoutHint(ctx.target.store, ctx.config);
       if (hint !== undefined) io.err(`warning: ${hint}`);
     }
-    emit(io, options, { ...output, partitions }, () => formatRun(output, execution, partitions, options));
+    await timed('cli: report', async () =>
+      emit(io, options, { ...output, partitions }, () => formatRun(output, execution, partitions, options)),
+    );
     // A backlog that does not drain is what the stack's backlog alarm reports: said the same way.
     const behind = tier === 'retention' || !plan.backlog ? undefined : behindWarning(tier, plan.backlog);
     if (behind !== undefined) io.err(`warning: ${behind}`);
@@ -116,7 +141,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
     return quarantined || misconfigured || output.summary.failed > 0 ? 1 : 0;
   } finally {
     quiet();
-    await engine.close();
+    await timed('cli: engine close', () => engine.close());
   }
 }
 
