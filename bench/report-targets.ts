@@ -169,7 +169,10 @@ export function targets(r: BenchResults): Target[] {
   if (r.plannerLake) out.push(...plannerLakeTargets(r.plannerLake).map((t) => ({ ...t, headline: true })));
   if (r.auditLake) out.push(...auditLakeTargets(r.auditLake).map((t) => ({ ...t, headline: true })));
   if (r.backlog) out.push(...backlogTargets(r.backlog).map((t) => ({ ...t, headline: true })));
-  if (r.partitions) out.push(...smallPartitionsTargets(r.partitions).map((t) => ({ ...t, headline: true })));
+  if (r.partitions)
+    out.push(
+      ...smallPartitionsTargets(r.partitions, r.partitionsProfile).map((t) => ({ ...t, headline: true })),
+    );
   if (r.readers) out.push(...readersTargets(r.readers).map((t) => ({ ...t, headline: true })));
   for (const job of r.s3Latency?.jobs ?? []) {
     const planned = Math.min(job.run.plannedConcurrency, job.files);
