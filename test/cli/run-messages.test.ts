@@ -191,6 +191,54 @@ describe('a tier that falls behind', () => {
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 120_000);
 
+  it('runs between sweeps (planning.listing "windowed") still see the backlog the last run left, until it drains', async () => {
+    const dir = await lake('behind-windowed');
+    const work = join(dir, '..', 'work-behind-windowed');
+    const windowed = ['--context', JSON.stringify({ planning: { listing: 'windowed' } })];
+    const bounded = ['--max-job-files', '1', '--max-jobs-per-partition', '1'];
+    const run = async (...extra: string[]) => {
+      const result = await hourly(dir, '--work-dir', work, '--json', ...windowed, ...extra);
+      expect(result.code, result.text).toBe(0);
+      const { plan } = JSON.parse(result.text) as {
+        plan: { listing: string; listingReason: string; jobs: number; backlog: Record<string, unknown> };
+      };
+      return { plan, warnings: result.err.filter((line) => line.startsWith('warning')) };
+    };
+    // The first sweeps (none recorded yet) and leaves a file in hours 10 and 11 for later.
+    const first = await run(...bounded);
+    expect(first.plan).toMatchObject({
+      listing: 'sweep',
+      jobs: 3,
+      backlog: { eligiblePartitions: 3, behind: true },
+    });
+    // The next lists only the last days' windows, which 2025 is far before: the three hours the
+    // sweep's backlog record carries are listed again, so it still warns of the two left, and
+    // compacts them; hour 12, compacted by the first run, is no longer eligible.
+    const second = await run();
+    expect(second.plan).toMatchObject({
+      listing: 'windows',
+      jobs: 2,
+      backlog: { eligiblePartitions: 2, oldestEligiblePartition: 'db/cpu/2025/01/15/10/', behind: true },
+    });
+    expect(second.plan.listingReason).toContain(
+      "3 partition(s) of the last plan's backlog record before the window listed again",
+    );
+    expect(second.warnings).toEqual([
+      expect.stringMatching(
+        /^warning: the hourly tier is behind: partition db\/cpu\/2025\/01\/15\/10\/ .*; 2 partition\(s\) eligible; this run plans all of them/,
+      ),
+    ]);
+    // Drained: the run after finds the tier caught up, with no sweep in between.
+    const third = await run();
+    expect(third.plan).toMatchObject({
+      listing: 'windows',
+      jobs: 0,
+      backlog: { eligiblePartitions: 0, behind: false },
+    });
+    expect(third.warnings).toEqual([]);
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 180_000);
+
   it('a tier that keeps up: no warning, and --json says how far it is from behind', async () => {
     const dir = await mkdtemp(join(root, 'keeps-up-'));
     // The hour that ended an hour before this one began: due (minAge 1 h) less than an hour ago.

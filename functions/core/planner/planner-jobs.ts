@@ -54,7 +54,13 @@ export async function planJobs(
   folders: ReadonlyMap<string, Folder>,
   exclusions: Exclusions,
   failures: ReadonlyMap<string, FailureRecord>,
-): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[]; settled: number; backlog: Backlog }> {
+): Promise<{
+  jobs: PlannedJob[];
+  skipped: SkippedPartition[];
+  settled: number;
+  backlog: Backlog;
+  eligible: EligiblePartition[];
+}> {
   const context: FolderContext = { store, config, tier, now, exclusions, failures };
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
@@ -75,7 +81,7 @@ export async function planJobs(
       skipped.push({ tier, partition, reason: aside, candidates: 0 });
     } else if (planned.kind === 'settled') settled++;
   }
-  return { jobs, skipped, settled, backlog: tallyBacklog(config, tier, now, eligible) };
+  return { jobs, skipped, settled, backlog: tallyBacklog(config, tier, now, eligible), eligible };
 }
 
 interface FolderContext {
