@@ -239,6 +239,36 @@ describe('a tier that falls behind', () => {
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 180_000);
 
+  it('status shows each tier’s backlog as plan counts and judges it, in text and --json', async () => {
+    const dir = await lake('status-backlog');
+    const now = ['--now', '2025-02-01T00:00:00Z'];
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--json', ...now);
+    const { backlog: planned } = JSON.parse(plan.text) as { backlog: Record<string, unknown> };
+    const status = await cli('status', '--store', dir, '--json', ...now);
+    // Behind is a warning, as for run: the exit code is the manifests' and failures'.
+    expect(status.code, status.text).toBe(0);
+    const { backlog } = JSON.parse(status.text) as { backlog: Record<string, Record<string, unknown>> };
+    // The tiers that run (the monthly tier is off), each with plan's own figures and verdict.
+    expect(Object.keys(backlog)).toEqual(['hourly', 'daily']);
+    expect(backlog.hourly).toEqual(planned);
+    expect(backlog.hourly).toMatchObject({ eligiblePartitions: 3, behind: true });
+    expect(backlog.daily).toMatchObject({
+      eligiblePartitions: 0,
+      oldestEligibleAgeSeconds: 0,
+      behind: false,
+    });
+    const text = await cli('status', '--store', dir, ...now);
+    // Flushable since 2025-01-16 03:00 (the day old enough for the daily tier): 15 days 21 hours.
+    expect(text.text).toMatch(/^hourly\s+3\s+db\/cpu\/2025\/01\/15\/10\/\s+15d 21h\s+3h\s+BEHIND$/m);
+    expect(text.text).toMatch(/^daily\s+0\s+3d\s+keeps up$/m);
+    expect(text.text).toContain('a tier BEHIND: `compactor plan --tier <tier>`');
+    // The threshold is the setting plan judges by: past it, the same partitions keep up.
+    const patient = JSON.stringify({ tiers: { hourly: { behindAfterSeconds: 366 * 86_400 } } });
+    const relaxed = await cli('status', '--store', dir, '--context', patient, ...now);
+    expect(relaxed.text).toMatch(/^hourly\s+3\s+db\/cpu\/2025\/01\/15\/10\/\s+15d 21h\s+366d\s+keeps up$/m);
+    expect(relaxed.text).not.toContain('a tier BEHIND');
+  }, 120_000);
+
   it('a tier that keeps up: no warning, and --json says how far it is from behind', async () => {
     const dir = await mkdtemp(join(root, 'keeps-up-'));
     // The hour that ended an hour before this one began: due (minAge 1 h) less than an hour ago.
