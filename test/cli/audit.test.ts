@@ -4,33 +4,18 @@
  * repair` removing it so the audit is clean again.
  */
 
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { AuditReport } from '../../functions/core/audit.ts';
-import { arcRawKey, cli } from '../support/cli-lake.ts';
-import { useEngineAndDir } from '../support/engine-fixture.ts';
-import { writeLake } from '../support/lake-harness.ts';
+import { RESTORED, useAuditLake } from '../support/audit-lake.ts';
+import { cli } from '../support/cli-lake.ts';
 
-const START = Date.UTC(2025, 0, 15, 10);
-const RESTORED = arcRawKey(START, 3);
-
-let dir: string;
-let backup: Buffer;
-
-useEngineAndDir('cli-audit-', async (engine: DuckDbEngine, root) => {
-  dir = join(root, 'lake');
-  await writeLake(
-    engine,
-    dir,
-    Array.from({ length: 10 }, (_, i) => ({ key: arcRawKey(START, i), rows: 5 })),
-  );
-  backup = await readFile(join(dir, RESTORED));
-});
+const lake = useAuditLake('cli-audit-');
 
 describe('compactor audit', () => {
   it('is clean after a run, names a restored input with its fix, and repair makes it clean again', async () => {
+    const { dir, backup } = lake;
     const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
     expect(run.code, run.text).toBe(0);
 
