@@ -39,6 +39,8 @@ export interface Backlog {
 /** One partition's part in a backlog: when it became due, and whether this plan takes all of it. */
 export interface EligiblePartition {
   readonly partition: string;
+  /** Start (ms) of its period. */
+  readonly periodStart: number;
   /** When (ms) it became due. */
   readonly dueAt: number;
   readonly leftForLater: boolean;

@@ -18,7 +18,7 @@
  */
 
 import * as z from 'zod';
-import type { CompactorConfig, TierName } from '../config.ts';
+import type { CompactorConfig, JobKind, TierName } from '../config.ts';
 import { getBytesIfExists, type ObjectStore } from '../object-store.ts';
 import { stateFolder } from '../state-root.ts';
 
@@ -108,9 +108,9 @@ export async function readBacklogRecord(
 export async function writeBacklogRecord(
   store: ObjectStore,
   config: CompactorConfig,
-  plan: { readonly tier: string; readonly backlogRecord?: BacklogRecord },
+  plan: { readonly tier: JobKind; readonly backlogRecord?: BacklogRecord },
 ): Promise<void> {
   if (plan.backlogRecord === undefined || plan.tier === 'retention') return;
   const body = Buffer.from(`${JSON.stringify(plan.backlogRecord)}\n`);
-  await store.put(backlogRecordKey(config, plan.tier as TierName), body, { contentType: 'application/json' });
+  await store.put(backlogRecordKey(config, plan.tier), body, { contentType: 'application/json' });
 }

@@ -69,7 +69,8 @@ export async function planJobs(
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
     const planned = await planFolder(context, partition, folder);
-    if (planned.eligible !== undefined) eligible.push({ partition, ...planned.eligible });
+    if (planned.eligible !== undefined)
+      eligible.push({ partition, periodStart: folder.periodStart, ...planned.eligible });
     const aside = quarantinedAside(context, partition, folder);
     const withAside = (reason: string) => (aside === undefined ? reason : `${reason}; ${aside}`);
     if (planned.kind === 'jobs')
@@ -103,7 +104,7 @@ type FolderPlan = (
   | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
   | { readonly kind: 'settled' }
   | { readonly kind: 'none' }
-) & { readonly eligible?: Omit<EligiblePartition, 'partition'> };
+) & { readonly eligible?: Omit<EligiblePartition, 'partition' | 'periodStart'> };
 
 async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
   const { config, tier, now } = context;

@@ -97,17 +97,7 @@ export async function planTier(
   // Only windowed plans read the record, and a plan that lists the data root whole is followed by
   // a sweep before any windows (it records no sweep): it leaves none, nor anything in a local lake.
   const backlogRecord =
-    listing.mode === 'full'
-      ? undefined
-      : backlogRecordOf(
-          plannedAt,
-          listing.backlogCovered,
-          eligible.map((p) => ({
-            partition: p.partition,
-            periodStart: folders.get(p.partition)?.periodStart ?? p.dueAt,
-            dueAt: p.dueAt,
-          })),
-        );
+    listing.mode === 'full' ? undefined : backlogRecordOf(plannedAt, listing.backlogCovered, eligible);
   return {
     tier,
     now: plannedAt,
