@@ -168,6 +168,13 @@ export class CompactorStack extends Stack {
       value: stateMachine.stateMachineArn,
       description: 'compactor start|watch|redrive --state-machine <this>',
     });
+    if (this.canary) {
+      // compactor doctor --stack checks the canary's schedule and last execution by it.
+      new CfnOutput(this, 'CanaryStateMachineArn', {
+        value: this.canary.stateMachine.stateMachineArn,
+        description: 'The scheduled canary (compactor doctor checks its schedule and last execution)',
+      });
+    }
     new CfnOutput(this, 'DashboardUrl', {
       value: this.monitoring.dashboardUrl,
       description: 'CloudWatch dashboard',

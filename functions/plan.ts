@@ -8,7 +8,7 @@ import { ageStands, type Backlog, behindWarning } from './core/backlog.ts';
 import { assignJobs, planCycle } from './core/cycle.ts';
 import type { Clock } from './core/engine.ts';
 import { writePlan } from './core/plan-store.ts';
-import { recordSweep } from './core/planner/planner.ts';
+import { recordSweep, writeBacklogRecord } from './core/planner/planner.ts';
 import { isRetentionPlan, UNMATCHED_RULE } from './core/retention.ts';
 import { truncateCause } from './core/run-summary.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
@@ -87,11 +87,13 @@ export async function planStep(
   // with one table's figures.
   if (event.only === undefined) {
     const { backlog } = plan;
-    const listedEveryFolder = plan.listing?.mode !== 'windows';
+    // For the next windowed plan, which lists again the partitions it carries.
+    if (!isRetentionPlan(plan)) await writeBacklogRecord(deps.store, deps.config, plan);
+    const covered = plan.listing?.backlogCovered === true;
     recordExecutionPlanned(
       tools,
       event.tier,
-      backlog && { figures: backlog, ageStands: ageStands(backlog, listedEveryFolder) },
+      backlog && { figures: backlog, ageStands: ageStands(backlog, covered) },
     );
   }
   if (plan.backlog !== undefined && event.tier !== 'retention') {

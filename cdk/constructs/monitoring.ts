@@ -387,9 +387,10 @@ export class Monitoring extends Construct {
    * execution, so most periods hold no datapoint: missing data keeps the alarm's state ("ignore:
    * the current alarm state is maintained",
    * https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html).
-   * A backlog stays in ALARM until a plan that lists every folder finds it drained (a windowed
-   * plan publishes the age only when behind: backlog.ts's ageStands), and a quiet hour never
-   * clears or raises it; a schedule that starts nothing is the missed-start alarm's to report.
+   * A backlog stays in ALARM until a plan whose backlog covers the tier finds it drained: a sweep,
+   * or a windowed plan that listed again what the last plan's backlog record carried (a plan
+   * without a covering record publishes the age only when behind: backlog.ts's ageStands). A quiet
+   * hour never clears or raises it; a schedule that starts nothing is the missed-start alarm's.
    */
   #backlogAlarm(tier: string, behindAfterSeconds: number, schedulePeriod?: Duration): cloudwatch.Alarm {
     const name = `${tier.charAt(0).toUpperCase()}${tier.slice(1)}`;

@@ -39,6 +39,8 @@ export interface Backlog {
 /** One partition's part in a backlog: when it became due, and whether this plan takes all of it. */
 export interface EligiblePartition {
   readonly partition: string;
+  /** Start (ms) of its period. */
+  readonly periodStart: number;
   /** When (ms) it became due. */
   readonly dueAt: number;
   readonly leftForLater: boolean;
@@ -56,13 +58,14 @@ export function isBehind(oldestEligibleAgeSeconds: number, behindAfterSeconds: n
 }
 
 /**
- * Whether a plan's age of the oldest eligible partition may stand as the tier's: a plan that
- * listed every folder of the tier (a sweep, a full listing) can say the tier caught up. A
- * windowed plan lists only recent folders, so it can say the tier is behind, never that an older
- * backlog, which only the next sweep lists, has drained.
+ * Whether a plan's age of the oldest eligible partition may stand as the tier's: a plan whose
+ * backlog is `covered` counted every eligible partition the tier had (a sweep or full listing, or
+ * a windowed plan that listed again those its backlog record carried: planner-backlog-record.ts),
+ * so it can say the tier caught up. Any other plan can say the tier is behind, never that an
+ * older backlog, which only the next sweep lists, has drained.
  */
-export function ageStands(backlog: Backlog, listedEveryFolder: boolean): boolean {
-  return listedEveryFolder || backlog.behind;
+export function ageStands(backlog: Backlog, covered: boolean): boolean {
+  return covered || backlog.behind;
 }
 
 /** When a partition whose period is [periodStart, periodEnd) with `candidates` candidates becomes due. */

@@ -6,7 +6,8 @@
  * first folder whose period ended within `planning.lookbackHours` of its minAge (or whose
  * enclosing day or month did, when the tier flushes stragglers for the next tier), to the end of
  * the table: one ListObjectsV2 with StartAfter per table, paged per 1,000 keys. Older folders are
- * left to the sweep, which lists every table whole.
+ * left to the sweep, which lists every table whole, but for those the last plan found eligible,
+ * which the cycle lists again, each whole (planner/planner-backlog-record.ts).
  *
  * Why that is safe: a folder is planned only when every key under it was listed. Listing a table
  * after the key `F` (a folder of the tier) lists every key of every folder of the tier that sorts

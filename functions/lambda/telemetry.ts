@@ -52,7 +52,8 @@ export function recordExecutionPlanned(
   tools.metrics?.addMetric(METRICS.executionsPlanned, MetricUnit.Count, 1);
   if (backlog === undefined) return;
   const { figures } = backlog;
-  // A windowed plan that cannot vouch for older folders publishes no age: the alarm keeps its state.
+  // A plan that cannot vouch for older folders (no covering backlog record) publishes no age: the
+  // alarm keeps its state.
   if (backlog.ageStands)
     tools.metrics?.addMetric(METRICS.oldestEligibleAge, MetricUnit.Seconds, figures.oldestEligibleAgeSeconds);
   tools.metrics?.addMetric(METRICS.eligiblePartitions, MetricUnit.Count, figures.eligiblePartitions);

@@ -44,6 +44,7 @@ describe('the scheduled canary', () => {
     expect(Object.keys(json.Resources).filter((id) => id.startsWith('Canary'))).toEqual([]);
     const alarms = resourcesOfType(json, 'AWS::CloudWatch::Alarm').map(([id]) => id);
     expect(alarms.filter((id) => id.includes('Canary'))).toEqual([]);
+    expect(Object.keys(json.Outputs ?? {})).not.toContain('CanaryStateMachineArn');
   });
 
   describe('when enabled', () => {
@@ -52,6 +53,10 @@ describe('the scheduled canary', () => {
     });
     const canary = stateMachineId(s.json, 'Canary');
     const compaction = stateMachineId(s.json, 'Workflow');
+
+    it('outputs its state machine, for compactor doctor', () => {
+      expect(s.json.Outputs?.CanaryStateMachineArn?.Value).toEqual({ Ref: canary });
+    });
 
     it('seeds, compacts the canary table through the compaction state machine (.sync), checks and removes it', () => {
       const d = definition(s.json, canary);

@@ -5,38 +5,23 @@
  * block under the findings, with the plan's list-price caveat.
  */
 
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import type { AuditReport } from '../../functions/core/audit.ts';
 import { type FixCost, PRICE_BASIS, requestsUsd } from '../../functions/core/cost/index.ts';
-import { arcRawKey, cli } from '../support/cli-lake.ts';
-import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { RESTORED, useAuditLake } from '../support/audit-lake.ts';
+import { cli } from '../support/cli-lake.ts';
 import { writeLake } from '../support/lake-harness.ts';
 
-const START = Date.UTC(2025, 0, 15, 10);
-const RESTORED = arcRawKey(START, 3);
 const HALF = 'db/cpu/2025/01/15/14/';
 
-let dir: string;
-let backup: Buffer;
-let engine: DuckDbEngine;
-
-useEngineAndDir('cli-audit-cost-', async (e, root) => {
-  engine = e;
-  dir = join(root, 'lake');
-  await writeLake(
-    engine,
-    dir,
-    Array.from({ length: 10 }, (_, i) => ({ key: arcRawKey(START, i), rows: 5 })),
-  );
-  backup = await readFile(join(dir, RESTORED));
-});
+const lake = useAuditLake('cli-audit-cost-');
 
 describe('compactor audit: the price of the fix', () => {
   it('prices repair, then the cycle compacting what repair leaves', async () => {
+    const { dir, backup, engine } = lake;
     const run = await cli('run', '--tier', 'hourly', '--store', dir, '--quiet', '0');
     expect(run.code, run.text).toBe(0);
     await writeFile(join(dir, RESTORED), backup);

@@ -374,7 +374,15 @@ describe('run, status, verify, visible on a compacted lake', () => {
   it('status still shows 0 after the runs', async () => {
     const result = await cli('status', '--store', dir, '--json');
     expect(result.code).toBe(0);
-    expect(JSON.parse(result.text)).toEqual({ live: [], quarantined: [], failing: [] });
+    expect(JSON.parse(result.text)).toMatchObject({
+      live: [],
+      quarantined: [],
+      failing: [],
+      backlog: {
+        hourly: { eligiblePartitions: 0, behind: false },
+        daily: { eligiblePartitions: 0, behind: false },
+      },
+    });
   });
 
   it('verify exits 0 on the compacted lake and visible rows equal the total', async () => {

@@ -62,6 +62,7 @@ const STACK = 'ParquetCompactor';
 const MACHINE = `arn:aws:states:${REGION}:${ACCOUNT}:stateMachine:CompactionStateMachine`;
 const GROUP = 'ParquetCompactorSchedulesGroup1A2B3C';
 const BUCKET = 'parquetcompactor-databucket-1a2b3c';
+const CANARY = `arn:aws:states:${REGION}:${ACCOUNT}:stateMachine:CanaryStateMachine`;
 const HOUR = 3_600_000;
 const MINUTE = 60_000;
 
@@ -145,8 +146,15 @@ interface Scheduled {
   readonly startDate: Date;
 }
 
-/** The stack, its definition, its two default schedules and the executions they started. */
-function deployed(s: Stand, scheduled: readonly Scheduled[], options: { created?: Date } = {}): void {
+/**
+ * The stack, its definition, its two default schedules and the executions they started; with
+ * `canary`, the scheduled canary's state machine as an output and its schedule in the group.
+ */
+function deployed(
+  s: Stand,
+  scheduled: readonly Scheduled[],
+  options: { created?: Date; canary?: string } = {},
+): void {
   cfn.on(DescribeStacksCommand, { StackName: STACK }).resolves({
     Stacks: [
       {
@@ -158,6 +166,7 @@ function deployed(s: Stand, scheduled: readonly Scheduled[], options: { created?
           { OutputKey: 'DataPrefix', OutputValue: '(bucket root)' },
           { OutputKey: 'StateMachineArn', OutputValue: MACHINE },
           { OutputKey: 'DashboardUrl', OutputValue: 'https://console.aws.amazon.com/cloudwatch/...' },
+          ...(options.canary ? [{ OutputKey: 'CanaryStateMachineArn', OutputValue: options.canary }] : []),
         ],
       },
     ],
@@ -199,6 +208,16 @@ function deployed(s: Stand, scheduled: readonly Scheduled[], options: { created?
         Target: { Arn: MACHINE },
         CreationDate: created,
       },
+      ...(options.canary
+        ? [
+            {
+              Name: 'Canary-ghi',
+              GroupName: GROUP,
+              State: 'ENABLED' as const,
+              Target: { Arn: options.canary },
+            },
+          ]
+        : []),
     ],
   });
   const schedule = (name: string, expression: string, tier: string) => ({
@@ -336,6 +355,46 @@ describe('compactor doctor --stack (mocked CloudFormation, Step Functions and Sc
     scheduler.reset();
   });
 
+  it('mocked: with canary.enabled, the canary state machine from the stack output: its schedule and last execution', async () => {
+    const s = await stand('scheduled-canary');
+    const now = Date.now();
+    deployed(s, scheduledRuns(now), { canary: CANARY });
+    // The stack's default canary schedule, daily at 05:00, started with the input {}.
+    scheduler.on(GetScheduleCommand, { Name: 'Canary-ghi', GroupName: GROUP }).resolves({
+      Name: 'Canary-ghi',
+      GroupName: GROUP,
+      State: 'ENABLED',
+      ScheduleExpression: 'cron(0 5 * * ? *)',
+      CreationDate: new Date(now - 3 * 24 * HOUR),
+      Target: { Arn: CANARY, RoleArn: `arn:aws:iam::${ACCOUNT}:role/SchedulerRole`, Input: '{}' },
+    });
+    const fired = lastDaily(now - 6 * MINUTE, 5, 0);
+    const canaryRun = `arn:aws:states:${REGION}:${ACCOUNT}:execution:CanaryStateMachine:c1`;
+    sfn.on(ListExecutionsCommand, { stateMachineArn: CANARY }).resolves({
+      executions: [
+        {
+          executionArn: canaryRun,
+          stateMachineArn: CANARY,
+          name: 'c1',
+          status: 'FAILED',
+          startDate: new Date(fired + 10_000),
+          stopDate: new Date(fired + 300_000),
+        },
+      ],
+    });
+    sfn.on(DescribeExecutionCommand, { executionArn: canaryRun }).resolves({
+      executionArn: canaryRun,
+      stateMachineArn: CANARY,
+      status: 'FAILED',
+      startDate: new Date(fired + 10_000),
+      input: '{}',
+    });
+    const r = await doctor(s, { context: JSON.stringify({ canary: { enabled: true } }) });
+    expect(r.row('canary schedule')).toMatch(/pass .*cron\(0 5 \* \* \? \*\): started c1 at /);
+    expect(r.row('canary last execution')).toMatch(/FAIL .*c1 FAILED at /);
+    expect(r.code).toBe(1);
+  }, 180_000);
+
   it('mocked: a healthy stack passes every check, with the documented requests', async () => {
     const s = await stand('healthy');
     deployed(s, scheduledRuns(Date.now()));
@@ -356,6 +415,8 @@ describe('compactor doctor --stack (mocked CloudFormation, Step Functions and Sc
     expect(r.row('canary removed')).toMatch(/pass /);
     expect(r.row('schedule hourly')).toMatch(/pass .*cron\(10 \* \* \* \? \*\): started h1 at /);
     expect(r.row('schedule daily')).toMatch(/pass .*cron\(30 3 \* \* \? \*\): started d1 at /);
+    // The scheduled canary is off by default: no row of it.
+    expect(r.row('canary schedule')).toBe('(no row canary schedule)');
     expect(r.err).toMatch(/doctor: execution RUNNING/);
     expect(r.err).toContain(
       `doctor: console https://${REGION}.console.aws.amazon.com/states/home?region=${REGION}#/v2/executions/details/`,

@@ -10,6 +10,7 @@ import { DescribeExecutionCommand, ListExecutionsCommand, SFNClient } from '@aws
 import { mockClient } from 'aws-sdk-client-mock';
 import { describe, expect, it } from 'vitest';
 import {
+  checkScheduledCanary,
   checkSchedules,
   lastFireTimes,
   parseScheduleExpression,
@@ -167,5 +168,130 @@ describe('the execution scan', () => {
       scheduler.restore();
       sfn.restore();
     }
+  });
+});
+
+describe('the scheduled canary', () => {
+  const canary = 'arn:aws:states:eu-west-1:123456789012:stateMachine:Canary';
+  const compaction = 'arn:aws:states:eu-west-1:123456789012:stateMachine:Compaction';
+  const execution = (name: string) => `arn:aws:states:eu-west-1:123456789012:execution:Canary:${name}`;
+  const now = at('2026-01-15T12:30:00Z');
+
+  /**
+   * The stack's group holds the hourly schedule and, unless `withSchedule` is false, the canary's
+   * (daily at 05:00, input {}); ListExecutions of the canary answers `executions`, newest first.
+   */
+  async function check(
+    executions: { name: string; status: 'RUNNING' | 'SUCCEEDED' | 'FAILED'; start: string; stop?: string }[],
+    options: { withSchedule?: boolean; arn?: string | undefined } = {},
+  ) {
+    const scheduler = mockClient(SchedulerClient);
+    const sfn = mockClient(SFNClient);
+    try {
+      scheduler.on(ListSchedulesCommand).resolves({
+        Schedules: [
+          { Name: 'Hourly', Target: { Arn: compaction } },
+          ...(options.withSchedule === false ? [] : [{ Name: 'Canary', Target: { Arn: canary } }]),
+        ],
+      });
+      scheduler.on(GetScheduleCommand, { Name: 'Canary' }).resolves({
+        Name: 'Canary',
+        State: 'ENABLED',
+        ScheduleExpression: 'cron(0 5 * * ? *)',
+        CreationDate: new Date(at('2026-01-01T00:00:00Z')),
+        Target: { Arn: canary, RoleArn: 'arn:aws:iam::123456789012:role/s', Input: '{}' },
+      });
+      sfn.on(ListExecutionsCommand, { stateMachineArn: canary }).resolves({
+        executions: executions.map((e) => ({
+          executionArn: execution(e.name),
+          stateMachineArn: canary,
+          name: e.name,
+          status: e.status,
+          startDate: new Date(at(e.start)),
+          ...(e.stop ? { stopDate: new Date(at(e.stop)) } : {}),
+        })),
+      });
+      for (const e of executions) {
+        sfn.on(DescribeExecutionCommand, { executionArn: execution(e.name) }).resolves({
+          executionArn: execution(e.name),
+          status: e.status,
+          startDate: new Date(at(e.start)),
+          input: '{}',
+        });
+      }
+      return await checkScheduledCanary({
+        scheduler: new SchedulerClient({ region: 'eu-west-1' }),
+        sfn: new SFNClient({ region: 'eu-west-1' }),
+        canaryStateMachineArn: 'arn' in options ? options.arn : canary,
+        now,
+      });
+    } finally {
+      scheduler.restore();
+      sfn.restore();
+    }
+  }
+
+  const daily = [
+    {
+      name: 'c15',
+      status: 'SUCCEEDED' as const,
+      start: '2026-01-15T05:00:10Z',
+      stop: '2026-01-15T05:06:00Z',
+    },
+    {
+      name: 'c14',
+      status: 'SUCCEEDED' as const,
+      start: '2026-01-14T05:00:10Z',
+      stop: '2026-01-14T05:06:00Z',
+    },
+  ];
+
+  it('mocked Scheduler and Step Functions: its schedule started it in time and its last execution succeeded', async () => {
+    const rows = await check(daily);
+    expect(rows).toEqual([
+      expect.objectContaining({
+        check: 'canary schedule',
+        result: 'pass',
+        detail: expect.stringContaining('started c15'),
+      }),
+      {
+        check: 'canary last execution',
+        result: 'pass',
+        detail: 'c15 SUCCEEDED at 2026-01-15T05:06Z',
+        fix: '',
+      },
+    ]);
+  });
+
+  it('mocked Scheduler and Step Functions: a failed last execution fails, a running one is passed over', async () => {
+    const rows = await check([
+      { name: 'manual', status: 'RUNNING', start: '2026-01-15T12:00:00Z' },
+      { name: 'c15', status: 'FAILED', start: '2026-01-15T05:00:10Z', stop: '2026-01-15T05:07:00Z' },
+      ...daily.slice(1),
+    ]);
+    expect(rows.find((r) => r.check === 'canary last execution')).toMatchObject({
+      result: 'FAIL',
+      detail: expect.stringMatching(/^c15 FAILED at 2026-01-15T05:07Z: /),
+      fix: expect.stringContaining(execution('c15')),
+    });
+  });
+
+  it('mocked Scheduler and Step Functions: no schedule, no execution ended yet, or no canary output', async () => {
+    const rows = await check([], { withSchedule: false });
+    expect(rows).toEqual([
+      expect.objectContaining({
+        check: 'canary schedule',
+        result: 'FAIL',
+        detail: `no schedule starts ${canary}`,
+      }),
+      expect.objectContaining({ check: 'canary last execution', result: 'n/a' }),
+    ]);
+    expect(await check(daily, { arn: undefined })).toEqual([
+      expect.objectContaining({
+        check: 'canary',
+        result: 'FAIL',
+        detail: 'canary.enabled is set, but the stack has no CanaryStateMachineArn output',
+      }),
+    ]);
   });
 });

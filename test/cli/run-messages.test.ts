@@ -191,6 +191,84 @@ describe('a tier that falls behind', () => {
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 120_000);
 
+  it('runs between sweeps (planning.listing "windowed") still see the backlog the last run left, until it drains', async () => {
+    const dir = await lake('behind-windowed');
+    const work = join(dir, '..', 'work-behind-windowed');
+    const windowed = ['--context', JSON.stringify({ planning: { listing: 'windowed' } })];
+    const bounded = ['--max-job-files', '1', '--max-jobs-per-partition', '1'];
+    const run = async (...extra: string[]) => {
+      const result = await hourly(dir, '--work-dir', work, '--json', ...windowed, ...extra);
+      expect(result.code, result.text).toBe(0);
+      const { plan } = JSON.parse(result.text) as {
+        plan: { listing: string; listingReason: string; jobs: number; backlog: Record<string, unknown> };
+      };
+      return { plan, warnings: result.err.filter((line) => line.startsWith('warning')) };
+    };
+    // The first sweeps (none recorded yet) and leaves a file in hours 10 and 11 for later.
+    const first = await run(...bounded);
+    expect(first.plan).toMatchObject({
+      listing: 'sweep',
+      jobs: 3,
+      backlog: { eligiblePartitions: 3, behind: true },
+    });
+    // The next lists only the last days' windows, which 2025 is far before: the three hours the
+    // sweep's backlog record carries are listed again, so it still warns of the two left, and
+    // compacts them; hour 12, compacted by the first run, is no longer eligible.
+    const second = await run();
+    expect(second.plan).toMatchObject({
+      listing: 'windows',
+      jobs: 2,
+      backlog: { eligiblePartitions: 2, oldestEligiblePartition: 'db/cpu/2025/01/15/10/', behind: true },
+    });
+    expect(second.plan.listingReason).toContain(
+      "3 partition(s) of the last plan's backlog record before the window listed again",
+    );
+    expect(second.warnings).toEqual([
+      expect.stringMatching(
+        /^warning: the hourly tier is behind: partition db\/cpu\/2025\/01\/15\/10\/ .*; 2 partition\(s\) eligible; this run plans all of them/,
+      ),
+    ]);
+    // Drained: the run after finds the tier caught up, with no sweep in between.
+    const third = await run();
+    expect(third.plan).toMatchObject({
+      listing: 'windows',
+      jobs: 0,
+      backlog: { eligiblePartitions: 0, behind: false },
+    });
+    expect(third.warnings).toEqual([]);
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 180_000);
+
+  it('status shows each tier’s backlog as plan counts and judges it, in text and --json', async () => {
+    const dir = await lake('status-backlog');
+    const now = ['--now', '2025-02-01T00:00:00Z'];
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--json', ...now);
+    const { backlog: planned } = JSON.parse(plan.text) as { backlog: Record<string, unknown> };
+    const status = await cli('status', '--store', dir, '--json', ...now);
+    // Behind is a warning, as for run: the exit code is the manifests' and failures'.
+    expect(status.code, status.text).toBe(0);
+    const { backlog } = JSON.parse(status.text) as { backlog: Record<string, Record<string, unknown>> };
+    // The tiers that run (the monthly tier is off), each with plan's own figures and verdict.
+    expect(Object.keys(backlog)).toEqual(['hourly', 'daily']);
+    expect(backlog.hourly).toEqual(planned);
+    expect(backlog.hourly).toMatchObject({ eligiblePartitions: 3, behind: true });
+    expect(backlog.daily).toMatchObject({
+      eligiblePartitions: 0,
+      oldestEligibleAgeSeconds: 0,
+      behind: false,
+    });
+    const text = await cli('status', '--store', dir, ...now);
+    // Flushable since 2025-01-16 03:00 (the day old enough for the daily tier): 15 days 21 hours.
+    expect(text.text).toMatch(/^hourly\s+3\s+db\/cpu\/2025\/01\/15\/10\/\s+15d 21h\s+3h\s+BEHIND$/m);
+    expect(text.text).toMatch(/^daily\s+0\s+3d\s+keeps up$/m);
+    expect(text.text).toContain('a tier BEHIND: `compactor plan --tier <tier>`');
+    // The threshold is the setting plan judges by: past it, the same partitions keep up.
+    const patient = JSON.stringify({ tiers: { hourly: { behindAfterSeconds: 366 * 86_400 } } });
+    const relaxed = await cli('status', '--store', dir, '--context', patient, ...now);
+    expect(relaxed.text).toMatch(/^hourly\s+3\s+db\/cpu\/2025\/01\/15\/10\/\s+15d 21h\s+366d\s+keeps up$/m);
+    expect(relaxed.text).not.toContain('a tier BEHIND');
+  }, 120_000);
+
   it('a tier that keeps up: no warning, and --json says how far it is from behind', async () => {
     const dir = await mkdtemp(join(root, 'keeps-up-'));
     // The hour that ended an hour before this one began: due (minAge 1 h) less than an hour ago.

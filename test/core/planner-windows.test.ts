@@ -402,9 +402,13 @@ describe('when a cycle sweeps', () => {
     ]);
     const second = await planStep(event('second'), deps(cfg, t0 + HOUR), tools());
     expect(second.listing).toBe('windows');
-    // The 2020 file lies outside every window since: only a sweep lists it.
-    expect(second.objectsListed).toBe(0);
+    // The 2020 hour lies before every window since: only a sweep finds it, and the plans between
+    // list it again (alone) because the sweep's backlog record carries it, eligible.
     expect(first.objectsListed).toBe(1);
+    expect(second.objectsListed).toBe(1);
+    expect(second.listingReason).toContain(
+      "; 1 partition(s) of the last plan's backlog record before the window listed again",
+    );
     const asked = await planStep(event('asked', { sweep: true }), deps(cfg, t0 + 2 * HOUR), tools());
     expect(asked.listing).toBe('sweep');
     expect(asked.listingReason).toBe('asked for (execution input "sweep")');
@@ -430,6 +434,7 @@ describe('when a cycle sweeps', () => {
       mode: 'full',
       reason: 'the store cannot list folders (no listFolders)',
       listings: 1,
+      backlogCovered: true,
     });
   });
 

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
+import { backlogRecordKey } from '../../functions/core/planner/planner.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
 import { localObservability } from '../../functions/local-runner/lambdas.ts';
 import { planStep } from '../../functions/plan.ts';
@@ -119,22 +120,20 @@ describe('the Plan step publishes the backlog the backlog alarm reads', () => {
     expect(emf._aws.CloudWatchMetrics[0]?.Dimensions).toEqual([['service', 'tier']]);
   });
 
-  it('a windowed plan publishes the age only when behind: it cannot see an older backlog drain', async () => {
+  it('a windowed plan lists again what the backlog record carries: it keeps an old backlog in view and clears it once drained', async () => {
     const lake = deps('windowed');
     const store = lake.store as LocalFolderStore;
-    await hour(store, 'db/cpu/2025/01/15/10/', 10);
-    const tools = () => {
-      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
-      return { metrics, tools: { ...localObservability(), metrics, signal: new AbortController().signal } };
-    };
+    const old = 'db/cpu/2025/01/15/10/';
+    await hour(store, old, 10);
     const plan = async (name: string) => {
-      const t = tools();
+      const metrics = new Metrics({ namespace: 'Compactor', serviceName: 'compactor' });
+      const tools = { ...localObservability(), metrics, signal: new AbortController().signal };
       const output = await planStep(
         { tier: 'hourly', executionId: 'arn:exec', executionName: name },
         lake,
-        t.tools,
+        tools,
       );
-      return { output, names: metricNames(t.metrics) };
+      return { output, names: metricNames(metrics), age: metricTotal(metrics, 'OldestEligibleAgeSeconds') };
     };
     // The first plan sweeps (no sweep recorded yet): it sees the old hour and says behind.
     const sweep = await plan('sweep');
@@ -143,15 +142,37 @@ describe('the Plan step publishes the backlog the backlog alarm reads', () => {
       backlog: { eligiblePartitions: 1, behind: true },
     });
     expect(sweep.names).toContain('OldestEligibleAgeSeconds');
-    // The next lists only recent windows: the old hour is out of sight, still waiting for the next
-    // sweep. Its age of 0 would clear the alarm: it publishes none, so the alarm keeps ALARM.
+    // The next lists recent windows, and the old hour again, alone: the sweep's record carries it.
     const narrow = await plan('narrow');
     expect(narrow.output).toMatchObject({
       listing: 'windows',
+      backlog: { eligiblePartitions: 1, oldestEligiblePartition: old, behind: true },
+    });
+    expect(narrow.age).toBeGreaterThan(3 * 3600);
+    // Compacted since (one hourly output where the ten files were): the next windowed plan finds
+    // nothing eligible and publishes an age of 0, which returns the alarm to OK before the sweep.
+    const keys: string[] = [];
+    for await (const o of store.list(old)) keys.push(o.key);
+    await store.deleteMany(keys.map((key) => ({ key })));
+    await store.put(`${old}cpu_20250115_100000_compacted.parquet`, Buffer.alloc(8, 1));
+    const drained = await plan('drained');
+    expect(drained.output).toMatchObject({
+      listing: 'windows',
       backlog: { eligiblePartitions: 0, behind: false },
     });
-    expect(narrow.names).not.toContain('OldestEligibleAgeSeconds');
-    expect(narrow.names).toContain('EligiblePartitions');
+    expect(drained.names).toContain('OldestEligibleAgeSeconds');
+    expect(drained.age).toBe(0);
+    // Without the record (expired, or written by a stack from before it), a windowed plan cannot
+    // see an older backlog drain: it publishes the age only when behind, so the alarm keeps its state.
+    await store.deleteMany([{ key: backlogRecordKey(lake.config, 'hourly') }]);
+    const blind = await plan('blind');
+    expect(blind.output).toMatchObject({
+      listing: 'windows',
+      backlog: { eligiblePartitions: 0, behind: false },
+    });
+    expect(blind.output.listingReason).toContain('no backlog record');
+    expect(blind.names).not.toContain('OldestEligibleAgeSeconds');
+    expect(blind.names).toContain('EligiblePartitions');
     // A recent hour already past the threshold is in the window: that plan says behind, and publishes.
     const tenHoursAgo = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 10 * 3_600_000;
     const iso = new Date(tenHoursAgo).toISOString();
@@ -160,6 +181,7 @@ describe('the Plan step publishes the backlog the backlog alarm reads', () => {
       `db/cpu/${iso.slice(0, 4)}/${iso.slice(5, 7)}/${iso.slice(8, 10)}/${iso.slice(11, 13)}/`,
       10,
     );
+    await store.deleteMany([{ key: backlogRecordKey(lake.config, 'hourly') }]);
     const behind = await plan('behind');
     expect(behind.output).toMatchObject({
       listing: 'windows',

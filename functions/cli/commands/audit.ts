@@ -16,9 +16,10 @@ import type { ParsedOptions } from '../options.ts';
 import { deployedCycle } from '../plan-cost.ts';
 
 /** Day rows printed at a time: the table's widths are a chunk's, and no more rows are held. */
-const DAY_CHUNK = 1000;
+export const DAY_CHUNK = 1000;
 
-export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<number> {
+/** `dayChunk`: day rows printed at a time (DAY_CHUNK); a test passes a small one to print several. */
+export async function auditCommand(options: ParsedOptions, io: CliIo, dayChunk = DAY_CHUNK): Promise<number> {
   const ctx = await commandContext(options);
   const { store, localRoot } = ctx.target;
   const { engine, workDir } = await buildEngine(options);
@@ -26,7 +27,7 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
   // Days are printed as each is done (a lake of millions of days is never held whole); --json
   // streams them as the report's `days` array, the rest of the report after them.
   const json = options.json === true;
-  const days = new DayPrinter(io, json);
+  const days = new DayPrinter(io, json, dayChunk);
   let report: AuditReport;
   try {
     report = await auditLake({
@@ -81,22 +82,24 @@ export async function auditCommand(options: ParsedOptions, io: CliIo): Promise<n
   return findings.length > 0 ? 1 : 0;
 }
 
-/** Prints day rows DAY_CHUNK at a time: a table per chunk, or JSON array elements. */
+/** Prints day rows `chunk` at a time: a table per chunk, or JSON array elements. */
 class DayPrinter {
   count = 0;
   readonly #io: CliIo;
   readonly #json: boolean;
+  readonly #chunk: number;
   readonly #pending: AuditDay[] = [];
 
-  constructor(io: CliIo, json: boolean) {
+  constructor(io: CliIo, json: boolean, chunk: number) {
     this.#io = io;
     this.#json = json;
+    this.#chunk = chunk;
     if (json) io.out('{"days": [');
   }
 
   add(day: AuditDay): void {
     this.#pending.push(day);
-    if (this.#pending.length >= DAY_CHUNK) this.flush();
+    if (this.#pending.length >= this.#chunk) this.flush();
   }
 
   flush(): void {

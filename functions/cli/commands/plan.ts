@@ -34,7 +34,9 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   if (hint !== undefined) io.err(`warning: ${hint}`);
   const behind = tier === 'retention' || !plan.backlog ? undefined : behindWarning(tier, plan.backlog);
   if (behind !== undefined) io.err(`warning: ${behind}`);
-  emit(io, options, { ...plan, cost }, () => {
+  // The record is what a stack's Plan step writes for its next plan: its figures are in backlog.
+  const { backlogRecord: _record, ...shown } = plan;
+  emit(io, options, { ...shown, cost }, () => {
     const rows = [
       ...plan.jobs.map((j) => [
         j.partition,

@@ -1,14 +1,18 @@
 /**
- * `compactor status`: the live and quarantined manifests and the failing partitions. Loads no engine or SDK
- * (test/cli/startup.test.ts).
+ * `compactor status`: the live and quarantined manifests, the failing partitions, and each
+ * compaction tier's backlog. Loads no engine or SDK (test/cli/startup.test.ts).
  */
 
 import { hostname } from 'node:os';
 import { isExecutionArn } from '../../adapters/execution-arn.ts';
 import { isGoneLocalExecution, localOwnerOf } from '../../adapters/local-owner.ts';
+import { type Backlog, formatAge } from '../../core/backlog.ts';
+import { type CompactorConfig, TIERS, type TierName } from '../../core/config.ts';
+import type { Clock } from '../../core/engine.ts';
 import { heldByBackoff, readFailures } from '../../core/failures.ts';
 import { type Manifest, manifestsRoot, parseManifest, quarantineRoot } from '../../core/manifest/manifest.ts';
-import { getBytesIfExists } from '../../core/object-store.ts';
+import { getBytesIfExists, type ObjectStore } from '../../core/object-store.ts';
+import { planTier } from '../../core/planner/planner.ts';
 import { describeQuarantineRecord, type QuarantineRecordRow } from '../../core/quarantine.ts';
 import { type CliIo, type CommandContext, commandContext, emit } from '../command.ts';
 import { formatDuration, table } from '../format.ts';
@@ -81,7 +85,16 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
   });
   const heldBack = failing.filter((f) => f.heldBack).length;
   const orphaned = live.filter((l) => l.ownerAlive === false).length;
-  emit(io, options, { live, quarantined, failing }, () =>
+  const backlog = await tierBacklogs(store, ctx.config, ctx.clock);
+  const backlogRows = Object.entries(backlog).map(([tier, b]) => [
+    tier,
+    b.eligiblePartitions,
+    b.oldestEligiblePartition ?? '',
+    b.eligiblePartitions === 0 ? '' : formatAge(b.oldestEligibleAgeSeconds),
+    formatAge(b.behindAfterSeconds),
+    b.behind ? 'BEHIND' : 'keeps up',
+  ]);
+  emit(io, options, { live, quarantined, failing, backlog }, () =>
     [
       `live manifests: ${live.length}${orphaned > 0 ? ` (${orphaned} whose owner is not running)` : ''}`,
       ...(live.length > 0
@@ -112,9 +125,35 @@ export async function statusCommand(options: ParsedOptions, io: CliIo): Promise<
             ),
           ]
         : []),
+      'backlog (eligible partitions; the oldest, waiting since it became due, against tiers.<tier>.behindAfterSeconds):',
+      table(['tier', 'eligible', 'oldest eligible', 'waiting', 'behind after', 'verdict'], backlogRows),
+      ...(Object.values(backlog).some((b) => b.behind)
+        ? [
+            'a tier BEHIND: `compactor plan --tier <tier>` gives each waiting partition its skip reason; then let runs take more (map.maxConcurrency, maxJobsPerPartition, the job bounds) or run the tier more often',
+          ]
+        : []),
     ].join('\n'),
   );
   return quarantined.length > 0 || failing.length > 0 || orphaned > 0 ? 1 : 0;
+}
+
+/**
+ * Each compaction tier's backlog as its plan would count it now (backlog.ts: the same eligibility
+ * and verdict as Plan and the backlog alarm), for the tiers that run: the monthly one only when
+ * enabled, none the layout refuses. A dry plan: it lists as the settings say, and writes nothing.
+ */
+async function tierBacklogs(
+  store: ObjectStore,
+  config: CompactorConfig,
+  clock: Clock,
+): Promise<Partial<Record<TierName, Backlog>>> {
+  const backlogs: Partial<Record<TierName, Backlog>> = {};
+  for (const tier of TIERS) {
+    if (!config.tiers[tier].enabled || config.layout.tierRefusal(tier) !== undefined) continue;
+    const { backlog } = await planTier(store, config, clock, tier);
+    if (backlog !== undefined) backlogs[tier] = backlog;
+  }
+  return backlogs;
 }
 
 /** The live manifests under the state root, each parsed, or why it does not validate. */

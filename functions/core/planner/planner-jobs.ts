@@ -54,7 +54,13 @@ export async function planJobs(
   folders: ReadonlyMap<string, Folder>,
   exclusions: Exclusions,
   failures: ReadonlyMap<string, FailureRecord>,
-): Promise<{ jobs: PlannedJob[]; skipped: SkippedPartition[]; settled: number; backlog: Backlog }> {
+): Promise<{
+  jobs: PlannedJob[];
+  skipped: SkippedPartition[];
+  settled: number;
+  backlog: Backlog;
+  eligible: EligiblePartition[];
+}> {
   const context: FolderContext = { store, config, tier, now, exclusions, failures };
   const jobs: PlannedJob[] = [];
   const skipped: SkippedPartition[] = [];
@@ -63,7 +69,8 @@ export async function planJobs(
   const sortedFolders = [...folders.entries()].sort(([a], [b]) => compareKeys(a, b));
   for (const [partition, folder] of sortedFolders) {
     const planned = await planFolder(context, partition, folder);
-    if (planned.eligible !== undefined) eligible.push({ partition, ...planned.eligible });
+    if (planned.eligible !== undefined)
+      eligible.push({ partition, periodStart: folder.periodStart, ...planned.eligible });
     const aside = quarantinedAside(context, partition, folder);
     const withAside = (reason: string) => (aside === undefined ? reason : `${reason}; ${aside}`);
     if (planned.kind === 'jobs')
@@ -75,7 +82,7 @@ export async function planJobs(
       skipped.push({ tier, partition, reason: aside, candidates: 0 });
     } else if (planned.kind === 'settled') settled++;
   }
-  return { jobs, skipped, settled, backlog: tallyBacklog(config, tier, now, eligible) };
+  return { jobs, skipped, settled, backlog: tallyBacklog(config, tier, now, eligible), eligible };
 }
 
 interface FolderContext {
@@ -97,7 +104,7 @@ type FolderPlan = (
   | { readonly kind: 'skip'; readonly reason: string; readonly candidates: number }
   | { readonly kind: 'settled' }
   | { readonly kind: 'none' }
-) & { readonly eligible?: Omit<EligiblePartition, 'partition'> };
+) & { readonly eligible?: Omit<EligiblePartition, 'partition' | 'periodStart'> };
 
 async function planFolder(context: FolderContext, partition: string, folder: Folder): Promise<FolderPlan> {
   const { config, tier, now } = context;

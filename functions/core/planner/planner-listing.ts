@@ -11,6 +11,7 @@ import { forEachLimit } from '../limit.ts';
 import { discoverTables, tierFolderAt, windowRefusal, windowStart } from '../list-windows.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from '../object-store.ts';
 import { partitionOf, TIER_SPECS, tierFolder, tierPeriod } from '../tiers.ts';
+import { readBacklogRecord } from './planner-backlog-record.ts';
 import { lastSweep } from './planner-sweeps.ts';
 
 /** How a plan listed the lake (see list-windows.ts). */
@@ -28,6 +29,18 @@ export interface PlanListing {
   readonly tables?: number;
   /** Listing calls made: folder listings and object listings (on S3 each is one LIST per 1,000 keys). */
   readonly listings: number;
+  /**
+   * windows: partitions of the last plan's backlog record (planner-backlog-record.ts) that lie
+   * before the window, each listed again whole.
+   */
+  readonly relisted?: number;
+  /**
+   * Whether the plan's backlog counts every eligible partition the tier had at its last sweep and
+   * since (backlog.ts ageStands): a sweep or full listing, or windows with a covering backlog
+   * record. Why not, when not.
+   */
+  readonly backlogCovered: boolean;
+  readonly backlogGap?: string;
 }
 
 /** Which part of the lake a plan covers: by default all of it. */
@@ -333,12 +346,65 @@ export async function listTierFolders(
       for await (const object of store.list(table, { startAfter: from })) consider(object, stream, from);
     });
   }
+  let carried: { readonly relisted: number; readonly gap?: string } | undefined;
+  if (since !== undefined) {
+    carried = await relistRecorded(store, config, tier, now, since, folders, consider);
+    listings += carried.relisted;
+  }
+  const carriedReason =
+    carried === undefined
+      ? ''
+      : `; ${carried.relisted} partition(s) of the last plan's backlog record before the window listed again${carried.gap === undefined ? '' : ` (its backlog may miss some until the next sweep: ${carried.gap})`}`;
   const listing: PlanListing = {
     mode: choice.mode,
-    reason: choice.reason,
+    reason: `${choice.reason}${carriedReason}`,
     ...(since !== undefined ? { since: new Date(since).toISOString() } : {}),
     ...(tables !== undefined ? { tables: tables.length } : {}),
     listings,
+    ...(carried !== undefined ? { relisted: carried.relisted } : {}),
+    // A plan scoped to one table counts one table's backlog only.
+    backlogCovered: scope.only === undefined && carried?.gap === undefined,
+    ...(carried?.gap !== undefined ? { backlogGap: carried.gap } : {}),
   };
   return { folders, objectsListed: objectsListed(), listing };
+}
+
+/**
+ * A windowed plan's second listing: each partition of the tier's backlog record whose period
+ * starts before the window (`since`, ms), listed whole into `folders` as any folder is. `gap`: why
+ * the plan's backlog may miss an eligible partition, if it may (planner-backlog-record.ts).
+ */
+async function relistRecorded(
+  store: ObjectStore,
+  config: CompactorConfig,
+  tier: TierName,
+  now: number,
+  since: number,
+  folders: ReadonlyMap<string, Folder>,
+  consider: (object: ObjectSummary, stream: ListingStream) => void,
+): Promise<{ readonly relisted: number; readonly gap?: string }> {
+  const { layout } = config;
+  const read = await readBacklogRecord(store, config, tier, now);
+  if ('unusable' in read) return { relisted: 0, gap: read.unusable };
+  const { record } = read;
+  // A recorded key is listed only where a folder of the tier can be: under the data root, not state.
+  const before = record.partitions.filter(
+    (p) =>
+      Date.parse(p.periodStart) < since &&
+      !folders.has(p.partition) &&
+      p.partition.startsWith(layout.dataPrefix) &&
+      !p.partition.startsWith(layout.stateRoot) &&
+      p.partition.endsWith('/'),
+  );
+  await forEachLimit(before, config.planning.listConcurrency, async ({ partition }) => {
+    const stream: ListingStream = {};
+    for await (const object of store.list(partition)) consider(object, stream);
+  });
+  const lookback = config.planning.lookbackHours;
+  const gap = !record.covers
+    ? `the last plan's backlog record (${record.plannedAt}) does not cover the tier: it was cut at the record's limit, or its plan had none that did`
+    : now - Date.parse(record.plannedAt) > lookback * 3_600_000
+      ? `the last plan (${record.plannedAt}) is more than planning.lookbackHours (${lookback}) old: a partition may have become due and left the window since`
+      : undefined;
+  return { relisted: before.length, ...(gap !== undefined ? { gap } : {}) };
 }

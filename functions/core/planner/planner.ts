@@ -15,9 +15,17 @@ import { ConfigError } from '../errors.ts';
 import { readExclusions } from '../exclusions.ts';
 import { readFailures } from '../failures.ts';
 import type { ObjectStore } from '../object-store.ts';
+import { type BacklogRecord, backlogRecordOf } from './planner-backlog-record.ts';
 import { type PlannedJob, planJobs, type SkippedPartition } from './planner-jobs.ts';
 import { listTierFolders, type PlanListing, type PlanScope, scopePrefix } from './planner-listing.ts';
 
+export {
+  BACKLOG_RECORD_LIMIT,
+  type BacklogRecord,
+  backlogRecordKey,
+  readBacklogRecord,
+  writeBacklogRecord,
+} from './planner-backlog-record.ts';
 export type { PlannedJob, SkippedPartition } from './planner-jobs.ts';
 export { type PlanListing, type PlanScope, parseInFolder, scopePrefix } from './planner-listing.ts';
 export { lastSweep, recordSweep, sweepsRoot } from './planner-sweeps.ts';
@@ -37,6 +45,11 @@ export interface Plan {
    * folders this plan listed. Absent on retention plans.
    */
   readonly backlog?: Backlog;
+  /**
+   * The backlog record the plan step writes once the plan is written (planner-backlog-record.ts):
+   * the eligible partitions, for the next windowed plan. Absent on retention plans.
+   */
+  readonly backlogRecord?: BacklogRecord;
 }
 
 /**
@@ -71,7 +84,7 @@ export async function planTier(
   // 2. Then manifests and quarantine, and partitions in failure backoff.
   const exclusions = await readExclusions(store, config);
   const failures = await readFailures(store, config);
-  const { jobs, skipped, settled, backlog } = await planJobs(
+  const { jobs, skipped, settled, backlog, eligible } = await planJobs(
     store,
     config,
     tier,
@@ -80,5 +93,20 @@ export async function planTier(
     exclusions,
     failures,
   );
-  return { tier, now: new Date(now).toISOString(), jobs, skipped, settled, objectsListed, listing, backlog };
+  const plannedAt = new Date(now).toISOString();
+  // Only windowed plans read the record, and a plan that lists the data root whole is followed by
+  // a sweep before any windows (it records no sweep): it leaves none, nor anything in a local lake.
+  const backlogRecord =
+    listing.mode === 'full' ? undefined : backlogRecordOf(plannedAt, listing.backlogCovered, eligible);
+  return {
+    tier,
+    now: plannedAt,
+    jobs,
+    skipped,
+    settled,
+    objectsListed,
+    listing,
+    backlog,
+    ...(backlogRecord !== undefined ? { backlogRecord } : {}),
+  };
 }

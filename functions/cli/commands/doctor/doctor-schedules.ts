@@ -429,3 +429,74 @@ function dueRow(d: Due, starts: Starts): ScheduleRow {
     fix: "the schedule cannot start the state machine: check its dead-letter queue, the Scheduler role's trust policy (aws:SourceArn is the schedule group's ARN) and its states:StartExecution grant; then cdk deploy",
   };
 }
+
+export interface ScheduledCanaryDeps {
+  readonly scheduler: SchedulerClient;
+  readonly sfn: SFNClient;
+  /** The stack's CanaryStateMachineArn output; undefined: the stack has none. */
+  readonly canaryStateMachineArn: string | undefined;
+  readonly group?: string;
+  readonly now: number;
+}
+
+/**
+ * The scheduled canary (the stack's `canary.enabled`): a schedule that starts its state machine
+ * and started it within its last two periods (checkSchedules, its input `{}`), and its last
+ * execution that ended (ListExecutions lists the newest first, running ones among them) succeeded.
+ */
+export async function checkScheduledCanary(deps: ScheduledCanaryDeps): Promise<ScheduleRow[]> {
+  const arn = deps.canaryStateMachineArn;
+  if (arn === undefined) {
+    return [
+      {
+        check: 'canary',
+        result: 'FAIL',
+        detail: 'canary.enabled is set, but the stack has no CanaryStateMachineArn output',
+        fix: 'cdk deploy the stack with these settings (a stack deployed before the output, or with the canary off, has none)',
+      },
+    ];
+  }
+  const schedules = await checkSchedules({
+    scheduler: deps.scheduler,
+    sfn: deps.sfn,
+    stateMachineArn: arn,
+    ...(deps.group !== undefined ? { group: deps.group } : {}),
+    expected: [],
+    now: deps.now,
+  });
+  const rows: ScheduleRow[] =
+    schedules.length === 0
+      ? [
+          {
+            check: 'canary schedule',
+            result: 'FAIL',
+            detail: `no schedule${deps.group ? ` in group ${deps.group}` : ''} starts ${arn}`,
+            fix: 'cdk deploy the stack (canary.enabled adds the schedule); if it is deployed, check the stack events',
+          },
+        ]
+      : schedules.map((row) => ({ ...row, check: 'canary schedule' }));
+  const page = await deps.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, maxResults: 100 }));
+  const last = (page.executions ?? []).find((e) => e.status !== 'RUNNING' && e.status !== 'PENDING_REDRIVE');
+  const check = 'canary last execution';
+  if (last === undefined) {
+    rows.push({
+      check,
+      result: 'n/a',
+      detail: `no canary execution has ended yet (${(page.executions ?? []).length} running)`,
+      fix: 'run compactor doctor again after the canary schedule has fired',
+    });
+    return rows;
+  }
+  const when = last.stopDate ? ` at ${iso(last.stopDate.getTime())}` : '';
+  rows.push(
+    last.status === 'SUCCEEDED'
+      ? { check, result: 'pass', detail: `${last.name} SUCCEEDED${when}`, fix: '' }
+      : {
+          check,
+          result: 'FAIL',
+          detail: `${last.name} ${last.status}${when}: the deployed compactor did not compact the canary table exactly, or a canary step failed`,
+          fix: `open ${last.executionArn} in the Step Functions console: the failed state and its cause say what; compactor doctor runs the same check by hand`,
+        },
+  );
+  return rows;
+}

@@ -102,6 +102,8 @@ export interface Target {
   /** The deployed stack's settings (AWS), for the schedules each enabled tier should have. */
   readonly stackConfig?: StackConfig;
   readonly stateMachineArn?: string;
+  /** The stack's CanaryStateMachineArn output, when it has one (the stack's canary is enabled). */
+  readonly canaryStateMachineArn?: string;
   readonly region?: string;
   readonly group?: string;
 }
@@ -163,6 +165,9 @@ export async function resolveTarget(
       config: configFor(deployed.dataPrefix),
       stackConfig,
       stateMachineArn: deployed.stateMachineArn,
+      ...(deployed.canaryStateMachineArn !== undefined
+        ? { canaryStateMachineArn: deployed.canaryStateMachineArn }
+        : {}),
       region: mode.region,
       ...(group !== undefined ? { group } : {}),
     };
@@ -183,6 +188,7 @@ async function readStack(
       readonly bucket: string;
       readonly dataPrefix: string;
       readonly stateMachineArn: string;
+      readonly canaryStateMachineArn?: string;
     }
   | undefined
 > {
@@ -230,7 +236,14 @@ async function readStack(
   }
   // The stack outputs '(bucket root)' for an empty prefix (cdk/compactor-stack.ts).
   const dataPrefix = prefixOutput === '(bucket root)' ? '' : prefixOutput;
-  return { status, bucket, dataPrefix, stateMachineArn };
+  const canaryStateMachineArn = outputs.get('CanaryStateMachineArn');
+  return {
+    status,
+    bucket,
+    dataPrefix,
+    stateMachineArn,
+    ...(canaryStateMachineArn ? { canaryStateMachineArn } : {}),
+  };
 }
 
 /** The stack's schedule group (ListStackResources, every page), if it has one. */

@@ -43,7 +43,7 @@ import { DOCTOR_TIMEOUT_S } from '../../options.ts';
 import { definitionScopes, judgeExecution, runDeployed, runLocal } from './doctor-execution.ts';
 import type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
 import { guard, printReport, Report } from './doctor-report.ts';
-import { checkSchedules } from './doctor-schedules.ts';
+import { checkScheduledCanary, checkSchedules } from './doctor-schedules.ts';
 import { type Mode, resolveMode, resolveTarget, type Target } from './doctor-target.ts';
 
 export type { DoctorDeps, DoctorOptions } from './doctor-options.ts';
@@ -323,5 +323,16 @@ async function scheduleRows(report: Report, aws: Aws, target: Target, now: numbe
     for (const row of rows) report.add(row.check, row.result, row.detail, row.fix);
     if (rows.length === 0)
       report.add('schedules', 'n/a', 'no schedule starts this state machine, and none is enabled');
+  });
+  if (stack?.canary.enabled !== true) return;
+  await guard(report, 'canary schedule', async () => {
+    const rows = await checkScheduledCanary({
+      scheduler: aws.scheduler,
+      sfn: aws.sfn,
+      canaryStateMachineArn: target.canaryStateMachineArn,
+      ...(target.group !== undefined ? { group: target.group } : {}),
+      now,
+    });
+    for (const row of rows) report.add(row.check, row.result, row.detail, row.fix);
   });
 }
