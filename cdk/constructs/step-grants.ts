@@ -6,6 +6,7 @@
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { StepName } from '../../functions/contract.ts';
+import { backlogRecordsFolder } from '../../functions/core/planner/planner-backlog-record.ts';
 import { stateFolder } from '../../functions/core/state-root.ts';
 
 /** Statements on objects under key prefixes (`<prefix>*`) and on listing them. */
@@ -51,6 +52,8 @@ export function stepGrants(
   // missing key answers 403, not 404, without ListBucket on it
   // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html, "Permissions").
   const RC = stateFolder(S, 'receipts');
+  // Each tier's backlog record: plan reads the last plan's and writes its own (under PL).
+  const BL = backlogRecordsFolder(S);
   const { objects, list } = prefixStatements(bucket);
   const get = 's3:GetObject';
   const put = 's3:PutObject';
@@ -65,7 +68,7 @@ export function stepGrants(
       new iam.PolicyStatement({ actions: ['s3:ListBucketMultipartUploads'], resources: [bucket.bucketArn] }),
       objects([abort], P),
     ],
-    plan: [list(P), objects([get], M, Q, F), objects([put], PL)],
+    plan: [list(P), objects([get], M, Q, F, BL), objects([put], PL)],
     compact: [
       list(P),
       objects([get], P),

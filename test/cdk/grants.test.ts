@@ -74,6 +74,7 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:GetObject ${M}`,
       `s3:GetObject ${Q}`,
       `s3:GetObject ${F}`,
+      `s3:GetObject ${S}plans/backlog/*`,
       `s3:PutObject ${S}plans/*`,
     ],
     compact: [

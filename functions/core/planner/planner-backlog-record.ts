@@ -50,11 +50,18 @@ export interface RecordedPartition {
   readonly dueAt: number;
 }
 
+/**
+ * The folder of the tiers' backlog records. Under plans/: the plan step writes there, and the
+ * lifecycle rule expires a record that no plan rewrites for RUN_RECORD_DAYS (a tier no longer
+ * run), as it does the plans. The plan step's role may read this folder only (cdk/step-grants).
+ */
+export function backlogRecordsFolder(stateRoot: string): string {
+  return `${stateFolder(stateRoot, 'plans')}backlog/`;
+}
+
 /** Where a tier's backlog record is: one object, overwritten by each plan. */
 export function backlogRecordKey(config: CompactorConfig, tier: TierName): string {
-  // Under plans/: the plan step writes there, and the lifecycle rule expires a record that no plan
-  // rewrites for RUN_RECORD_DAYS (a tier no longer run), as it does the plans.
-  return `${stateFolder(config.layout.stateRoot, 'plans')}backlog/${tier}.json`;
+  return `${backlogRecordsFolder(config.layout.stateRoot)}${tier}.json`;
 }
 
 /** The record a plan at `plannedAt` leaves: its eligible partitions, the oldest BACKLOG_RECORD_LIMIT. */
