@@ -9,6 +9,7 @@ import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
 import {
   CHILD_START_TRANSITIONS,
   COMMAND_CLASS,
+  compactMemoryOf,
   expressBilledSeconds,
   expressDurationUsd,
   lambdaDurationUsd,
@@ -19,6 +20,7 @@ import {
   requestsUsd,
   transitionsUsd,
 } from '../functions/core/cost/index.ts';
+import { smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import { ASSUMPTIONS } from './cost-prices.ts';
@@ -181,8 +183,19 @@ export function jobCost(input: {
   const a = ASSUMPTIONS;
   const { job } = input;
   const steps = job.run.steps;
-  const stepMemory = (step: StepTiming['step']) =>
-    step === 'compact' ? input.lambdaMemoryMb : a.otherStepMemoryMb;
+  // The compact step runs on the function the plan sizes the job for (functions/core/lambda-sizing.ts).
+  const compactMb = compactMemoryOf(
+    { tier: 'hourly', inputBytes: job.bytes },
+    {
+      memoryMb: {
+        compact: input.lambdaMemoryMb,
+        partitionSteps: a.otherStepMemoryMb,
+        others: a.perExecutionMemoryMb,
+      },
+      smallCompactMemoryMb: smallCompactMemoryMb(input.childType, input.lambdaMemoryMb),
+    },
+  );
+  const stepMemory = (step: StepTiming['step']) => (step === 'compact' ? compactMb : a.otherStepMemoryMb);
   const lambdaSeconds = Object.fromEntries(
     steps.map((s) => [s.step, billedSeconds(s, stepMemory(s.step))]),
   ) as Record<StepTiming['step'], number>;
@@ -190,11 +203,11 @@ export function jobCost(input: {
   const term = (name: string, arithmetic: string, value: number) =>
     terms.push({ name, arithmetic, usd: value });
 
-  const compactGbS = (input.lambdaMemoryMb / 1024) * lambdaSeconds.compact;
+  const compactGbS = (compactMb / 1024) * lambdaSeconds.compact;
   term(
     'compact Lambda duration',
-    `${input.lambdaMemoryMb} MB / 1024 x ${f(lambdaSeconds.compact)} s = ${f(compactGbS)} GB-s x $${p.lambdaArmGbSecond}`,
-    lambdaDurationUsd(input.lambdaMemoryMb, lambdaSeconds.compact),
+    `${compactMb} MB / 1024 x ${f(lambdaSeconds.compact)} s = ${f(compactGbS)} GB-s x $${p.lambdaArmGbSecond}`,
+    lambdaDurationUsd(compactMb, lambdaSeconds.compact),
   );
   const others = steps.filter((s) => s.step !== 'compact');
   const otherSeconds = others.reduce((sum, s) => sum + (lambdaSeconds[s.step] ?? 0), 0);
@@ -253,8 +266,9 @@ export function jobCost(input: {
       transitionsUsd(transitions),
     );
     term('Express child request', '1 x $1.00 / 1,000,000', p.sfnExpressPerRequest);
-    // The child lasts as long as its Lambdas run, one after another (state overhead not measured here).
-    const wall = steps.reduce((sum, s) => sum + s.wallMs, 0) / 1000;
+    // The child lasts as long as its Lambdas run, one after another (state overhead not measured
+    // here), each at least its billed time: fewer vCPUs than here stretch the compact step.
+    const wall = steps.reduce((sum, s) => sum + Math.max(s.wallMs / 1000, lambdaSeconds[s.step] ?? 0), 0);
     const billed = expressBilledSeconds(wall);
     const gbS = (p.sfnExpressBilledMb / 1024) * billed;
     term(

@@ -12,6 +12,7 @@ import type {
   StateMachineStates,
   TransitionCount,
 } from '../core/cost/index.ts';
+import { smallCompactMemoryMb } from '../core/lambda-sizing.ts';
 import { type CliOptions, parseStackContext, resolveStackConfig } from './context.ts';
 import { deployedWorkflow } from './deployed-workflow.ts';
 import { formatBytes, table } from './format.ts';
@@ -26,6 +27,7 @@ export function costSettings(stack: StackConfig): CostSettings {
       partitionSteps: stack.lambda.partitionSteps.memoryMb,
       others: stack.lambda.others.memoryMb,
     },
+    smallCompactMemoryMb: smallCompactMemoryMb(stack.map.childExecutionType, stack.lambda.compact.memoryMb),
     targetFileBytes: stack.targetFileBytes,
   };
 }

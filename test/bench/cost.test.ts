@@ -105,8 +105,24 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     const cost = price('EXPRESS');
     expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((1.09 * 0.025) / 1000, 12);
     expect(termUsd(cost, 'Express child request')).toBeCloseTo(1e-6, 12);
-    // Chain: 2.0 + 0.1 + 0.05 + 0.06 + 0.04 = 2.25 s -> 2.3 s x 0.0625 GB x $0.06 / 3600.
-    expect(termUsd(cost, 'Express child duration')).toBeCloseTo((2.3 * 0.0625 * 0.06) / 3600, 12);
+    // A 24 MB job runs on the small compact function (1,024 MB): 4 s CPU / (1024 / 1769) vCPU
+    // = 6.910 s billed; the chain 6.910 + 0.1 + 0.05 + 0.06 + 0.04 = 7.16 s -> 7.2 s x 0.0625 GB
+    // x $0.06 / 3600.
+    const compactSeconds = 4 / (1024 / 1769);
+    expect(termUsd(cost, 'compact Lambda duration')).toBeCloseTo(compactSeconds * 0.0000133334, 12);
+    expect(termUsd(cost, 'Express child duration')).toBeCloseTo((7.2 * 0.0625 * 0.06) / 3600, 12);
+  });
+
+  it('prices a job past the small function’s limit, and every Standard child’s, at lambda.compact’s memory', () => {
+    const large = price('EXPRESS', 'full-job', 2733, 2 * 2 ** 30);
+    // 2 s wall, 4 s CPU on 1.70 vCPUs: 2.3524 s at 3008 MB; the chain 2.3524 + 0.25 s -> 2.7 s.
+    const seconds = 4 / (3008 / 1769);
+    expect(termUsd(large, 'compact Lambda duration')).toBeCloseTo((3008 / 1024) * seconds * 0.0000133334, 12);
+    expect(termUsd(large, 'Express child duration')).toBeCloseTo((2.7 * 0.0625 * 0.06) / 3600, 12);
+    expect(termUsd(price('STANDARD'), 'compact Lambda duration')).toBeCloseTo(
+      (3008 / 1024) * seconds * 0.0000133334,
+      12,
+    );
   });
 
   it('prices the Lambdas and S3 requests from the measured run, term by term, and totals them', () => {

@@ -4,6 +4,7 @@
  * bills, and the cycle's wall time at the Map's concurrency. An estimate at list prices.
  */
 
+import { compactSizeOf } from '../lambda-sizing.ts';
 import {
   AFTER_PARTITIONS,
   BEFORE_PARTITIONS,
@@ -54,6 +55,8 @@ export interface CostSettings {
   readonly childExecutionType: ExecutionType;
   readonly maxConcurrency: number;
   readonly memoryMb: Readonly<Record<LambdaSizeClass, number>>;
+  /** The small compact function's memory, where the stack has one (lambda-sizing.ts smallCompactMemoryMb). */
+  readonly smallCompactMemoryMb?: number | undefined;
   /** Outputs are split at this size; an output is assumed as large as its inputs. */
   readonly targetFileBytes: number;
 }
@@ -125,18 +128,29 @@ export function kindOf(job: Pick<JobToPrice, 'tier'>): JobKindPriced {
   return job.tier === 'retention' ? 'retention' : 'compaction';
 }
 
+/** The memory of the compact function the job runs on: the small one for a small job, where there is one. */
+export function compactMemoryOf(
+  job: Pick<JobToPrice, 'tier' | 'inputBytes'>,
+  settings: Pick<CostSettings, 'memoryMb' | 'smallCompactMemoryMb'>,
+): number {
+  return compactSizeOf(job) === 'small' && settings.smallCompactMemoryMb !== undefined
+    ? settings.smallCompactMemoryMb
+    : settings.memoryMb.compact;
+}
+
 /** Each partition step's Lambda: its memory and estimated billed seconds for this job. */
 export function chainSeconds(
   job: Pick<JobToPrice, 'tier' | 'inputs' | 'inputBytes'>,
-  memoryMb: CostSettings['memoryMb'],
+  settings: Pick<CostSettings, 'memoryMb' | 'smallCompactMemoryMb'>,
 ): readonly { readonly step: string; readonly memoryMb: number; readonly seconds: number }[] {
+  const compactMb = compactMemoryOf(job, settings);
   const first =
     kindOf(job) === 'retention'
       ? expireEstimateSeconds(job.inputs)
-      : compactSecondsAt(memoryMb.compact, job.inputBytes, job.inputs);
+      : compactSecondsAt(compactMb, job.inputBytes, job.inputs);
   return PARTITION_STEPS.map((s) => ({
     step: s.step,
-    memoryMb: memoryMb[s.size],
+    memoryMb: s.size === 'compact' ? compactMb : settings.memoryMb[s.size],
     seconds: s.size === 'compact' ? first : STATED_SECONDS.partitionStep,
   }));
 }
@@ -147,7 +161,7 @@ export function jobCost(
   settings: CostSettings,
   transitions: Pick<TransitionCount, 'perPartition'>,
 ): CostLine & { readonly seconds: number } {
-  const chain = chainSeconds(job, settings.memoryMb);
+  const chain = chainSeconds(job, settings);
   const seconds = chain.reduce((sum, s) => sum + s.seconds, 0);
   const lambdaUsd =
     chain.reduce((sum, s) => sum + lambdaDurationUsd(s.memoryMb, s.seconds), 0) +

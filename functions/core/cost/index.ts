@@ -5,6 +5,7 @@ export {
   type CostSettings,
   type CycleCost,
   chainSeconds,
+  compactMemoryOf,
   cycleCost,
   type JobToPrice,
   jobCost,

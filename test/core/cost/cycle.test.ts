@@ -92,6 +92,23 @@ describe('one job', () => {
     );
   });
 
+  it('prices a small job at the small compact function’s memory and a larger one at lambda.compact’s', () => {
+    const sized = { ...settings('EXPRESS'), smallCompactMemoryMb: 1024 };
+    const small = jobCost(JOBS[0] as (typeof JOBS)[number], sized, TRANSITIONS);
+    const seconds = compactSecondsAt(1024, 10e6, 10);
+    expect(small.lambdaUsd).toBeCloseTo((1024 / 1024) * seconds * GBS + 4 * 0.5 * 0.5 * GBS + 5 * INVOKE, 15);
+    // 200 MB is past the small function's 64 MiB: the 3,008 MB function, as without one.
+    const large = jobCost(JOBS[1] as (typeof JOBS)[number], sized, TRANSITIONS);
+    expect(large.lambdaUsd).toBe(
+      jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS).lambdaUsd,
+    );
+    // The small function is the cheaper one for the small job, though it runs longer.
+    expect(small.lambdaUsd).toBeLessThan(
+      jobCost(JOBS[0] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS).lambdaUsd,
+    );
+    expect(seconds).toBeGreaterThan(compactEstimateSeconds(10e6, 10));
+  });
+
   it('deletes 2,000 inputs in two batches; its 200 MB output goes up and is copied in 3 parts', () => {
     const cost = jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS);
     // 200e6 B / 64 MiB -> 3 parts: the staging PUT and the COPY become 5 requests each, + a HEAD.
