@@ -83,6 +83,12 @@ describe('compactor plan prices the cycle it plans', () => {
     }
     expect(block).toMatch(/\nhourly\s+2\s+6\s/);
     expect(block).toMatch(/\ntotal\s+2\s+6\s/);
+    expect(block).toContain('floor: what any compactor pays for the same jobs');
+    // Each job's cost beside its floor (3 GETs and 1 PUT: $0.000006), in the plan table.
+    expect(table).toMatch(/cost\s+floor\s+why/);
+    expect(table).toMatch(
+      /db\/cpu\/2025\/01\/15\/10\/\s+compact\s+3\s+\d+\s+\S+ \S+\s+\$0\.\d{6}\s+\$0\.000006\s/,
+    );
   });
 
   it.each([
@@ -128,6 +134,14 @@ describe('compactor plan prices the cycle it plans', () => {
       12,
     );
     expect(tier.totalUsd).toBeCloseTo(tier.lambdaUsd + tier.s3Usd + tier.stepFunctionsUsd, 12);
+    // The floor: one GET per input, one PUT per output, per job and per tier.
+    expect(cost.jobs.map((j) => j.floorUsd)).toEqual(
+      jobs.map((j) => (j.inputs.length * PRICES.s3GetHeadPer1000 + PRICES.s3PutCopyListPer1000) / 1000),
+    );
+    expect(tier.floorUsd).toBeCloseTo(
+      cost.jobs.reduce((s, j) => s + j.floorUsd, 0),
+      15,
+    );
     // EXPRESS: Map concurrency 10 runs both jobs at once; STANDARD at concurrency 1, one by one.
     const times = expected.map((e) => e.seconds);
     expect(tier.seconds).toBeCloseTo(child === 'EXPRESS' ? Math.max(...times) : sum((e) => e.seconds), 9);

@@ -28,6 +28,7 @@ import {
 import {
   addCalls,
   addRequests,
+  floorRequests,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   jobCalls,
@@ -75,6 +76,8 @@ export interface CostLine {
   readonly s3Usd: number;
   readonly stepFunctionsUsd: number;
   readonly totalUsd: number;
+  /** The jobs' floor (floorRequests): what any compactor pays for them, beside totalUsd. */
+  readonly floorUsd: number;
 }
 
 export interface CycleCost {
@@ -83,6 +86,8 @@ export interface CycleCost {
   readonly childExecutionType: ExecutionType;
   readonly maxConcurrency: number;
   readonly waves: number;
+  /** Each planned job's price beside its floor, in plan order. */
+  readonly jobs: readonly { readonly totalUsd: number; readonly floorUsd: number }[];
   /** One line per tier of the planned jobs; `seconds`: its jobs, wave after wave, at the Map's concurrency. */
   readonly tiers: readonly ({ readonly tier: string; readonly seconds: number } & CostLine)[];
   /** The execution's own: recover, plan and summary, the planning's listing, the parent's states. */
@@ -104,6 +109,7 @@ const EMPTY: CostLine = {
   s3Usd: 0,
   stepFunctionsUsd: 0,
   totalUsd: 0,
+  floorUsd: 0,
 };
 
 function addLines(a: CostLine, b: CostLine): CostLine {
@@ -120,6 +126,7 @@ function addLines(a: CostLine, b: CostLine): CostLine {
     s3Usd: a.s3Usd + b.s3Usd,
     stepFunctionsUsd: a.stepFunctionsUsd + b.stepFunctionsUsd,
     totalUsd: a.totalUsd + b.totalUsd,
+    floorUsd: a.floorUsd + b.floorUsd,
   };
 }
 
@@ -193,6 +200,7 @@ export function jobCost(
     s3Usd,
     stepFunctionsUsd,
     totalUsd: lambdaUsd + s3Usd + stepFunctionsUsd,
+    floorUsd: requestsUsd(floorRequests(kind, job.inputs, outputs.length)),
     seconds,
   };
 }
@@ -273,6 +281,7 @@ export function cycleCost(input: {
     childExecutionType: settings.childExecutionType,
     maxConcurrency: settings.maxConcurrency,
     waves,
+    jobs: priced.map(({ cost }) => ({ totalUsd: cost.totalUsd, floorUsd: cost.floorUsd })),
     tiers,
     execution,
     total,

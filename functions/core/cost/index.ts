@@ -45,6 +45,7 @@ export { RequestCountingStore } from './request-counter.ts';
 export {
   addCalls,
   addRequests,
+  floorRequests,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   type JobShape,

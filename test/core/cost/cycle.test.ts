@@ -116,6 +116,37 @@ describe('one job', () => {
   });
 });
 
+describe('the floor beside each job', () => {
+  it('is one GET per input and one PUT per output; a retention job has none; the lines add it up', () => {
+    const [small, large] = [JOBS[0], JOBS[1]].map((j) =>
+      jobCost(j as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS),
+    );
+    expect(small?.floorUsd).toBeCloseTo((10 * 0.0004 + 1 * 0.005) / 1000, 15);
+    expect(large?.floorUsd).toBeCloseTo((2000 * 0.0004 + 1 * 0.005) / 1000, 15);
+    const retention = jobCost(
+      { tier: 'retention', inputs: 50, inputBytes: 1e9, wave: 0 },
+      settings('EXPRESS'),
+      TRANSITIONS,
+    );
+    expect(retention.floorUsd).toBe(0);
+    const cycle = cycleCost({
+      jobs: JOBS,
+      settings: settings('EXPRESS'),
+      transitions: TRANSITIONS,
+      planning: PLANNING,
+    });
+    expect(cycle.jobs.map((j) => j.floorUsd)).toEqual(
+      JOBS.map((j) => jobCost(j, settings('EXPRESS'), TRANSITIONS).floorUsd),
+    );
+    expect(cycle.tiers[0]?.floorUsd).toBeCloseTo(
+      cycle.jobs.reduce((sum, j) => sum + j.floorUsd, 0),
+      15,
+    );
+    expect(cycle.execution.floorUsd).toBe(0);
+    expect(cycle.total.floorUsd).toBeCloseTo(cycle.tiers[0]?.floorUsd ?? -1, 15);
+  });
+});
+
 describe('a retention job', () => {
   it('heads its inputs instead of downloading them and writes no output', () => {
     const cost = jobCost(
