@@ -151,23 +151,27 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     for (const t of cost.terms) expect(t.arithmetic).toMatch(/x \$/);
   });
 
-  it('holds the Arc hour to 1/4 of S3 Tables binpack and the full job to 1/10 of sort, per GB and per object', () => {
+  it('holds the Arc hour to 1.5x its floor and 1/3 of S3 Tables binpack, the full job to 1/10 of sort', () => {
     const arc = price('EXPRESS');
     const gb = 24e6 / 2 ** 30;
     expect(arc.s3Tables.strategy).toBe('binpack');
     expect(arc.s3Tables.total).toBeCloseTo(gb * 0.005 + (120 * 0.002) / 1000, 12);
-    expect(arc.target.limit).toBeCloseTo(arc.s3Tables.total / 4, 12);
+    // The floor: 120 GETs and the one output's PUT.
+    expect(arc.floor).toBeCloseTo((120 * 0.0004 + 0.005) / 1000, 12);
+    expect(arc.target.limit).toBeCloseTo(Math.min(arc.s3Tables.total / 3, 1.5 * arc.floor), 12);
+    expect(arc.target.text).toBe('<= 1.5x its floor and <= 1/3 of S3 Tables binpack');
     expect(arc.target.met).toBe(arc.total <= arc.target.limit);
 
     const full = price('EXPRESS', 'full-job', 2700, 2 * 2 ** 30);
     expect(full.s3Tables.strategy).toBe('sort');
     expect(full.s3Tables.total).toBeCloseTo(2 * 0.01 + (2700 * 0.002) / 1000, 12);
     expect(full.target.limit).toBeCloseTo(full.s3Tables.total / 10, 12);
+    expect(full.target.text).toBe('<= 1/10 of S3 Tables sort');
   });
 
   it('names the cause of a missed target: the largest terms, and those that alone exceed the limit', () => {
     const arc = price('STANDARD');
-    // $0.000202 of transitions alone is above 1/4 of binpack ($0.000088) for 120 x 200 KB.
+    // $0.000202 of transitions alone is above 1.5x the floor ($0.000080) for 120 x 200 KB.
     expect(arc.target.met).toBe(false);
     expect(arc.cause).toContain('Step Functions transitions');
     expect(arc.cause).toContain('alone exceed');
