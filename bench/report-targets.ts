@@ -3,16 +3,13 @@
 import { auditLakeTargets } from './audit-lake.ts';
 import { backlogTargets } from './backlog.ts';
 import type { Comparison } from './compare.ts';
-import type { CostModel } from './cost.ts';
+import { type CostModel, FLOOR_RATIO } from './cost.ts';
 import { wholeProcessTargets } from './orchestration-report.ts';
 import { plannerLakeTargets } from './planner-scale.ts';
 import { readersTargets } from './readers.ts';
 import { f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
 import type { BenchResults } from './results.ts';
 import { smallPartitionsTargets } from './small-partitions.ts';
-
-/** A job's bill against what any compactor must pay for it (the issue's Arc-hour rule). */
-const FLOOR_RATIO = 1.5;
 
 export interface Target {
   readonly name: string;
@@ -185,7 +182,7 @@ export function targets(r: BenchResults): Target[] {
   for (const job of r.cost?.jobs ?? []) {
     out.push({
       name: `cost ${job.title}, ${job.childType} children: ${job.target.text}`,
-      value: `${usd6(job.total)} vs ${usd6(job.target.limit)} (S3 Tables ${job.s3Tables.strategy} ${usd6(job.s3Tables.total)})`,
+      value: `${usd6(job.total)} vs ${usd6(job.target.limit)} (floor ${usd6(job.floor)}, ${f1(job.total / job.floor)}x; S3 Tables ${job.s3Tables.strategy} ${usd6(job.s3Tables.total)})`,
       met: job.target.met,
       headline: true,
       ...(job.cause ? { cause: job.cause } : {}),

@@ -77,9 +77,10 @@ no results files.
   --only LIST         comma-separated sections: ${SECTIONS.join(',')} (default all)
   --quick             smaller request, orchestration, planner and memory cases; s3: the Firehose
                       hour and 2 GiB job at 1/8 size, one run each; readers: one measured run
-  --render            measure nothing: re-render results.md, results.svg and the README's and
-                      docs/performance.md's summaries from bench/results.json (after editing
-                      the report's wording, or text around a summary block)
+  --render            measure nothing: price bench/results.json's measurements again with the
+                      cost model (its prices and targets) and re-render results.json, results.md,
+                      results.svg and the README's and docs/performance.md's summaries from them
+                      (after editing the model or the report's wording, or text around a block)
   --help              this text
 `;
 
@@ -151,9 +152,12 @@ async function main(): Promise<number> {
     return 2;
   }
   if (args.render) {
-    const full = JSON.parse(
+    const stored = JSON.parse(
       await readFile(join(import.meta.dirname, 'results.json'), 'utf8'),
     ) as BenchResults;
+    // The measurements are the run's; their prices and targets are the cost model's, priced again.
+    const full = priced(stored);
+    await writeFile(join(import.meta.dirname, 'results.json'), `${JSON.stringify(full, null, 2)}\n`);
     await writeResults(full, (line) => process.stderr.write(`${line}\n`));
     return 0;
   }
@@ -333,22 +337,11 @@ async function main(): Promise<number> {
     startedAt: new Date(started).toISOString(),
     durationS: (Date.now() - started) / 1000,
   };
-  const full: BenchResults = {
+  const full = priced({
     environment,
     settings: { runs: args.runs, threads: THREADS, productMemoryLimit: PRODUCT_MEMORY_LIMIT },
     ...results,
-    ...(results.requests
-      ? {
-          cost: costModel({
-            comparisons: results.comparisons,
-            requests: results.requests,
-            transitions: results.transitions,
-            s3: results.s3Latency,
-            lambdaMemoryMb: LAMBDA_MEMORY_MB,
-          }),
-        }
-      : {}),
-  };
+  });
   printTables(full);
   const complete =
     !args.quick && args.only.length === SECTIONS.length && results.comparisons.length === DATASETS.length;
@@ -360,6 +353,25 @@ async function main(): Promise<number> {
   }
   log(`bench finished in ${((Date.now() - started) / 1000).toFixed(0)} s`);
   return 0;
+}
+
+/** A run's measurements with their cost: the cost model's prices and targets applied to them. */
+function priced(run: Omit<BenchResults, 'cost'>): BenchResults {
+  const { cost: _, ...measured } = run as BenchResults;
+  return {
+    ...measured,
+    ...(measured.requests
+      ? {
+          cost: costModel({
+            comparisons: measured.comparisons,
+            requests: measured.requests,
+            transitions: measured.transitions,
+            s3: measured.s3Latency,
+            lambdaMemoryMb: LAMBDA_MEMORY_MB,
+          }),
+        }
+      : {}),
+  };
 }
 
 /** results.md, results.svg and the summary blocks, all rendered from one run's results. */

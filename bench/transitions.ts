@@ -17,8 +17,12 @@ export interface TransitionCount {
   readonly executionStates: readonly string[];
 }
 
+/**
+ * Counted on the definition with Standard children: only they are billed per state, and theirs
+ * has no Choice of compact function (functions/core/lambda-sizing.ts smallCompactMemoryMb).
+ */
 export async function countTransitions(): Promise<TransitionCount> {
-  const { definition } = await synthesizeWorkflow();
+  const { definition } = await synthesizeWorkflow({ map: { childExecutionType: 'STANDARD' } });
   const count = countOn(definition as unknown as StateMachineStates);
   return {
     perPartition: count.perPartition,

@@ -24,7 +24,13 @@
  *   events with execution data (compaction-workflow.ts).
  */
 
-import { compactEstimateSeconds, MEASURED_COMPACT, S3_WAIT } from '../functions/core/cost/index.ts';
+import {
+  compactEstimateSeconds,
+  compactSecondsAt,
+  MEASURED_COMPACT,
+  S3_WAIT,
+} from '../functions/core/cost/index.ts';
+import { SMALL_COMPACT, smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
 import {
   EXECUTION_TYPES,
   type ExecutionType,
@@ -132,8 +138,10 @@ export interface ChildDefaults {
  * 2 x (36 + 12) + 1 + 4 x (2 x (9 + 12) + 1) = 97 + 172 = 269 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
  * 268.4 MB x 0.0144 + 2000 x 0.00031 + 268.4 / 90 + 2000 x 0.025 / 8 = 3.87 + 0.62 + 2.98 + 6.25
- * = 13.7 s, under half of 36 s; 512 MiB would be 20.6 s, over it. An Arc hour (120 x 200 KB) is
- * one job; a Firehose hour (12 x 64 MB), three.
+ * = 13.7 s, under half of 36 s; 512 MiB would be 20.6 s, over it. The small compact function
+ * (functions/core/lambda-sizing.ts) has the same timeout; its largest job, 64 MiB in 2,000 files
+ * on 0.58 vCPU, is estimated at 11.7 s. An Arc hour (120 x 200 KB) is one job; a Firehose hour
+ * (12 x 64 MB), three.
  * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files.
  */
 export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>> = {
@@ -156,6 +164,7 @@ export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>>
  * `compactor` context.
  */
 export function expressRefusal(settings: {
+  readonly compactMemoryMb: number;
   readonly compactTimeoutSeconds: number;
   readonly partitionStepTimeoutSeconds: number;
   readonly maxJobBytes: number;
@@ -178,6 +187,18 @@ export function expressRefusal(settings: {
       key: 'maxJobBytes',
       message: `(${settings.maxJobBytes}) with maxJobFiles (${settings.maxJobFiles}) makes a job of about ${estimate.toFixed(1)} s (measured ${MEASURED_COMPACT.secondsPerMB} s/MB and ${MEASURED_COMPACT.secondsPerFile} s/file, plus S3 at ${S3_WAIT.megabytesPerSecond} MB/s and ${S3_WAIT.firstByteMs} ms per GET / ${S3_WAIT.minInFlight}), more than ${JOB_TIMEOUT_SHARE * 100}% of lambda.compact.timeoutSeconds (${settings.compactTimeoutSeconds}) that an Express child allows: lower maxJobBytes or maxJobFiles, or set map.childExecutionType to "STANDARD"`,
     };
+  }
+  // The small compact function has the same timeout and less CPU: its largest job must fit too.
+  const smallMb = smallCompactMemoryMb('EXPRESS', settings.compactMemoryMb);
+  if (smallMb !== undefined) {
+    const bytes = Math.min(SMALL_COMPACT.maxJobBytes, settings.maxJobBytes);
+    const small = compactSecondsAt(smallMb, bytes, settings.maxJobFiles);
+    if (small > allowed) {
+      return {
+        key: 'lambda.compact.timeoutSeconds',
+        message: `(${settings.compactTimeoutSeconds}) is also the small compact function's (${smallMb} MB), whose largest job (${bytes} bytes in maxJobFiles ${settings.maxJobFiles} files) is estimated at ${small.toFixed(1)} s, more than ${JOB_TIMEOUT_SHARE * 100}% of it: raise it, lower maxJobFiles, or set map.childExecutionType to "STANDARD"`,
+      };
+    }
   }
   return undefined;
 }

@@ -7,6 +7,7 @@ import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack, type StackProps
 import type { Construct } from 'constructs';
 import { canaryKeyPrefix, canaryReceiptsKeyPrefix } from '../functions/core/canary.ts';
 import { parseConfig, TIERS } from '../functions/core/config.ts';
+import { SMALL_COMPACT, smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
 import { stateRootOf } from '../functions/core/state-root.ts';
 import { lambdaConfigInput, lambdaConfigJson, type StackConfig } from './config.ts';
 import { CompactorCanary } from './constructs/canary.ts';
@@ -54,6 +55,7 @@ export class CompactorStack extends Stack {
     });
     const bucket = this.data.bucket;
 
+    const smallMemoryMb = smallCompactMemoryMb(config.map.childExecutionType, config.lambda.compact.memoryMb);
     this.functions = new CompactorFunctions(this, 'Steps', {
       bucket,
       dataPrefix: config.dataPrefix,
@@ -61,6 +63,16 @@ export class CompactorStack extends Stack {
       compactorConfigJson: lambdaConfigJson(config),
       metricsNamespace: config.metricsNamespace,
       compactSize: config.lambda.compact,
+      // The same timeout as the large one: the Express budget holds for either (cdk/child-budget.ts).
+      ...(smallMemoryMb !== undefined
+        ? {
+            compactSmallSize: {
+              memoryMb: smallMemoryMb,
+              ephemeralStorageMb: SMALL_COMPACT.ephemeralStorageMb,
+              timeoutSeconds: config.lambda.compact.timeoutSeconds,
+            },
+          }
+        : {}),
       partitionStepSize: config.lambda.partitionSteps,
       otherSize: config.lambda.others,
       removalPolicy,
@@ -69,6 +81,7 @@ export class CompactorStack extends Stack {
 
     this.workflow = new CompactionWorkflow(this, 'Workflow', {
       functions: f.byStep,
+      ...(f.compactSmall ? { compactSmall: f.compactSmall } : {}),
       bucket,
       dataPrefix: config.dataPrefix,
       maxConcurrency: config.map.maxConcurrency,
@@ -137,7 +150,7 @@ export class CompactorStack extends Stack {
         ? { canary: { stateMachine: this.canary.stateMachine, period: canaryPeriod?.period } }
         : {}),
       stateMachine,
-      functions: f.byStep,
+      functions: f.all,
       metricsNamespace: config.metricsNamespace,
       scheduleDeadLetterQueue: this.schedules.deadLetterQueue,
       tierPeriods: this.#tierPeriods(tiers),

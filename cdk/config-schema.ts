@@ -16,6 +16,7 @@ import {
   tierShape,
   wholeNumber,
 } from '../functions/core/config-schema.ts';
+import { SMALL_COMPACT } from '../functions/core/lambda-sizing.ts';
 import { CHILD_EXECUTION_TYPES } from './child-budget.ts';
 
 /**
@@ -151,7 +152,9 @@ export const stackContextSchema = section(
     ).describe('the Distributed Map over the planned partitions'),
     lambda: section(
       {
-        compact: lambdaSize('the compact Lambda'),
+        compact: lambdaSize('the compact Lambda').describe(
+          `the compact Lambda; with Express children, jobs of at most ${SMALL_COMPACT.maxJobBytes / 2 ** 20} MiB run on a second, ${SMALL_COMPACT.memoryMb} MB compact Lambda with the same timeout (see [compact function sizes](performance.md#compact-function-sizes))`,
+        ),
         partitionSteps: lambdaSize('publish, verify, delete-inputs and clear-manifest'),
         others: lambdaSize("recover, plan and summary (the parent's steps)"),
       },

@@ -110,6 +110,7 @@ export function parseStackConfig(value: unknown): StackConfig {
   }
   if (config.map.childExecutionType === 'EXPRESS') {
     const refusal = expressRefusal({
+      compactMemoryMb: config.lambda.compact.memoryMb,
       compactTimeoutSeconds: config.lambda.compact.timeoutSeconds,
       partitionStepTimeoutSeconds: config.lambda.partitionSteps.timeoutSeconds,
       maxJobBytes: config.maxJobBytes,

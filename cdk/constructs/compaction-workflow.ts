@@ -32,6 +32,7 @@ import {
   type StepName,
   TRANSIENT_ERRORS,
 } from '../../functions/contract.ts';
+import type { CompactSize } from '../../functions/core/lambda-sizing.ts';
 import {
   DEFAULT_CHILD_EXECUTION_TYPE,
   type LambdaSizeClass,
@@ -50,6 +51,13 @@ export type WorkflowFunctions = Readonly<Record<StepName, lambda.IFunction>>;
 
 export interface CompactionWorkflowProps {
   readonly functions: WorkflowFunctions;
+  /**
+   * The small jobs' compact function: a Choice sends each item whose `compactSize` is "small"
+   * to it, every other item (an item planned without a size among them) to `functions.compact`.
+   * It has the compact Lambda's timeout.
+   * @default - none: every item runs on `functions.compact`
+   */
+  readonly compactSmall?: lambda.IFunction;
   /** The data bucket: the Map reads its items from and writes its results to the state root. */
   readonly bucket: s3.IBucket;
   /** Data prefix, '' or ending in '/'. */
@@ -117,7 +125,9 @@ export const STATES = {
   map: 'Compact partitions',
   nextWave: 'Next wave',
   moreWaves: 'More waves?',
+  compactSize: 'Compact size?',
   compact: STEP_STATE_NAMES.compact,
+  compactSmall: `${STEP_STATE_NAMES.compact} small`,
   staged: compactRow.endsOn.choice,
   skipped: compactRow.endsOn.endState,
   publish: STEP_STATE_NAMES.publish,
@@ -158,12 +168,15 @@ export class CompactionWorkflow extends Construct {
       step: StepName,
       payload: Record<string, unknown> | string,
       type: ChildExecutionType = 'STANDARD',
+      // Another function running the same step, in its own state.
+      other?: { readonly fn: lambda.IFunction; readonly stateName: string },
     ) => {
       const row = stepRow(step);
       const retry = childRetry(type);
-      return new tasks.LambdaInvoke(this, row.stateName, {
-        stateName: row.stateName,
-        lambdaFunction: f[step],
+      const stateName = other?.stateName ?? row.stateName;
+      return new tasks.LambdaInvoke(this, stateName, {
+        stateName,
+        lambdaFunction: other?.fn ?? f[step],
         payload:
           typeof payload === 'string'
             ? sfn.TaskInput.fromJsonPathAt(payload)
@@ -231,14 +244,24 @@ export class CompactionWorkflow extends Construct {
     });
     let chain: sfn.IChainable = done;
     for (const row of [...PARTITION_STEPS].reverse() as PartitionStep[]) {
-      const task = invoke(row.step as StepName, row === compactRow ? '$' : job, childType);
+      const isCompact = row === compactRow;
+      const task = invoke(row.step as StepName, isCompact ? '$' : job, childType);
+      // Small jobs' own compact task, beside the large one, both followed by the same states.
+      const small =
+        isCompact && props.compactSmall
+          ? invoke(row.step as StepName, '$', childType, {
+              fn: props.compactSmall,
+              stateName: STATES.compactSmall,
+            })
+          : undefined;
       const rest = chain;
+      let next: sfn.IChainable = rest;
       if (row.endsOn) {
         const ended = new sfn.Pass(this, row.endsOn.endState, {
           stateName: row.endsOn.endState,
           parameters: outcome(stepsThrough(row)),
         });
-        const choice = new sfn.Choice(this, row.endsOn.choice, { stateName: row.endsOn.choice })
+        next = new sfn.Choice(this, row.endsOn.choice, { stateName: row.endsOn.choice })
           .when(
             sfn.Condition.or(
               ...row.endsOn.statuses.map((status) =>
@@ -248,9 +271,21 @@ export class CompactionWorkflow extends Construct {
             ended,
           )
           .otherwise(rest);
-        chain = task.next(choice);
-      } else {
-        chain = task.next(rest);
+      }
+      chain = task.next(next);
+      if (small) {
+        small.next(next);
+        // The Default is the large function: an item without a size still runs.
+        const smallSize: CompactSize = 'small';
+        chain = new sfn.Choice(this, STATES.compactSize, { stateName: STATES.compactSize })
+          .when(
+            sfn.Condition.and(
+              sfn.Condition.isPresent('$.compactSize'),
+              sfn.Condition.stringEquals('$.compactSize', smallSize),
+            ),
+            small,
+          )
+          .otherwise(task);
       }
     }
 

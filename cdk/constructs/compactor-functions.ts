@@ -38,6 +38,9 @@ import { stepGrants } from './step-grants.ts';
 /** The steps, named after their handler files in `functions/` (the contract lists them). */
 export { STEPS, type StepName };
 
+/** The small compact function's name among the workflow's functions (monitoring's label). */
+export const COMPACT_SMALL = 'compact-small';
+
 export interface CompactorFunctionsProps {
   /** The data bucket every step works in. */
   readonly bucket: s3.IBucket;
@@ -63,6 +66,12 @@ export interface CompactorFunctionsProps {
   readonly metricsNamespace?: string;
   /** Size of the compact (DuckDB) Lambda (the stack's `lambda.compact`, defaults in STACK_DEFAULTS). */
   readonly compactSize: LambdaSize;
+  /**
+   * Size of a second compact function for small jobs: the plan sizes each job
+   * (functions/core/lambda-sizing.ts) and the state machine invokes the matching function.
+   * @default - none: every job runs on the compact function
+   */
+  readonly compactSmallSize?: LambdaSize;
   /** Size of the chain's other steps: publish, verify, delete-inputs, clear-manifest (`lambda.partitionSteps`). */
   readonly partitionStepSize: LambdaSize;
   /** Size of recover, plan and summary (`lambda.others`). */
@@ -197,6 +206,8 @@ export class CompactorFunctions extends Construct {
   readonly recover: NodejsFunction;
   readonly plan: NodejsFunction;
   readonly compact: NodejsFunction;
+  /** The small jobs' compact function (`compactSmallSize`), when the stack has one. */
+  readonly compactSmall: NodejsFunction | undefined;
   readonly publish: NodejsFunction;
   readonly verify: NodejsFunction;
   readonly deleteInputs: NodejsFunction;
@@ -205,6 +216,8 @@ export class CompactorFunctions extends Construct {
   /** Every step's function by step name. */
   readonly byStep: Readonly<Record<StepName, NodejsFunction>>;
   readonly logGroups: Readonly<Record<StepName, logs.LogGroup>>;
+  /** Every function of the workflow by name (the steps' and `compact-small`): what monitoring charts. */
+  readonly all: Readonly<Record<string, NodejsFunction>>;
   /** How these functions are built, for other functions of the stack (the canary's) to match. */
   readonly lambdaProps: Omit<StepLambdaProps, 'size' | 'duckDb'>;
 
@@ -265,9 +278,19 @@ export class CompactorFunctions extends Construct {
     this.clearManifest = fns['clear-manifest'];
     this.summary = fns.summary;
 
+    // The same handler as compact, with its own role, logs and size.
+    const small = props.compactSmallSize
+      ? stepLambda(this, 'CompactSmall', 'compact', { ...lambdaProps, size: props.compactSmallSize, duckDb })
+      : undefined;
+    this.compactSmall = small?.fn;
+    this.all = { ...fns, ...(small ? { [COMPACT_SMALL]: small.fn } : {}) };
+
     const grants = stepGrants(props.bucket, dataPrefix, stateRoot);
-    for (const step of STEPS) {
-      const { role } = built[step];
+    const roles: [StepName, iam.Role][] = [
+      ...STEPS.map((step): [StepName, iam.Role] => [step, built[step].role]),
+      ...(small ? [['compact', small.role] as [StepName, iam.Role]] : []),
+    ];
+    for (const [step, role] of roles) {
       for (const statement of grants[step]) role.addToPrincipalPolicy(statement);
       if (props.encryptionKey) grantObjectKey(props.encryptionKey, role);
     }

@@ -12,6 +12,7 @@ import type {
   StateMachineStates,
   TransitionCount,
 } from '../core/cost/index.ts';
+import { smallCompactMemoryMb } from '../core/lambda-sizing.ts';
 import { type CliOptions, parseStackContext, resolveStackConfig } from './context.ts';
 import { deployedWorkflow } from './deployed-workflow.ts';
 import { formatBytes, table } from './format.ts';
@@ -26,6 +27,7 @@ export function costSettings(stack: StackConfig): CostSettings {
       partitionSteps: stack.lambda.partitionSteps.memoryMb,
       others: stack.lambda.others.memoryMb,
     },
+    smallCompactMemoryMb: smallCompactMemoryMb(stack.map.childExecutionType, stack.lambda.compact.memoryMb),
     targetFileBytes: stack.targetFileBytes,
   };
 }
@@ -60,7 +62,8 @@ export async function deployedCycle(
   };
 }
 
-const usd = (n: number) => `$${n.toFixed(6)}`;
+/** Dollars as the price block prints them. */
+export const usd = (n: number) => `$${n.toFixed(6)}`;
 const seconds = (s: number) => (s < 600 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
 
 /** The price block printed after the plan table. */
@@ -74,12 +77,25 @@ export function formatCost(cost: CycleCost): string {
     usd(line.s3Usd),
     usd(line.stepFunctionsUsd),
     usd(line.totalUsd),
+    jobs ? usd(line.floorUsd) : '',
     seconds(line.seconds),
   ];
   return [
     `estimated cost of this cycle, ${cost.basis}: ${cost.childExecutionType} children, Map concurrency ${cost.maxConcurrency}, ${cost.waves} wave(s)`,
+    'floor: what any compactor pays for the same jobs (one GET per input, one PUT per output)',
     table(
-      ['', 'jobs', 'input files', 'input bytes', 'Lambda', 'S3 requests', 'Step Functions', 'total', 'time'],
+      [
+        '',
+        'jobs',
+        'input files',
+        'input bytes',
+        'Lambda',
+        'S3 requests',
+        'Step Functions',
+        'total',
+        'floor',
+        'time',
+      ],
       [
         ...cost.tiers.map((t) => row(t.tier, t)),
         row('execution', cost.execution, false),

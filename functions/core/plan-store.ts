@@ -10,6 +10,7 @@
 import type { JobKind } from './config.ts';
 import { ConfigError, NotFoundError } from './errors.ts';
 import type { Job, JobRef } from './job.ts';
+import { type CompactSize, compactSizeOf } from './lambda-sizing.ts';
 import type { Layout } from './layout.ts';
 import { forEachLimit } from './limit.ts';
 import type { InputRef } from './manifest/manifest.ts';
@@ -23,6 +24,11 @@ export interface JobItem extends JobRef {
   readonly inputBytes: number;
   /** The job's wave: the Map run that carries it (0 for a partition's first job). */
   readonly wave: number;
+  /**
+   * The compact function the state machine invokes for it (lambda-sizing.ts). An item without one,
+   * planned before sizes existed, runs on the large function.
+   */
+  readonly compactSize: CompactSize;
 }
 
 /** A job and its wave, as the plan assigns them. */
@@ -62,16 +68,20 @@ export async function writePlan(
   jobs: readonly WaveJob[],
 ): Promise<{ readonly itemsKeys: readonly string[]; readonly items: readonly JobItem[] }> {
   const prefix = plansPrefix(layout, executionName);
-  const items: JobItem[] = jobs.map((job) => ({
-    tier: job.tier,
-    partition: job.partition,
-    jobId: job.jobId,
-    executionId: job.executionId,
-    jobKey: `${prefix}jobs/${job.jobId}.json`,
-    inputFiles: job.inputs.length,
-    inputBytes: job.inputs.reduce((sum, input) => sum + input.size, 0),
-    wave: job.wave,
-  }));
+  const items: JobItem[] = jobs.map((job) => {
+    const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
+    return {
+      tier: job.tier,
+      partition: job.partition,
+      jobId: job.jobId,
+      executionId: job.executionId,
+      jobKey: `${prefix}jobs/${job.jobId}.json`,
+      inputFiles: job.inputs.length,
+      inputBytes,
+      wave: job.wave,
+      compactSize: compactSizeOf({ tier: job.tier, inputBytes }),
+    };
+  });
   // The job records are independent: written a few at a time, each durable when its put returns,
   // all of them before the items the Map reads (a reader of an item always finds its job).
   await forEachLimit(jobs, PLAN_WRITE_CONCURRENCY, async (job, i) => {

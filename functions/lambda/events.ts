@@ -5,6 +5,7 @@
 
 import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
+import { COMPACT_SIZES, DEFAULT_COMPACT_SIZE } from '../core/lambda-sizing.ts';
 import type { JobItem } from '../core/plan-store.ts';
 import type { JobRef } from '../core/protocol.ts';
 
@@ -83,6 +84,8 @@ export function parseJobItem(event: unknown): JobItem {
     inputBytes: Number(e.inputBytes ?? 0),
     // Items of a plan from before waves carry none: they were all a first job.
     wave: Number(e.wave ?? 0),
+    // Items planned before sizes existed carry none: they ran on the one (large) function.
+    compactSize: COMPACT_SIZES.find((size) => size === e.compactSize) ?? DEFAULT_COMPACT_SIZE,
   };
 }
 

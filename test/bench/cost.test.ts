@@ -105,8 +105,24 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     const cost = price('EXPRESS');
     expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((1.09 * 0.025) / 1000, 12);
     expect(termUsd(cost, 'Express child request')).toBeCloseTo(1e-6, 12);
-    // Chain: 2.0 + 0.1 + 0.05 + 0.06 + 0.04 = 2.25 s -> 2.3 s x 0.0625 GB x $0.06 / 3600.
-    expect(termUsd(cost, 'Express child duration')).toBeCloseTo((2.3 * 0.0625 * 0.06) / 3600, 12);
+    // A 24 MB job runs on the small compact function (1,024 MB): 4 s CPU / (1024 / 1769) vCPU
+    // = 6.910 s billed; the chain 6.910 + 0.1 + 0.05 + 0.06 + 0.04 = 7.16 s -> 7.2 s x 0.0625 GB
+    // x $0.06 / 3600.
+    const compactSeconds = 4 / (1024 / 1769);
+    expect(termUsd(cost, 'compact Lambda duration')).toBeCloseTo(compactSeconds * 0.0000133334, 12);
+    expect(termUsd(cost, 'Express child duration')).toBeCloseTo((7.2 * 0.0625 * 0.06) / 3600, 12);
+  });
+
+  it('prices a job past the small function’s limit, and every Standard child’s, at lambda.compact’s memory', () => {
+    const large = price('EXPRESS', 'full-job', 2733, 2 * 2 ** 30);
+    // 2 s wall, 4 s CPU on 1.70 vCPUs: 2.3524 s at 3008 MB; the chain 2.3524 + 0.25 s -> 2.7 s.
+    const seconds = 4 / (3008 / 1769);
+    expect(termUsd(large, 'compact Lambda duration')).toBeCloseTo((3008 / 1024) * seconds * 0.0000133334, 12);
+    expect(termUsd(large, 'Express child duration')).toBeCloseTo((2.7 * 0.0625 * 0.06) / 3600, 12);
+    expect(termUsd(price('STANDARD'), 'compact Lambda duration')).toBeCloseTo(
+      (3008 / 1024) * seconds * 0.0000133334,
+      12,
+    );
   });
 
   it('prices the Lambdas and S3 requests from the measured run, term by term, and totals them', () => {
@@ -135,23 +151,27 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     for (const t of cost.terms) expect(t.arithmetic).toMatch(/x \$/);
   });
 
-  it('holds the Arc hour to 1/4 of S3 Tables binpack and the full job to 1/10 of sort, per GB and per object', () => {
+  it('holds the Arc hour to 1.5x its floor and 1/3 of S3 Tables binpack, the full job to 1/10 of sort', () => {
     const arc = price('EXPRESS');
     const gb = 24e6 / 2 ** 30;
     expect(arc.s3Tables.strategy).toBe('binpack');
     expect(arc.s3Tables.total).toBeCloseTo(gb * 0.005 + (120 * 0.002) / 1000, 12);
-    expect(arc.target.limit).toBeCloseTo(arc.s3Tables.total / 4, 12);
+    // The floor: 120 GETs and the one output's PUT.
+    expect(arc.floor).toBeCloseTo((120 * 0.0004 + 0.005) / 1000, 12);
+    expect(arc.target.limit).toBeCloseTo(Math.min(arc.s3Tables.total / 3, 1.5 * arc.floor), 12);
+    expect(arc.target.text).toBe('<= 1.5x its floor and <= 1/3 of S3 Tables binpack');
     expect(arc.target.met).toBe(arc.total <= arc.target.limit);
 
     const full = price('EXPRESS', 'full-job', 2700, 2 * 2 ** 30);
     expect(full.s3Tables.strategy).toBe('sort');
     expect(full.s3Tables.total).toBeCloseTo(2 * 0.01 + (2700 * 0.002) / 1000, 12);
     expect(full.target.limit).toBeCloseTo(full.s3Tables.total / 10, 12);
+    expect(full.target.text).toBe('<= 1/10 of S3 Tables sort');
   });
 
   it('names the cause of a missed target: the largest terms, and those that alone exceed the limit', () => {
     const arc = price('STANDARD');
-    // $0.000202 of transitions alone is above 1/4 of binpack ($0.000088) for 120 x 200 KB.
+    // $0.000202 of transitions alone is above 1.5x the floor ($0.000080) for 120 x 200 KB.
     expect(arc.target.met).toBe(false);
     expect(arc.cause).toContain('Step Functions transitions');
     expect(arc.cause).toContain('alone exceed');

@@ -94,6 +94,18 @@ describe('synth refuses Express children that could outlast five minutes', () =>
       parseStackConfig({ map: { childExecutionType: 'STANDARD' }, maxJobBytes: 1024 * MiB }).maxJobBytes,
     ).toBe(1024 * MiB);
   });
+
+  it('the small compact function’s largest job, slower on its 0.58 vCPU, must fit the same share of the timeout', () => {
+    // 64 MiB in 2,000 files: 8.6 s on the large function (under 11 s), 11.7 s on the small one.
+    const tight = { maxJobBytes: 64 * MiB, lambda: { compact: { timeoutSeconds: 22 } } };
+    expect(() => parseStackConfig(tight)).toThrow(
+      /compactor\.lambda\.compact\.timeoutSeconds \(22\) is also the small compact function's \(1024 MB\), whose largest job \(67108864 bytes in maxJobFiles 2000 files\) is estimated at 11\.7 s/,
+    );
+    // Without a small function (lambda.compact no larger) the large one's bound alone applies.
+    expect(
+      parseStackConfig({ ...tight, lambda: { compact: { timeoutSeconds: 22, memoryMb: 1024 } } }).maxJobBytes,
+    ).toBe(64 * MiB);
+  });
 });
 
 describe('the Express job bound is derived from the measured throughput', () => {

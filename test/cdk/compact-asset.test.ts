@@ -201,6 +201,8 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
   const assetOf = new Map<string, string>();
   /** Each function's environment as the template sets it (references unresolved). */
   const envOf = new Map<string, Record<string, unknown>>();
+  /** The asset keys of the compact step's functions (the large one and the small jobs' one). */
+  const compactKeys: string[] = [];
   const asset = (step: string) => {
     const dir = assetOf.get(step);
     if (!dir) throw new Error(`no asset for ${step}`);
@@ -216,6 +218,7 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
       const step = variables.COMPACTOR_STEP;
       const key = (fn.Properties.Code as { S3Key: string }).S3Key;
       if (typeof step !== 'string') continue;
+      if (step === 'compact') compactKeys.push(key);
       assetOf.set(step, join(s.outdir, `asset.${key.replace(/\.zip$/, '')}`));
       envOf.set(step, variables);
     }
@@ -224,6 +227,11 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
   afterAll(() => {
     if (s) rmSync(s.outdir, { recursive: true, force: true });
     if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('bundles both compact functions (the large one and the small jobs’ one) from one asset', () => {
+    expect(compactKeys).toHaveLength(2);
+    expect(new Set(compactKeys).size).toBe(1);
   });
 
   it('bundles every step into an ESM index.mjs', () => {

@@ -44,10 +44,18 @@ function s3Grants(statements: readonly Statement[]): string[] {
   return [...grants].sort();
 }
 
-/** Roles by name: the step name for step Lambdas, else the role's logical id. */
+/**
+ * Roles by name: the step name for step Lambdas (a step's second function, the small compact
+ * one, `<step> (<role id>)`), else the role's logical id.
+ */
 function roles(s: Synthesized): Map<string, Statement[]> {
   const steps = stepRoles(s.json);
-  return new Map([...statementsByRole(s.json)].map(([id, statements]) => [steps.get(id) ?? id, statements]));
+  const out = new Map<string, Statement[]>();
+  for (const [id, statements] of statementsByRole(s.json)) {
+    const step = steps.get(id);
+    out.set(step === undefined ? id : out.has(step) ? `${step} (${id})` : step, statements);
+  }
+  return out;
 }
 
 function expectedGrants(P: string): Record<string, string[]> {
@@ -147,6 +155,16 @@ describe.each([
     const expected = expectedGrants(prefix);
     const actual = Object.fromEntries(STEPS.map((step) => [step, s3Grants(byRole.get(step) ?? [])]));
     expect(actual).toEqual(Object.fromEntries(Object.entries(expected).map(([k, v]) => [k, [...v].sort()])));
+  });
+
+  it('gives the small compact function exactly the compact step’s grants, in a role of its own', () => {
+    const compactRoles = [...byRole.keys()].filter((name) => name.startsWith('compact'));
+    expect(compactRoles).toHaveLength(2);
+    for (const name of compactRoles) {
+      expect(s3Grants(byRole.get(name) ?? []), name).toEqual(
+        [...(expectedGrants(prefix).compact ?? [])].sort(),
+      );
+    }
   });
 
   it('lets only delete-inputs and recover delete data objects (keys outside _compaction/)', () => {

@@ -216,6 +216,13 @@ export class StackIam {
     return this.t.getAtt(roleId, 'Arn');
   }
 
+  /** The role logical id of the function with this logical id. */
+  functionRole(functionId: string): string {
+    const fn = this.t.json.Resources[functionId];
+    if (fn?.Type !== 'AWS::Lambda::Function') throw new Error(`no function ${functionId}`);
+    return (fn.Properties.Role as { 'Fn::GetAtt': string[] })['Fn::GetAtt'][0] as string;
+  }
+
   /** A role's part in the stack: its step, the state machine or the scheduler. */
   stepName(roleId: string): string | undefined {
     for (const [step, role] of this.stepRole) if (role === roleId) return step;

@@ -88,6 +88,8 @@ type Caller = StepName | CanaryStepName | 'state machine';
 interface Recorded {
   readonly caller: Caller;
   readonly call: StoreCall;
+  /** The role of the function that made the call, where a step has more than one (compact). */
+  readonly role?: string | undefined;
 }
 
 /** Throws once at the first call `when` picks: a crash of that step (a plain error, not retried). */
@@ -99,13 +101,21 @@ class RecordingStore extends ForwardingStore {
   readonly #caller: Caller;
   readonly #log: Recorded[];
   readonly #crash: ((call: StoreCall) => boolean) | undefined;
+  readonly #role: string | undefined;
   #crashed = false;
 
-  constructor(inner: ObjectStore, caller: Caller, log: Recorded[], crash?: (call: StoreCall) => boolean) {
+  constructor(
+    inner: ObjectStore,
+    caller: Caller,
+    log: Recorded[],
+    crash?: (call: StoreCall) => boolean,
+    role?: string,
+  ) {
     super(inner);
     this.#caller = caller;
     this.#log = log;
     this.#crash = crash;
+    this.#role = role;
   }
 
   #record(call: StoreCall): void {
@@ -113,7 +123,7 @@ class RecordingStore extends ForwardingStore {
       this.#crashed = true;
       throw new InjectedCrash(`injected crash of ${this.#caller} before ${call.op}`);
     }
-    this.#log.push({ caller: this.#caller, call });
+    this.#log.push({ caller: this.#caller, call, role: this.#role });
   }
 
   override list(prefix: string, options?: { readonly signal?: AbortSignal }) {
@@ -333,10 +343,10 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
   let manifests: readonly string[] = [];
   let crashes: Partial<Record<StepName, (call: StoreCall) => boolean>> = {};
   const observability = localObservability();
-  const handlerFor = (step: StepName) =>
+  const handlerFor = (step: StepName, role: string) =>
     STEP_HANDLERS[step](async (): Promise<HandlerDeps> => {
       const deps = localHandlerDeps(
-        new RecordingStore(inner, step, run.store, crashes[step]),
+        new RecordingStore(inner, step, run.store, crashes[step], role),
         config,
         engine,
         root,
@@ -354,14 +364,16 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
         },
       };
     }, observability);
-  const handlers = new Map<StepName, ReturnType<typeof handlerFor>>();
+  // One handler per function: the compact step has two (by job size), each with its own role.
+  const handlers = new Map<string, ReturnType<typeof handlerFor>>();
   let request = 0;
   const invoke = async (functionName: string, payload: unknown) => {
     const step = workflow.functionSteps.get(functionName) as StepName | undefined;
     if (!step) throw new Error(`no step for ${functionName}`);
-    run.invoked.add(functionName.split(':function:')[1] as string);
-    const handler = handlers.get(step) ?? handlerFor(step);
-    handlers.set(step, handler);
+    const fn = functionName.split(':function:')[1] as string;
+    run.invoked.add(fn);
+    const handler = handlers.get(fn) ?? handlerFor(step, iam.functionRole(fn));
+    handlers.set(fn, handler);
     const result = await handler(payload, {
       functionName: step,
       awsRequestId: `r${++request}`,
@@ -416,8 +428,8 @@ function requestsOf(
   key: { readonly arn: string; readonly policy: PolicyDoc } | undefined,
 ): IamRequest[] {
   const out: IamRequest[] = [];
-  for (const { caller, call } of run.store) {
-    const role = caller === 'state machine' ? iam.stateMachineRole : iam.stepRole.get(caller);
+  for (const { caller, call, role: own } of run.store) {
+    const role = caller === 'state machine' ? iam.stateMachineRole : (own ?? iam.stepRole.get(caller));
     if (!role) throw new Error(`no role for ${caller}`);
     out.push(...storeCallRequests(iam, role, caller, call, key));
   }
@@ -635,7 +647,9 @@ describe('IAM evaluated against the synthesized stack (@cloud-copilot/iam-simula
       (r) => 'role' in r.caller && r.caller.role === iam.stateMachineRole,
     );
     const invoked = requests.filter((r) => r.action === 'lambda:InvokeFunction').map((r) => r.resource);
+    // The test lake's jobs are all small: the small compact function runs them, not the large one.
     expect(invoked).toHaveLength(8);
+    expect([...run.invoked].some((fn) => fn.startsWith('StepsCompactSmall'))).toBe(true);
     const actions = new Set(
       requests.map(
         (r) =>

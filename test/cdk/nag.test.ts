@@ -93,6 +93,7 @@ describe('cdk-nag AwsSolutions', () => {
         'Steps/RecoverRole',
         'Steps/PlanRole',
         'Steps/CompactRole',
+        'Steps/CompactSmallRole',
         // The publish step's: it keeps the construct id it had as `upload` (compactor-functions.ts).
         'Steps/UploadRole',
         'Steps/VerifyRole',

@@ -1,7 +1,7 @@
 import { Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { LAMBDA_INIT_CAP_SECONDS } from '../../cdk/child-budget.ts';
-import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
+import { COMPACT_SMALL, STEPS } from '../../cdk/constructs/compactor-functions.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { type CfnResource, flatten, resourcesOfType, type Synthesized, synth } from './synth.ts';
 
@@ -42,7 +42,11 @@ function functionsByStep(s: Synthesized): Map<string, CfnResource> {
       .filter(
         ([, fn]) => (fn.Properties.Environment as { Variables?: Env } | undefined)?.Variables?.COMPACTOR_STEP,
       )
-      .map(([, fn]) => [String(envOf(fn).COMPACTOR_STEP), fn]),
+      // The compact step's second function, for small jobs, by its own name.
+      .map(([id, fn]) => [
+        id.startsWith('StepsCompactSmall') ? COMPACT_SMALL : String(envOf(fn).COMPACTOR_STEP),
+        fn,
+      ]),
   );
 }
 
@@ -61,11 +65,11 @@ describe('stack with the default config', () => {
   });
 
   describe('Lambdas', () => {
-    it('has one function per step, each nodejs22.x on arm64 with X-Ray and its own log group', () => {
+    it('has one function per step and the small compact one, each nodejs22.x on arm64 with X-Ray and its own log group', () => {
       const byStep = functionsByStep(s);
-      expect([...byStep.keys()].sort()).toEqual([...STEPS].sort());
+      expect([...byStep.keys()].sort()).toEqual([...STEPS, COMPACT_SMALL].sort());
       // Nothing else: no CDK log-retention or auto-delete handler with the default config.
-      s.template.resourceCountIs('AWS::Lambda::Function', STEPS.length);
+      s.template.resourceCountIs('AWS::Lambda::Function', STEPS.length + 1);
       for (const fn of byStep.values()) {
         expect(fn.Properties).toMatchObject({
           Runtime: 'nodejs22.x',
@@ -112,8 +116,22 @@ describe('stack with the default config', () => {
           Variables: { WORK_DIR: '/tmp/compactor', DUCKDB_MEMORY_LIMIT: '2200MB', DUCKDB_THREADS: '2' },
         },
       });
+      // Small jobs' compact function (functions/core/lambda-sizing.ts): the same handler and timeout.
+      expect(byStep.get(COMPACT_SMALL)?.Properties).toMatchObject({
+        MemorySize: 1024,
+        Timeout: 36,
+        EphemeralStorage: { Size: 512 },
+        Environment: {
+          Variables: {
+            COMPACTOR_STEP: 'compact',
+            WORK_DIR: '/tmp/compactor',
+            DUCKDB_MEMORY_LIMIT: '700MB',
+            DUCKDB_THREADS: '1',
+          },
+        },
+      });
       for (const [step, fn] of byStep) {
-        if (step === 'compact') continue;
+        if (step === 'compact' || step === COMPACT_SMALL) continue;
         expect(fn.Properties, step).toMatchObject({
           MemorySize: 512,
           Timeout: ['publish', 'verify', 'delete-inputs', 'clear-manifest'].includes(step) ? 9 : 300,
@@ -121,6 +139,34 @@ describe('stack with the default config', () => {
         });
         expect(envOf(fn).DUCKDB_MEMORY_LIMIT).toBeUndefined();
       }
+    });
+
+    it('lets the state machine invoke exactly the functions its definition names, both compact ones among them', () => {
+      const [, sm] = resourcesOfType(s.json, 'AWS::StepFunctions::StateMachine').find(([id]) =>
+        id.startsWith('WorkflowStateMachine'),
+      ) as [string, CfnResource];
+      const role = (sm.Properties.RoleArn as { 'Fn::GetAtt': string[] })['Fn::GetAtt'][0];
+      const invokable = new Set<string>();
+      for (const [, policy] of resourcesOfType(s.json, 'AWS::IAM::Policy')) {
+        if (!JSON.stringify(policy.Properties.Roles).includes(`"${role}"`)) continue;
+        const doc = policy.Properties.PolicyDocument as {
+          Statement: { Action: string | string[]; Resource: unknown }[];
+        };
+        for (const st of doc.Statement) {
+          if (![st.Action].flat().includes('lambda:InvokeFunction')) continue;
+          for (const r of [st.Resource].flat()) invokable.add(flatten(r).replace(/:\*$/, ''));
+        }
+      }
+      const named = new Set(
+        [...flatten(sm.Properties.DefinitionString).matchAll(/"FunctionName":"([^"]+)"/g)].map((m) => m[1]),
+      );
+      expect(invokable).toEqual(named);
+      expect([...named].filter((n) => n?.startsWith('<StepsCompact'))).toHaveLength(2);
+    });
+
+    it('has no small compact function for Standard children', () => {
+      const standard = functionsByStep(synth({ compactor: { map: { childExecutionType: 'STANDARD' } } }));
+      expect([...standard.keys()].sort()).toEqual([...STEPS].sort());
     });
 
     it('keeps the publish function’s logical IDs from when the step was `upload`: a redrive of an older execution invokes it by ARN', () => {
@@ -347,14 +393,14 @@ describe('stack with the default config', () => {
       });
     });
 
-    it('alarms on Lambda errors of every step and on schedule starts that never arrived', () => {
+    it('alarms on Lambda errors of every step (both compact functions) and on schedule starts that never arrived', () => {
       const errors = s.json.Resources[
         logicalId(s, 'AWS::CloudWatch::Alarm', 'MonitoringLambdaErrors')
       ] as CfnResource;
       const metrics = (errors.Properties.Metrics as { MetricStat?: { Metric: { MetricName: string } } }[])
         .filter((m) => m.MetricStat)
         .map((m) => m.MetricStat?.Metric.MetricName);
-      expect(metrics).toEqual(STEPS.map(() => 'Errors'));
+      expect(metrics).toEqual([...STEPS, COMPACT_SMALL].map(() => 'Errors'));
       s.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         Namespace: 'AWS/SQS',
         MetricName: 'ApproximateNumberOfMessagesVisible',

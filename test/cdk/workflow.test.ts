@@ -55,26 +55,33 @@ type Retrier = {
 };
 
 /**
- * The longest one child can take, from the rendered fields alone: each Task's attempts times its
- * TimeoutSeconds, plus its retry waits at their longest (IntervalSeconds x BackoffRate^k, capped
- * by MaxDelaySeconds; ASL defaults 3 attempts, 1 s, 2.0).
+ * The longest one child can take, from the rendered fields alone: along its longest path (a
+ * Choice takes whichever branch is longer), each Task's attempts times its TimeoutSeconds, plus
+ * its retry waits at their longest (IntervalSeconds x BackoffRate^k, capped by MaxDelaySeconds;
+ * ASL defaults 3 attempts, 1 s, 2.0).
  */
-function renderedWorstCase(processor: Graph): number {
-  let total = 0;
-  for (const state of Object.values(processor.States)) {
-    if (state.Type !== 'Task') continue;
+function renderedWorstCase(processor: Graph, from = processor.StartAt): number {
+  const state = processor.States[from] as State;
+  let own = 0;
+  if (state.Type === 'Task') {
     const timeout = state.TimeoutSeconds as number;
     for (const retry of (state.Retry as Retrier[] | undefined) ?? []) {
       const attempts = retry.MaxAttempts ?? 3;
-      total += attempts * timeout;
+      own += attempts * timeout;
       for (let k = 0; k < attempts; k++) {
         const delay = (retry.IntervalSeconds ?? 1) * (retry.BackoffRate ?? 2) ** k;
-        total += Math.min(delay, retry.MaxDelaySeconds ?? Number.POSITIVE_INFINITY);
+        own += Math.min(delay, retry.MaxDelaySeconds ?? Number.POSITIVE_INFINITY);
       }
     }
-    total += timeout;
+    own += timeout;
   }
-  return total;
+  const next =
+    state.Type === 'Choice'
+      ? [...(state.Choices as { Next: string }[]).map((c) => c.Next), state.Default as string]
+      : state.End || state.Next === undefined
+        ? []
+        : [state.Next];
+  return own + Math.max(0, ...next.map((n) => renderedWorstCase(processor, n)));
 }
 
 /** The path from StartAt following Next (or the given choice branch) to the end. */
@@ -176,6 +183,7 @@ describe('the synthesized state graph', () => {
 
   it('per partition: compact, then skip or publish -> verify -> delete inputs -> clear manifest', () => {
     expect(walk(itemProcessor, (_, st) => choiceTarget(st, 'default'))).toEqual([
+      STATES.compactSize,
       STATES.compact,
       STATES.staged,
       STATES.publish,
@@ -185,13 +193,44 @@ describe('the synthesized state graph', () => {
       STATES.done,
     ]);
     expect(walk(itemProcessor, (_, st) => choiceTarget(st, 0))).toEqual([
-      STATES.compact,
+      STATES.compactSize,
+      STATES.compactSmall,
       STATES.staged,
       STATES.skipped,
     ]);
     const staged = itemProcessor.States[STATES.staged] as State;
     expect(JSON.stringify(staged.Choices)).toContain('"StringEquals":"skipped"');
     expect(JSON.stringify(staged.Choices)).toContain('"StringEquals":"superseded"');
+  });
+
+  it('an item sized "small" runs on the small compact function, any other item (one without a size too) on the large one', () => {
+    const choice = itemProcessor.States[STATES.compactSize] as State;
+    expect(choice.Choices).toEqual([
+      {
+        And: [
+          { Variable: '$.compactSize', IsPresent: true },
+          { Variable: '$.compactSize', StringEquals: 'small' },
+        ],
+        Next: STATES.compactSmall,
+      },
+    ]);
+    expect(choice.Default).toBe(STATES.compact);
+    const large = itemProcessor.States[STATES.compact] as State & { Parameters: Record<string, unknown> };
+    const small = itemProcessor.States[STATES.compactSmall] as State & {
+      Parameters: Record<string, unknown>;
+    };
+    // Same payload (the item whole), result path, timeout, retry and next state; another function.
+    expect({ ...small, Parameters: { ...small.Parameters, FunctionName: '' } }).toEqual({
+      ...large,
+      Parameters: { ...large.Parameters, FunctionName: '' },
+    });
+    expect(small.Parameters.FunctionName).not.toEqual(large.Parameters.FunctionName);
+  });
+
+  it('Standard children have no small compact function: the Choice would cost a transition per partition', () => {
+    const processor = processorOf(rendered({ map: { childExecutionType: 'STANDARD' } }));
+    expect(processor.StartAt).toBe(STATES.compact);
+    expect(processor.States[STATES.compactSmall]).toBeUndefined();
   });
 
   it('a retention item, which Compact commits (done, verified), takes the same path to delete inputs and clear', () => {
@@ -229,6 +268,7 @@ describe('the synthesized state graph', () => {
         STATES.recover,
         STATES.plan,
         STATES.compact,
+        STATES.compactSmall,
         STATES.publish,
         STATES.verify,
         STATES.deleteInputs,
@@ -335,11 +375,14 @@ describe('the per-partition chain as Express or Standard child workflows', () =>
     const worst = renderedWorstCase(itemProcessor);
     expect(worst).toBeLessThanOrEqual(EXPRESS_BUDGET_SECONDS);
     expect(EXPRESS_BUDGET_SECONDS).toBeLessThan(EXPRESS_MAX_SECONDS);
-    // compact 2 x (36 + 12) + 1, four steps 2 x (9 + 12) + 1 each (cdk/child-budget.ts).
+    // compact 2 x (36 + 12) + 1, four steps 2 x (9 + 12) + 1 each (cdk/child-budget.ts), on
+    // either compact function's path.
     expect(worst).toBe(269);
-    const compact = itemProcessor.States[STATES.compact] as State;
-    expect(compact.TimeoutSeconds).toBe(48);
-    expect(compact.Retry).toMatchObject([{ MaxAttempts: 1, IntervalSeconds: 1, MaxDelaySeconds: 1 }]);
+    for (const name of [STATES.compact, STATES.compactSmall]) {
+      const compact = itemProcessor.States[name] as State;
+      expect(compact.TimeoutSeconds, name).toBe(48);
+      expect(compact.Retry, name).toMatchObject([{ MaxAttempts: 1, IntervalSeconds: 1, MaxDelaySeconds: 1 }]);
+    }
     // The parent's own tasks are Standard's: five retries, a minute beyond their Lambda.
     const plan = definition.States[STATES.plan] as State;
     expect(plan.TimeoutSeconds).toBe(300 + 60);

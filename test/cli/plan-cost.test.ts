@@ -83,10 +83,17 @@ describe('compactor plan prices the cycle it plans', () => {
     }
     expect(block).toMatch(/\nhourly\s+2\s+6\s/);
     expect(block).toMatch(/\ntotal\s+2\s+6\s/);
+    expect(block).toContain('floor: what any compactor pays for the same jobs');
+    // Each job's cost beside its floor (3 GETs and 1 PUT: $0.000006), in the plan table.
+    expect(table).toMatch(/cost\s+floor\s+why/);
+    expect(table).toMatch(
+      /db\/cpu\/2025\/01\/15\/10\/\s+compact\s+3\s+\d+\s+\S+ \S+\s+\$0\.\d{6}\s+\$0\.000006\s/,
+    );
   });
 
   it.each([
-    ['EXPRESS', { compact: 3008, steps: 512 }, []],
+    // Express: these small jobs run on the small compact function (functions/core/lambda-sizing.ts).
+    ['EXPRESS', { compact: 1024, steps: 512 }, []],
     [
       'STANDARD',
       { compact: 1769, steps: 1024 },
@@ -107,8 +114,8 @@ describe('compactor plan prices the cycle it plans', () => {
     const tier = cost.tiers[0];
     if (!tier) throw new Error('no tier line');
     expect(cost.tiers).toHaveLength(1);
-    // The partition's states as counted on the synthesized definition: compact, the Choice, four
-    // steps and the end state.
+    // The partition's states as counted on the synthesized definition (billed to Standard children
+    // only, which have no Choice of compact function): compact, the Choice, four steps and the end state.
     const expected = expectedJobs(jobs, child, memory, 7);
     const sum = (f: (e: (typeof expected)[number]) => number) => expected.reduce((s, e) => s + f(e), 0);
     expect(tier).toMatchObject({ tier: 'hourly', jobs: 2, inputFiles: 6 });
@@ -127,6 +134,14 @@ describe('compactor plan prices the cycle it plans', () => {
       12,
     );
     expect(tier.totalUsd).toBeCloseTo(tier.lambdaUsd + tier.s3Usd + tier.stepFunctionsUsd, 12);
+    // The floor: one GET per input, one PUT per output, per job and per tier.
+    expect(cost.jobs.map((j) => j.floorUsd)).toEqual(
+      jobs.map((j) => (j.inputs.length * PRICES.s3GetHeadPer1000 + PRICES.s3PutCopyListPer1000) / 1000),
+    );
+    expect(tier.floorUsd).toBeCloseTo(
+      cost.jobs.reduce((s, j) => s + j.floorUsd, 0),
+      15,
+    );
     // EXPRESS: Map concurrency 10 runs both jobs at once; STANDARD at concurrency 1, one by one.
     const times = expected.map((e) => e.seconds);
     expect(tier.seconds).toBeCloseTo(child === 'EXPRESS' ? Math.max(...times) : sum((e) => e.seconds), 9);

@@ -67,6 +67,25 @@ describe('writePlan', () => {
       expect(await readJob(inner, config.layout, item)).toEqual(expected);
     }
   });
+
+  it('sizes each item: the small compact function up to 64 MiB of input and for retention, else the large one', async () => {
+    const MiB = 2 ** 20;
+    const sized = (tier: WaveJob['tier'], size: number, i: number): WaveJob => ({
+      ...job(`db/cpu/2025/01/15/${String(i).padStart(2, '0')}/`, 0, i),
+      tier,
+      inputs: [
+        { key: `a${i}.parquet`, size: size / 2, etag: '"a"' },
+        { key: `b${i}.parquet`, size: size / 2, etag: '"b"' },
+      ],
+    });
+    const { items } = await writePlan(testStore(root), config.layout, 'hourly-sized', [
+      sized('hourly', 64 * MiB, 0),
+      sized('hourly', 64 * MiB + 2, 1),
+      sized('daily', 2048 * MiB, 2),
+      sized('retention', 2048 * MiB, 3),
+    ]);
+    expect(items.map((item) => item.compactSize)).toEqual(['small', 'large', 'large', 'small']);
+  });
 });
 
 describe('byWave', () => {

@@ -9,7 +9,7 @@ import { NO_RETENTION_RULE, parseTier } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
-import { deployedCycle, formatCost } from '../plan-cost.ts';
+import { deployedCycle, formatCost, usd } from '../plan-cost.ts';
 
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
@@ -38,23 +38,25 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   const { backlogRecord: _record, ...shown } = plan;
   emit(io, options, { ...shown, cost }, () => {
     const rows = [
-      ...plan.jobs.map((j) => [
+      ...plan.jobs.map((j, i) => [
         j.partition,
         tier === 'retention' ? 'expire' : 'compact',
         j.inputs.length,
         j.candidates,
         formatBytes(j.inputBytes),
+        usd(cost.jobs[i]?.totalUsd ?? 0),
+        usd(cost.jobs[i]?.floorUsd ?? 0),
         j.reason,
       ]),
       // A skipped partition takes no input; its candidates are shown where the plan counted them.
-      ...plan.skipped.map((s) => [s.partition, 'skip', '', s.candidates ?? '', '', s.reason]),
+      ...plan.skipped.map((s) => [s.partition, 'skip', '', s.candidates ?? '', '', '', '', s.reason]),
     ];
     const settled = plan.settled ? `${plan.settled} partition(s) already one ${tier} file` : undefined;
     return [
       `${tier} plan at ${plan.now} (dry run): ${plan.objectsListed} objects listed`,
       ...(rows.length > 0
         ? [
-            table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'why'], rows),
+            table(['partition', 'action', 'inputs', 'candidates', 'bytes', 'cost', 'floor', 'why'], rows),
             ...(settled ? [settled] : []),
           ]
         : tier === 'retention' && ctx.config.retention.rules.length === 0

@@ -4,6 +4,7 @@
  * bills, and the cycle's wall time at the Map's concurrency. An estimate at list prices.
  */
 
+import { compactSizeOf } from '../lambda-sizing.ts';
 import {
   AFTER_PARTITIONS,
   BEFORE_PARTITIONS,
@@ -27,6 +28,7 @@ import {
 import {
   addCalls,
   addRequests,
+  floorRequests,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   jobCalls,
@@ -54,6 +56,8 @@ export interface CostSettings {
   readonly childExecutionType: ExecutionType;
   readonly maxConcurrency: number;
   readonly memoryMb: Readonly<Record<LambdaSizeClass, number>>;
+  /** The small compact function's memory, where the stack has one (lambda-sizing.ts smallCompactMemoryMb). */
+  readonly smallCompactMemoryMb?: number | undefined;
   /** Outputs are split at this size; an output is assumed as large as its inputs. */
   readonly targetFileBytes: number;
 }
@@ -72,6 +76,8 @@ export interface CostLine {
   readonly s3Usd: number;
   readonly stepFunctionsUsd: number;
   readonly totalUsd: number;
+  /** The jobs' floor (floorRequests): what any compactor pays for them, beside totalUsd. */
+  readonly floorUsd: number;
 }
 
 export interface CycleCost {
@@ -80,6 +86,8 @@ export interface CycleCost {
   readonly childExecutionType: ExecutionType;
   readonly maxConcurrency: number;
   readonly waves: number;
+  /** Each planned job's price beside its floor, in plan order. */
+  readonly jobs: readonly { readonly totalUsd: number; readonly floorUsd: number }[];
   /** One line per tier of the planned jobs; `seconds`: its jobs, wave after wave, at the Map's concurrency. */
   readonly tiers: readonly ({ readonly tier: string; readonly seconds: number } & CostLine)[];
   /** The execution's own: recover, plan and summary, the planning's listing, the parent's states. */
@@ -101,6 +109,7 @@ const EMPTY: CostLine = {
   s3Usd: 0,
   stepFunctionsUsd: 0,
   totalUsd: 0,
+  floorUsd: 0,
 };
 
 function addLines(a: CostLine, b: CostLine): CostLine {
@@ -117,6 +126,7 @@ function addLines(a: CostLine, b: CostLine): CostLine {
     s3Usd: a.s3Usd + b.s3Usd,
     stepFunctionsUsd: a.stepFunctionsUsd + b.stepFunctionsUsd,
     totalUsd: a.totalUsd + b.totalUsd,
+    floorUsd: a.floorUsd + b.floorUsd,
   };
 }
 
@@ -125,18 +135,29 @@ export function kindOf(job: Pick<JobToPrice, 'tier'>): JobKindPriced {
   return job.tier === 'retention' ? 'retention' : 'compaction';
 }
 
+/** The memory of the compact function the job runs on: the small one for a small job, where there is one. */
+export function compactMemoryOf(
+  job: Pick<JobToPrice, 'tier' | 'inputBytes'>,
+  settings: Pick<CostSettings, 'memoryMb' | 'smallCompactMemoryMb'>,
+): number {
+  return compactSizeOf(job) === 'small' && settings.smallCompactMemoryMb !== undefined
+    ? settings.smallCompactMemoryMb
+    : settings.memoryMb.compact;
+}
+
 /** Each partition step's Lambda: its memory and estimated billed seconds for this job. */
 export function chainSeconds(
   job: Pick<JobToPrice, 'tier' | 'inputs' | 'inputBytes'>,
-  memoryMb: CostSettings['memoryMb'],
+  settings: Pick<CostSettings, 'memoryMb' | 'smallCompactMemoryMb'>,
 ): readonly { readonly step: string; readonly memoryMb: number; readonly seconds: number }[] {
+  const compactMb = compactMemoryOf(job, settings);
   const first =
     kindOf(job) === 'retention'
       ? expireEstimateSeconds(job.inputs)
-      : compactSecondsAt(memoryMb.compact, job.inputBytes, job.inputs);
+      : compactSecondsAt(compactMb, job.inputBytes, job.inputs);
   return PARTITION_STEPS.map((s) => ({
     step: s.step,
-    memoryMb: memoryMb[s.size],
+    memoryMb: s.size === 'compact' ? compactMb : settings.memoryMb[s.size],
     seconds: s.size === 'compact' ? first : STATED_SECONDS.partitionStep,
   }));
 }
@@ -147,7 +168,7 @@ export function jobCost(
   settings: CostSettings,
   transitions: Pick<TransitionCount, 'perPartition'>,
 ): CostLine & { readonly seconds: number } {
-  const chain = chainSeconds(job, settings.memoryMb);
+  const chain = chainSeconds(job, settings);
   const seconds = chain.reduce((sum, s) => sum + s.seconds, 0);
   const lambdaUsd =
     chain.reduce((sum, s) => sum + lambdaDurationUsd(s.memoryMb, s.seconds), 0) +
@@ -179,6 +200,7 @@ export function jobCost(
     s3Usd,
     stepFunctionsUsd,
     totalUsd: lambdaUsd + s3Usd + stepFunctionsUsd,
+    floorUsd: requestsUsd(floorRequests(kind, job.inputs, outputs.length)),
     seconds,
   };
 }
@@ -259,6 +281,7 @@ export function cycleCost(input: {
     childExecutionType: settings.childExecutionType,
     maxConcurrency: settings.maxConcurrency,
     waves,
+    jobs: priced.map(({ cost }) => ({ totalUsd: cost.totalUsd, floorUsd: cost.floorUsd })),
     tiers,
     execution,
     total,

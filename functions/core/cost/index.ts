@@ -5,6 +5,7 @@ export {
   type CostSettings,
   type CycleCost,
   chainSeconds,
+  compactMemoryOf,
   cycleCost,
   type JobToPrice,
   jobCost,
@@ -44,6 +45,7 @@ export { RequestCountingStore } from './request-counter.ts';
 export {
   addCalls,
   addRequests,
+  floorRequests,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   type JobShape,

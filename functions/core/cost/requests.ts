@@ -134,6 +134,14 @@ export function multipartRequests(sizes: readonly number[]): RequestCounts {
   return { ...NO_REQUESTS, put: 2 * (parts + large.length), get: large.length };
 }
 
+/**
+ * A job's floor: what any compactor that does not keep the data itself pays for it, one GET per
+ * input and one PUT per output; a retention job, which only deletes (free), has none.
+ */
+export function floorRequests(kind: JobKindPriced, inputs: number, outputs: number): RequestCounts {
+  return kind === 'retention' ? NO_REQUESTS : { ...NO_REQUESTS, get: inputs, put: outputs };
+}
+
 /** S3 requests of store calls (a listing here: one page; the planner's are counted by keys). */
 export function requestsOf(calls: StoreCalls): RequestCounts {
   const requests: Record<RequestClass, number> = { ...NO_REQUESTS };

@@ -92,10 +92,58 @@ describe('one job', () => {
     );
   });
 
+  it('prices a small job at the small compact function’s memory and a larger one at lambda.compact’s', () => {
+    const sized = { ...settings('EXPRESS'), smallCompactMemoryMb: 1024 };
+    const small = jobCost(JOBS[0] as (typeof JOBS)[number], sized, TRANSITIONS);
+    const seconds = compactSecondsAt(1024, 10e6, 10);
+    expect(small.lambdaUsd).toBeCloseTo((1024 / 1024) * seconds * GBS + 4 * 0.5 * 0.5 * GBS + 5 * INVOKE, 15);
+    // 200 MB is past the small function's 64 MiB: the 3,008 MB function, as without one.
+    const large = jobCost(JOBS[1] as (typeof JOBS)[number], sized, TRANSITIONS);
+    expect(large.lambdaUsd).toBe(
+      jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS).lambdaUsd,
+    );
+    // The small function is the cheaper one for the small job, though it runs longer.
+    expect(small.lambdaUsd).toBeLessThan(
+      jobCost(JOBS[0] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS).lambdaUsd,
+    );
+    expect(seconds).toBeGreaterThan(compactEstimateSeconds(10e6, 10));
+  });
+
   it('deletes 2,000 inputs in two batches; its 200 MB output goes up and is copied in 3 parts', () => {
     const cost = jobCost(JOBS[1] as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS);
     // 200e6 B / 64 MiB -> 3 parts: the staging PUT and the COPY become 5 requests each, + a HEAD.
     expect(cost.requests).toEqual({ get: 2007 + 1, put: 9 + 8, list: 1, delete: 4 });
+  });
+});
+
+describe('the floor beside each job', () => {
+  it('is one GET per input and one PUT per output; a retention job has none; the lines add it up', () => {
+    const [small, large] = [JOBS[0], JOBS[1]].map((j) =>
+      jobCost(j as (typeof JOBS)[number], settings('EXPRESS'), TRANSITIONS),
+    );
+    expect(small?.floorUsd).toBeCloseTo((10 * 0.0004 + 1 * 0.005) / 1000, 15);
+    expect(large?.floorUsd).toBeCloseTo((2000 * 0.0004 + 1 * 0.005) / 1000, 15);
+    const retention = jobCost(
+      { tier: 'retention', inputs: 50, inputBytes: 1e9, wave: 0 },
+      settings('EXPRESS'),
+      TRANSITIONS,
+    );
+    expect(retention.floorUsd).toBe(0);
+    const cycle = cycleCost({
+      jobs: JOBS,
+      settings: settings('EXPRESS'),
+      transitions: TRANSITIONS,
+      planning: PLANNING,
+    });
+    expect(cycle.jobs.map((j) => j.floorUsd)).toEqual(
+      JOBS.map((j) => jobCost(j, settings('EXPRESS'), TRANSITIONS).floorUsd),
+    );
+    expect(cycle.tiers[0]?.floorUsd).toBeCloseTo(
+      cycle.jobs.reduce((sum, j) => sum + j.floorUsd, 0),
+      15,
+    );
+    expect(cycle.execution.floorUsd).toBe(0);
+    expect(cycle.total.floorUsd).toBeCloseTo(cycle.tiers[0]?.floorUsd ?? -1, 15);
   });
 });
 

@@ -14,11 +14,13 @@ describe('countTransitions', () => {
   it('counts the deployed definition: the chain, the states once, the wave loop', async () => {
     const { definition } = await synthesizeWorkflow();
     const count = countTransitions(definition as unknown as Parameters<typeof countTransitions>[0]);
-    // Every task of the chain, the Choice after Compact, and the state that ends the item.
+    // Every task of the chain, the Choice of the compact function (Express children, the default),
+    // the Choice after Compact, and the state that ends the item.
     for (const step of PARTITION_STEPS) expect(count.partitionStates).toContain(step.stateName);
+    expect(count.partitionStates).toContain('Compact size?');
     expect(count.partitionStates).toContain('Staged?');
     expect(count.partitionStates).not.toContain('Skipped');
-    expect(count.perPartition).toBe(PARTITION_STEPS.length + 2);
+    expect(count.perPartition).toBe(PARTITION_STEPS.length + 3);
     expect(count.executionStates).toEqual(expect.arrayContaining(['Recover', 'Plan', 'Summary']));
     expect(count.waveStates).toContain('Compact partitions');
     expect(count.executionStates).not.toContain('Compact partitions');
