@@ -638,6 +638,29 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
     expect((await store.listIncompleteUploads('')).map((u) => u.uploadId)).toEqual([ids.live]);
   });
 
+  it('aborting an upload removes its folder whatever it holds', async () => {
+    const dead = spawn(process.execPath, ['-e', '']);
+    await once(dead, 'exit');
+    const tmp = join(root, RESERVED_DIR, 'tmp');
+    const staged = `mx2-${dead.pid}-00000000000000b1`;
+    const cluttered = `mx2-${dead.pid}-00000000000000b2`;
+    for (const id of [staged, cluttered]) {
+      await mkdir(join(tmp, id), { recursive: true });
+      await writeFile(join(tmp, id, 'intent.json'), JSON.stringify({ key: `k/${id}`, pid: dead.pid }));
+      await writeFile(join(tmp, id, 'data'), 'staged bytes');
+      await writeFile(join(tmp, id, 'meta.json'), '{}');
+    }
+    await mkdir(join(tmp, cluttered, 'sub'));
+    await writeFile(join(tmp, cluttered, 'sub', 'other'), 'x');
+    const uploads = await store.listIncompleteUploads('k/');
+    expect(uploads.map((u) => [u.uploadId, u.abandoned])).toEqual([
+      [staged, true],
+      [cluttered, true],
+    ]);
+    for (const upload of uploads) await store.abortIncompleteUpload(upload);
+    expect(await readdir(tmp)).toEqual([]);
+  });
+
   it('an aborted put throws the signal reason and leaves no temp file', async () => {
     const before = new AbortController();
     before.abort(new Error('stop before'));

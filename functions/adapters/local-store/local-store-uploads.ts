@@ -5,12 +5,12 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { IncompleteUpload } from '../../core/object-store.ts';
 import { processAlive } from '../process-alive.ts';
-import { errorCode, statOrUndefined } from './durable-fs.ts';
+import { errorCode, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
@@ -28,9 +28,27 @@ export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): 
   return dir;
 }
 
-/** Removes an upload folder and all it holds; nothing if it is gone. */
+/** What an upload folder holds (stageData's `data`, commit's `meta.json`), its intent last. */
+const UPLOAD_FILES = ['data', 'meta.json', 'intent.json'];
+const NOT_JUST_FILES = new Set(['ENOTEMPTY', 'EEXIST', 'EISDIR', 'EPERM', 'ENOTDIR']);
+
+/**
+ * Removes an upload folder and all it holds; nothing if it is gone. A finished write's folder
+ * holds only its intent, so the known names are unlinked and the folder removed: four calls where
+ * a recursive rm makes nine (a failed rmdir, a readdir, an lstat per entry), and the intent goes
+ * last, so a folder a crash leaves half removed still names its key. Anything else in it falls
+ * back to the recursive rm.
+ */
 export function removeUpload(dir: string): void {
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    for (const name of UPLOAD_FILES) unlinkIfExists(join(dir, name));
+    rmdirSync(dir);
+  } catch (error) {
+    if (errorCode(error) === 'ENOENT') return;
+    // Not empty, a name above is a folder (unlink: EISDIR, or EPERM on some systems), or `dir` is a file.
+    if (!NOT_JUST_FILES.has(errorCode(error) ?? '')) throw error;
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export async function listIncompleteUploads(tmpDir: string, prefix: string): Promise<IncompleteUpload[]> {
