@@ -661,6 +661,13 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
     expect(await readdir(tmp)).toEqual([]);
   });
 
+  it('a write recreates the locks folder when it is gone', async () => {
+    const first = await store.put('a', Buffer.from('1'));
+    await rm(join(root, RESERVED_DIR, 'locks'), { recursive: true });
+    await store.put('a', Buffer.from('2'), { ifMatch: first.etag });
+    expect((await store.getBytes('a')).body.toString()).toBe('2');
+  });
+
   it('an aborted put throws the signal reason and leaves no temp file', async () => {
     const before = new AbortController();
     before.abort(new Error('stop before'));

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TransientStoreError } from '../../core/errors.ts';
 import { processAlive } from '../process-alive.ts';
-import { isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
+import { errorCode, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
@@ -81,8 +81,7 @@ export class KeyLocks {
     const lockPath = join(this.#locksDir, lockFileName(key));
     const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
     const claimPath = join(this.#locksDir, `${owner.token}.claim`);
-    mkdirSync(this.#locksDir, { recursive: true });
-    writeFileSync(claimPath, JSON.stringify(owner), { flag: 'wx' });
+    this.#writeClaim(claimPath, owner);
     try {
       const deadline = Date.now() + this.#lockTimeoutMs;
       let delayMs = 1;
@@ -102,6 +101,18 @@ export class KeyLocks {
       }
     } finally {
       unlinkIfExists(claimPath);
+    }
+  }
+
+  /** Writes the claim file; the locks folder is made only when missing (the first lock, or after a reset). */
+  #writeClaim(claimPath: string, owner: LockOwner): void {
+    const text = JSON.stringify(owner);
+    try {
+      writeFileSync(claimPath, text, { flag: 'wx' });
+    } catch (error) {
+      if (errorCode(error) !== 'ENOENT') throw error;
+      mkdirSync(this.#locksDir, { recursive: true });
+      writeFileSync(claimPath, text, { flag: 'wx' });
     }
   }
 
