@@ -10,7 +10,7 @@
  */
 
 import { createHash } from 'node:crypto';
-import { open } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { deserializeTCompactProtocol } from 'hyparquet/src/thrift.js';
 
 /** Bytes read from the end of the file first; a larger footer takes a second read. */
@@ -41,29 +41,25 @@ type Thrift = { readonly [field: `field_${number}`]: unknown };
 
 /** The footer of a local Parquet file, or undefined if it does not decode as one. */
 export async function readFooter(path: string): Promise<FooterSummary | undefined> {
-  const handle = await open(path, 'r');
+  const fd = openSync(path, 'r');
   try {
-    const fileBytes = (await handle.stat()).size;
+    const fileBytes = fstatSync(fd).size;
     if (fileBytes < 12) return undefined;
-    let tail = await readAt(handle, fileBytes, Math.min(fileBytes, TAIL_BYTES));
+    let tail = readAt(fd, fileBytes, Math.min(fileBytes, TAIL_BYTES));
     if (tail.readUInt32LE(tail.length - 4) !== MAGIC) return undefined;
     const metadataBytes = tail.readUInt32LE(tail.length - 8);
     // Leading magic, footer, length, trailing magic.
     if (metadataBytes + 12 > fileBytes) return undefined;
-    if (metadataBytes + 8 > tail.length) tail = await readAt(handle, fileBytes, metadataBytes + 8);
+    if (metadataBytes + 8 > tail.length) tail = readAt(fd, fileBytes, metadataBytes + 8);
     return summarize(tail, metadataBytes, fileBytes);
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 
-async function readAt(
-  handle: Awaited<ReturnType<typeof open>>,
-  fileBytes: number,
-  length: number,
-): Promise<Buffer> {
+function readAt(fd: number, fileBytes: number, length: number): Buffer {
   const buffer = Buffer.allocUnsafe(length);
-  const { bytesRead } = await handle.read(buffer, 0, length, fileBytes - length);
+  const bytesRead = readSync(fd, buffer, 0, length, fileBytes - length);
   // Files are replaced by rename, never edited in place; a short read means it changed under us.
   if (bytesRead !== length) throw new Error(`short read: ${bytesRead} of ${length} bytes`);
   return buffer;
