@@ -247,7 +247,7 @@ export function jobCost(input: {
   const invokes = steps.length + 3 / a.partitionsPerExecution;
   term(
     'Lambda requests',
-    `${f(invokes, 2)} invocations x $${p.lambdaPerRequest}`,
+    `${f(invokes, 2)} invocations x $${f(p.lambdaPerRequest * 1e6, 2)} / 1,000,000`,
     lambdaRequestsUsd(invokes),
   );
 
