@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import type { CompactorConfig, JobKind } from './config.ts';
 import { type ColumnStats, type DedupRequest, KEYS_HASH_ALGORITHM } from './engine.ts';
 import { InvalidManifestError, PreconditionFailedError, TransientStoreError } from './errors.ts';
-import { type StepDeps, withSignal } from './job.ts';
+import { type JobRef, type StepDeps, type StepResult, withSignal } from './job.ts';
 import { forEachLimit } from './limit.ts';
 import {
   type Expiry,
@@ -162,6 +162,45 @@ export async function writeReceipt(deps: StepDeps, manifest: Manifest): Promise<
     }
   }
   return key;
+}
+
+/**
+ * The job's receipt when this very execution committed and cleared it before: a redriven Map
+ * item runs all its jobs again, and a job found without a manifest reports what it did, not
+ * "superseded". A receipt of another execution (recovery rolled the job forward) or one that does
+ * not read as a receipt is not this execution's commit: undefined.
+ */
+export async function clearedByThisExecution(
+  deps: StepDeps,
+  ref: JobRef,
+): Promise<{ readonly key: string; readonly receipt: Receipt } | undefined> {
+  const key = receiptKey(deps.config.layout, ref.tier, ref.partition, ref.jobId);
+  const found = await getBytesIfExists(deps.store, key, withSignal(deps));
+  if (found === undefined) return undefined;
+  let receipt: Receipt;
+  try {
+    receipt = parseReceipt(deps.config, key, found.body);
+  } catch (error) {
+    if (error instanceof InvalidManifestError) return undefined;
+    throw error;
+  }
+  return receipt.executionId === ref.executionId ? { key, receipt } : undefined;
+}
+
+/** A receipt's figures as a step reports them (job.ts summary, from the manifest it was made of). */
+export function receiptSummary(receipt: Receipt): Partial<StepResult> {
+  return {
+    inputs: receipt.inputs.length,
+    inputBytes: receipt.inputs.reduce((sum, i) => sum + i.size, 0),
+    ...(receipt.inputRows === undefined ? {} : { inputRows: receipt.inputRows }),
+    ...(receipt.outputs.length === 0
+      ? {}
+      : {
+          outputs: receipt.outputs.length,
+          outputBytes: receipt.outputs.reduce((sum, o) => sum + o.size, 0),
+          outputRows: receipt.outputs.reduce((sum, o) => sum + o.rows, 0),
+        }),
+  };
 }
 
 /** A receipt read back: checked to be the one its key names, else InvalidManifestError (it names the key). */

@@ -818,13 +818,22 @@ describe('every step', () => {
       expect(await step(), `${name} again`).toMatchObject({ status: 'already-done', state });
       expect(await snapshot(l.store), `${name} again changed the store`).toEqual(before);
     }
-    // An earlier step run after the job finished (a late redrive) changes nothing either.
+    // An earlier step run after the job finished (a late redrive) changes nothing either: it finds
+    // no manifest but the job's receipt, written by this execution, and reports the job done.
     const before = await snapshot(l.store);
     for (const step of [publishStep, verifyStep, deleteInputsStep]) {
-      expect((await step(deps(l), job)).status).toBe('superseded');
+      expect(await step(deps(l), job)).toMatchObject({
+        status: 'already-done',
+        state: 'cleared',
+        inputs: job.inputs.length,
+      });
     }
-    // A whole-job redrive: the inputs are gone, so it claims, finds that, and lets go.
-    expect((await runJob({ ...deps(l), sleep: async () => {} }, job)).status).toBe('skipped');
+    // A whole-job redrive (a Map item run again for another of its jobs): the inputs are gone, so
+    // it claims, finds that and lets go; the receipt says this execution committed it.
+    expect((await runJob({ ...deps(l), sleep: async () => {} }, job)).status).toBe('compacted');
+    // Another execution's job of this partition finds nothing of its own done.
+    const other = { ...job, executionId: 'another-execution' };
+    expect((await publishStep(deps(l), other)).status).toBe('superseded');
     expect(await snapshot(l.store)).toEqual(before);
     await quiescent(l);
   });

@@ -24,6 +24,7 @@ import {
 } from '../job.ts';
 import type { DataFile } from '../layout.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH, type ObjectStore } from '../object-store.ts';
+import { clearedByThisExecution, receiptSummary } from '../receipts.ts';
 import {
   type InputRef,
   isAtOrPast,
@@ -197,10 +198,7 @@ export async function loadForStep(
   from: ManifestState,
 ): Promise<{ loaded: Loaded } | { done: StepResult }> {
   const loaded = await loadManifest(deps, ref.tier, ref.partition);
-  if (!loaded)
-    return {
-      done: result(ref, 'superseded', 'none', { reason: 'no manifest: the job was cleared or rolled back' }),
-    };
+  if (!loaded) return { done: await withoutManifest(deps, ref) };
   if (!ownedBy(loaded, ref)) {
     return {
       done: result(ref, 'superseded', 'none', {
@@ -213,6 +211,27 @@ export async function loadForStep(
   const done = pastStep(loaded, ref, from);
   if (done !== undefined) return { done };
   throw new ManifestConflictError(`job ${ref.jobId} is ${manifest.state}; this step needs ${from}`);
+}
+
+/**
+ * A step of a job that has no manifest: done, when this execution cleared the job before (its
+ * receipt, read only on this rare path); else the job was rolled back or taken over.
+ */
+async function withoutManifest(deps: StepDeps, ref: JobRef): Promise<StepResult> {
+  return (
+    (await committedBefore(deps, ref)) ??
+    result(ref, 'superseded', 'none', { reason: 'no manifest: the job was cleared or rolled back' })
+  );
+}
+
+/** Done, with the job's figures, when this execution committed and cleared the job before. */
+export async function committedBefore(deps: StepDeps, ref: JobRef): Promise<StepResult | undefined> {
+  const cleared = await clearedByThisExecution(deps, ref);
+  if (cleared === undefined) return undefined;
+  return result(ref, 'already-done', 'cleared', {
+    ...receiptSummary(cleared.receipt),
+    reason: `this execution committed and cleared the job before: its receipt is ${cleared.key}`,
+  });
 }
 
 /** Our job's manifest already past `from`: the step was done (by an earlier attempt or a twin). */

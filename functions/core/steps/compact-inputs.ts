@@ -20,7 +20,13 @@ import { type CompactDeps, type Job, result, type StepResult, withSignal } from 
 import type { DataFile } from '../layout.ts';
 import { forEachLimit } from '../limit.ts';
 import type { KeptInput } from '../manifest/manifest.ts';
-import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
+import {
+  checkLease,
+  committedBefore,
+  type Loaded,
+  partitionDataFile,
+  release,
+} from '../manifest/manifest-cas.ts';
 import { quarantineInput } from '../quarantine.ts';
 import { epochMisfits, foreignReason, type GoodInput, shownColumns } from './merge-checks.ts';
 
@@ -74,6 +80,9 @@ export async function fetchInputs(
   });
   if (changed.length > 0) {
     await release(deps, loaded);
+    // Gone because this job deleted them: a redriven Map item runs its committed jobs again.
+    const committed = await committedBefore(deps, ref);
+    if (committed !== undefined) return committed;
     const reason = `input changed or vanished since planning: ${changed.sort()[0]}`;
     deps.onEvent?.({ type: 'skipped', job: ref, reason });
     return result(ref, 'skipped', 'none', { reason });
