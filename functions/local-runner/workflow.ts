@@ -21,6 +21,8 @@
  * - ResultWriter: that same Task writes the results as AWS does (`{prefix}/{runId}/manifest.json`
  *   naming `SUCCEEDED_0.json` / `FAILED_0.json`) and puts `{ResultWriterDetails: {Bucket, Key}}`
  *   where the Map's ResultPath points.
+ * - States.JsonToString, which the interpreter gets wrong for text holding a quote, is evaluated
+ *   by the runner (json-to-string.ts).
  * Redrive is emulated as AWS does it: the execution restarts at the state that failed, with the
  * input that state had; a Map re-runs only the items that did not succeed, each a new child from
  * its start, as a Map Run redrive reruns Express children with StartExecution
@@ -48,6 +50,7 @@ import {
   type TaskHandlers,
   type ValidatedCache,
 } from './interpreter.ts';
+import { emulateJsonToString, JSON_TO_STRING, jsonToStringResult } from './json-to-string.ts';
 import { emulateDistributedMaps, ITEM_READER_SUFFIX, RESULT_WRITER_SUFFIX } from './map-emulation.ts';
 import { checkTolerance, type ItemResult, itemsToRun, mergeResults, writeResults } from './map-results.ts';
 
@@ -151,6 +154,8 @@ export async function executeDefinition(
   const emulated = emulateDistributedMaps(definition);
   const def = emulated.definition as unknown as JsonObject;
   const topStates = def.States as Record<string, StateDef>;
+  emulateJsonToString(topStates);
+  for (const m of emulated.maps) emulateJsonToString(m.processor.States as Record<string, StateDef>);
   const previousResults = options.redriveOf?.mapResults ?? new Map<string, readonly ItemResult[]>();
   const mapResults = new Map<string, readonly ItemResult[]>(previousResults);
   const mapRunManifests = [...(options.redriveOf?.mapRunManifests ?? [])];
@@ -323,6 +328,8 @@ function bindTasks(
         const mapName = stateName.slice(0, -ITEM_READER_SUFFIX.length);
         return itemsToRun(items, b.redriven?.map === mapName ? b.previousResults.get(mapName) : undefined);
       };
+    } else if (params?.__local === JSON_TO_STRING) {
+      handlers[stateName] = async (taskInput) => jsonToStringResult(taskInput as JsonObject);
     } else if (params?.__local === 'ResultWriter') {
       handlers[stateName] = async (taskInput) => {
         const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
