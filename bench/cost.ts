@@ -6,6 +6,7 @@
  */
 
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
+import { DEFAULTS, parseConfig } from '../functions/core/config.ts';
 import {
   CHILD_START_TRANSITIONS,
   COMMAND_CLASS,
@@ -22,6 +23,7 @@ import {
   transitionsUsd,
 } from '../functions/core/cost/index.ts';
 import { smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
+import { mapItems } from '../functions/core/plan-store.ts';
 import { downloadConcurrency } from '../functions/core/protocol.ts';
 import type { Comparison } from './compare.ts';
 import { ASSUMPTIONS } from './cost-prices.ts';
@@ -114,14 +116,31 @@ export interface CycleCost {
   readonly perPartition: number;
   readonly total: number;
   readonly floor: number;
-  /** The cycle's wall time: partitions / maxConcurrency chains of the measured one, one after another. */
+  /** The cycle's wall time: items / maxConcurrency chains of the measured one, one after another. */
   readonly seconds: number;
   readonly maxConcurrency: number;
+  /** The Map items carrying the partitions (cycleItems). */
+  readonly items: number;
   /** The largest terms of one partition, as a share of its bill. */
   readonly largest: readonly { readonly name: string; readonly usd: number }[];
 }
 
-export const CYCLE_PARTITIONS = 2400;
+/** The cycle's lake: every table's last day of hours, each hour a small partition. */
+export const CYCLE_SHAPE = { tables: 100, hours: 24 } as const;
+export const CYCLE_PARTITIONS = CYCLE_SHAPE.tables * CYCLE_SHAPE.hours;
+
+/**
+ * The Map items the plan step gives the cycle's partitions (plan-store.ts mapItems, at the
+ * default smallJobsPerItem): the hours of one table share items.
+ */
+export function cycleItems(smallJobsPerItem: number = DEFAULTS.smallJobsPerItem): number {
+  const { layout } = parseConfig({});
+  const jobs = Array.from({ length: CYCLE_PARTITIONS }, (_, i) => ({
+    partition: `db/t${Math.floor(i / CYCLE_SHAPE.hours)}/2025/01/15/${String(i % CYCLE_SHAPE.hours).padStart(2, '0')}/`,
+    compactSize: 'small' as const,
+  }));
+  return mapItems(jobs, layout, smallJobsPerItem).length;
+}
 
 /** A bill at most this multiple of its floor: the issue's rule for the Arc hour and the cycle. */
 export const FLOOR_RATIO = 1.5;
@@ -141,7 +160,13 @@ export const COST_TARGETS = {
   >
 >;
 
-export function cycleCost(job: JobCost, chainSeconds: number, maxConcurrency: number): CycleCost {
+/** `job`: one partition's bill with its share of its Map item (jobCost's jobsPerItem). */
+export function cycleCost(
+  job: JobCost,
+  chainSeconds: number,
+  maxConcurrency: number,
+  items: number,
+): CycleCost {
   const floorPerPartition = job.floor;
   return {
     childType: job.childType,
@@ -150,8 +175,10 @@ export function cycleCost(job: JobCost, chainSeconds: number, maxConcurrency: nu
     perPartition: job.total,
     total: job.total * CYCLE_PARTITIONS,
     floor: floorPerPartition * CYCLE_PARTITIONS,
-    seconds: Math.ceil(CYCLE_PARTITIONS / maxConcurrency) * chainSeconds,
+    // An item runs its jobs at once: the cycle takes its items' turns, not its partitions'.
+    seconds: Math.ceil(items / maxConcurrency) * chainSeconds,
     maxConcurrency,
+    items,
     largest: [...job.terms]
       .sort((x, y) => y.usd - x.usd)
       .slice(0, 3)
@@ -163,6 +190,7 @@ export interface CostModel {
   readonly prices: typeof PRICES;
   readonly assumptions: typeof ASSUMPTIONS;
   readonly lambdaMemoryMb: number;
+  readonly transitionsPerItem: number;
   readonly transitionsPerPartition: number;
   readonly transitionsPerExecution: number;
   readonly transitionsSource: string;
@@ -195,9 +223,15 @@ export function billedSeconds(step: StepTiming, memoryMb: number): number {
 export function jobCost(input: {
   readonly job: S3Job & { readonly costJob: CostJobId };
   readonly childType: ChildType;
+  readonly transitionsPerItem: number;
   readonly transitionsPerPartition: number;
   readonly transitionsPerExecution: number;
   readonly lambdaMemoryMb: number;
+  /**
+   * Jobs sharing the job's Map item, and so its child's start and states (Standard) or its
+   * request and duration (Express; its jobs, alike here, run at once); default 1.
+   */
+  readonly jobsPerItem?: number;
 }): JobCost {
   const p = PRICES;
   const a = ASSUMPTIONS;
@@ -271,21 +305,24 @@ export function jobCost(input: {
   );
 
   const execShare = input.transitionsPerExecution / a.partitionsPerExecution;
+  const k = input.jobsPerItem ?? 1;
+  const perItem = k === 1 ? '' : ` / ${f(k, 2)} jobs an item`;
   if (input.childType === 'STANDARD') {
-    const transitions = CHILD_START_TRANSITIONS + input.transitionsPerPartition + execShare;
+    const transitions =
+      (CHILD_START_TRANSITIONS + input.transitionsPerItem) / k + input.transitionsPerPartition + execShare;
     term(
       'Step Functions transitions',
-      `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerPartition} child states + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
+      `((${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerItem} item states)${perItem} + ${input.transitionsPerPartition} job states + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
       transitionsUsd(transitions),
     );
   } else {
-    const transitions = CHILD_START_TRANSITIONS + execShare;
+    const transitions = CHILD_START_TRANSITIONS / k + execShare;
     term(
       'Step Functions transitions',
-      `(${CHILD_START_TRANSITIONS} child start + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
+      `(${CHILD_START_TRANSITIONS} child start${perItem} + ${input.transitionsPerExecution} / ${a.partitionsPerExecution} of the execution's) = ${f(transitions, 2)} x $${p.sfnTransitionPer1000} / 1,000`,
       transitionsUsd(transitions),
     );
-    term('Express child request', '1 x $1.00 / 1,000,000', p.sfnExpressPerRequest);
+    term('Express child request', `1${perItem} x $1.00 / 1,000,000`, p.sfnExpressPerRequest / k);
     // The child lasts as long as its Lambdas run, one after another (state overhead not measured
     // here), each at least its billed time: fewer vCPUs than here stretch the compact step.
     const wall = steps.reduce((sum, s) => sum + Math.max(s.wallMs / 1000, lambdaSeconds[s.step] ?? 0), 0);
@@ -293,8 +330,8 @@ export function jobCost(input: {
     const gbS = (p.sfnExpressBilledMb / 1024) * billed;
     term(
       'Express child duration',
-      `${p.sfnExpressBilledMb} MB / 1024 x ${f(billed, 1)} s (the chain's ${f(wall, 2)} s, rounded up to 100 ms) = ${f(gbS, 4)} GB-s x $${f(p.sfnExpressGbSecond, 10)}`,
-      expressDurationUsd(wall),
+      `${p.sfnExpressBilledMb} MB / 1024 x ${f(billed, 1)} s (the chain's ${f(wall, 2)} s, rounded up to 100 ms)${perItem} = ${f(gbS / k, 4)} GB-s x $${f(p.sfnExpressGbSecond, 10)}`,
+      expressDurationUsd(wall) / k,
     );
   }
   const total = terms.reduce((sum, t) => sum + t.usd, 0);
@@ -371,6 +408,7 @@ export function costModel(input: {
     list: reference.byClass.list,
     delete: reference.byClass.delete - Math.ceil(n / 1000),
   };
+  const perItem = input.transitions?.perItem ?? 3;
   const perPartition = input.transitions?.perPartition ?? 7;
   const perExecution = input.transitions?.perExecution ?? 9;
   const a = ASSUMPTIONS;
@@ -398,7 +436,7 @@ export function costModel(input: {
     const putClass = fixedCalls.put + fixedCalls.list + (a.listingsPerInput * files) / 1000;
     const s3Requests = requestsUsd({ ...NO_REQUESTS, get: gets, put: putClass });
     const stepFunctions = transitionsUsd(
-      CHILD_START_TRANSITIONS + perPartition + perExecution / a.partitionsPerExecution,
+      CHILD_START_TRANSITIONS + perItem + perPartition + perExecution / a.partitionsPerExecution,
     );
     const total = lambdaCompute + lambdaRequests + s3Requests + stepFunctions;
     const waitCost = lambdaDurationUsd(input.lambdaMemoryMb, s3WaitSeconds);
@@ -478,6 +516,7 @@ export function costModel(input: {
         jobCost({
           job: { ...job, costJob },
           childType,
+          transitionsPerItem: perItem,
           transitionsPerPartition: perPartition,
           transitionsPerExecution: perExecution,
           lambdaMemoryMb: input.lambdaMemoryMb,
@@ -487,14 +526,32 @@ export function costModel(input: {
   }
   const small = input.s3?.jobs.find((j) => j.costJob === 'small-partition');
   const chainSeconds = small ? small.run.steps.reduce((sum, step) => sum + step.wallMs, 0) / 1000 : 0;
-  const cycles = jobs
-    .filter((j) => j.job === 'small-partition')
-    .map((j) => cycleCost(j, chainSeconds, STACK_DEFAULTS.map.maxConcurrency));
+  // The cycle's partitions share Map items, the hours of a table; each job above has its own.
+  const items = cycleItems();
+  const cycles = small
+    ? (['STANDARD', 'EXPRESS'] as const).map((childType) =>
+        cycleCost(
+          jobCost({
+            job: { ...small, costJob: 'small-partition' },
+            childType,
+            transitionsPerItem: perItem,
+            transitionsPerPartition: perPartition,
+            transitionsPerExecution: perExecution,
+            lambdaMemoryMb: input.lambdaMemoryMb,
+            jobsPerItem: CYCLE_PARTITIONS / items,
+          }),
+          chainSeconds,
+          STACK_DEFAULTS.map.maxConcurrency,
+          items,
+        ),
+      )
+    : [];
   return {
     ...(cycles.length > 0 ? { cycles } : {}),
     prices: PRICES,
     assumptions: ASSUMPTIONS,
     lambdaMemoryMb: input.lambdaMemoryMb,
+    transitionsPerItem: perItem,
     transitionsPerPartition: perPartition,
     transitionsPerExecution: perExecution,
     transitionsSource: input.transitions

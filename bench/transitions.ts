@@ -9,7 +9,9 @@ import { countTransitions as countOn, type StateMachineStates } from '../functio
 import { synthesizeWorkflow } from '../functions/local-runner/run.ts';
 
 export interface TransitionCount {
-  /** States one partition enters (its child execution of the Distributed Map). */
+  /** States one Map item's child enters besides its jobs' chains. */
+  readonly perItem: number;
+  /** States one partition's job enters (its chain, inside its item's child). */
   readonly perPartition: number;
   readonly partitionStates: readonly string[];
   /** States the parent execution of one wave enters (the Map counted once). */
@@ -25,6 +27,7 @@ export async function countTransitions(): Promise<TransitionCount> {
   const { definition } = await synthesizeWorkflow({ map: { childExecutionType: 'STANDARD' } });
   const count = countOn(definition as unknown as StateMachineStates);
   return {
+    perItem: count.perItem,
     perPartition: count.perPartition,
     partitionStates: count.partitionStates,
     perExecution: count.perExecution + count.perWave,

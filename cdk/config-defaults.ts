@@ -74,6 +74,7 @@ export interface StackConfig {
   readonly maxJobBytes: number;
   readonly maxJobFiles: number;
   readonly maxJobsPerPartition: number;
+  readonly smallJobsPerItem: number;
   readonly receiptDays: number;
   readonly sortKeys: readonly string[];
   readonly timeColumn: string;
@@ -138,6 +139,7 @@ export const STACK_DEFAULTS: StackConfig = {
   maxJobBytes: CHILD_DEFAULTS.EXPRESS.maxJobBytes,
   maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
   maxJobsPerPartition: DEFAULTS.maxJobsPerPartition,
+  smallJobsPerItem: DEFAULTS.smallJobsPerItem,
   receiptDays: DEFAULTS.receiptDays,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,

@@ -137,15 +137,15 @@ export const stackContextSchema = section(
     ).describe('the scheduled end-to-end canary, off by default'),
     map: section(
       {
-        maxConcurrency: wholeNumber(1, 10_000).describe('partitions compacted at once'),
+        maxConcurrency: wholeNumber(1, 10_000).describe('Map items run at once (each runs its jobs at once: up to `smallJobsPerItem` small ones)'),
         toleratedFailurePercentage: wholeNumber(0, 100).describe(
-          'share of failed partitions (percent) above which the Map fails the execution; a redrive re-runs the failed ones',
+          'share of failed Map items (percent; an item carries one job or several small jobs of one table, `smallJobsPerItem`) above which the Map fails the execution; a redrive re-runs the failed ones',
         ),
         childExecutionType: oneOf(
           CHILD_EXECUTION_TYPES,
           'per-partition chains of at most five minutes, or bigger jobs',
         ).describe(
-          "the Map's child workflow per partition: `EXPRESS` (at most five minutes each, billed by duration) or `STANDARD` (for bigger jobs); the job bounds and the chain's timeouts default by it, see [Express child workflows](#express-child-workflows)",
+          "the Map's child workflow per item: `EXPRESS` (at most five minutes each, billed by duration) or `STANDARD` (for bigger jobs); the job bounds and the chain's timeouts default by it, see [Express child workflows](#express-child-workflows)",
         ),
       },
       '{"maxConcurrency": 10}',

@@ -38,6 +38,7 @@ export function lambdaConfigInput(config: StackConfig): ConfigInput {
     maxJobBytes: config.maxJobBytes,
     maxJobFiles: config.maxJobFiles,
     maxJobsPerPartition: config.maxJobsPerPartition,
+    smallJobsPerItem: config.smallJobsPerItem,
     receiptDays: config.receiptDays,
     leaseSeconds:
       Math.max(

@@ -84,6 +84,13 @@ export const DEFAULT_WORK_DIR = '/tmp/compactor';
 export const MAP_FAILED_ERROR = 'States.ExceedToleratedFailureThreshold';
 
 /**
+ * The error a Map item (a child workflow) fails with when one of its jobs failed: each job's own
+ * error and cause are in the item's cause, a JSON list of its jobs' outcomes, which Summary reads
+ * (core/run-summary.ts judgeMapItem).
+ */
+export const ITEM_FAILED_ERROR = 'JobsFailed';
+
+/**
  * Errors worth retrying the same step for; everything else fails the partition. The Lambda.*
  * names are the set Step Functions recommends retrying for every Lambda task
  * (https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html), plus

@@ -32,6 +32,8 @@ export interface PlanOutput {
   /** How many Map runs the jobs take: the most jobs any one partition got. */
   readonly waves: number;
   readonly jobs: number;
+  /** The Map items carrying them (several small jobs of one table share one, plan-store.ts). */
+  readonly mapItems: number;
   readonly skipped: number;
   /**
    * The first skipped partitions, with why: in the console's Plan output and `compactor run`'s
@@ -79,7 +81,13 @@ export async function planStep(
     randomHex: deps.randomHex,
     executionId: event.executionId,
   });
-  const { itemsKeys, items } = await writePlan(deps.store, deps.config.layout, event.executionName, jobs);
+  const { itemsKeys, items, mapItems } = await writePlan(
+    deps.store,
+    deps.config.layout,
+    event.executionName,
+    jobs,
+    { itemShape: event.itemShape ?? 'job', smallJobsPerItem: deps.config.smallJobsPerItem },
+  );
   // Only once the plan is written: the narrow cycles until the next sweep rely on this one.
   if (!isRetentionPlan(plan)) await recordSweep(deps.store, deps.config, plan);
   // A run scoped to one table (compactor doctor's canary) is not the tier's scheduled run: it must
@@ -114,6 +122,7 @@ export async function planStep(
     itemsKeys,
     waves: itemsKeys.length,
     jobs: items.length,
+    mapItems: mapItems.reduce((sum, inWave) => sum + inWave.length, 0),
     skipped: plan.skipped.length,
     skippedPartitions: plan.skipped.slice(0, SKIPS_LISTED).map((s) => ({
       partition: s.partition,

@@ -1,6 +1,7 @@
 /**
- * The compaction workflow: Recover -> Plan -> Distributed Map over partitions (compact ->
- * staged? -> publish -> verify -> delete inputs -> clear manifest), once per wave -> Summary.
+ * The compaction workflow: Recover -> Plan -> Distributed Map over Map items, each one job or
+ * several small jobs of one table run at once (per job: compact -> staged? -> publish -> verify
+ * -> delete inputs -> clear manifest), once per wave -> Summary.
  *
  * A partition holding more than one job bound gets several jobs (planner-jobs.ts), one per wave:
  * the Map runs wave k's items (every partition's k-th job) only after wave k-1's Map run ended,
@@ -27,11 +28,13 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import {
+  ITEM_FAILED_ERROR,
   MAP_FAILED_ERROR,
   STEP_STATE_NAMES,
   type StepName,
   TRANSIENT_ERRORS,
 } from '../../functions/contract.ts';
+import { MAX_SMALL_JOBS_PER_ITEM } from '../../functions/core/config-schema.ts';
 import type { CompactSize } from '../../functions/core/lambda-sizing.ts';
 import {
   DEFAULT_CHILD_EXECUTION_TYPE,
@@ -41,6 +44,7 @@ import {
   stepRow,
   stepsThrough,
 } from '../../functions/core/pipeline.ts';
+import type { ItemShape } from '../../functions/core/plan-store.ts';
 import { stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { CHILD_DEFAULTS, type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { STACK_DEFAULTS } from '../config-defaults.ts';
@@ -63,7 +67,7 @@ export interface CompactionWorkflowProps {
   /** Data prefix, '' or ending in '/'. */
   readonly dataPrefix: string;
   /**
-   * Partitions compacted at once.
+   * Map items run at once; each runs its jobs (up to `smallJobsPerItem` small ones) at once.
    * @default STACK_DEFAULTS.map.maxConcurrency (10)
    */
   readonly maxConcurrency?: number;
@@ -125,6 +129,12 @@ export const STATES = {
   map: 'Compact partitions',
   nextWave: 'Next wave',
   moreWaves: 'More waves?',
+  jobs: 'Jobs',
+  jobFailed: 'Job failed',
+  anyFailed: 'Any job failed?',
+  itemFailure: 'Item failure',
+  itemFailed: 'Item failed',
+  itemDone: 'Item done',
   compactSize: 'Compact size?',
   compact: STEP_STATE_NAMES.compact,
   compactSmall: `${STEP_STATE_NAMES.compact} small`,
@@ -228,11 +238,20 @@ export class CompactionWorkflow extends Construct {
     const recover = invoke('recover', execution);
     // Recovery is never scoped: every manifest left anywhere is resolved first.
     // `sweep: true` makes the plan list every table whole (planner.ts): late data, backfills.
-    const plan = invoke('plan', { ...execution, 'only.$': '$.args.only', 'sweep.$': '$.args.sweep' });
+    // The items this definition's Map reads: several jobs each (plan-store.ts ItemShape).
+    const itemShape: ItemShape = 'jobs';
+    const plan = invoke('plan', {
+      ...execution,
+      'only.$': '$.args.only',
+      'sweep.$': '$.args.sweep',
+      itemShape,
+    });
 
-    // One partition: the pipeline's partition steps in order. The Map item is the job itself
-    // ({ tier, partition, jobId, executionId, jobKey, ... }); the first step takes it whole, the
-    // rest the job's ref. The item's output holds each step's result under its result key.
+    // One job: the pipeline's partition steps in order. Its input is the job's item ({ tier,
+    // partition, jobId, executionId, jobKey, ... }); the first step takes it whole, the rest the
+    // job's ref. Its output holds each step's result under its result key. A failure the task's
+    // Retry does not absorb ends the job's chain with the error recorded, so the item's other jobs
+    // finish; the item then fails with it (below).
     const outcome = (rows: readonly PartitionStep[]) => ({
       'partition.$': '$.partition',
       'jobId.$': '$.jobId',
@@ -242,17 +261,25 @@ export class CompactionWorkflow extends Construct {
       stateName: STATES.done,
       parameters: outcome(PARTITION_STEPS),
     });
+    const jobFailed = new sfn.Pass(this, STATES.jobFailed, {
+      stateName: STATES.jobFailed,
+      parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
+    });
+    const caught = (task: sfn.TaskStateBase) =>
+      task.addCatch(jobFailed, { errors: [sfn.Errors.ALL], resultPath: '$.failure' });
     let chain: sfn.IChainable = done;
     for (const row of [...PARTITION_STEPS].reverse() as PartitionStep[]) {
       const isCompact = row === compactRow;
-      const task = invoke(row.step as StepName, isCompact ? '$' : job, childType);
+      const task = caught(invoke(row.step as StepName, isCompact ? '$' : job, childType));
       // Small jobs' own compact task, beside the large one, both followed by the same states.
       const small =
         isCompact && props.compactSmall
-          ? invoke(row.step as StepName, '$', childType, {
-              fn: props.compactSmall,
-              stateName: STATES.compactSmall,
-            })
+          ? caught(
+              invoke(row.step as StepName, '$', childType, {
+                fn: props.compactSmall,
+                stateName: STATES.compactSmall,
+              }),
+            )
           : undefined;
       const rest = chain;
       let next: sfn.IChainable = rest;
@@ -289,6 +316,43 @@ export class CompactionWorkflow extends Construct {
       }
     }
 
+    // One Map item: its jobs (plan-store.ts MapItem), each its own chain, all at once. Its output
+    // is their outcomes. When a job failed the item fails, so the Map's tolerance and a redrive
+    // see it, with the cause holding every job's outcome, for Summary: a Fail state takes its
+    // cause from a path (https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html).
+    // The Choice tests each possible job by a definite path: an IsPresent on a missing element is
+    // false (https://docs.aws.amazon.com/step-functions/latest/dg/state-choice.html), where a
+    // filter's empty match is not one shape everywhere.
+    const jobs = new sfn.Map(this, STATES.jobs, {
+      stateName: STATES.jobs,
+      itemsPath: '$.jobs',
+      resultPath: '$.outcomes',
+    });
+    jobs.itemProcessor(chain);
+    const item = jobs.next(
+      new sfn.Choice(this, STATES.anyFailed, { stateName: STATES.anyFailed })
+        .when(
+          sfn.Condition.or(
+            ...Array.from({ length: MAX_SMALL_JOBS_PER_ITEM }, (_, i) =>
+              sfn.Condition.isPresent(`$.outcomes[${i}].failure`),
+            ),
+          ),
+          new sfn.Pass(this, STATES.itemFailure, {
+            stateName: STATES.itemFailure,
+            parameters: { 'cause.$': 'States.JsonToString($.outcomes)' },
+          }).next(
+            new sfn.Fail(this, STATES.itemFailed, {
+              stateName: STATES.itemFailed,
+              error: ITEM_FAILED_ERROR,
+              causePath: '$.cause',
+            }),
+          ),
+        )
+        .otherwise(
+          new sfn.Pass(this, STATES.itemDone, { stateName: STATES.itemDone, inputPath: '$.outcomes' }),
+        ),
+    );
+
     const map = new sfn.DistributedMap(this, STATES.map, {
       stateName: STATES.map,
       // CDK's own reader and writer would grant the state machine every object of the data bucket.
@@ -313,7 +377,7 @@ export class CompactionWorkflow extends Construct {
         childType === 'EXPRESS' ? sfn.StateMachineType.EXPRESS : sfn.StateMachineType.STANDARD,
       resultPath: '$.map',
     });
-    map.itemProcessor(chain);
+    map.itemProcessor(item);
 
     const summary = invoke('summary', {
       'tier.$': '$.args.tier',

@@ -111,7 +111,7 @@ export const OPTIONS = {
   concurrency: {
     type: 'string',
     value: 'N',
-    help: "partitions compacted at once: the state machine's Map MaxConcurrency",
+    help: "Map items run at once: the state machine's Map MaxConcurrency (an item runs its up to smallJobsPerItem small jobs at once)",
     default: String(LOCAL_CONCURRENCY),
   },
   context: {

@@ -23,6 +23,12 @@ const MAX_RETENTION_DAYS = 36_500;
  */
 export const MAX_JOB_FILES = 10_000;
 /**
+ * A child workflow's output holds every job's outcome (about 1 KB each) under Step Functions'
+ * 256 KiB payload limit (https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html),
+ * and its jobs' Lambdas run at once: 40 keeps both far from their limits.
+ */
+export const MAX_SMALL_JOBS_PER_ITEM = 40;
+/**
  * Sweep records live under plans/, which the bucket's lifecycle rule expires after 15 days: a
  * longer interval would find no record and sweep every cycle.
  */
@@ -202,6 +208,9 @@ export const sharedShape = {
   maxJobFiles: wholeNumber(1, MAX_JOB_FILES).describe("a job's input files at most"),
   maxJobsPerPartition: wholeNumber(1, 100).describe(
     'jobs one execution runs on one partition, one after another, so a backlog beyond `maxJobFiles` or `maxJobBytes` drains in one execution (each job its own manifest)',
+  ),
+  smallJobsPerItem: wholeNumber(1, MAX_SMALL_JOBS_PER_ITEM).describe(
+    "small jobs (a compaction job of at most the small compact function's input bytes, or a retention job) of one table that one Map item carries: one child workflow runs them at once, each its own chain and manifest, and shares its start among them; 1 gives every job its own item",
   ),
   receiptDays: wholeNumber(1, 36_500, 'days').describe(
     "how long each committed job's receipt is kept under the state root's receipts/ (the bucket's lifecycle rule expires them; a local run removes its own)",

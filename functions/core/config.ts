@@ -110,6 +110,11 @@ export interface CompactorConfig {
    * k-th job, so a backlog of many job bounds drains in one execution, one live manifest at a time.
    */
   readonly maxJobsPerPartition: number;
+  /**
+   * Small jobs of one table one Map item carries (plan-store.ts mapItems): one child workflow runs
+   * them at once, each with its own chain and manifest.
+   */
+  readonly smallJobsPerItem: number;
   /** How long a claim or step may run before recovery may take the job over. */
   readonly leaseSeconds: number;
   /** Days each committed job's receipt is kept (receipts.ts): the lifecycle rule's, and a local run's. */
@@ -153,6 +158,7 @@ export const DEFAULTS = {
   maxJobBytes: 2 * 1024 * MiB,
   maxJobFiles: 5000,
   maxJobsPerPartition: 10,
+  smallJobsPerItem: 10,
   leaseSeconds: 20 * 60,
   // Over a year: a yearly audit still finds the receipts of the year before.
   receiptDays: 400,
@@ -219,6 +225,7 @@ export function parseConfig(value: ConfigInput = {}): CompactorConfig {
     maxJobBytes: input.maxJobBytes ?? DEFAULTS.maxJobBytes,
     maxJobFiles: input.maxJobFiles ?? DEFAULTS.maxJobFiles,
     maxJobsPerPartition: input.maxJobsPerPartition ?? DEFAULTS.maxJobsPerPartition,
+    smallJobsPerItem: input.smallJobsPerItem ?? DEFAULTS.smallJobsPerItem,
     leaseSeconds: input.leaseSeconds ?? DEFAULTS.leaseSeconds,
     receiptDays: input.receiptDays ?? DEFAULTS.receiptDays,
     failureBackoff: { ...DEFAULTS.failureBackoff, ...input.failureBackoff },

@@ -2,7 +2,9 @@
  * One compaction cycle run in-process: recover -> plan -> per-partition steps with bounded
  * concurrency. It walks the steps of pipeline.ts, the list the state machine is built from, with
  * the same retry numbers, calling the same step functions the Lambdas call; a failing partition
- * is reported and never stops the others. test/core/pipeline-equivalence.test.ts runs seeded
+ * is reported and never stops the others. It runs jobs `concurrency` at a time, where the state
+ * machine runs Map items, each item's jobs at once (plan-store.ts mapItems): the same chain per
+ * job in another interleaving, which the simulation's overlapping cycles cover. test/core/pipeline-equivalence.test.ts runs seeded
  * faults through this and through the synthesized state machine and compares them step by step.
  */
 

@@ -363,6 +363,15 @@ export class Layout {
     );
   }
 
+  /**
+   * The table a partition folder (an hour, day or month folder of any tier) belongs to, as
+   * `DataFile.table` names it: the data prefix and the segments before the date.
+   */
+  tableOfFolder(folder: string): string {
+    const parts = folder.slice(this.dataPrefix.length).split('/');
+    return `${this.dataPrefix}${parts.slice(0, this.#tableDepth).join('/')}/`;
+  }
+
   /** Last non-empty segment before the date: the measurement (arc) or table (hive), used in output names. */
   tableName(file: Pick<DataFile, 'table'>): string {
     const segments = file.table.slice(this.dataPrefix.length).split('/').filter(Boolean);

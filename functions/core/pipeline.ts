@@ -229,6 +229,8 @@ export interface StepNumbers {
 export type PartitionOutcome = {
   readonly partition: string;
   readonly jobId?: string;
+  /** The error that ended the job's chain (the state machine's `Job failed` state records it). */
+  readonly failure?: { readonly Error: string; readonly Cause: string };
 } & { readonly [K in PartitionResultKey]?: StepNumbers } & {
   /**
    * The same results from a definition deployed before the steps took their present names: a
@@ -252,7 +254,7 @@ export function resultOf(outcome: PartitionOutcome, key: PartitionResultKey): St
  * - skipped: the compact step found nothing to do (the partition is leased, an input changed,
  *   every input was quarantined);
  * - superseded: the job was rolled back or taken over by recovery meanwhile: not this execution's;
- * - failed: the chain failed (the Map item failed).
+ * - failed: the chain failed (a step's error its Retry did not absorb).
  */
 export type PartitionVerdict = 'compacted' | 'expired' | 'skipped' | 'superseded' | 'failed';
 export const PARTITION_VERDICTS: readonly PartitionVerdict[] = [
@@ -265,7 +267,7 @@ export const PARTITION_VERDICTS: readonly PartitionVerdict[] = [
 
 /** The one verdict on a partition: `undefined` outcome is a failed Map item. */
 export function partitionVerdict(tier: JobKind, outcome: PartitionOutcome | undefined): PartitionVerdict {
-  if (outcome === undefined) return 'failed';
+  if (outcome === undefined || outcome.failure !== undefined) return 'failed';
   const compact = resultOf(outcome, 'compact')?.status;
   if (compact === 'skipped') return 'skipped';
   const published = resultOf(outcome, 'publish')?.status;

@@ -1,8 +1,9 @@
 /**
- * Plans as the state machine sees them. The plan step writes one small item per job (what a
- * Map iteration carries, well below Step Functions' 256 KiB payload limit) and the job's input
- * list to its own object, which the compact step reads. The items of each wave (every
- * partition's k-th job, planner-jobs.ts) are one file, which one Map run reads. All of it lives
+ * Plans as the state machine sees them. The plan step writes each job's input list to its own
+ * object, which the compact step reads, and one small item per job: a Map item carries one job,
+ * or several small jobs of one table (`mapItems`), well below Step Functions' 256 KiB payload
+ * limit. The Map items of each wave (every partition's k-th job, planner-jobs.ts) are one file,
+ * which one Map run reads. All of it lives
  * under `_compaction/plans/` (expired by a lifecycle rule) and stays in place so a redrive sees
  * the same jobs.
  */
@@ -29,6 +30,88 @@ export interface JobItem extends JobRef {
    * planned before sizes existed, runs on the large function.
    */
   readonly compactSize: CompactSize;
+}
+
+/**
+ * What the Map's items are: 'jobs', a MapItem (the definition runs each item's jobs in its inline
+ * Map); 'job', the JobItem itself, for a definition deployed before items carried jobs. An
+ * execution runs the definition it started with, and CloudFormation updates the functions before
+ * the state machine that names them ("Resource B is updated before resource A" when A refers to
+ * B, https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-dependson.html),
+ * so a Plan Lambda may serve an older definition: that definition's Plan task does not ask for
+ * 'jobs'.
+ */
+export const ITEM_SHAPES = ['jobs', 'job'] as const;
+export type ItemShape = (typeof ITEM_SHAPES)[number];
+
+/**
+ * What one Map item carries: one job, or up to `smallJobsPerItem` small jobs of one table, which
+ * one child workflow runs at once, each its own chain with its own manifest (the jobs of a wave
+ * are of distinct partitions, so never two of one partition).
+ */
+export interface MapItem {
+  /** The jobs' table, as `DataFile.table` names it. */
+  readonly table: string;
+  readonly jobs: readonly JobItem[];
+}
+
+/**
+ * Groups one wave's jobs into Map items, in plan order: each small job (lambda-sizing.ts) joins
+ * the open item of its table until that item holds `smallJobsPerItem`; a large job is an item
+ * alone. Small partitions share a child's start and its fixed states; a large job keeps a child
+ * to itself, as its runtime is its own.
+ */
+export function mapItems<T extends Pick<JobItem, 'partition' | 'compactSize'>>(
+  jobs: readonly T[],
+  layout: Layout,
+  smallJobsPerItem: number,
+): { readonly table: string; readonly jobs: readonly T[] }[] {
+  const items: { table: string; jobs: T[] }[] = [];
+  const open = new Map<string, { table: string; jobs: T[] }>();
+  for (const job of jobs) {
+    const table = layout.tableOfFolder(job.partition);
+    if (job.compactSize !== 'small' || smallJobsPerItem <= 1) {
+      items.push({ table, jobs: [job] });
+      continue;
+    }
+    let item = open.get(table);
+    if (item === undefined) {
+      item = { table, jobs: [] };
+      items.push(item);
+      open.set(table, item);
+    }
+    item.jobs.push(job);
+    if (item.jobs.length >= smallJobsPerItem) open.delete(table);
+  }
+  return items;
+}
+
+/**
+ * Each job's Map item, numbered within its wave, as writePlan groups them: what the cost model
+ * needs to share an item's child among its jobs.
+ */
+export function mapItemIndexes(
+  jobs: readonly {
+    readonly partition: string;
+    readonly tier: string;
+    readonly inputBytes: number;
+    readonly wave: number;
+  }[],
+  layout: Layout,
+  smallJobsPerItem: number,
+): number[] {
+  const indexes = new Array<number>(jobs.length).fill(0);
+  const sized = jobs.map((job, index) => ({ ...job, index, compactSize: compactSizeOf(job) }));
+  for (const inWave of byWave(sized)) {
+    for (const [n, item] of mapItems(inWave, layout, smallJobsPerItem).entries()) {
+      for (const job of item.jobs) indexes[job.index] = n;
+    }
+  }
+  return indexes;
+}
+
+function inputBytesOf(job: Pick<Job, 'inputs'>): number {
+  return job.inputs.reduce((sum, input) => sum + input.size, 0);
 }
 
 /** A job and its wave, as the plan assigns them. */
@@ -66,10 +149,16 @@ export async function writePlan(
   layout: Layout,
   executionName: string,
   jobs: readonly WaveJob[],
-): Promise<{ readonly itemsKeys: readonly string[]; readonly items: readonly JobItem[] }> {
+  shape: { readonly itemShape: ItemShape; readonly smallJobsPerItem: number },
+): Promise<{
+  readonly itemsKeys: readonly string[];
+  readonly items: readonly JobItem[];
+  /** The Map items of each wave, in wave order. */
+  readonly mapItems: readonly (readonly (MapItem | JobItem)[])[];
+}> {
   const prefix = plansPrefix(layout, executionName);
   const items: JobItem[] = jobs.map((job) => {
-    const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
+    const inputBytes = inputBytesOf(job);
     return {
       tier: job.tier,
       partition: job.partition,
@@ -91,7 +180,9 @@ export async function writePlan(
     });
   });
   // Every plan has a first wave's file, empty or not: a definition reads it by its key.
-  const waves = byWave(items);
+  const waves = byWave(items).map((inWave) =>
+    shape.itemShape === 'jobs' ? mapItems(inWave, layout, shape.smallJobsPerItem) : inWave,
+  );
   if (waves.length === 0) waves.push([]);
   const itemsKeys: string[] = [];
   for (const [wave, inWave] of waves.entries()) {
@@ -99,7 +190,7 @@ export async function writePlan(
     await store.put(key, Buffer.from(JSON.stringify(inWave)), { contentType: 'application/json' });
     itemsKeys.push(key);
   }
-  return { itemsKeys, items };
+  return { itemsKeys, items, mapItems: waves };
 }
 
 /** The first wave keeps the name a plan's only items file always had. */

@@ -19,6 +19,12 @@ import { stateFolder } from './state-root.ts';
 
 export interface RunSummary {
   readonly partitions: number;
+  /**
+   * The Map items the partitions' jobs rode in (several small jobs share one, plan-store.ts
+   * mapItems), and those that failed: the Map's tolerance counts items.
+   */
+  readonly items: number;
+  readonly failedItems: number;
   /** Partitions per verdict (pipeline.ts partitionVerdict), the CLI's table judges them the same. */
   readonly compacted: number;
   readonly expired: number;
@@ -61,6 +67,8 @@ export interface MapItemResult {
 export interface JudgedPartition {
   readonly partition: string;
   readonly verdict: PartitionVerdict;
+  /** The job as the Map item named it (its planned inputs), when it did. */
+  readonly job?: { readonly inputFiles?: number; readonly inputBytes?: number };
   /** What the chain returned, when it did. */
   readonly outcome?: PartitionOutcome;
   readonly error?: string;
@@ -71,23 +79,68 @@ function jsonValue(value: unknown): unknown {
   return typeof value === 'string' ? JSON.parse(value) : value;
 }
 
-/** The one reading of a Map item: its partition, its verdict, its outcome or failure. */
-export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition {
-  const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as { partition?: string };
-  if (failedKind || entry.Status !== 'SUCCEEDED') {
-    return {
-      partition: input.partition ?? '?',
-      verdict: 'failed',
-      error: entry.Error ?? 'FAILED',
-      cause: entry.Cause ?? '',
-    };
+interface ItemJob {
+  readonly partition?: string;
+  readonly jobId?: string;
+  readonly inputFiles?: number;
+  readonly inputBytes?: number;
+}
+
+/**
+ * The job outcomes a Map item's child recorded: its output when it succeeded; when it failed
+ * because a job failed, its cause (the state machine's `Item failed` state puts them there). An
+ * item planned as one job (before items carried several) returned one outcome, not a list.
+ */
+function itemOutcomes(entry: MapItemResult, succeeded: boolean): readonly PartitionOutcome[] | undefined {
+  if (succeeded) {
+    const output = jsonValue(entry.Output) ?? {};
+    return (Array.isArray(output) ? output : [output]) as PartitionOutcome[];
   }
-  const outcome = (jsonValue(entry.Output) ?? {}) as PartitionOutcome;
-  return {
-    partition: outcome.partition ?? input.partition ?? '?',
-    verdict: partitionVerdict(tier, outcome),
-    outcome,
-  };
+  // Any other failure (a timeout, the child stopped) has a plain cause: no outcomes.
+  if (!entry.Cause?.startsWith('[')) return undefined;
+  try {
+    const cause = JSON.parse(entry.Cause) as unknown;
+    return Array.isArray(cause) ? (cause as PartitionOutcome[]) : undefined;
+  } catch (error) {
+    if (error instanceof SyntaxError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The one reading of a Map item: each of its jobs' partition, verdict, outcome or failure. A job
+ * without a recorded outcome (its child failed as a whole) failed with the item's error.
+ */
+export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition[] {
+  const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as ItemJob & { jobs?: readonly ItemJob[] };
+  const jobs = input.jobs ?? [input];
+  const outcomes = itemOutcomes(entry, !failedKind && entry.Status === 'SUCCEEDED');
+  return jobs.map((job, i) => {
+    const found = outcomes?.[i];
+    const outcome =
+      found && (job.partition === undefined || found.partition === job.partition) ? found : undefined;
+    const planned = {
+      job: {
+        ...(job.inputFiles !== undefined ? { inputFiles: job.inputFiles } : {}),
+        ...(job.inputBytes !== undefined ? { inputBytes: job.inputBytes } : {}),
+      },
+    };
+    if (outcome === undefined || outcome.failure !== undefined) {
+      return {
+        partition: outcome?.partition ?? job.partition ?? '?',
+        verdict: 'failed',
+        ...planned,
+        error: outcome?.failure?.Error ?? entry.Error ?? 'FAILED',
+        cause: outcome?.failure?.Cause ?? entry.Cause ?? '',
+      };
+    }
+    return {
+      partition: outcome.partition ?? job.partition ?? '?',
+      verdict: partitionVerdict(tier, outcome),
+      ...planned,
+      outcome,
+    };
+  });
 }
 
 export const MAX_FAILURES_LISTED = 20;
@@ -104,18 +157,21 @@ export function truncateCause(cause: string): string {
  * Failures are within the tolerance while their share does not exceed it: the Distributed Map's
  * ToleratedFailurePercentage is "the maximum percentage of failed items before the Map Run fails"
  * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_UpdateMapRun.html). The
- * Map applies it; Summary reports the same verdict beside the counts.
+ * Map applies it to its items, each one job or several small ones; Summary reports the same
+ * verdict beside the counts.
  */
 export function withinTolerance(
-  summary: Pick<RunSummary, 'failed' | 'partitions'>,
+  summary: Pick<RunSummary, 'failedItems' | 'items'>,
   percent: number,
 ): boolean {
-  if (summary.failed === 0) return true;
-  return (summary.failed * 100) / summary.partitions <= percent;
+  if (summary.failedItems === 0) return true;
+  return (summary.failedItems * 100) / summary.items <= percent;
 }
 
 export const EMPTY_SUMMARY: RunSummary = {
   partitions: 0,
+  items: 0,
+  failedItems: 0,
   compacted: 0,
   expired: 0,
   skipped: 0,
@@ -203,7 +259,13 @@ export async function summarizeMapRun(
           kind === 'PENDING'
             ? { Error: 'NotStarted', Cause: 'the Map Run stopped before it started this partition', ...entry }
             : entry;
-        summary = addToSummary(summary, judgeMapItem(tier, judged, kind !== 'SUCCEEDED'));
+        const failedItem = kind !== 'SUCCEEDED' || judged.Status !== 'SUCCEEDED';
+        summary = {
+          ...summary,
+          items: summary.items + 1,
+          failedItems: summary.failedItems + (failedItem ? 1 : 0),
+        };
+        for (const job of judgeMapItem(tier, judged, failedItem)) summary = addToSummary(summary, job);
       }
     }
   }

@@ -6,7 +6,7 @@
 import { JOB_KINDS, type JobKind } from '../core/config.ts';
 import { ConfigError } from '../core/errors.ts';
 import { COMPACT_SIZES, DEFAULT_COMPACT_SIZE } from '../core/lambda-sizing.ts';
-import type { JobItem } from '../core/plan-store.ts';
+import { ITEM_SHAPES, type ItemShape, type JobItem } from '../core/plan-store.ts';
 import type { JobRef } from '../core/protocol.ts';
 
 type Json = Record<string, unknown>;
@@ -43,6 +43,11 @@ export interface ExecutionEvent {
   readonly only?: string;
   /** true: this cycle lists every table whole (a sweep), whatever the last sweep was. */
   readonly sweep?: boolean;
+  /**
+   * The Map items the calling definition reads (plan-store.ts ItemShape): a definition whose Plan
+   * task does not say runs each item as one job.
+   */
+  readonly itemShape?: ItemShape;
 }
 
 export function parseExecutionEvent(event: unknown): ExecutionEvent {
@@ -52,6 +57,9 @@ export function parseExecutionEvent(event: unknown): ExecutionEvent {
     throw new ConfigError(`execution input: "now" is not a time`);
   const only = e.only === undefined || e.only === null ? undefined : text(e.only, 'only', 'execution input');
   const sweep = e.sweep === undefined || e.sweep === null ? undefined : e.sweep;
+  const itemShape = e.itemShape === undefined ? undefined : e.itemShape;
+  if (itemShape !== undefined && !ITEM_SHAPES.includes(itemShape as ItemShape))
+    throw new ConfigError(`execution input: "itemShape" must be one of ${ITEM_SHAPES.join(', ')}`);
   if (sweep !== undefined && typeof sweep !== 'boolean')
     throw new ConfigError(`execution input: "sweep" must be true or false, got ${JSON.stringify(sweep)}`);
   return {
@@ -61,6 +69,7 @@ export function parseExecutionEvent(event: unknown): ExecutionEvent {
     ...(now !== undefined ? { now } : {}),
     ...(only !== undefined ? { only } : {}),
     ...(sweep !== undefined ? { sweep } : {}),
+    ...(itemShape !== undefined ? { itemShape: itemShape as ItemShape } : {}),
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type ChildType,
   CYCLE_PARTITIONS,
   cycleCost,
+  cycleItems,
   type JobCost,
   jobCost,
 } from '../../bench/cost.ts';
@@ -74,13 +75,21 @@ function job(costJob: CostJobId, files: number, bytes: number): S3Job & { costJo
   };
 }
 
-const price = (childType: ChildType, costJob: CostJobId = 'arc-hour', files = 120, bytes = 24e6): JobCost =>
+const price = (
+  childType: ChildType,
+  costJob: CostJobId = 'arc-hour',
+  files = 120,
+  bytes = 24e6,
+  jobsPerItem = 1,
+): JobCost =>
   jobCost({
     job: job(costJob, files, bytes),
     childType,
+    transitionsPerItem: 3,
     transitionsPerPartition: 7,
     transitionsPerExecution: 9,
     lambdaMemoryMb: 3008,
+    jobsPerItem,
   });
 
 const termUsd = (cost: JobCost, name: string) => {
@@ -95,10 +104,27 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     expect(billedSeconds(step('publish', 100, 10), 512)).toBeCloseTo(0.1, 6);
   });
 
-  it('prices a Standard child: 1 child start + 7 states + 9/100 of the execution, $0.025 per 1,000', () => {
+  it('prices a Standard child of its own: 1 child start + 3 item states + 7 job states + 9/100 of the execution, $0.025 per 1,000', () => {
     const cost = price('STANDARD');
-    expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((8.09 * 0.025) / 1000, 12);
+    expect(termUsd(cost, 'Step Functions transitions')).toBeCloseTo((11.09 * 0.025) / 1000, 12);
     expect(cost.terms.some((t) => t.name.startsWith('Express'))).toBe(false);
+  });
+
+  it("shares a Map item's child among its jobs: Standard its start and states, Express its start, request and duration", () => {
+    const alone = price('STANDARD', 'small-partition', 10, 120_000);
+    const shared = price('STANDARD', 'small-partition', 10, 120_000, 8);
+    expect(termUsd(shared, 'Step Functions transitions')).toBeCloseTo(((4 / 8 + 7.09) * 0.025) / 1000, 12);
+    expect(shared.total).toBeLessThan(alone.total);
+    const express = price('EXPRESS', 'small-partition', 10, 120_000, 8);
+    const expressAlone = price('EXPRESS', 'small-partition', 10, 120_000);
+    for (const name of ['Express child request', 'Express child duration']) {
+      expect(termUsd(express, name)).toBeCloseTo(termUsd(expressAlone, name) / 8, 15);
+    }
+    expect(termUsd(express, 'Step Functions transitions')).toBeCloseTo(((1 / 8 + 0.09) * 0.025) / 1000, 12);
+    // Its Lambdas and requests are its own.
+    expect(termUsd(express, 'compact Lambda duration')).toBe(
+      termUsd(expressAlone, 'compact Lambda duration'),
+    );
   });
 
   it('prices an Express child: the child start and execution share, $1 per million, 64 MB x the chain rounded up to 100 ms', () => {
@@ -179,14 +205,20 @@ describe('the cost model of one job (bench/cost.ts)', () => {
 });
 
 describe('a cycle of many small partitions (bench/cost.ts cycleCost)', () => {
-  it('is 2,400 partitions of the measured one, beside one GET per input and one PUT per output, timed at the Map concurrency', () => {
-    const partition = price('EXPRESS', 'small-partition', 10, 120_000);
-    const cycle = cycleCost(partition, 2.25, 10);
+  it('is 2,400 partitions of the measured one in the Map items the plan gives them, beside one GET per input and one PUT per output, timed at the Map concurrency', () => {
+    // 100 tables of 24 hours, 10 small jobs an item at most: 10 + 10 + 4 a table.
+    const items = cycleItems();
+    expect(items).toBe(300);
+    expect(cycleItems(1)).toBe(CYCLE_PARTITIONS);
+    const partition = price('EXPRESS', 'small-partition', 10, 120_000, CYCLE_PARTITIONS / items);
+    const cycle = cycleCost(partition, 2.25, 10, items);
     expect(cycle.partitions).toBe(CYCLE_PARTITIONS);
+    expect(cycle.items).toBe(300);
     expect(cycle.total).toBeCloseTo(partition.total * 2400, 12);
     // 10 GETs at $0.0004 and 1 PUT at $0.005 per 1,000, each partition.
     expect(cycle.floor).toBeCloseTo(2400 * ((10 * 0.0004 + 0.005) / 1000), 12);
-    expect(cycle.seconds).toBeCloseTo(240 * 2.25, 9);
+    // An item runs its jobs at once: 300 items, 10 at a time.
+    expect(cycle.seconds).toBeCloseTo(30 * 2.25, 9);
     expect(cycle.largest).toHaveLength(3);
     expect(cycle.largest[0]?.usd).toBe(Math.max(...partition.terms.map((t) => t.usd)));
     // The issue sets no target of its own for this job: it is held to the Arc hour's, and says so.

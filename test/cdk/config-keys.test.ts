@@ -69,6 +69,7 @@ const PROTOCOL: Record<string, { readonly value: unknown; readonly base?: Record
   maxJobBytes: { value: 128 * MiB },
   maxJobFiles: { value: 1000 },
   maxJobsPerPartition: { value: 3 },
+  smallJobsPerItem: { value: 4 },
   receiptDays: { value: 30 },
   sortKeys: { value: ['host'] },
   timeColumn: { value: 'ts' },

@@ -27,6 +27,7 @@ import { createHandler as verifyHandler } from '../../functions/verify.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
 import { writeLake } from '../support/lake-harness.ts';
+import { planJobItems } from '../support/plan-items.ts';
 import { type CfnTemplate, dashboardBody, resourcesOfType, type Synthesized, synth } from './synth.ts';
 
 /** A namespace other than the default, so the test sees the stack's setting reach both sides. */
@@ -164,10 +165,7 @@ async function emittedByOneCycle(env: Record<string, string>): Promise<string[]>
 
   await recoverHandler(getDeps, tools)(execution, context);
   const plan = (await planHandler(getDeps, tools)(execution, context)) as { itemsKey: string };
-  const items = JSON.parse((await store.getBytes(plan.itemsKey)).body.toString()) as Record<
-    string,
-    unknown
-  >[];
+  const items = await planJobItems(store, plan.itemsKey);
   const outcomes: string[] = [];
   for (const item of items) {
     const staged = (await compactHandler(getDeps, tools)(item, context)) as { status: string };

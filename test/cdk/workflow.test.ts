@@ -11,6 +11,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { EXPRESS_BUDGET_SECONDS, EXPRESS_MAX_SECONDS } from '../../cdk/child-budget.ts';
 import { STATES, TRANSIENT_ERRORS } from '../../cdk/constructs/compaction-workflow.ts';
 import { extractWorkflow } from '../../cdk/synth-definition.ts';
+import { ITEM_FAILED_ERROR } from '../../functions/contract.ts';
+import { MAX_SMALL_JOBS_PER_ITEM } from '../../functions/core/config-schema.ts';
 import { ErrorNames } from '../../functions/core/errors.ts';
 import {
   AFTER_PARTITIONS,
@@ -38,8 +40,14 @@ function rendered(compactor?: Record<string, unknown>): Graph {
     .definition as unknown as Graph;
 }
 
-function processorOf(graph: Graph): Graph {
+/** One Map item's child workflow: its jobs' inline Map, then the item's verdict. */
+function childOf(graph: Graph): Graph {
   return (graph.States[STATES.map] as unknown as { ItemProcessor: Graph }).ItemProcessor;
+}
+
+/** One job's chain, inside its item's child. */
+function processorOf(graph: Graph): Graph {
+  return (childOf(graph).States[STATES.jobs] as unknown as { ItemProcessor: Graph }).ItemProcessor;
 }
 
 beforeAll(() => {
@@ -58,7 +66,8 @@ type Retrier = {
  * The longest one child can take, from the rendered fields alone: along its longest path (a
  * Choice takes whichever branch is longer), each Task's attempts times its TimeoutSeconds, plus
  * its retry waits at their longest (IntervalSeconds x BackoffRate^k, capped by MaxDelaySeconds;
- * ASL defaults 3 attempts, 1 s, 2.0).
+ * ASL defaults 3 attempts, 1 s, 2.0); an inline Map without MaxConcurrency runs its iterations
+ * at once, so it takes as long as its longest one.
  */
 function renderedWorstCase(processor: Graph, from = processor.StartAt): number {
   const state = processor.States[from] as State;
@@ -74,6 +83,10 @@ function renderedWorstCase(processor: Graph, from = processor.StartAt): number {
       }
     }
     own += timeout;
+  }
+  if (state.Type === 'Map') {
+    expect(state.MaxConcurrency ?? 0).toBe(0);
+    own = renderedWorstCase((state as unknown as { ItemProcessor: Graph }).ItemProcessor);
   }
   const next =
     state.Type === 'Choice'
@@ -284,10 +297,55 @@ describe('the synthesized state graph', () => {
       expect(retry[0]?.JitterStrategy, name).toBe('FULL');
       // Never a catch-all: States.ALL or TaskFailed would retry a schema conflict forever.
       expect(JSON.stringify(task.Retry ?? [])).not.toMatch(/States\.(ALL|TaskFailed)/);
-      expect(task.Catch, name).toBeUndefined();
+      // A parent task's failure fails the execution (a redrive restarts there); a job's ends
+      // that job's chain with its error recorded, so the item's other jobs go on.
+      const inChain = name in itemProcessor.States;
+      expect(task.Catch, name).toEqual(
+        inChain
+          ? [{ ErrorEquals: ['States.ALL'], ResultPath: '$.failure', Next: STATES.jobFailed }]
+          : undefined,
+      );
       // Each task outlasts its Lambda (Init, at most 10 s, is not part of a function's timeout).
       expect(task.TimeoutSeconds, name).toBeGreaterThanOrEqual(10 + 10);
     }
+  });
+
+  it("runs a Map item's jobs at once, each chain recording its failure; the item fails with JobsFailed and every outcome in its cause when one did", () => {
+    const child = childOf(definition);
+    expect(child.StartAt).toBe(STATES.jobs);
+    expect(child.States[STATES.jobs]).toMatchObject({
+      Type: 'Map',
+      ItemsPath: '$.jobs',
+      ResultPath: '$.outcomes',
+      Next: STATES.anyFailed,
+    });
+    expect(child.States[STATES.jobs]?.MaxConcurrency ?? 0).toBe(0);
+    expect(itemProcessor.States[STATES.jobFailed]).toMatchObject({
+      Type: 'Pass',
+      Parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
+      End: true,
+    });
+    // One IsPresent per job an item may carry, by a definite path: no filter.
+    const anyFailed = child.States[STATES.anyFailed] as State & {
+      Choices: { Or: { Variable: string; IsPresent: boolean }[]; Next: string }[];
+    };
+    expect(anyFailed.Choices).toHaveLength(1);
+    expect(anyFailed.Choices[0]?.Or.map((c) => c.Variable)).toEqual(
+      Array.from({ length: MAX_SMALL_JOBS_PER_ITEM }, (_, i) => `$.outcomes[${i}].failure`),
+    );
+    expect(anyFailed.Choices[0]?.Next).toBe(STATES.itemFailure);
+    expect(child.States[STATES.itemFailure]).toMatchObject({
+      Type: 'Pass',
+      Parameters: { 'cause.$': 'States.JsonToString($.outcomes)' },
+      Next: STATES.itemFailed,
+    });
+    expect(child.States[STATES.itemFailed]).toMatchObject({
+      Type: 'Fail',
+      Error: ITEM_FAILED_ERROR,
+      CausePath: '$.cause',
+    });
+    expect(anyFailed.Default).toBe(STATES.itemDone);
+    expect(child.States[STATES.itemDone]).toMatchObject({ Type: 'Pass', InputPath: '$.outcomes', End: true });
   });
 
   it('retries the Lambda errors Step Functions recommends (bp-lambda-serviceexception), ClientExecutionTimeout included', () => {
@@ -372,7 +430,8 @@ describe('the state graph is the pipeline (functions/core/pipeline.ts), row by r
 describe('the per-partition chain as Express or Standard child workflows', () => {
   it('is Express by default: its worst case, read from the rendered timeouts and retries, fits five minutes with the margin', () => {
     // https://docs.aws.amazon.com/step-functions/latest/dg/concepts-standard-vs-express.html
-    const worst = renderedWorstCase(itemProcessor);
+    const worst = renderedWorstCase(childOf(definition));
+    expect(worst).toBe(renderedWorstCase(itemProcessor));
     expect(worst).toBeLessThanOrEqual(EXPRESS_BUDGET_SECONDS);
     expect(EXPRESS_BUDGET_SECONDS).toBeLessThan(EXPRESS_MAX_SECONDS);
     // compact 2 x (36 + 12) + 1, four steps 2 x (9 + 12) + 1 each (cdk/child-budget.ts), on
@@ -397,6 +456,6 @@ describe('the per-partition chain as Express or Standard child workflows', () =>
     expect((processor.States[STATES.compact] as State).TimeoutSeconds).toBe(900 + 60);
     expect((processor.States[STATES.publish] as State).TimeoutSeconds).toBe(300 + 60);
     expect(processor.States[STATES.compact]?.Retry).toMatchObject([{ MaxAttempts: 5 }]);
-    expect(renderedWorstCase(processor)).toBeGreaterThan(EXPRESS_MAX_SECONDS);
+    expect(renderedWorstCase(childOf(standard))).toBeGreaterThan(EXPRESS_MAX_SECONDS);
   });
 });

@@ -185,9 +185,15 @@ describe('partitions failing past the tolerance: the Map fails the execution, a 
     );
     const deps = failing.deps;
     const compacted: string[] = [];
+    const compactStatus = new Map<string, string>();
     const summaries: unknown[] = [];
     const onStep = (step: string, payload: unknown, result: unknown) => {
-      if (step === 'compact') compacted.push((payload as { partition: string }).partition);
+      if (step === 'compact') {
+        const { partition } = payload as { partition: string };
+        compacted.push(partition);
+        const { status, state } = result as { status: string; state: string };
+        compactStatus.set(partition, `${status} ${state}`);
+      }
       if (step === 'summary') summaries.push(result);
     };
     // The stack's default tolerance, 5%: 3 of 10 is past it.
@@ -223,8 +229,15 @@ describe('partitions failing past the tolerance: the Map fails the execution, a 
       onStep,
     });
     expect(redrive.execution.status, redrive.execution.cause).toBe('SUCCEEDED');
-    // Exactly the failed partitions ran again; none of the seven that succeeded.
-    expect(compacted.sort()).toEqual(failingHours);
+    // The ten small hours of one table are one Map item: the failed item ran again, all its jobs.
+    // The seven this execution committed found their receipts and did nothing; the three finished.
+    expect(redrive.output?.plan).toMatchObject({ jobs: 10, mapItems: 1 });
+    expect(compacted).toHaveLength(10);
+    for (const [partition, status] of compactStatus) {
+      expect(status, partition).toBe(
+        failingHours.includes(partition) ? 'already-done staged' : 'already-done cleared',
+      );
+    }
     expect(redrive.execution.statesEntered).not.toContain(STATES.recover);
     expect(redrive.output?.summary).toMatchObject({ partitions: 10, compacted: 10, failed: 0 });
     expect(redrive.stoppedSummary).toBeUndefined();
@@ -484,25 +497,34 @@ describe('compactor run executes the synthesized definition', () => {
     return { code, json: JSON.parse(out.join('\n')) as Record<string, unknown>, err: err.join('\n') };
   };
 
-  it('with the deployed tolerance (5%), one failed partition in three fails the execution; the rule runs Summary', async () => {
+  it('with the deployed tolerance (5%), one failed partition in three fails its Map item and the execution; the rule runs Summary', async () => {
     const dir = await lakeWithBadHour('default-tolerance');
     const result = await run(dir);
     expect(result.code).toBe(1);
+    // The three small hours ride in one Map item: the failed job fails the item, and the item's
+    // cause carries its other jobs' outcomes, which Summary counts.
     expect(result.json).toMatchObject({
       status: 'FAILED',
       error: MAP_FAILED_ERROR,
       failedState: `${STATES.map} (ResultWriter)`,
-      summary: { partitions: 3, compacted: 2, failed: 1, withinTolerance: false },
+      summary: { partitions: 3, items: 1, failedItems: 1, compacted: 2, failed: 1, withinTolerance: false },
     });
     expect(JSON.stringify(result.json.summary)).toContain('SchemaConflictError');
     expect(result.json.states).toContain('Compact partitions (ItemReader)');
   });
 
-  it('the same run with the definition changed to tolerate 50% succeeds and reports the failure', async () => {
+  it('the same run with one job an item and the definition changed to tolerate 50% succeeds and reports the failure', async () => {
     const dir = await lakeWithBadHour('changed-tolerance');
-    const result = await run(dir, '--context', '{"map":{"toleratedFailurePercentage":50}}');
+    const result = await run(
+      dir,
+      '--context',
+      '{"map":{"toleratedFailurePercentage":50},"smallJobsPerItem":1}',
+    );
     expect(result.code).toBe(1); // a failed partition is still a problem found
-    expect(result.json).toMatchObject({ summary: { partitions: 3, compacted: 2, failed: 1 } });
+    expect(result.json.error).toBeUndefined();
+    expect(result.json).toMatchObject({
+      summary: { partitions: 3, items: 3, failedItems: 1, compacted: 2, failed: 1, withinTolerance: true },
+    });
     const partitions = result.json.partitions as { partition: string; result: string; note: string }[];
     expect(partitions.find((p) => p.partition === 'db/cpu/2025/01/14/03/')).toMatchObject({
       result: 'failed',
@@ -692,8 +714,10 @@ describe('Express children delivered twice, and past their five minutes, on the 
         childDeliveries: deliveries,
         onStep,
       });
-      // Each partition's chain ran twice: six child executions for three items.
-      expect(hourly.execution.childExecutions).toBe(6);
+      // The three small hours of one table are one Map item: its child ran twice, each job's
+      // chain in it.
+      expect(hourly.output?.plan).toMatchObject({ jobs: 3, mapItems: 1 });
+      expect(hourly.execution.childExecutions).toBe(2);
       if (deliveries === 'twice') {
         expect([...compacts.values()]).toEqual([2, 2, 2]);
         // The Map records the first delivery; the rerun finds its job done and changes nothing.
@@ -757,10 +781,14 @@ describe('Express children delivered twice, and past their five minutes, on the 
     expect(first.execution.status).toBe('FAILED');
     expect(first.execution.error).toBe(MAP_FAILED_ERROR);
     const summary = first.stoppedSummary;
+    // The three hours are one Map item, one child: it timed out as a whole, so no job's outcome
+    // reached the Map and each is counted failed, though two finished inside it.
     expect(summary, JSON.stringify(summary?.failures)).toMatchObject({
       partitions: 3,
-      compacted: 2,
-      failed: 1,
+      items: 1,
+      failedItems: 1,
+      compacted: 0,
+      failed: 3,
     });
     expect(JSON.stringify(summary?.failures)).toContain('States.Timeout');
     // The child's execution timeout, not the publish task's (20 s), ended it.

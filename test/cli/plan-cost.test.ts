@@ -40,13 +40,8 @@ interface JsonPlan {
   readonly cost: CycleCost;
 }
 
-/** Each job's bill, from its counts and the price table, as the model should price it. */
-function expectedJobs(
-  jobs: JsonPlan['jobs'],
-  child: 'EXPRESS' | 'STANDARD',
-  memory: { compact: number; steps: number },
-  perPartition: number,
-) {
+/** Each job's Lambdas and requests, from its counts and the price table, as the model should price them. */
+function expectedJobs(jobs: JsonPlan['jobs'], memory: { compact: number; steps: number }) {
   return jobs.map((j) => {
     const n = j.inputs.length;
     const compact = compactSecondsAt(memory.compact, j.inputBytes, n);
@@ -60,14 +55,25 @@ function expectedJobs(
     const gets = 5 + n + 1 + 1;
     const puts = 5 + 1 + 1 + 1 + 1 + 1;
     const s3 = (gets * PRICES.s3GetHeadPer1000 + puts * PRICES.s3PutCopyListPer1000) / 1000;
-    const sfn =
-      child === 'EXPRESS'
-        ? (CHILD_START_TRANSITIONS * PRICES.sfnTransitionPer1000) / 1000 +
-          PRICES.sfnExpressPerRequest +
-          expressDurationUsd(seconds)
-        : ((CHILD_START_TRANSITIONS + perPartition) * PRICES.sfnTransitionPer1000) / 1000;
-    return { lambda, s3, sfn, seconds, gets, puts };
+    return { lambda, s3, seconds, gets, puts };
   });
+}
+
+/**
+ * Step Functions for one Map item carrying `jobs` at once: its start, and as Express its request
+ * and its duration (its longest job), as Standard its own states and each job's chain.
+ */
+function expectedItem(
+  child: 'EXPRESS' | 'STANDARD',
+  seconds: readonly number[],
+  states: { perItem: number; perPartition: number },
+): number {
+  const transition = PRICES.sfnTransitionPer1000 / 1000;
+  return child === 'EXPRESS'
+    ? CHILD_START_TRANSITIONS * transition +
+        PRICES.sfnExpressPerRequest +
+        expressDurationUsd(Math.max(...seconds))
+    : (CHILD_START_TRANSITIONS + states.perItem + seconds.length * states.perPartition) * transition;
 }
 
 describe('compactor plan prices the cycle it plans', () => {
@@ -114,9 +120,11 @@ describe('compactor plan prices the cycle it plans', () => {
     const tier = cost.tiers[0];
     if (!tier) throw new Error('no tier line');
     expect(cost.tiers).toHaveLength(1);
-    // The partition's states as counted on the synthesized definition (billed to Standard children
-    // only, which have no Choice of compact function): compact, the Choice, four steps and the end state.
-    const expected = expectedJobs(jobs, child, memory, 7);
+    // The two hours are small jobs of one table: one Map item, one child. Its states as counted on
+    // the synthesized definition (billed to Standard children only): the jobs' Map, its Choice and
+    // its end; each job's: compact, the Choice, four steps and the end state (Standard children have
+    // no Choice of compact function).
+    const expected = expectedJobs(jobs, memory);
     const sum = (f: (e: (typeof expected)[number]) => number) => expected.reduce((s, e) => s + f(e), 0);
     expect(tier).toMatchObject({ tier: 'hourly', jobs: 2, inputFiles: 6 });
     expect(tier.inputBytes).toBe(jobs.reduce((s, j) => s + j.inputBytes, 0));
@@ -129,8 +137,9 @@ describe('compactor plan prices the cycle it plans', () => {
       sum((e) => e.s3),
       12,
     );
+    const times = expected.map((e) => e.seconds);
     expect(tier.stepFunctionsUsd).toBeCloseTo(
-      sum((e) => e.sfn),
+      expectedItem(child, times, { perItem: 3, perPartition: 7 }),
       12,
     );
     expect(tier.totalUsd).toBeCloseTo(tier.lambdaUsd + tier.s3Usd + tier.stepFunctionsUsd, 12);
@@ -142,9 +151,8 @@ describe('compactor plan prices the cycle it plans', () => {
       cost.jobs.reduce((s, j) => s + j.floorUsd, 0),
       15,
     );
-    // EXPRESS: Map concurrency 10 runs both jobs at once; STANDARD at concurrency 1, one by one.
-    const times = expected.map((e) => e.seconds);
-    expect(tier.seconds).toBeCloseTo(child === 'EXPRESS' ? Math.max(...times) : sum((e) => e.seconds), 9);
+    // One item runs its jobs at once, at any Map concurrency (STANDARD here has 1).
+    expect(tier.seconds).toBeCloseTo(Math.max(...times), 9);
     // The execution: recover, plan and summary, and the parent's states, once and per wave.
     expect(cost.execution.lambdaUsd).toBeCloseTo(
       lambdaDurationUsd(512, 3 * STATED_SECONDS.executionStep) + 3 * PRICES.lambdaPerRequest,

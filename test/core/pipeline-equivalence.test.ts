@@ -7,7 +7,9 @@
  * out of the comparison, as are the store probe the Lambdas make before their first write and the
  * local run's listing of old receipts to expire; reads
  * are compared as a multiset, since the compact step downloads its
- * inputs in parallel.
+ * inputs in parallel. The state machine runs the small jobs of one table at once, in one Map
+ * item; the cycle runs them one after another: with one job an item both have one order, and with
+ * the default items both make the same writes and give the same results in another order.
  */
 
 import { join } from 'node:path';
@@ -107,20 +109,16 @@ function stepLine(step: string, result: { partition?: string; status?: string; s
   return `${step} ${result.partition} ${result.status} ${result.state}`;
 }
 
-async function throughCycle(fault: Fault | undefined): Promise<Trace> {
+/** One job a Map item: the state machine's order is the cycle's. */
+const oneJobItems = () => ({ ...template.config, smallJobsPerItem: 1 });
+
+async function throughCycle(fault: Fault | undefined, config = oneJobItems()): Promise<Trace> {
   const trace: Trace = { writes: [], reads: [], steps: [], verdicts: [] };
   const dir = await copyLake(template);
   const store = tracedStore(dir, fault, trace);
   const report = await runCycle(
     {
-      ...sweepDeps(
-        store,
-        template.config,
-        engine,
-        join(workDir, 'cycle'),
-        'exec-cycle',
-        new Set(['exec-cycle']),
-      ),
+      ...sweepDeps(store, config, engine, join(workDir, 'cycle'), 'exec-cycle', new Set(['exec-cycle'])),
       onStep: (step, _job, result) => trace.steps.push(stepLine(step, result)),
     },
     'hourly',
@@ -129,7 +127,7 @@ async function throughCycle(fault: Fault | undefined): Promise<Trace> {
   return trace;
 }
 
-async function throughStateMachine(fault: Fault | undefined): Promise<Trace> {
+async function throughStateMachine(fault: Fault | undefined, config = oneJobItems()): Promise<Trace> {
   const trace: Trace = { writes: [], reads: [], steps: [], verdicts: [] };
   const dir = await copyLake(template);
   const store = tracedStore(dir, fault, trace);
@@ -137,7 +135,7 @@ async function throughStateMachine(fault: Fault | undefined): Promise<Trace> {
     workflow,
     {
       store,
-      config: template.config,
+      config,
       clock: systemClock,
       engine: async () => engine,
       workDir: join(workDir, 'machine'),
@@ -152,8 +150,7 @@ async function throughStateMachine(fault: Fault | undefined): Promise<Trace> {
     },
   );
   for (const results of execution.mapResults.values()) {
-    for (const r of results) {
-      const judged = judgeMapItem('hourly', r);
+    for (const judged of results.flatMap((r) => judgeMapItem('hourly', r))) {
       trace.verdicts.push(`${judged.partition} ${judged.verdict}`);
     }
   }
@@ -193,6 +190,21 @@ describe('the in-process cycle and the synthesized state machine', () => {
     HANG_GUARD_MS,
   );
 
+  it(
+    "with the default Map items (the hour's two partitions in one), make the same writes with the same results and verdicts",
+    async () => {
+      const cycle = await throughCycle(undefined, template.config);
+      const machine = await throughStateMachine(undefined, template.config);
+      expect(template.config.smallJobsPerItem).toBeGreaterThan(1);
+      expect([...machine.writes].sort()).toEqual([...cycle.writes].sort());
+      expect([...machine.steps].sort()).toEqual([...cycle.steps].sort());
+      expect([...machine.reads].sort()).toEqual([...cycle.reads].sort());
+      expect(machine.verdicts).toEqual([...cycle.verdicts].sort());
+      expect(cycle.verdicts.every((v) => v.endsWith(' compacted'))).toBe(true);
+    },
+    HANG_GUARD_MS,
+  );
+
   it('judge a partition by one verdict: a job rolled back between Compact and Publish is superseded in both', () => {
     const outcome = {
       partition: 'db/cpu/2025/01/15/10/',
@@ -203,8 +215,10 @@ describe('the in-process cycle and the synthesized state machine', () => {
       clearManifest: { status: 'already-done', state: 'cleared' },
     };
     expect(partitionVerdict('hourly', outcome)).toBe('superseded');
-    expect(judgeMapItem('hourly', { Status: 'SUCCEEDED', Output: JSON.stringify(outcome) }).verdict).toBe(
-      'superseded',
-    );
+    expect(
+      judgeMapItem('hourly', { Status: 'SUCCEEDED', Output: JSON.stringify([outcome]) }).map(
+        (j) => j.verdict,
+      ),
+    ).toEqual(['superseded']);
   });
 });

@@ -8,6 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../functions/core/config.ts';
 import {
   byWave,
+  type JobItem,
+  mapItems,
   PLAN_WRITE_CONCURRENCY,
   readJob,
   type WaveJob,
@@ -53,7 +55,10 @@ describe('writePlan', () => {
     const jobs = Array.from({ length: 40 }, (_, i) =>
       job(`db/cpu/2025/01/15/${String(i % 20).padStart(2, '0')}/`, i < 20 ? 0 : 1, i),
     );
-    const { itemsKeys, items } = await writePlan(store, config.layout, 'hourly-test', jobs);
+    const { itemsKeys, items } = await writePlan(store, config.layout, 'hourly-test', jobs, {
+      itemShape: 'job',
+      smallJobsPerItem: 10,
+    });
     expect(most).toBeGreaterThan(1);
     expect(most).toBeLessThanOrEqual(PLAN_WRITE_CONCURRENCY);
     const puts = store.calls.filter((c) => c.op === 'put').map((c) => c.key);
@@ -78,13 +83,108 @@ describe('writePlan', () => {
         { key: `b${i}.parquet`, size: size / 2, etag: '"b"' },
       ],
     });
-    const { items } = await writePlan(testStore(root), config.layout, 'hourly-sized', [
-      sized('hourly', 64 * MiB, 0),
-      sized('hourly', 64 * MiB + 2, 1),
-      sized('daily', 2048 * MiB, 2),
-      sized('retention', 2048 * MiB, 3),
-    ]);
+    const { items } = await writePlan(
+      testStore(root),
+      config.layout,
+      'hourly-sized',
+      [
+        sized('hourly', 64 * MiB, 0),
+        sized('hourly', 64 * MiB + 2, 1),
+        sized('daily', 2048 * MiB, 2),
+        sized('retention', 2048 * MiB, 3),
+      ],
+      { itemShape: 'job', smallJobsPerItem: 10 },
+    );
     expect(items.map((item) => item.compactSize)).toEqual(['small', 'large', 'large', 'small']);
+  });
+});
+
+describe('writePlan with small jobs per item', () => {
+  it("writes each wave's Map items: one table's small jobs together, each job's record readable", async () => {
+    const store = testStore(root);
+    const jobs = Array.from({ length: 5 }, (_, i) =>
+      job(`db/${i < 3 ? 'cpu' : 'mem'}/2025/01/15/0${i}/`, 0, i),
+    );
+    const written = await writePlan(store, config.layout, 'hourly-items', jobs, {
+      itemShape: 'jobs',
+      smallJobsPerItem: 10,
+    });
+    const onDisk = JSON.parse(
+      (await store.getBytes(written.itemsKeys[0] as string)).body.toString('utf8'),
+    ) as { table: string; jobs: JobItem[] }[];
+    expect(onDisk).toEqual(written.mapItems[0]);
+    expect(onDisk.map((i) => [i.table, i.jobs.length])).toEqual([
+      ['db/cpu/', 3],
+      ['db/mem/', 2],
+    ]);
+    for (const i of onDisk.flatMap((m) => m.jobs)) {
+      expect((await readJob(store, config.layout, i)).partition).toBe(i.partition);
+    }
+    // A definition that does not ask for items of jobs (one deployed before them) gets one job an item.
+    const legacy = await writePlan(store, config.layout, 'hourly-legacy', jobs, {
+      itemShape: 'job',
+      smallJobsPerItem: 10,
+    });
+    const legacyOnDisk = JSON.parse(
+      (await store.getBytes(legacy.itemsKeys[0] as string)).body.toString('utf8'),
+    ) as JobItem[];
+    expect(legacyOnDisk).toEqual(legacy.items);
+    expect(legacyOnDisk.map((i) => i.partition)).toEqual(jobs.map((j) => j.partition));
+  });
+});
+
+describe('mapItems', () => {
+  const item = (partition: string, compactSize: JobItem['compactSize'] = 'small') => ({
+    partition,
+    compactSize,
+  });
+  const partitionsOf = (items: ReturnType<typeof mapItems<ReturnType<typeof item>>>) =>
+    items.map((i) => ({ table: i.table, partitions: i.jobs.map((j) => j.partition) }));
+
+  it('groups small jobs by table, in plan order, up to the bound; a large job rides alone', () => {
+    const jobs = [
+      item('db/cpu/2025/01/15/00/'),
+      item('db/mem/2025/01/15/00/'),
+      item('db/cpu/2025/01/15/01/'),
+      item('db/cpu/2025/01/15/02/', 'large'),
+      item('db/cpu/2025/01/15/03/'),
+      item('db/mem/2025/01/15/01/'),
+      item('db/cpu/2025/01/15/04/'),
+    ];
+    expect(partitionsOf(mapItems(jobs, config.layout, 3))).toEqual([
+      {
+        table: 'db/cpu/',
+        partitions: ['db/cpu/2025/01/15/00/', 'db/cpu/2025/01/15/01/', 'db/cpu/2025/01/15/03/'],
+      },
+      { table: 'db/mem/', partitions: ['db/mem/2025/01/15/00/', 'db/mem/2025/01/15/01/'] },
+      { table: 'db/cpu/', partitions: ['db/cpu/2025/01/15/02/'] },
+      { table: 'db/cpu/', partitions: ['db/cpu/2025/01/15/04/'] },
+    ]);
+    // Every job exactly once.
+    const all = mapItems(jobs, config.layout, 3).flatMap((i) => i.jobs);
+    expect(new Set(all).size).toBe(jobs.length);
+    expect(all).toHaveLength(jobs.length);
+  });
+
+  it('gives every job its own item at a bound of 1; a day or month folder is of its table too', () => {
+    const jobs = [item('db/cpu/2025/01/15/00/'), item('db/cpu/2025/01/15/01/')];
+    expect(mapItems(jobs, config.layout, 1).map((i) => i.jobs.length)).toEqual([1, 1]);
+    const days = [item('db/cpu/2025/01/14/'), item('db/cpu/2025/01/15/'), item('db/mem/2025/01/')];
+    expect(partitionsOf(mapItems(days, config.layout, 10)).map((i) => i.table)).toEqual([
+      'db/cpu/',
+      'db/mem/',
+    ]);
+  });
+
+  it('takes the table from the layout, with the data prefix', () => {
+    const hive = parseConfig({ layout: 'hive', dataPrefix: 'lake/' });
+    const jobs = [item('lake/cpu/dt=2025-01-15/hour=00/'), item('lake/cpu/dt=2025-01-15/hour=01/')];
+    expect(partitionsOf(mapItems(jobs, hive.layout, 10))).toEqual([
+      {
+        table: 'lake/cpu/',
+        partitions: ['lake/cpu/dt=2025-01-15/hour=00/', 'lake/cpu/dt=2025-01-15/hour=01/'],
+      },
+    ]);
   });
 });
 

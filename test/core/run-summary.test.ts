@@ -9,6 +9,7 @@
 
 import { describe, expect, it } from 'vitest';
 import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
+import { ITEM_FAILED_ERROR } from '../../functions/contract.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import {
   MAX_CAUSE_CHARS,
@@ -112,6 +113,72 @@ describe('summarizeMapRun', () => {
     },
   );
 
+  it("judges each job of a Map item: a succeeded item's outcomes, a failed item's from its cause, a child that failed whole as every job failed", async () => {
+    const base = '_compaction/results/run-items';
+    const committed = (partition: string) => ({
+      partition,
+      jobId: `j-${partition}`,
+      compact: { status: 'done', state: 'staged', ...numbers },
+      publish: { status: 'done', state: 'published' },
+      clearManifest: { status: 'done', state: 'cleared' },
+    });
+    const jobs = (...partitions: string[]) =>
+      partitions.map((p) => ({ partition: p, jobId: `j-${p}`, inputFiles: 4 }));
+    const failedJob = {
+      partition: 'e/',
+      jobId: 'j-e/',
+      compact: { status: 'done', state: 'staged', ...numbers },
+      failure: { Error: 'SchemaConflictError', Cause: 'column "value": DOUBLE vs VARCHAR' },
+    };
+    const succeeded = [
+      {
+        Status: 'SUCCEEDED',
+        Input: JSON.stringify({ table: 't/', jobs: jobs('a/', 'b/') }),
+        Output: JSON.stringify([committed('a/'), committed('b/')]),
+      },
+    ];
+    const failed = [
+      {
+        // A job failed: the item's cause lists every job's outcome (the state machine's Item failed).
+        Status: 'FAILED',
+        Input: JSON.stringify({ table: 't/', jobs: jobs('c/', 'd/', 'e/') }),
+        Error: ITEM_FAILED_ERROR,
+        Cause: JSON.stringify([committed('c/'), committed('d/'), failedJob]),
+      },
+      {
+        // The child itself failed (its five minutes): no outcome reached the Map.
+        Status: 'FAILED',
+        Input: JSON.stringify({ table: 't/', jobs: jobs('f/', 'g/') }),
+        Error: 'States.Timeout',
+        Cause: 'child ran past its 300 s execution timeout',
+      },
+    ];
+    const files = {
+      SUCCEEDED: [{ Key: `${base}/SUCCEEDED_0.json` }],
+      FAILED: [{ Key: `${base}/FAILED_0.json` }],
+    };
+    await store.put(`${base}/SUCCEEDED_0.json`, Buffer.from(JSON.stringify(succeeded)));
+    await store.put(`${base}/FAILED_0.json`, Buffer.from(JSON.stringify(failed)));
+    await store.put(`${base}/manifest.json`, Buffer.from(JSON.stringify({ ResultFiles: files })));
+    const summary = await summarizeMapRun(store, config.layout, 'hourly', `${base}/manifest.json`);
+    expect(summary).toMatchObject({
+      partitions: 7,
+      items: 3,
+      failedItems: 2,
+      compacted: 4,
+      failed: 3,
+      filesIn: 16,
+      rows: 160,
+    });
+    expect(summary.failures).toEqual([
+      { partition: 'e/', error: 'SchemaConflictError', cause: 'column "value": DOUBLE vs VARCHAR' },
+      { partition: 'f/', error: 'States.Timeout', cause: 'child ran past its 300 s execution timeout' },
+      { partition: 'g/', error: 'States.Timeout', cause: 'child ran past its 300 s execution timeout' },
+    ]);
+    expect(withinTolerance(summary, 50)).toBe(false);
+    expect(withinTolerance(summary, 67)).toBe(true);
+  });
+
   it(`cuts each failure cause to ${MAX_CAUSE_CHARS} characters and lists at most ${MAX_FAILURES_LISTED}`, async () => {
     const long = `SchemaConflictError: column count is VARCHAR in x.parquet; ${'x'.repeat(300_000)}`;
     const failures = Array.from({ length: 30 }, (_, i) => ({
@@ -132,11 +199,11 @@ describe('summarizeMapRun', () => {
     expect(Buffer.byteLength(JSON.stringify(summary))).toBeLessThan(64 * 1024);
   });
 
-  it('applies the tolerance as the Map Run would: failures may reach, not exceed, the percentage', () => {
-    expect(withinTolerance({ failed: 0, partitions: 0 }, 0)).toBe(true);
-    expect(withinTolerance({ failed: 1, partitions: 3 }, 5)).toBe(false);
-    expect(withinTolerance({ failed: 1, partitions: 20 }, 5)).toBe(true);
-    expect(withinTolerance({ failed: 2, partitions: 20 }, 5)).toBe(false);
-    expect(withinTolerance({ failed: 3, partitions: 3 }, 100)).toBe(true);
+  it('applies the tolerance as the Map Run would, to items: failures may reach, not exceed, the percentage', () => {
+    expect(withinTolerance({ failedItems: 0, items: 0 }, 0)).toBe(true);
+    expect(withinTolerance({ failedItems: 1, items: 3 }, 5)).toBe(false);
+    expect(withinTolerance({ failedItems: 1, items: 20 }, 5)).toBe(true);
+    expect(withinTolerance({ failedItems: 2, items: 20 }, 5)).toBe(false);
+    expect(withinTolerance({ failedItems: 3, items: 3 }, 100)).toBe(true);
   });
 });

@@ -27,6 +27,7 @@ import { FaultStore } from '../support/fault-store.ts';
 import { localHandlerDeps } from '../support/handler-deps.ts';
 import { ALL_CONDITIONS, IgnoringStore } from '../support/ignoring-store.ts';
 import { writeLake } from '../support/lake-harness.ts';
+import { planJobItems } from '../support/plan-items.ts';
 
 const config = parseConfig({ tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 });
 let engine: DuckDbEngine;
@@ -103,10 +104,7 @@ describe('a retention item through the step Lambdas', () => {
       context(),
     )) as { itemsKey: string; jobs: number; inputFiles: number };
     expect(planOutput).toMatchObject({ jobs: 1, inputFiles: 2 });
-    const [item] = JSON.parse((await store.getBytes(planOutput.itemsKey)).body.toString()) as Record<
-      string,
-      unknown
-    >[];
+    const [item] = await planJobItems(store, planOutput.itemsKey);
     const job = {
       tier: item?.tier,
       partition: item?.partition,
@@ -153,7 +151,7 @@ describe('a step about to time out', () => {
       { tier: 'hourly', executionId: 'exec-1', executionName: 'hourly-timeout' },
       context(),
     )) as { itemsKey: string };
-    const items = JSON.parse((await inner.getBytes(planOutput.itemsKey)).body.toString()) as unknown[];
+    const items = await planJobItems(inner, planOutput.itemsKey);
     expect(items).toHaveLength(1);
 
     const compact = compactHandler(async () => deps(slow), localObservability());
@@ -190,7 +188,7 @@ describe('the Recover step probes the store before its first write', () => {
       { tier: 'hourly', executionId: 'exec-1', executionName: 'hourly-probe' },
       context(),
     )) as { itemsKey: string };
-    const [item] = JSON.parse((await inner.getBytes(planOutput.itemsKey)).body.toString()) as unknown[];
+    const [item] = await planJobItems(inner, planOutput.itemsKey);
     await compactHandler(async () => deps(inner), localObservability())(item, context());
     const snapshot = async () => {
       const out: string[] = [];

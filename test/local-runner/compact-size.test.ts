@@ -30,13 +30,16 @@ useEngineAndDir('compact-size-', (e, dir) => {
 
 const CONTEXT = { tiers: { hourly: { minFiles: 2 } }, quietSeconds: 0 };
 
-/** The Map's items as an older plan step wrote them: without `compactSize`. */
+/** The Map's items with jobs as an older plan step wrote them: without `compactSize`. */
 class OlderItemsStore extends ForwardingStore {
   override async getBytes(key: string, options?: Parameters<ObjectStore['getBytes']>[1]) {
     const got = await super.getBytes(key, options);
     if (!/_compaction\/plans\/.*items(-\d+)?\.json$/.test(key)) return got;
-    const items = JSON.parse(got.body.toString()) as Record<string, unknown>[];
-    const older = items.map(({ compactSize: _, ...item }) => item);
+    const items = JSON.parse(got.body.toString()) as { jobs: Record<string, unknown>[] }[];
+    const older = items.map((item) => ({
+      ...item,
+      jobs: item.jobs.map(({ compactSize: _, ...job }) => job),
+    }));
     return { ...got, body: Buffer.from(JSON.stringify(older)) };
   }
 }

@@ -2,8 +2,10 @@
 
 import type { CostSettings, TransitionCount } from '../../functions/core/cost/index.ts';
 
-/** A Standard child's 7 states, the parent's 8, 4 per wave. */
+/** A Standard child's 3 states around its jobs, a job's 7, the parent's 8, 4 per wave. */
 export const TRANSITIONS: TransitionCount = {
+  perItem: 3,
+  itemStates: [],
   perPartition: 7,
   partitionStates: [],
   perExecution: 8,

@@ -4,6 +4,7 @@
  */
 
 import { behindWarning } from '../../core/backlog.ts';
+import { mapItemIndexes } from '../../core/plan-store.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { NO_RETENTION_RULE, parseTier } from '../context.ts';
 import { formatBytes, table } from '../format.ts';
@@ -19,12 +20,15 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
   // The plan's own listing is counted: the planning's S3 requests in the price.
   const counted = new RequestCountingStore(ctx.target.store);
   const plan = await planCycle(counted, ctx.config, ctx.clock, tier);
+  // The Map items the plan step would write: small jobs of one table share a child.
+  const items = mapItemIndexes(plan.jobs, ctx.config.layout, ctx.config.smallJobsPerItem);
   const cost = cycleCost({
-    jobs: plan.jobs.map((j) => ({
+    jobs: plan.jobs.map((j, i) => ({
       tier: j.tier,
       inputs: j.inputs.length,
       inputBytes: j.inputBytes,
       wave: j.wave,
+      item: items[i] as number,
     })),
     ...(await deployedCycle(options, ctx.target.dataPrefix, io.err)),
     planning: counted.requests,

@@ -226,13 +226,12 @@ interface PartitionRow {
   readonly note: string;
 }
 
-/** One row per Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
+/** One row per job of each Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
 function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRow[] {
   const rows: PartitionRow[] = [];
   for (const results of execution.mapRunResults) {
-    for (const r of results) {
-      const item = r.Item as { inputFiles?: number; inputBytes?: number };
-      const judged = judgeMapItem(tier, r);
+    for (const judged of results.flatMap((r) => judgeMapItem(tier, r))) {
+      const item = judged.job ?? {};
       const compact = judged.outcome ? resultOf(judged.outcome, 'compact') : undefined;
       const committed = isCommitted(judged.verdict);
       rows.push({

@@ -49,6 +49,17 @@ export interface JobToPrice {
   readonly inputs: number;
   readonly inputBytes: number;
   readonly wave: number;
+  /**
+   * The Map item carrying the job, numbered within its wave (plan-store.ts mapItemIndexes): jobs
+   * of one item share its child. Absent: the job has a child of its own.
+   */
+  readonly item?: number;
+}
+
+/** One Map item's child as its jobs share it: how many they are, and its seconds (their longest). */
+export interface ItemShare {
+  readonly jobs: number;
+  readonly seconds: number;
 }
 
 /** The deployed settings the price depends on. */
@@ -162,11 +173,38 @@ export function chainSeconds(
   }));
 }
 
-/** One job's line: its chain's Lambdas, its requests, its child workflow. */
+/**
+ * A Map item's child, beyond its jobs' chains: its start (a transition of the parent), as Standard
+ * its own states around the jobs, as Express its request and its duration, which is its longest
+ * job's, as its jobs run at once.
+ */
+export function itemCost(
+  item: ItemShare,
+  settings: Pick<CostSettings, 'childExecutionType'>,
+  transitions: Pick<TransitionCount, 'perItem'>,
+): { readonly transitions: number; readonly stepFunctionsUsd: number } {
+  if (settings.childExecutionType === 'EXPRESS') {
+    return {
+      transitions: CHILD_START_TRANSITIONS,
+      stepFunctionsUsd:
+        transitionsUsd(CHILD_START_TRANSITIONS) +
+        PRICES.sfnExpressPerRequest +
+        expressDurationUsd(item.seconds),
+    };
+  }
+  const count = CHILD_START_TRANSITIONS + transitions.perItem;
+  return { transitions: count, stepFunctionsUsd: transitionsUsd(count) };
+}
+
+/**
+ * One job's line: its chain's Lambdas, its requests, its chain's states, and its share of its
+ * Map item's child (`item`; default: a child of its own).
+ */
 export function jobCost(
   job: JobToPrice,
   settings: CostSettings,
-  transitions: Pick<TransitionCount, 'perPartition'>,
+  transitions: Pick<TransitionCount, 'perItem' | 'perPartition'>,
+  item?: ItemShare,
 ): CostLine & { readonly seconds: number } {
   const chain = chainSeconds(job, settings);
   const seconds = chain.reduce((sum, s) => sum + s.seconds, 0);
@@ -183,10 +221,11 @@ export function jobCost(
   const requests = addRequests(requestsOf(calls), multipartRequests(outputs));
   const s3Usd = requestsUsd(requests);
   const express = settings.childExecutionType === 'EXPRESS';
-  const transitionCount = CHILD_START_TRANSITIONS + (express ? 0 : transitions.perPartition);
-  const stepFunctionsUsd =
-    transitionsUsd(transitionCount) +
-    (express ? PRICES.sfnExpressPerRequest + expressDurationUsd(seconds) : 0);
+  const share = item ?? { jobs: 1, seconds };
+  const child = itemCost(share, settings, transitions);
+  const own = express ? 0 : transitions.perPartition;
+  const transitionCount = own + child.transitions / share.jobs;
+  const stepFunctionsUsd = transitionsUsd(own) + child.stepFunctionsUsd / share.jobs;
   return {
     jobs: 1,
     inputFiles: job.inputs,
@@ -195,7 +234,7 @@ export function jobCost(
     lambdaInvocations: chain.length,
     requests,
     transitions: transitionCount,
-    expressRequests: express ? 1 : 0,
+    expressRequests: express ? 1 / share.jobs : 0,
     lambdaUsd,
     s3Usd,
     stepFunctionsUsd,
@@ -206,8 +245,8 @@ export function jobCost(
 }
 
 /**
- * The wall time of jobs run `concurrency` at a time in their order, each as soon as a slot is
- * free (how a Map Run starts its children), wave after wave.
+ * The wall time of Map items run `concurrency` at a time in their order, each as soon as a slot
+ * is free (how a Map Run starts its children), wave after wave.
  */
 export function scheduleSeconds(
   jobs: readonly { readonly wave: number; readonly seconds: number }[],
@@ -238,10 +277,25 @@ export function cycleCost(input: {
   readonly planning: RequestCounts;
 }): CycleCost {
   const { settings, transitions } = input;
-  const priced = input.jobs.map((job) => ({ job, cost: jobCost(job, settings, transitions) }));
+  // Each job's Map item, and each item's jobs and seconds (its longest job's).
+  const itemKey = (job: JobToPrice, i: number) => `${job.wave}:${job.item ?? `own-${i}`}`;
+  const items = new Map<string, { wave: number; jobs: number; seconds: number }>();
+  for (const [i, job] of input.jobs.entries()) {
+    const own = chainSeconds(job, settings).reduce((sum, s) => sum + s.seconds, 0);
+    const item = items.get(itemKey(job, i)) ?? { wave: job.wave, jobs: 0, seconds: 0 };
+    items.set(itemKey(job, i), { wave: job.wave, jobs: item.jobs + 1, seconds: Math.max(item.seconds, own) });
+  }
+  const priced = input.jobs.map((job, i) => ({
+    job,
+    item: itemKey(job, i),
+    cost: jobCost(job, settings, transitions, items.get(itemKey(job, i))),
+  }));
   const tiers = [...new Set(input.jobs.map((j) => j.tier))].map((tier) => {
     const own = priced.filter((p) => p.job.tier === tier);
-    const schedule = own.map((p) => ({ wave: p.job.wave, seconds: p.cost.seconds }));
+    const ownItems = new Set(own.map((p) => p.item));
+    const schedule = [...items.entries()]
+      .filter(([key]) => ownItems.has(key))
+      .map(([, item]) => ({ wave: item.wave, seconds: item.seconds }));
     return {
       tier,
       ...own.map((p) => p.cost).reduce<CostLine>(addLines, EMPTY),

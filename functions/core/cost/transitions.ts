@@ -1,9 +1,10 @@
 /**
  * Step Functions state transitions, counted on a state machine definition (the one `cdk deploy`
- * deploys, synthesized): the states a partition's child enters on the happy path, and the states
- * of the execution around the Distributed Map, split into those entered once and those entered
- * once per wave (the loop that runs one Map Run per wave). Standard workflows bill each state
- * entered; retries add one per retry (none assumed).
+ * deploys, synthesized): the states one Map item's child enters around its jobs, the states each
+ * job's chain enters on the happy path, and the states of the execution around the Distributed
+ * Map, split into those entered once and those entered once per wave (the loop that runs one Map
+ * Run per wave). Standard workflows bill each state entered; retries add one per retry (none
+ * assumed).
  */
 
 interface StateDef {
@@ -21,7 +22,10 @@ export interface StateMachineStates {
 }
 
 export interface TransitionCount {
-  /** States one partition enters (its child execution of the Distributed Map). */
+  /** States one Map item's child enters besides its jobs' chains (its inline Map among them). */
+  readonly perItem: number;
+  readonly itemStates: readonly string[];
+  /** States one partition's job enters (its chain, inside its item's child). */
   readonly perPartition: number;
   readonly partitionStates: readonly string[];
   /** States the parent execution enters once, whatever the number of waves. */
@@ -97,9 +101,16 @@ function partitionPath(states: Record<string, StateDef>, startAt: string): strin
 export function countTransitions(definition: StateMachineStates): TransitionCount {
   const map = Object.values(definition.States).find((s) => s.Type === 'Map' && s.ItemProcessor);
   if (!map?.ItemProcessor) throw new Error('no Distributed Map in the state machine');
-  const partitionStates = partitionPath(map.ItemProcessor.States, map.ItemProcessor.StartAt);
+  const child = map.ItemProcessor;
+  const childStates = partitionPath(child.States, child.StartAt);
+  // The jobs' inline Map inside the child; a child without one is one job's chain.
+  const jobs = childStates.map((name) => child.States[name]).find((s) => s?.Type === 'Map')?.ItemProcessor;
+  const itemStates = jobs ? childStates : [];
+  const partitionStates = jobs ? partitionPath(jobs.States, jobs.StartAt) : childStates;
   const { once, loop } = executionPath(definition);
   return {
+    perItem: itemStates.length,
+    itemStates,
     perPartition: partitionStates.length,
     partitionStates,
     perExecution: once.length,

@@ -67,7 +67,7 @@ describe('one job', () => {
     });
   });
 
-  it('prices a Standard child: its Lambdas, its requests and 1 + 7 transitions', () => {
+  it('prices a Standard child of its own: its Lambdas, its requests and 1 + 3 + 7 transitions', () => {
     const compact = compactEstimateSeconds(10e6, 10);
     const cost = jobCost(JOBS[0] as (typeof JOBS)[number], settings('STANDARD'), TRANSITIONS);
     expect(cost.lambdaUsd).toBeCloseTo((3008 / 1024) * compact * GBS + 4 * 0.5 * 0.5 * GBS + 5 * INVOKE, 15);
@@ -76,8 +76,9 @@ describe('one job', () => {
     // 1 + 2 batches.
     expect(cost.requests).toEqual({ get: 17, put: 9, list: 1, delete: 3 });
     expect(cost.s3Usd).toBeCloseTo((17 * 0.0004 + 10 * 0.005) / 1000, 15);
-    expect(cost.transitions).toBe(8);
-    expect(cost.stepFunctionsUsd).toBeCloseTo((8 * 0.025) / 1000, 15);
+    // The child's start, its 3 states around its jobs, the job's 7.
+    expect(cost.transitions).toBe(11);
+    expect(cost.stepFunctionsUsd).toBeCloseTo((11 * 0.025) / 1000, 15);
     expect(cost.seconds).toBeCloseTo(compact + 4 * 0.5, 12);
   });
 
@@ -89,6 +90,52 @@ describe('one job', () => {
     expect(cost.stepFunctionsUsd).toBeCloseTo(
       0.025 / 1000 + 1e-6 + (64 / 1024) * (Math.ceil(chain * 10) / 10) * (0.06 / 3600),
       15,
+    );
+  });
+
+  it("shares a Map item's child among its jobs: its start, and its states (Standard) or its request and duration, its longest job's (Express)", () => {
+    const job = JOBS[0] as (typeof JOBS)[number];
+    const chain = compactEstimateSeconds(10e6, 10) + 2;
+    const item = { jobs: 4, seconds: chain + 1 };
+    const standard = jobCost(job, settings('STANDARD'), TRANSITIONS, item);
+    expect(standard.transitions).toBe((1 + 3) / 4 + 7);
+    expect(standard.stepFunctionsUsd).toBeCloseTo(((1 + 3) / 4 + 7) * (0.025 / 1000), 15);
+    const express = jobCost(job, settings('EXPRESS'), TRANSITIONS, item);
+    expect(express.transitions).toBe(1 / 4);
+    expect(express.expressRequests).toBe(1 / 4);
+    expect(express.stepFunctionsUsd).toBeCloseTo(
+      (0.025 / 1000 + 1e-6 + (64 / 1024) * (Math.ceil((chain + 1) * 10) / 10) * (0.06 / 3600)) / 4,
+      15,
+    );
+    // Its Lambdas and requests are its own, whatever it shares.
+    const alone = jobCost(job, settings('EXPRESS'), TRANSITIONS);
+    expect(express.lambdaUsd).toBe(alone.lambdaUsd);
+    expect(express.requests).toEqual(alone.requests);
+    expect(express.stepFunctionsUsd).toBeLessThan(alone.stepFunctionsUsd / 3);
+  });
+
+  it('a cycle of jobs sharing items pays each child once and takes as long as its items, not its jobs', () => {
+    const shared = JOBS.map((j) => ({ ...j, item: 0 }));
+    const own = cycleCost({
+      jobs: JOBS,
+      settings: settings('STANDARD'),
+      transitions: TRANSITIONS,
+      planning: PLANNING,
+    });
+    const items = cycleCost({
+      jobs: shared,
+      settings: { ...settings('STANDARD'), maxConcurrency: 1 },
+      transitions: TRANSITIONS,
+      planning: PLANNING,
+    });
+    // Wave 0: one child for its two jobs; wave 1: one for its one. Three children before.
+    expect(items.tiers[0]?.transitions).toBeCloseTo(2 * (1 + 3) + 3 * 7, 12);
+    expect(own.tiers[0]?.transitions).toBeCloseTo(3 * (1 + 3) + 3 * 7, 12);
+    // At concurrency 1 the first wave's jobs still run at once, inside their item.
+    const seconds = JOBS.map((j) => jobCost(j, settings('STANDARD'), TRANSITIONS).seconds);
+    expect(items.tiers[0]?.seconds).toBeCloseTo(
+      Math.max(seconds[0] ?? 0, seconds[1] ?? 0) + (seconds[2] ?? 0),
+      9,
     );
   });
 
