@@ -11,12 +11,10 @@ import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
 import type { CompactOutput, CompactRequest, MergeWriter } from '../../core/engine.ts';
 import { InputUnreadableError } from '../../core/errors.ts';
+import { nextFileRows } from '../../core/output-split.ts';
 import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
 import { enumTypes } from './duckdb-engine-enums.ts';
 import { describe, readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
-
-/** DuckDB's vector size: row groups are multiples of it. */
-const VECTOR_SIZE = 2048;
 
 /** The request's own checks, whichever engine writes it. */
 function checkRequest({ inputs, columns, targetFileBytes, rowGroupSize, dedup }: CompactRequest): void {
@@ -92,17 +90,17 @@ export async function compact(
       const total = Number(
         (await connection.runAndReadAll('SELECT count(*) FROM compact_sorted')).getRows()[0]?.[0],
       );
-      // Files end on row-group boundaries so only the last row group of each file is short.
-      const step = Math.ceil(rowGroupSize / VECTOR_SIZE) * VECTOR_SIZE;
       let written = 0;
       let writtenBytes = 0;
       do {
-        const remaining = total - written;
-        // Bytes per row: the inputs' until the first output is measured, then the outputs' so far.
-        const bytesPerRow = written === 0 ? inputBytes / Math.max(total, 1) : writtenBytes / written;
-        const files = Math.max(1, Math.ceil((remaining * bytesPerRow) / targetFileBytes));
-        let rows = Math.ceil(remaining / files);
-        if (files > 1 && rows > step) rows = Math.min(remaining, Math.round(rows / step) * step);
+        const rows = nextFileRows({
+          total,
+          written,
+          writtenBytes,
+          inputBytes,
+          targetFileBytes,
+          rowGroupSize,
+        });
         const path = outputPath(paths.length);
         paths.push(path);
         await run(

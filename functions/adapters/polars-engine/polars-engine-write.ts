@@ -9,6 +9,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DataFrame, DataType, Expr } from 'nodejs-polars';
 import type { CompactRequest } from '../../core/engine.ts';
+import { nextFileRows, rowGroupRows } from '../../core/output-split.ts';
 import { readFooter } from '../parquet-footer.ts';
 import { setFooterMetadata } from './polars-engine-footer.ts';
 import { type Polars, polarsType } from './polars-engine-types.ts';
@@ -16,15 +17,10 @@ import { type Polars, polarsType } from './polars-engine-types.ts';
 /** DuckDB's default ZSTD level (its COMPRESSION_LEVEL), so both engines compress alike. */
 const ZSTD_LEVEL = 3;
 
-/**
- * DuckDB's vector size: it rounds ROW_GROUP_SIZE up to a multiple of it, and a split job's files
- * end on row-group boundaries. The same here, so both engines write the same row groups.
- */
-const VECTOR_SIZE = 2048;
-
 export async function writeMerge(p: Polars, request: CompactRequest, inputBytes: number): Promise<string[]> {
   const { inputs, columns, outputDir, targetFileBytes, signal } = request;
-  const rowGroupSize = Math.ceil(request.rowGroupSize / VECTOR_SIZE) * VECTOR_SIZE;
+  // DuckDB's row groups for the requested size, so both engines write the same ones.
+  const rowGroupSize = rowGroupRows(request.rowGroupSize);
   if (inputs.length === 0) throw new RangeError('compact needs at least one input');
   if (columns.length === 0) throw new RangeError('compact needs at least one column');
   if (request.dedup) throw new RangeError('the polars writer does not deduplicate; DuckDB does');
@@ -73,18 +69,18 @@ export async function writeMerge(p: Polars, request: CompactRequest, inputBytes:
     await write(sorted, outputPath(0));
     return paths;
   }
-  // As DuckDB's split: bytes per row from the inputs until an output is measured, then from the outputs.
   const total = sorted.height;
   let written = 0;
   let writtenBytes = 0;
   do {
-    const remaining = total - written;
-    const bytesPerRow = written === 0 ? inputBytes / Math.max(total, 1) : writtenBytes / written;
-    const files = Math.max(1, Math.ceil((remaining * bytesPerRow) / targetFileBytes));
-    let rows = Math.ceil(remaining / files);
-    if (files > 1 && rows > rowGroupSize) {
-      rows = Math.min(remaining, Math.round(rows / rowGroupSize) * rowGroupSize);
-    }
+    const rows = nextFileRows({
+      total,
+      written,
+      writtenBytes,
+      inputBytes,
+      targetFileBytes,
+      rowGroupSize: request.rowGroupSize,
+    });
     const path = outputPath(paths.length);
     paths.push(path);
     await write(sorted.slice(written, rows), path);
