@@ -257,6 +257,7 @@ async function runFooters(task: WorkerTask): Promise<WorkerResult> {
 async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
   const { loadPolarsWriter } = await import('../functions/adapters/polars-engine/polars-engine.ts');
+  const { megabytes } = await import('../functions/lambda/compact-engine.ts');
   const { LocalFolderStore } = await import('../functions/adapters/local-store/local-store.ts');
   const { parseConfig } = await import('../functions/core/config.ts');
   const { systemClock } = await import('../functions/core/engine.ts');
@@ -277,9 +278,11 @@ async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   await mkdir(spillDir, { recursive: true });
   // As functions/compact.ts builds it in the Lambda: spill under the work dir, the stack's
   // limits, polars for the merges the core gives it (lambda/compact-engine.ts).
+  const memoryLimitBytes = megabytes(task.memoryLimit);
   const polars = await loadPolarsWriter({
     onUnavailable: (reason) => process.stderr.write(`${reason}\n`),
     threads: task.threads,
+    ...(memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}),
   });
   const duck = await DuckDbEngine.create({
     tempDirectory: spillDir,

@@ -61,6 +61,8 @@ export interface MergeShape {
   readonly columns: readonly Column[];
   /** Each input's columns (InputInfo.columns), in input order. */
   readonly inputColumns: readonly (readonly Column[])[];
+  /** The inputs' bytes: what an engine holding the job in memory needs room for. */
+  readonly inputBytes: number;
 }
 
 /**
@@ -70,7 +72,7 @@ export interface MergeShape {
  */
 export interface MergeWriter {
   readonly name: Exclude<MergeEngineName, 'duckdb'>;
-  /** Whether it writes these columns, cast from these inputs' types, as DuckDB would. */
+  /** Whether it writes these columns, cast from these inputs' types, as DuckDB would, in its memory. */
   writes(shape: MergeShape): boolean;
   /** Writes the outputs into request.outputDir; resolves to their paths, in sort order. */
   write(request: CompactRequest, inputBytes: number): Promise<string[]>;

@@ -13,7 +13,7 @@ import type { DedupRequest, MergeEngineName } from './engine.ts';
  *                            20 columns 0.34 s vs 0.26 s; 50 columns 0.83-1.6 s vs 0.68-0.79 s.
  *   250 files x 2,000 rows: 20 columns 0.81 s vs 0.57 s; 50 columns 1.02 s vs 0.84 s.
  *   1,000 files x 500 rows (10-42 KB each): 6, 12, 20 columns DuckDB 0.38-0.55 s, polars 0.9-4.3 s.
- * DuckDB's Parquet writer costs about 1 ms per column per 100,000 rows whatever the compression
+ * DuckDB's Parquet writer costs about 2 ms per column per 100,000 rows whatever the compression
  * (uncompressed is barely faster than ZSTD), polars' about a third of that; polars reads each
  * file with a call of its own, which small files do not repay.
  */

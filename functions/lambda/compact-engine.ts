@@ -12,13 +12,22 @@ import { SPILL_DIR } from './work-dir.ts';
 
 export async function compactEngine(workDir: string): Promise<DuckDbEngine> {
   const settings = duckDbSettingsFromEnv();
+  const memoryLimitBytes = megabytes(settings.memoryLimit);
   const polars = await loadPolarsWriter({
     onUnavailable: (reason) => console.warn(reason),
     ...(settings.threads !== undefined ? { threads: settings.threads } : {}),
+    // DuckDB's share of the Lambda's memory: it idles while polars writes a merge.
+    ...(memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}),
   });
   return DuckDbEngine.create({
     tempDirectory: join(workDir, SPILL_DIR),
     ...settings,
     ...(polars ? { mergeWriters: [polars] } : {}),
   });
+}
+
+/** A memory limit in the form the stack sets it (duckDbMemoryLimit: `<n>MB`), in bytes. */
+export function megabytes(limit: string | undefined): number | undefined {
+  const match = /^(\d+)MB$/.exec(limit ?? '');
+  return match ? Number(match[1]) * 1e6 : undefined;
 }

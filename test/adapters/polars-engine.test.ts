@@ -12,7 +12,10 @@ import {
   parquetPath,
   quoteString,
 } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
-import { loadPolarsWriter } from '../../functions/adapters/polars-engine/polars-engine.ts';
+import {
+  loadPolarsWriter,
+  MEMORY_PER_INPUT_BYTE,
+} from '../../functions/adapters/polars-engine/polars-engine.ts';
 import { withKeyValueMetadata } from '../../functions/adapters/polars-engine/polars-engine-footer.ts';
 import type { Column, CompactRequest, MergeWriter } from '../../functions/core/engine.ts';
 import { InputUnreadableError } from '../../functions/core/errors.ts';
@@ -203,14 +206,33 @@ describe('the polars merge', () => {
 
   it('is offered only for the types and casts it writes as DuckDB does', async () => {
     const inputColumns = [COLUMNS, COLUMNS.map((c) => (c.name === 'n' ? { ...c, type: 'INTEGER' } : c))];
-    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns })).toEqual(['duckdb', 'polars']);
+    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns, inputBytes: 1000 })).toEqual([
+      'duckdb',
+      'polars',
+    ]);
     const decimal = [...COLUMNS, { name: 'price', type: 'DECIMAL(18,3)' }];
-    expect(engine.mergeEngines({ columns: decimal, inputColumns: [decimal] })).toEqual(['duckdb']);
-    // BIGINT to INTEGER narrows, VARCHAR to DOUBLE parses: not casts the writer makes.
+    expect(engine.mergeEngines({ columns: decimal, inputColumns: [decimal], inputBytes: 1000 })).toEqual([
+      'duckdb',
+    ]);
+    // HUGEINT to BIGINT narrows, VARCHAR to DOUBLE parses: not casts the writer makes.
     const narrowing = [COLUMNS.map((c) => (c.name === 'n' ? { ...c, type: 'HUGEINT' } : c))];
-    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns: narrowing })).toEqual(['duckdb']);
+    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns: narrowing, inputBytes: 1000 })).toEqual([
+      'duckdb',
+    ]);
     const parsed = [COLUMNS.map((c) => (c.name === 'value' ? { ...c, type: 'VARCHAR' } : c))];
-    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns: parsed })).toEqual(['duckdb']);
+    expect(engine.mergeEngines({ columns: COLUMNS, inputColumns: parsed, inputBytes: 1000 })).toEqual([
+      'duckdb',
+    ]);
+  });
+
+  it('is offered only for jobs whose inputs fit its memory limit, MEMORY_PER_INPUT_BYTE per byte', async () => {
+    const bounded = (await loadPolarsWriter({
+      onUnavailable: (reason) => reasons.push(reason),
+      memoryLimitBytes: 1000 * MEMORY_PER_INPUT_BYTE,
+    })) as MergeWriter;
+    const shape = { columns: COLUMNS, inputColumns: [COLUMNS] };
+    expect(bounded.writes({ ...shape, inputBytes: 1000 })).toBe(true);
+    expect(bounded.writes({ ...shape, inputBytes: 1001 })).toBe(false);
   });
 
   it('a request for an engine it was not given fails', async () => {
@@ -221,7 +243,9 @@ describe('the polars merge', () => {
       await expect(bare.compact(request([await write(rows(1, 10))], 'polars'))).rejects.toThrow(
         /no polars merge engine/,
       );
-      expect(bare.mergeEngines({ columns: COLUMNS, inputColumns: [COLUMNS] })).toEqual(['duckdb']);
+      expect(bare.mergeEngines({ columns: COLUMNS, inputColumns: [COLUMNS], inputBytes: 1000 })).toEqual([
+        'duckdb',
+      ]);
     } finally {
       await bare.close();
     }

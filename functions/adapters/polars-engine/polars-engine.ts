@@ -22,7 +22,19 @@ export interface PolarsWriterOptions {
    * environment value wins). Default: polars' own (every core).
    */
   readonly threads?: number;
+  /**
+   * The memory a merge may take (the engine's budget, as DuckDB's memory_limit): a job whose
+   * inputs would need more (MEMORY_PER_INPUT_BYTE times their bytes) stays on DuckDB, which
+   * spills to disk where polars would run out. Default: no bound but the core's.
+   */
+  readonly memoryLimitBytes?: number;
 }
+
+/**
+ * Peak memory per byte of input when polars merges it, with room to spare: measured 704-746 MiB
+ * peak RSS (the whole process) for 111 MB of snappy Parquet at 50 columns, about 6.7x.
+ */
+export const MEMORY_PER_INPUT_BYTE = 8;
 
 /**
  * The polars MergeWriter, or undefined when nodejs-polars (its native binding for this platform)
@@ -31,6 +43,7 @@ export interface PolarsWriterOptions {
 export async function loadPolarsWriter({
   onUnavailable,
   threads,
+  memoryLimitBytes,
 }: PolarsWriterOptions): Promise<MergeWriter | undefined> {
   if (threads !== undefined && process.env.POLARS_MAX_THREADS === undefined) {
     process.env.POLARS_MAX_THREADS = String(threads);
@@ -46,7 +59,9 @@ export async function loadPolarsWriter({
   }
   return {
     name: 'polars',
-    writes: (shape: MergeShape) => writesShape(shape),
+    writes: (shape: MergeShape) =>
+      writesShape(shape) &&
+      (memoryLimitBytes === undefined || shape.inputBytes * MEMORY_PER_INPUT_BYTE <= memoryLimitBytes),
     write: (request: CompactRequest, inputBytes: number) => writeMerge(p, request, inputBytes),
   };
 }

@@ -57,14 +57,14 @@ export async function mergeInputs(
   const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
   // 'last' keeps the row of the last input: give them oldest first.
   const merged = dedup?.mode === 'last' ? oldestFirst(deps.config, good) : good;
-  const able = deps.engine.mergeEngines?.({ columns, inputColumns: good.map((g) => g.info.columns) });
+  const inputBytes = good.reduce((sum, g) => sum + g.input.size, 0);
+  const able = deps.engine.mergeEngines?.({
+    columns,
+    inputColumns: good.map((g) => g.info.columns),
+    inputBytes,
+  });
   const mergeEngine = chooseMergeEngine(
-    {
-      columns: columns.length,
-      inputs: good.length,
-      inputBytes: good.reduce((sum, g) => sum + g.input.size, 0),
-      dedup,
-    },
+    { columns: columns.length, inputs: good.length, inputBytes, dedup },
     able ?? ['duckdb'],
   );
   let written: Awaited<ReturnType<Engine['compact']>>;
