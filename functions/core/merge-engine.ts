@@ -6,22 +6,23 @@
 import type { DedupRequest, MergeEngineName } from './engine.ts';
 
 /*
- * Measured on the 2-core x64 bench host (loaded: other jobs ran), both engines at 2 threads, one
- * hour of the bench's sample rows plus DOUBLE columns, sorted by time into one ZSTD file
- * (median of 3, engine.compact alone):
- *   100 files x 5,000 rows:  6 columns DuckDB 0.11 s, polars 0.12 s; 12 columns 0.21 s vs 0.17 s;
- *                            20 columns 0.34 s vs 0.26 s; 50 columns 0.83-1.6 s vs 0.68-0.79 s.
- *   250 files x 2,000 rows: 20 columns 0.81 s vs 0.57 s; 50 columns 1.02 s vs 0.84 s.
- *   1,000 files x 500 rows (10-42 KB each): 6, 12, 20 columns DuckDB 0.38-0.55 s, polars 0.9-4.3 s.
+ * Measured on the 2-core x64 bench host (shared: load 3-6, so +-20%), both engines at 2 threads,
+ * one hour of the bench's sample rows plus DOUBLE columns sorted by time into one ZSTD file,
+ * engine.compact alone (median of 3), DuckDB vs polars:
+ *   100 files x 5,000 rows:  6 columns 0.13 vs 0.15 s, 8: 0.16 vs 0.14 s, 12: 0.21 vs 0.17 s,
+ *                            16: 0.26 vs 0.23 s, 50: 0.90 vs 0.63 s.
+ *   250 files x 2,000 rows (122-158 KB each): 16 columns 0.30 vs 0.30 s, 20: 0.37 vs 0.32 s.
+ *   500 files x 1,000 rows at 50 columns (230 KB each): 0.97 vs 0.83 s.
+ *   1,000 files x 500 rows (24-120 KB each): 12 columns 0.34 vs 0.53 s, 50: 1.21 vs 1.22 s.
  * DuckDB's Parquet writer costs about 2 ms per column per 100,000 rows whatever the compression
  * (uncompressed is barely faster than ZSTD), polars' about a third of that; polars reads each
- * file with a call of its own, which small files do not repay.
+ * file with a call of its own (about 1 ms), which small files do not repay.
  */
 
 /** Tables with at least this many columns can merge on polars. */
 export const POLARS_MIN_COLUMNS = 12;
 
-/** ...when their inputs average at least this many bytes (158 KB measured faster, 42 KB slower). */
+/** ...when their inputs average at least this many bytes (at 122 KB the two are even). */
 export const POLARS_MIN_AVERAGE_INPUT_BYTES = 128 * 1024;
 
 /**

