@@ -5,7 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rename, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -165,9 +165,17 @@ async function ids(l: Lake): Promise<number[]> {
 
 const ALL_IDS = Array.from({ length: FILES * ROWS }, (_, i) => i + 1);
 
-/** The real engine, with each output a row short after compact: what a bug in the merge would write. */
-class DropsOneRow implements Engine {
+/**
+ * The real engine, recording which merge engine each compact asked for; with `dropRow`, the first
+ * output is a row short after compact: what a bug in the merge would write.
+ */
+class Watched implements Engine {
   readonly engines: MergeEngineName[] = [];
+  readonly #dropRow: boolean;
+
+  constructor({ dropRow }: { readonly dropRow: boolean }) {
+    this.#dropRow = dropRow;
+  }
 
   inspect(file: string): Promise<InputInfo> {
     return engine.inspect(file);
@@ -179,7 +187,9 @@ class DropsOneRow implements Engine {
 
   async compact(request: CompactRequest): Promise<CompactOutput[]> {
     this.engines.push(request.mergeEngine ?? 'duckdb');
-    const [first, ...rest] = await engine.compact(request);
+    const outputs = await engine.compact(request);
+    if (!this.#dropRow) return outputs;
+    const [first, ...rest] = outputs;
     if (!first) throw new Error('no output');
     const temp = `${first.path}.tmp`;
     const source = `read_parquet(${parquetPath(first.path)})`;
@@ -237,7 +247,7 @@ describe('the compact step picks the merge engine by the job', () => {
     const job = await jobOf(l);
     const before: string[] = [];
     for await (const object of l.store.list('')) before.push(`${object.key} ${object.etag}`);
-    const dropping = new DropsOneRow();
+    const dropping = new Watched({ dropRow: true });
     const failed = compactStep(deps(l, dropping), job);
     await expect(failed).rejects.toThrow(RowCountMismatchError);
     await expect(failed).rejects.toThrow(
@@ -255,5 +265,27 @@ describe('the compact step picks the merge engine by the job', () => {
     const staging: string[] = [];
     for await (const object of l.store.list(stagingRoot(l.config.layout))) staging.push(object.key);
     expect(staging).toEqual([]);
+  });
+
+  it('an input damaged past its footer fails the polars merge and is quarantined, as on DuckDB', async () => {
+    const l = await lake(POLARS_MIN_COLUMNS);
+    const local = join(scratch, `${randomBytes(4).toString('hex')}.parquet`);
+    await writeSampleParquet(engine, local, {
+      rows: ROWS,
+      firstId: 100_001,
+      startTimeMs: Date.UTC(2025, 0, 14, 10),
+      spanMs: 3_600_000,
+      extraColumns: POLARS_MIN_COLUMNS,
+    });
+    const bytes = Buffer.from(await readFile(local));
+    // Data pages scrambled, the footer intact: only reading the data shows it.
+    for (let i = 8; i < Math.floor(bytes.length / 2); i++) bytes[i] = ((bytes[i] ?? 0) * 31 + 7) & 0xff;
+    const damaged = `${PARTITION}cpu_20250114_109500_9.parquet`;
+    await l.store.put(damaged, bytes);
+    const watched = new Watched({ dropRow: false });
+    const result = await compactStep(deps(l, watched), await jobOf(l));
+    expect(watched.engines).toEqual(['polars']);
+    expect(result).toMatchObject({ status: 'skipped', quarantinedInputs: 1 });
+    expect(result.reason).toContain(`input ${damaged} is unreadable past its footer: quarantined`);
   });
 });
