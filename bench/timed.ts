@@ -12,6 +12,8 @@ import type {
   DistinctRequest,
   Engine,
   InputInfo,
+  MergeEngineName,
+  MergeShape,
 } from '../functions/core/engine.ts';
 import { ForwardingStore, type WriteOptions } from '../functions/core/object-store.ts';
 import { unionMs } from './stats.ts';
@@ -110,6 +112,10 @@ export class TimedEngine implements Engine {
 
   compact(request: CompactRequest): Promise<CompactOutput[]> {
     return this.#spans.time('compact', () => this.#inner.compact(request));
+  }
+
+  mergeEngines(shape: MergeShape): readonly MergeEngineName[] {
+    return this.#inner.mergeEngines?.(shape) ?? ['duckdb'];
   }
 
   countDistinct(request: DistinctRequest): Promise<DistinctCount> {

@@ -49,6 +49,8 @@ export interface WorkerResult {
   /** product: wall-clock spans of the parts of the compact step. */
   readonly phases?: Readonly<Record<string, number>>;
   readonly status?: string;
+  /** product: the engine that wrote the merge (core/merge-engine.ts). */
+  readonly mergeEngine?: string;
   /** product: bytes the engine spilled to its temp directory (peak seen while running). */
   readonly spillPeakBytes?: number;
 }
@@ -254,6 +256,8 @@ async function runFooters(task: WorkerTask): Promise<WorkerResult> {
 
 async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   const { DuckDbEngine } = await import('../functions/adapters/duckdb-engine/duckdb-engine.ts');
+  const { loadPolarsWriter } = await import('../functions/adapters/polars-engine/polars-engine.ts');
+  const { megabytes } = await import('../functions/lambda/compact-engine.ts');
   const { LocalFolderStore } = await import('../functions/adapters/local-store/local-store.ts');
   const { parseConfig } = await import('../functions/core/config.ts');
   const { systemClock } = await import('../functions/core/engine.ts');
@@ -272,11 +276,19 @@ async function runProduct(task: WorkerTask): Promise<WorkerResult> {
   const workDir = join(task.runDir, 'work');
   const spillDir = join(workDir, 'spill');
   await mkdir(spillDir, { recursive: true });
-  // As functions/compact.ts builds it in the Lambda: spill under the work dir, the stack's limits.
+  // As functions/compact.ts builds it in the Lambda: spill under the work dir, the stack's
+  // limits, polars for the merges the core gives it (lambda/compact-engine.ts).
+  const memoryLimitBytes = megabytes(task.memoryLimit);
+  const polars = await loadPolarsWriter({
+    onUnavailable: (reason) => process.stderr.write(`${reason}\n`),
+    threads: task.threads,
+    ...(memoryLimitBytes !== undefined ? { memoryLimitBytes } : {}),
+  });
   const duck = await DuckDbEngine.create({
     tempDirectory: spillDir,
     threads: task.threads,
     ...(task.memoryLimit ? { memoryLimit: task.memoryLimit } : {}),
+    ...(polars ? { mergeWriters: [polars] } : {}),
   });
   const store = new TimedStore(inner);
   const engine = new TimedEngine(duck);
@@ -314,6 +326,7 @@ async function runProduct(task: WorkerTask): Promise<WorkerResult> {
     outputRows: result.outputRows ?? 0,
     phases: { ...store.phases(start), ...engine.phases(start) },
     status: `${result.status}/${result.state}`,
+    ...(result.mergeEngine ? { mergeEngine: result.mergeEngine } : {}),
     spillPeakBytes: spill.peak,
   };
 }

@@ -1,6 +1,6 @@
 /**
  * Compact step: claims the partition (the manifest is the lease), fetches the inputs with
- * If-Match, validates every footer, merges and sorts with DuckDB, checks rows, stages the
+ * If-Match, validates every footer, merges and sorts with DuckDB (or polars for wide tables), checks rows, stages the
  * output. For a retention item: claims the day, re-checks the expired files, commits. Thin: validate the input, build deps, call one core function, return a small result.
  */
 
@@ -8,6 +8,7 @@ import { compactOrExpire } from './core/pipeline.ts';
 import { type JobItem, readJob } from './core/plan-store.ts';
 import type { StepResult } from './core/protocol.ts';
 import { isCompactionJob } from './core/protocol.ts';
+import { compactEngine } from './lambda/compact-engine.ts';
 import { envDeps, envObservability } from './lambda/env-deps.ts';
 import { parseJobItem } from './lambda/events.ts';
 import {
@@ -16,7 +17,6 @@ import {
   type HandlerDeps,
   type HandlerTools,
 } from './lambda/handler-kit.ts';
-import { lambdaEngine } from './lambda/lambda-engine.ts';
 import type { Observability } from './lambda/telemetry.ts';
 import { onJobEvent } from './lambda/telemetry.ts';
 
@@ -37,4 +37,4 @@ export function createHandler(getDeps: DepsFactory, observability: Observability
   return createLambdaHandler(parseJobItem, compact, getDeps, observability);
 }
 
-export const handler = createHandler(envDeps(lambdaEngine), envObservability());
+export const handler = createHandler(envDeps(compactEngine), envObservability());

@@ -4,9 +4,10 @@
  * its step's S3 actions on its step's prefixes.
  *
  * The compact Lambda carries DuckDB (as do the canary's seed and check, built by the same
- * stepLambda). Its native binding is per platform, and npm installed the host's one (linux-x64
- * here); the asset instead gets `@duckdb/node-bindings-linux-arm64`, installed for linux/arm64
- * after bundling (cdk/duckdb-arm64.ts), and the build fails if any x64 binding is in it.
+ * stepLambda) and nodejs-polars, which writes its merges of wide tables. Their native bindings are
+ * per platform, and npm installed the host's (linux-x64 here); the asset instead gets
+ * `@duckdb/node-bindings-linux-arm64` and `nodejs-polars-linux-arm64-gnu`, installed for
+ * linux/arm64 after bundling (cdk/duckdb-arm64.ts), and the build fails if any x64 binding is in it.
  */
 
 import { join } from 'node:path';
@@ -31,7 +32,12 @@ import {
 import { duckDbMemoryLimit, vcpusFor } from '../../functions/core/lambda-sizing.ts';
 import { stepRow } from '../../functions/core/pipeline.ts';
 import { stateRootOf } from '../../functions/core/state-root.ts';
-import { duckDbInstallCommands, installedDuckDbVersions, PROJECT_ROOT } from '../duckdb-arm64.ts';
+import {
+  duckDbInstallCommands,
+  installedCompactVersions,
+  type NativeVersions,
+  PROJECT_ROOT,
+} from '../duckdb-arm64.ts';
 import { acknowledge, acknowledgeWildcards, s3ObjectPrefixFinding } from '../nag.ts';
 import { stepGrants } from './step-grants.ts';
 
@@ -119,8 +125,8 @@ export interface StepLambdaProps {
   readonly size: LambdaSize;
   /** Environment shared by the stack's functions; COMPACTOR_STEP is added. */
   readonly environment: Readonly<Record<string, string>>;
-  /** The installed DuckDB versions, for a function that runs DuckDB; absent: none. */
-  readonly duckDb?: ReturnType<typeof installedDuckDbVersions>;
+  /** The installed DuckDB (and polars) versions, for a function that runs DuckDB; absent: none. */
+  readonly duckDb?: NativeVersions;
   readonly logRetention?: logs.RetentionDays;
   readonly removalPolicy: RemovalPolicy;
 }
@@ -178,7 +184,12 @@ export function stepLambda(scope: Construct, name: string, step: string, props: 
       duckDb
         ? {
             // Installed for linux/arm64 below, not bundled: a native binding cannot be bundled.
-            externalModules: ['@duckdb/node-api', '@duckdb/node-bindings', '@duckdb/node-bindings-*'],
+            externalModules: [
+              '@duckdb/node-api',
+              '@duckdb/node-bindings',
+              '@duckdb/node-bindings-*',
+              ...(duckDb.polars ? ['nodejs-polars', 'nodejs-polars-*'] : []),
+            ],
             commandHooks: {
               beforeBundling: () => [],
               beforeInstall: () => [],
@@ -245,7 +256,7 @@ export class CompactorFunctions extends Construct {
       ...(props.logRetention !== undefined ? { logRetention: props.logRetention } : {}),
     };
     this.lambdaProps = lambdaProps;
-    const duckDb = installedDuckDbVersions();
+    const duckDb = installedCompactVersions();
     const built = {} as Record<StepName, StepLambda>;
     for (const step of STEPS) {
       // The pipeline row's size class says which of the three sizes a step's Lambda gets.

@@ -330,13 +330,20 @@ export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDb
   const workDir = workDirOf(options);
   // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
   const { DuckDbEngine } = await import('../adapters/duckdb-engine/duckdb-engine.ts');
+  const { loadPolarsWriter } = await import('../adapters/polars-engine/polars-engine.ts');
   const memoryLimit = options['memory-limit'];
   const threads = options.threads === undefined ? undefined : parseWhole('threads', options.threads, 1);
+  // As the compact Lambda: polars writes the merges the core gives it (core/merge-engine.ts).
+  const polars = await loadPolarsWriter({
+    onUnavailable: (reason) => process.stderr.write(`compactor: ${reason}\n`),
+    ...(threads !== undefined ? { threads } : {}),
+  });
   try {
     const engine = await DuckDbEngine.create({
       tempDirectory: join(workDir, 'spill'),
       ...(memoryLimit !== undefined ? { memoryLimit } : {}),
       ...(threads !== undefined ? { threads } : {}),
+      ...(polars ? { mergeWriters: [polars] } : {}),
     });
     return { engine, workDir };
   } catch (error) {

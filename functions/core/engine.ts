@@ -1,6 +1,8 @@
 /**
  * The compaction engine interface (DuckDB implements it). The core decides what to merge;
- * the engine only reads local Parquet files and writes local Parquet files.
+ * the engine only reads local Parquet files and writes local Parquet files. The merge itself
+ * (compact) can be written by a second engine (a MergeWriter) that the core picks per job
+ * (merge-engine.ts); everything else, the checks of its outputs included, stays on one engine.
  */
 
 export interface Column {
@@ -45,7 +47,35 @@ export interface CompactRequest {
   readonly dedup?: DedupRequest;
   /** Footer key-value metadata every output carries. Absent or empty: none. */
   readonly metadata?: Readonly<Record<string, string>>;
+  /** Which engine writes the outputs (one of Engine.mergeEngines). Absent: 'duckdb'. */
+  readonly mergeEngine?: MergeEngineName;
   readonly signal?: AbortSignal;
+}
+
+/** The engines that can write compact's outputs. */
+export type MergeEngineName = 'duckdb' | 'polars';
+
+/** What a merge engine is asked to write: the job's columns, and each input's own columns. */
+export interface MergeShape {
+  /** The unified schema the outputs are written with. */
+  readonly columns: readonly Column[];
+  /** Each input's columns (InputInfo.columns), in input order. */
+  readonly inputColumns: readonly (readonly Column[])[];
+  /** The inputs' bytes: what an engine holding the job in memory needs room for. */
+  readonly inputBytes: number;
+}
+
+/**
+ * A second engine that writes compact's outputs: the same casts, sort, row groups, split, ZSTD
+ * and footer metadata as CompactRequest asks of any engine. The engine holding it reads the
+ * outputs' row counts and checks their column types itself, so the checks do not depend on it.
+ */
+export interface MergeWriter {
+  readonly name: Exclude<MergeEngineName, 'duckdb'>;
+  /** Whether it writes these columns, cast from these inputs' types, as DuckDB would, in its memory. */
+  writes(shape: MergeShape): boolean;
+  /** Writes the outputs into request.outputDir; resolves to their paths, in sort order. */
+  write(request: CompactRequest, inputBytes: number): Promise<string[]>;
 }
 
 export interface DistinctRequest {
@@ -115,6 +145,11 @@ export interface Engine {
   inspect(file: string): Promise<InputInfo>;
   /** Merges, sorts and writes; returns outputs with their footer row counts. */
   compact(request: CompactRequest): Promise<CompactOutput[]>;
+  /**
+   * The engines that can write a merge of this shape (CompactRequest.mergeEngine). Absent:
+   * 'duckdb' alone.
+   */
+  mergeEngines?(shape: MergeShape): readonly MergeEngineName[];
   /**
    * How many rows the files hold once deduplicated ('exact': distinct rows; 'last': distinct
    * keys), counted by its own query, apart from any write: the core checks compact's output

@@ -7,7 +7,7 @@
  */
 
 import type { CompactorConfig, JobKind, TierName } from './config.ts';
-import type { Clock, Engine } from './engine.ts';
+import type { Clock, Engine, MergeEngineName } from './engine.ts';
 import type { InputRef, Manifest, ManifestState } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 
@@ -104,6 +104,8 @@ export interface StepResult {
   readonly droppedMetadataKeys?: readonly string[];
   /** Sort keys (`sortKeys`) no input of the partition has: the outputs are not sorted by them. */
   readonly unsortedBy?: readonly string[];
+  /** compact: the engine that wrote the outputs (merge-engine.ts). */
+  readonly mergeEngine?: MergeEngineName;
 }
 
 export function withSignal(deps: StepDeps): { signal?: AbortSignal } {

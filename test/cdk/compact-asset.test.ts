@@ -1,9 +1,10 @@
 /**
  * Really bundles the Lambdas, the canary's included (local esbuild, then npm installs DuckDB for
- * linux/arm64 into each asset whose handler runs DuckDB) and inspects the cloud assembly: what
- * `cdk deploy` would upload. The canary's Lambdas are also run from their bundles, seed, check and
+ * linux/arm64 into each asset whose handler runs DuckDB, and polars into the compact one) and
+ * inspects the cloud assembly: what `cdk deploy` would upload. The canary's Lambdas are also run from their bundles, seed, check and
  * remove, against fauxqs S3 (this host's DuckDB binding standing in for the arm64 one).
- * Needs the npm registry or a warm npm cache for @duckdb/node-bindings-linux-arm64.
+ * Needs the npm registry or a warm npm cache for @duckdb/node-bindings-linux-arm64 and
+ * nodejs-polars-linux-arm64-gnu.
  */
 
 import { spawn, spawnSync } from 'node:child_process';
@@ -28,13 +29,17 @@ import { pathToFileURL } from 'node:url';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STEPS } from '../../cdk/constructs/compactor-functions.ts';
-import { installedDuckDbVersions, PROJECT_ROOT } from '../../cdk/duckdb-arm64.ts';
+import { installedCompactVersions, installedDuckDbVersions, PROJECT_ROOT } from '../../cdk/duckdb-arm64.ts';
 import type { CanarySeedOutput } from '../../functions/canary-seed.ts';
 import { CANARY_STEPS, ENV } from '../../functions/contract.ts';
 import { startFauxqsS3 } from '../support/fauxqs-server.ts';
 import { resourcesOfType, type Synthesized, synth } from './synth.ts';
 
-/** Lambda's limit for a function's unzipped code and layers (250 MB). */
+/**
+ * Lambda's limit for a function's unzipped code and layers (250 MB): the deployment package's
+ * unzipped size in https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html, the
+ * account's CodeSizeUnzipped in https://docs.aws.amazon.com/lambda/latest/api/API_AccountLimit.html.
+ */
 const LAMBDA_UNZIPPED_LIMIT = 250 * 1000 * 1000;
 
 function files(dir: string): string[] {
@@ -261,6 +266,23 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
     },
   );
 
+  it('puts nodejs-polars and its linux-arm64 (glibc) binding, of the installed version, in the compact asset only', () => {
+    const dir = asset('compact');
+    const version = (pkg: string) =>
+      JSON.parse(readFileSync(join(dir, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+    const polars = installedCompactVersions().polars;
+    expect(version('nodejs-polars')).toBe(polars);
+    expect(version('nodejs-polars-linux-arm64-gnu')).toBe(polars);
+    expect(
+      elfMachine(join(dir, 'node_modules/nodejs-polars-linux-arm64-gnu/nodejs-polars.linux-arm64-gnu.node')),
+    ).toBe(183);
+    // External to the bundle, loaded from node_modules when the engine is built.
+    expect(readFileSync(join(dir, 'index.mjs'), 'utf8')).toMatch(/import\(\s*"nodejs-polars"\s*\)/);
+    for (const step of DUCKDB_STEPS.filter((s) => s !== 'compact')) {
+      expect(existsSync(join(asset(step), 'node_modules/nodejs-polars')), step).toBe(false);
+    }
+  });
+
   it.each(DUCKDB_STEPS)(
     'carries no x64 (or musl) binding in the %s asset and stays under the 250 MB unzipped limit',
     (step) => {
@@ -269,6 +291,7 @@ describe('bundled Lambda assets (the canary enabled, so every Lambda the stack c
       const names = all.map((f) => relative(dir, f));
       expect(names.filter((n) => /x64|musl|darwin|win32/.test(n))).toEqual([]);
       const bytes = all.reduce((sum, f) => sum + statSync(f).size, 0);
+      process.stdout.write(`${step} asset: ${bytes} bytes unzipped\n`);
       expect(bytes).toBeLessThan(LAMBDA_UNZIPPED_LIMIT);
       for (const f of all.filter((n) => n.endsWith('.node') || n.endsWith('.so')))
         expect(elfMachine(f), f).toBe(183);

@@ -1,5 +1,5 @@
 /**
- * The compact asset's DuckDB install (duckDbInstallCommands) run by real npm with no registry:
+ * The compact asset's DuckDB and polars install (duckDbInstallCommands) run by real npm with no registry:
  * - from an empty cache, as on an offline machine whose npm cache never held the arm64 binding:
  *   one line that names the package and the fix, not npm's page of stack;
  * - from the cache the package's postinstall (`npm ci` runs it) leaves: it installs, offline.
@@ -14,7 +14,9 @@ import {
   ARM64_REFUSED_STATUS,
   arm64Binding,
   duckDbInstallCommands,
+  installedCompactVersions,
   PROJECT_ROOT,
+  polarsArm64Binding,
   WARM_CACHE_SCRIPT,
 } from '../../cdk/duckdb-arm64.ts';
 import { useTempDir } from '../support/engine-fixture.ts';
@@ -24,9 +26,9 @@ useTempDir('duckdb-arm64-', (d) => {
   dir = d;
 });
 
-function installOffline(out: string, cache: string) {
+function installOffline(out: string, cache: string, versions = installedCompactVersions()) {
   mkdirSync(out, { recursive: true });
-  return spawnSync('bash', ['-c', duckDbInstallCommands(out).join(' && ')], {
+  return spawnSync('bash', ['-c', duckDbInstallCommands(out, versions).join(' && ')], {
     env: { ...process.env, npm_config_cache: cache, npm_config_offline: 'true' },
     encoding: 'utf8',
   });
@@ -40,7 +42,9 @@ describe('the compact asset DuckDB install', () => {
     expect(run.status).toBe(ARM64_REFUSED_STATUS);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toContain(`needs ${arm64Binding()}`);
+    expect(lines[0]).toContain(
+      `needs ${arm64Binding()} and ${polarsArm64Binding(installedCompactVersions().polars ?? '')}`,
+    );
     expect(lines[0]).toContain(
       `run "npm run ${WARM_CACHE_SCRIPT}" once in ${PROJECT_ROOT} with the registry reachable`,
     );
@@ -70,6 +74,9 @@ describe('the compact asset DuckDB install', () => {
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
     expect(existsSync(join(out, 'node_modules/@duckdb/node-bindings-linux-arm64/duckdb.node'))).toBe(true);
+    expect(
+      existsSync(join(out, 'node_modules/nodejs-polars-linux-arm64-gnu/nodejs-polars.linux-arm64-gnu.node')),
+    ).toBe(true);
   }, 120_000);
 
   it("a synth offline with a cold cache ends with that one line, not CDK's stack", () => {

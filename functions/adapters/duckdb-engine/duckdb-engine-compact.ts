@@ -9,20 +9,15 @@ import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
-import type { CompactOutput, CompactRequest } from '../../core/engine.ts';
+import type { CompactOutput, CompactRequest, MergeWriter } from '../../core/engine.ts';
 import { InputUnreadableError } from '../../core/errors.ts';
+import { nextFileRows } from '../../core/output-split.ts';
 import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
 import { enumTypes } from './duckdb-engine-enums.ts';
-import { readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
+import { describe, readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
 
-/** DuckDB's vector size: row groups are multiples of it. */
-const VECTOR_SIZE = 2048;
-
-export async function compact(
-  withConnection: WithConnection,
-  request: CompactRequest,
-): Promise<CompactOutput[]> {
-  const { inputs, columns, outputDir, targetFileBytes, rowGroupSize, signal, dedup } = request;
+/** The request's own checks, whichever engine writes it. */
+function checkRequest({ inputs, columns, targetFileBytes, rowGroupSize, dedup }: CompactRequest): void {
   if (inputs.length === 0) throw new RangeError('compact needs at least one input');
   if (columns.length === 0) throw new RangeError('compact needs at least one column');
   if (dedup) dedupColumns(columns, dedup);
@@ -32,6 +27,14 @@ export async function compact(
   if (!(targetFileBytes > 0)) {
     throw new RangeError(`targetFileBytes must be positive, got ${targetFileBytes}`);
   }
+}
+
+export async function compact(
+  withConnection: WithConnection,
+  request: CompactRequest,
+): Promise<CompactOutput[]> {
+  checkRequest(request);
+  const { inputs, columns, outputDir, targetFileBytes, rowGroupSize, signal, dedup } = request;
 
   const names = new Set(columns.map((c) => c.name.toLowerCase()));
   const sortKeys = request.sortBy.filter((key) => names.has(key.toLowerCase()));
@@ -87,17 +90,17 @@ export async function compact(
       const total = Number(
         (await connection.runAndReadAll('SELECT count(*) FROM compact_sorted')).getRows()[0]?.[0],
       );
-      // Files end on row-group boundaries so only the last row group of each file is short.
-      const step = Math.ceil(rowGroupSize / VECTOR_SIZE) * VECTOR_SIZE;
       let written = 0;
       let writtenBytes = 0;
       do {
-        const remaining = total - written;
-        // Bytes per row: the inputs' until the first output is measured, then the outputs' so far.
-        const bytesPerRow = written === 0 ? inputBytes / Math.max(total, 1) : writtenBytes / written;
-        const files = Math.max(1, Math.ceil((remaining * bytesPerRow) / targetFileBytes));
-        let rows = Math.ceil(remaining / files);
-        if (files > 1 && rows > step) rows = Math.min(remaining, Math.round(rows / step) * step);
+        const rows = nextFileRows({
+          total,
+          written,
+          writtenBytes,
+          inputBytes,
+          targetFileBytes,
+          rowGroupSize,
+        });
         const path = outputPath(paths.length);
         paths.push(path);
         await run(
@@ -108,14 +111,59 @@ export async function compact(
         writtenBytes += (await stat(path)).size;
       } while (written < total);
     }
-    const outputs: CompactOutput[] = [];
+    return outputsOf(connection, paths);
+  });
+}
+
+/** The outputs with their footers' row counts (what the core verifies) and sizes. */
+async function outputsOf(connection: DuckDBConnection, paths: readonly string[]): Promise<CompactOutput[]> {
+  const outputs: CompactOutput[] = [];
+  for (const path of paths) {
+    const rows = (
+      await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
+    ).getRows()[0]?.[0];
+    outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
+  }
+  return outputs;
+}
+
+/**
+ * compact written by another engine: its outputs' row counts come from DuckDB's reading of their
+ * footers, as DuckDB's own outputs' do, and their columns must read back in DuckDB as exactly the
+ * requested names and types, or the job fails. A failed write is mapped to the input DuckDB
+ * cannot read, if any, as a failed COPY is.
+ */
+export async function compactWith(
+  withConnection: WithConnection,
+  writer: MergeWriter,
+  request: CompactRequest,
+): Promise<CompactOutput[]> {
+  checkRequest(request);
+  const { inputs, columns, signal } = request;
+  const sizes = await Promise.all(inputs.map(async (input) => (await stat(input)).size));
+  let paths: string[];
+  try {
+    paths = await writer.write(
+      request,
+      sizes.reduce((sum, size) => sum + size, 0),
+    );
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason;
+    throw await withConnection(signal, (connection) => unreadableInput(connection, inputs, signal, error));
+  }
+  signal?.throwIfAborted();
+  return withConnection(signal, async (connection) => {
     for (const path of paths) {
-      const rows = (
-        await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
-      ).getRows()[0]?.[0];
-      outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
+      const found = await describe(connection, readAll([path]));
+      const wanted = columns.map((c) => `${c.name} ${c.type}`).join(', ');
+      const got = found.map((c) => `${c.name} ${c.type}`).join(', ');
+      if (got !== wanted) {
+        throw new Error(
+          `the ${writer.name} merge wrote ${path} with columns (${got}), not the requested (${wanted}); nothing was staged`,
+        );
+      }
     }
-    return outputs;
+    return outputsOf(connection, paths);
   });
 }
 
@@ -139,6 +187,19 @@ async function classifyCompactError(
   }
   // Page-header damage fails without a file name: read each input in full to find the culprit.
   // Only on this failure path, so the extra read costs nothing on success.
+  return unreadableInput(connection, inputs, signal, error);
+}
+
+/**
+ * The InputUnreadableError of the first input DuckDB cannot read in full, or `error` when every
+ * input reads (or one fails for another reason than its bytes).
+ */
+async function unreadableInput(
+  connection: DuckDBConnection,
+  inputs: readonly string[],
+  signal: AbortSignal | undefined,
+  error: unknown,
+): Promise<unknown> {
   for (const input of inputs) {
     signal?.throwIfAborted();
     try {

@@ -38,12 +38,15 @@ import type {
   InputInfo,
   IntegerBounds,
   IntegerOutside,
+  MergeEngineName,
+  MergeShape,
+  MergeWriter,
   RowContainment,
 } from '../../core/engine.ts';
 import { ConfigError } from '../../core/errors.ts';
 import { readFooter } from '../parquet-footer.ts';
 import { countInexactAsDouble, countMissing, integerBounds, integerOutside } from './duckdb-engine-checks.ts';
-import { compact } from './duckdb-engine-compact.ts';
+import { compact, compactWith } from './duckdb-engine-compact.ts';
 import { countDistinct } from './duckdb-engine-dedup.ts';
 import { ColumnsBySignature, inspectOne } from './duckdb-engine-inspect.ts';
 import type { WithConnection } from './duckdb-engine-sql.ts';
@@ -62,6 +65,11 @@ export interface DuckDbEngineOptions {
   readonly threads?: number;
   /** Where sorts larger than memory spill. Default: `<os.tmpdir()>/duckdb-spill` (DuckDB's own default, `.tmp` in the cwd, is read-only on Lambda). */
   readonly tempDirectory?: string;
+  /**
+   * Engines that can write compact's outputs instead of DuckDB, when a request names one
+   * (CompactRequest.mergeEngine). Default: none.
+   */
+  readonly mergeWriters?: readonly MergeWriter[];
 }
 
 /**
@@ -74,9 +82,11 @@ export class DuckDbEngine implements Engine, RowContainment {
   /** withConnection as the modules take it. */
   private readonly connect: WithConnection = (signal, body) => this.withConnection(signal, body);
   private readonly columnsBySignature = new ColumnsBySignature(this.connect);
+  private readonly mergeWriters: readonly MergeWriter[];
 
-  private constructor(instance: DuckDBInstance) {
+  private constructor(instance: DuckDBInstance, mergeWriters: readonly MergeWriter[]) {
     this.instance = instance;
+    this.mergeWriters = mergeWriters;
   }
 
   static async create(options: DuckDbEngineOptions = {}): Promise<DuckDbEngine> {
@@ -119,7 +129,7 @@ export class DuckDbEngine implements Engine, RowContainment {
       instance.closeSync();
       throw refused;
     }
-    return new DuckDbEngine(instance);
+    return new DuckDbEngine(instance, options.mergeWriters ?? []);
   }
 
   /**
@@ -149,7 +159,16 @@ export class DuckDbEngine implements Engine, RowContainment {
   }
 
   async compact(request: CompactRequest): Promise<CompactOutput[]> {
-    return compact(this.connect, request);
+    const name = request.mergeEngine ?? 'duckdb';
+    if (name === 'duckdb') return compact(this.connect, request);
+    const writer = this.mergeWriters.find((w) => w.name === name);
+    if (writer === undefined)
+      throw new RangeError(`compact: no ${name} merge engine was given to this engine`);
+    return compactWith(this.connect, writer, request);
+  }
+
+  mergeEngines(shape: MergeShape): MergeEngineName[] {
+    return ['duckdb', ...this.mergeWriters.filter((w) => w.writes(shape)).map((w) => w.name)];
   }
 
   async countDistinct(request: DistinctRequest): Promise<DistinctCount> {

@@ -8,13 +8,14 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
-import type { DedupRequest, DistinctCount, Engine } from '../engine.ts';
+import type { DedupRequest, DistinctCount, Engine, MergeEngineName } from '../engine.ts';
 import { DedupError, InputUnreadableError, OutputTooLargeError, RowCountMismatchError } from '../errors.ts';
 import { type MergedFooterMetadata, mergeFooterMetadata } from '../footer-metadata.ts';
 import { type CompactDeps, type Job, result, type StepResult, withSignal } from '../job.ts';
 import type { DataFile } from '../layout.ts';
 import type { InputRef } from '../manifest/manifest.ts';
 import { checkLease, type Loaded, partitionDataFile, release } from '../manifest/manifest-cas.ts';
+import { chooseMergeEngine } from '../merge-engine.ts';
 import { compareKeys } from '../object-store.ts';
 import { quarantineInput } from '../quarantine.ts';
 import { integerFloatMixes, unifySchemas } from '../schema.ts';
@@ -33,6 +34,8 @@ export interface Merged {
   readonly keysHash: string | undefined;
   /** Sort keys none of the inputs has (the engine sorts by the others). */
   readonly unsortedBy: readonly string[];
+  /** The engine that wrote the outputs (merge-engine.ts). */
+  readonly mergeEngine: MergeEngineName;
 }
 
 /**
@@ -54,6 +57,16 @@ export async function mergeInputs(
   const inputRows = good.reduce((sum, g) => sum + g.info.rows, 0);
   // 'last' keeps the row of the last input: give them oldest first.
   const merged = dedup?.mode === 'last' ? oldestFirst(deps.config, good) : good;
+  const inputBytes = good.reduce((sum, g) => sum + g.input.size, 0);
+  const able = deps.engine.mergeEngines?.({
+    columns,
+    inputColumns: good.map((g) => g.info.columns),
+    inputBytes,
+  });
+  const mergeEngine = chooseMergeEngine(
+    { columns: columns.length, inputs: good.length, inputBytes, dedup },
+    able ?? ['duckdb'],
+  );
   let written: Awaited<ReturnType<Engine['compact']>>;
   try {
     written = await writeOutputs(deps, loaded, ref, join(dir, 'out'), {
@@ -62,6 +75,7 @@ export async function mergeInputs(
       timeColumn: timeColumnOf(deps.config, partitionFile.table),
       dedup,
       metadata: footerMetadata.kept,
+      mergeEngine,
     });
   } catch (error) {
     // The engine refused this partition's dedup (a column hiding its row order): give it back.
@@ -102,6 +116,7 @@ export async function mergeInputs(
     distinctRows: distinct?.rows,
     keysHash: distinct?.keysHash,
     unsortedBy,
+    mergeEngine,
   };
 }
 
@@ -145,6 +160,7 @@ interface OutputRequest {
   readonly timeColumn: string;
   readonly dedup: DedupRequest | undefined;
   readonly metadata: Readonly<Record<string, string>>;
+  readonly mergeEngine: MergeEngineName;
 }
 
 /**
@@ -174,6 +190,7 @@ async function writeOutputs(
       rowGroupSize: config.rowGroupSize,
       ...(request.dedup ? { dedup: request.dedup } : {}),
       ...(Object.keys(request.metadata).length > 0 ? { metadata: request.metadata } : {}),
+      ...(request.mergeEngine === 'duckdb' ? {} : { mergeEngine: request.mergeEngine }),
       ...withSignal(deps),
     });
     const largest = Math.max(0, ...written.map((o) => o.bytes));

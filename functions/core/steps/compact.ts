@@ -144,7 +144,17 @@ async function writeStaged(
   loaded: Loaded,
   ref: Job<TierName>,
   { good, corrupt }: CheckedInputs,
-  { written, partitionFile, footerMetadata, inputRows, dedup, distinctRows, keysHash, unsortedBy }: Merged,
+  {
+    written,
+    partitionFile,
+    footerMetadata,
+    inputRows,
+    dedup,
+    distinctRows,
+    keysHash,
+    unsortedBy,
+    mergeEngine,
+  }: Merged,
 ): Promise<StepResult> {
   const { store, config } = deps;
   const manifest = loaded.manifest;
@@ -199,6 +209,7 @@ async function writeStaged(
   return result(ref, 'done', 'staged', {
     ...summary(loaded.manifest),
     ...(unsortedBy.length > 0 ? { unsortedBy } : {}),
+    mergeEngine,
   });
 }
 
