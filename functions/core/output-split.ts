@@ -34,3 +34,20 @@ export function nextFileRows(s: SplitSoFar): number {
   const step = rowGroupRows(s.rowGroupSize);
   return files > 1 && rows > step ? Math.min(remaining, Math.round(rows / step) * step) : rows;
 }
+
+/**
+ * Writes a merge of `total` rows as files of nextFileRows each, in order: `writeFile` writes the
+ * rows from `offset` and returns the file's bytes, which size the next file.
+ */
+export async function writeSplit(
+  sizes: Omit<SplitSoFar, 'written' | 'writtenBytes'>,
+  writeFile: (index: number, offset: number, rows: number) => Promise<number>,
+): Promise<void> {
+  let written = 0;
+  let writtenBytes = 0;
+  for (let index = 0; written < sizes.total || index === 0; index++) {
+    const rows = nextFileRows({ ...sizes, written, writtenBytes });
+    writtenBytes += await writeFile(index, written, rows);
+    written += rows;
+  }
+}

@@ -11,7 +11,7 @@ import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
 import type { CompactOutput, CompactRequest, MergeWriter } from '../../core/engine.ts';
 import { InputUnreadableError } from '../../core/errors.ts';
-import { nextFileRows } from '../../core/output-split.ts';
+import { writeSplit } from '../../core/output-split.ts';
 import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
 import { enumTypes } from './duckdb-engine-enums.ts';
 import { describe, readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
@@ -90,26 +90,15 @@ export async function compact(
       const total = Number(
         (await connection.runAndReadAll('SELECT count(*) FROM compact_sorted')).getRows()[0]?.[0],
       );
-      let written = 0;
-      let writtenBytes = 0;
-      do {
-        const rows = nextFileRows({
-          total,
-          written,
-          writtenBytes,
-          inputBytes,
-          targetFileBytes,
-          rowGroupSize,
-        });
-        const path = outputPath(paths.length);
+      await writeSplit({ total, inputBytes, targetFileBytes, rowGroupSize }, async (index, offset, rows) => {
+        const path = outputPath(index);
         paths.push(path);
         await run(
-          `COPY (SELECT * FROM compact_sorted WHERE rowid >= ${written} AND rowid < ${written + rows}) ` +
+          `COPY (SELECT * FROM compact_sorted WHERE rowid >= ${offset} AND rowid < ${offset + rows}) ` +
             `TO ${quoteString(path)} (${copyOptions})`,
         );
-        written += rows;
-        writtenBytes += (await stat(path)).size;
-      } while (written < total);
+        return (await stat(path)).size;
+      });
     }
     return outputsOf(connection, paths);
   });

@@ -9,7 +9,7 @@ import { mkdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DataFrame, DataType, Expr } from 'nodejs-polars';
 import type { CompactRequest } from '../../core/engine.ts';
-import { nextFileRows, rowGroupRows } from '../../core/output-split.ts';
+import { rowGroupRows, writeSplit } from '../../core/output-split.ts';
 import { readFooter } from '../parquet-footer.ts';
 import { setFooterMetadata } from './polars-engine-footer.ts';
 import { type Polars, polarsType } from './polars-engine-types.ts';
@@ -69,24 +69,13 @@ export async function writeMerge(p: Polars, request: CompactRequest, inputBytes:
     await write(sorted, outputPath(0));
     return paths;
   }
-  const total = sorted.height;
-  let written = 0;
-  let writtenBytes = 0;
-  do {
-    const rows = nextFileRows({
-      total,
-      written,
-      writtenBytes,
-      inputBytes,
-      targetFileBytes,
-      rowGroupSize: request.rowGroupSize,
-    });
-    const path = outputPath(paths.length);
+  const sizes = { total: sorted.height, inputBytes, targetFileBytes, rowGroupSize: request.rowGroupSize };
+  await writeSplit(sizes, async (index, offset, rows) => {
+    const path = outputPath(index);
     paths.push(path);
-    await write(sorted.slice(written, rows), path);
-    written += rows;
-    writtenBytes += (await stat(path)).size;
-  } while (written < total);
+    await write(sorted.slice(offset, rows), path);
+    return (await stat(path)).size;
+  });
   return paths;
 }
 
