@@ -53,7 +53,13 @@ async function killMidJob(
   dir: string,
   signal: NodeJS.Signals,
 ): Promise<{ pid: number; stderr: string } | undefined> {
-  const { child, exit } = spawnHourlyRun(dir, join(root, 'work'), ['--concurrency', '1']);
+  // One job at a time (one an item, one item at once): a kill mid-job leaves one manifest.
+  const { child, exit } = spawnHourlyRun(dir, join(root, 'work'), [
+    '--concurrency',
+    '1',
+    '--context',
+    '{"smallJobsPerItem":1}',
+  ]);
   let running = true;
   void exit.then(() => {
     running = false;
@@ -155,7 +161,7 @@ describe('status and verify after a run killed mid-job', () => {
   it('after Ctrl-C (SIGINT) the run says what resolves it and dies of the signal; status says the same', async () => {
     const { dir, pid, stderr } = await interrupted('SIGINT');
     expect(stderr).toContain(
-      `interrupted (SIGINT): partitions in flight keep their manifests; \`compactor recover --store ${dir}\` resolves them now`,
+      `interrupted (SIGINT): partitions in flight keep their manifests; \`compactor recover --store ${dir} --context '{"smallJobsPerItem":1}'\` resolves them now`,
     );
     const status = await cli('status', '--store', dir);
     expect(status.code, status.text).toBe(1);
