@@ -5,8 +5,9 @@
  * own assumptions are named constants in cost-prices.ts, printed with the results.
  */
 
+import { CHILD_DEFAULTS } from '../cdk/child-budget.ts';
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
-import { DEFAULTS, parseConfig } from '../functions/core/config.ts';
+import { parseConfig } from '../functions/core/config.ts';
 import {
   CHILD_START_TRANSITIONS,
   COMMAND_CLASS,
@@ -131,9 +132,9 @@ export const CYCLE_PARTITIONS = CYCLE_SHAPE.tables * CYCLE_SHAPE.hours;
 
 /**
  * The Map items the plan step gives the cycle's partitions (plan-store.ts mapItems, at the
- * default smallJobsPerItem): the hours of one table share items.
+ * stack's default smallJobsPerItem for the child type): the hours of one table share items.
  */
-export function cycleItems(smallJobsPerItem: number = DEFAULTS.smallJobsPerItem): number {
+export function cycleItems(smallJobsPerItem: number): number {
   const { layout } = parseConfig({});
   const jobs = Array.from({ length: CYCLE_PARTITIONS }, (_, i) => ({
     partition: `db/t${Math.floor(i / CYCLE_SHAPE.hours)}/2025/01/15/${String(i % CYCLE_SHAPE.hours).padStart(2, '0')}/`,
@@ -527,10 +528,10 @@ export function costModel(input: {
   const small = input.s3?.jobs.find((j) => j.costJob === 'small-partition');
   const chainSeconds = small ? small.run.steps.reduce((sum, step) => sum + step.wallMs, 0) / 1000 : 0;
   // The cycle's partitions share Map items, the hours of a table; each job above has its own.
-  const items = cycleItems();
   const cycles = small
-    ? (['STANDARD', 'EXPRESS'] as const).map((childType) =>
-        cycleCost(
+    ? (['STANDARD', 'EXPRESS'] as const).map((childType) => {
+        const items = cycleItems(CHILD_DEFAULTS[childType].smallJobsPerItem);
+        return cycleCost(
           jobCost({
             job: { ...small, costJob: 'small-partition' },
             childType,
@@ -543,8 +544,8 @@ export function costModel(input: {
           chainSeconds,
           STACK_DEFAULTS.map.maxConcurrency,
           items,
-        ),
-      )
+        );
+      })
     : [];
   return {
     ...(cycles.length > 0 ? { cycles } : {}),

@@ -30,6 +30,7 @@ import {
   MEASURED_COMPACT,
   S3_WAIT,
 } from '../functions/core/cost/index.ts';
+import { DEFAULTS } from '../functions/core/config.ts';
 import { SMALL_COMPACT, smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
 import {
   EXECUTION_TYPES,
@@ -131,16 +132,25 @@ export interface ChildDefaults {
   readonly partitionStepTimeoutSeconds: number;
   readonly maxJobBytes: number;
   readonly maxJobFiles: number;
+  /**
+   * Small jobs a Map item carries (plan-store.ts mapItems). An Express child is billed by its
+   * start, request and duration, which the item's jobs share. A Standard child is billed per state
+   * entered: an item of several jobs enters 3 states of its own (its Map, the failure Choice, its
+   * end) besides its start, so sharing them pays only from 4 jobs an item on (the start and 3
+   * states over 4 jobs, 1 each, as a chain of its own pays), while the hourly cycle of a lake
+   * brings each table one hour: 1, no item states.
+   */
+  readonly smallJobsPerItem: number;
 }
 
 /**
  * Express: compact 36 s and the four partition steps 9 s give a worst case of
  * 2 x (36 + 12) + 1 + 4 x (2 x (9 + 12) + 1) = 97 + 172 = 269 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
- * 268.4 MB x 0.0143 + 2000 x 0.00021 + 268.4 / 90 + 2000 x 0.025 / 8 = 3.84 + 0.42 + 2.98 + 6.25
- * = 13.5 s, under half of 36 s; 512 MiB would be 20.3 s, over it. The small compact function
+ * 268.4 MB x 0.0143 + 2000 x 0.00027 + 268.4 / 90 + 2000 x 0.025 / 8 = 3.84 + 0.54 + 2.98 + 6.25
+ * = 13.6 s, under half of 36 s; 512 MiB would be 20.4 s, over it. The small compact function
  * (functions/core/lambda-sizing.ts) has the same timeout; its largest job, 64 MiB in 2,000 files
- * on 0.58 vCPU, is estimated at 11.0 s. An Arc hour (120 x 200 KB) is one job; a Firehose hour
+ * on 0.58 vCPU, is estimated at 11.4 s. An Arc hour (120 x 200 KB) is one job; a Firehose hour
  * (12 x 64 MB), three.
  * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files.
  */
@@ -150,12 +160,14 @@ export const CHILD_DEFAULTS: Readonly<Record<ChildExecutionType, ChildDefaults>>
     partitionStepTimeoutSeconds: 9,
     maxJobBytes: 256 * MiB,
     maxJobFiles: 2000,
+    smallJobsPerItem: DEFAULTS.smallJobsPerItem,
   },
   STANDARD: {
     compactTimeoutSeconds: 900,
     partitionStepTimeoutSeconds: 300,
     maxJobBytes: 2048 * MiB,
     maxJobFiles: 5000,
+    smallJobsPerItem: 1,
   },
 };
 

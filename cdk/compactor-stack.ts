@@ -91,6 +91,7 @@ export class CompactorStack extends Stack {
       stepTimeout: Duration.seconds(config.lambda.others.timeoutSeconds),
       partitionStepTimeout: Duration.seconds(config.lambda.partitionSteps.timeoutSeconds),
       childExecutionType: config.map.childExecutionType,
+      smallJobsPerItem: config.smallJobsPerItem,
     });
     const stateMachine = this.workflow.stateMachine;
     const describeExecutions = f.grantDescribeExecutions(stateMachine);

@@ -139,7 +139,7 @@ export const STACK_DEFAULTS: StackConfig = {
   maxJobBytes: CHILD_DEFAULTS.EXPRESS.maxJobBytes,
   maxJobFiles: CHILD_DEFAULTS.EXPRESS.maxJobFiles,
   maxJobsPerPartition: DEFAULTS.maxJobsPerPartition,
-  smallJobsPerItem: DEFAULTS.smallJobsPerItem,
+  smallJobsPerItem: CHILD_DEFAULTS.EXPRESS.smallJobsPerItem,
   receiptDays: DEFAULTS.receiptDays,
   sortKeys: [],
   timeColumn: DEFAULTS.timeColumn,

@@ -77,7 +77,7 @@ export function parseStackConfig(value: unknown): StackConfig {
     maxJobBytes: json.maxJobBytes ?? child.maxJobBytes,
     maxJobFiles: json.maxJobFiles ?? child.maxJobFiles,
     maxJobsPerPartition: json.maxJobsPerPartition ?? d.maxJobsPerPartition,
-    smallJobsPerItem: json.smallJobsPerItem ?? d.smallJobsPerItem,
+    smallJobsPerItem: json.smallJobsPerItem ?? child.smallJobsPerItem,
     receiptDays: json.receiptDays ?? d.receiptDays,
     sortKeys: json.sortKeys ?? d.sortKeys,
     timeColumn: json.timeColumn ?? d.timeColumn,

@@ -103,6 +103,13 @@ export interface CompactionWorkflowProps {
    */
   readonly childExecutionType?: ChildExecutionType;
   /**
+   * Small jobs of one table a Map item carries (plan-store.ts mapItems), which its child runs at
+   * once, each chain catching its failure. At 1 the child is one job's chain, with no states of
+   * its own, and the Plan step writes one job an item.
+   * @default CHILD_DEFAULTS[childExecutionType].smallJobsPerItem (Express 10, Standard 1)
+   */
+  readonly smallJobsPerItem?: number;
+  /**
    * Execution log retention.
    * @default logs.RetentionDays.THREE_MONTHS
    */
@@ -238,8 +245,9 @@ export class CompactionWorkflow extends Construct {
     const recover = invoke('recover', execution);
     // Recovery is never scoped: every manifest left anywhere is resolved first.
     // `sweep: true` makes the plan list every table whole (planner.ts): late data, backfills.
-    // The items this definition's Map reads: several jobs each (plan-store.ts ItemShape).
-    const itemShape: ItemShape = 'jobs';
+    // The items this definition's Map reads (plan-store.ts ItemShape): several jobs each, or one.
+    const batched = (props.smallJobsPerItem ?? child.smallJobsPerItem) > 1;
+    const itemShape: ItemShape = batched ? 'jobs' : 'job';
     const plan = invoke('plan', {
       ...execution,
       'only.$': '$.args.only',
@@ -261,12 +269,14 @@ export class CompactionWorkflow extends Construct {
       stateName: STATES.done,
       parameters: outcome(PARTITION_STEPS),
     });
-    const jobFailed = new sfn.Pass(this, STATES.jobFailed, {
-      stateName: STATES.jobFailed,
-      parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
-    });
+    const jobFailed = batched
+      ? new sfn.Pass(this, STATES.jobFailed, {
+          stateName: STATES.jobFailed,
+          parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
+        })
+      : undefined;
     const caught = (task: sfn.TaskStateBase) =>
-      task.addCatch(jobFailed, { errors: [sfn.Errors.ALL], resultPath: '$.failure' });
+      jobFailed ? task.addCatch(jobFailed, { errors: [sfn.Errors.ALL], resultPath: '$.failure' }) : task;
     let chain: sfn.IChainable = done;
     for (const row of [...PARTITION_STEPS].reverse() as PartitionStep[]) {
       const isCompact = row === compactRow;
@@ -322,36 +332,38 @@ export class CompactionWorkflow extends Construct {
     // cause from a path (https://docs.aws.amazon.com/step-functions/latest/dg/state-fail.html).
     // The Choice tests each possible job by a definite path: an IsPresent on a missing element is
     // false (https://docs.aws.amazon.com/step-functions/latest/dg/state-choice.html), where a
-    // filter's empty match is not one shape everywhere.
-    const jobs = new sfn.Map(this, STATES.jobs, {
-      stateName: STATES.jobs,
-      itemsPath: '$.jobs',
-      resultPath: '$.outcomes',
-    });
-    jobs.itemProcessor(chain);
-    const item = jobs.next(
-      new sfn.Choice(this, STATES.anyFailed, { stateName: STATES.anyFailed })
-        .when(
-          sfn.Condition.or(
-            ...Array.from({ length: MAX_SMALL_JOBS_PER_ITEM }, (_, i) =>
-              sfn.Condition.isPresent(`$.outcomes[${i}].failure`),
+    // filter's empty match is not one shape everywhere. With one job an item, the item is the chain.
+    const itemOfJobs = (jobChain: sfn.IChainable): sfn.IChainable => {
+      const jobs = new sfn.Map(this, STATES.jobs, {
+        stateName: STATES.jobs,
+        itemsPath: '$.jobs',
+        resultPath: '$.outcomes',
+      });
+      jobs.itemProcessor(jobChain);
+      return jobs.next(
+        new sfn.Choice(this, STATES.anyFailed, { stateName: STATES.anyFailed })
+          .when(
+            sfn.Condition.or(
+              ...Array.from({ length: MAX_SMALL_JOBS_PER_ITEM }, (_, i) =>
+                sfn.Condition.isPresent(`$.outcomes[${i}].failure`),
+              ),
             ),
+            new sfn.Pass(this, STATES.itemFailure, {
+              stateName: STATES.itemFailure,
+              parameters: { 'cause.$': 'States.JsonToString($.outcomes)' },
+            }).next(
+              new sfn.Fail(this, STATES.itemFailed, {
+                stateName: STATES.itemFailed,
+                error: ITEM_FAILED_ERROR,
+                causePath: '$.cause',
+              }),
+            ),
+          )
+          .otherwise(
+            new sfn.Pass(this, STATES.itemDone, { stateName: STATES.itemDone, inputPath: '$.outcomes' }),
           ),
-          new sfn.Pass(this, STATES.itemFailure, {
-            stateName: STATES.itemFailure,
-            parameters: { 'cause.$': 'States.JsonToString($.outcomes)' },
-          }).next(
-            new sfn.Fail(this, STATES.itemFailed, {
-              stateName: STATES.itemFailed,
-              error: ITEM_FAILED_ERROR,
-              causePath: '$.cause',
-            }),
-          ),
-        )
-        .otherwise(
-          new sfn.Pass(this, STATES.itemDone, { stateName: STATES.itemDone, inputPath: '$.outcomes' }),
-        ),
-    );
+      );
+    };
 
     const map = new sfn.DistributedMap(this, STATES.map, {
       stateName: STATES.map,
@@ -377,7 +389,7 @@ export class CompactionWorkflow extends Construct {
         childType === 'EXPRESS' ? sfn.StateMachineType.EXPRESS : sfn.StateMachineType.STANDARD,
       resultPath: '$.map',
     });
-    map.itemProcessor(item);
+    map.itemProcessor(batched ? itemOfJobs(chain) : chain);
 
     const summary = invoke('summary', {
       'tier.$': '$.args.tier',

@@ -207,7 +207,7 @@ describe('the cost model of one job (bench/cost.ts)', () => {
 describe('a cycle of many small partitions (bench/cost.ts cycleCost)', () => {
   it('is 2,400 partitions of the measured one in the Map items the plan gives them, beside one GET per input and one PUT per output, timed at the Map concurrency', () => {
     // 100 tables of 24 hours, 10 small jobs an item at most: 10 + 10 + 4 a table.
-    const items = cycleItems();
+    const items = cycleItems(10);
     expect(items).toBe(300);
     expect(cycleItems(1)).toBe(CYCLE_PARTITIONS);
     const partition = price('EXPRESS', 'small-partition', 10, 120_000, CYCLE_PARTITIONS / items);

@@ -45,9 +45,10 @@ function childOf(graph: Graph): Graph {
   return (graph.States[STATES.map] as unknown as { ItemProcessor: Graph }).ItemProcessor;
 }
 
-/** One job's chain, inside its item's child. */
+/** One job's chain: inside its item's child, or the child itself at one job an item. */
 function processorOf(graph: Graph): Graph {
-  return (childOf(graph).States[STATES.jobs] as unknown as { ItemProcessor: Graph }).ItemProcessor;
+  const jobs = childOf(graph).States[STATES.jobs] as unknown as { ItemProcessor: Graph } | undefined;
+  return jobs?.ItemProcessor ?? childOf(graph);
 }
 
 beforeAll(() => {
@@ -346,6 +347,21 @@ describe('the synthesized state graph', () => {
     });
     expect(anyFailed.Default).toBe(STATES.itemDone);
     expect(child.States[STATES.itemDone]).toMatchObject({ Type: 'Pass', InputPath: '$.outcomes', End: true });
+  });
+
+  it('with one job an item (Standard children by default) the child is the chain alone: no item states, no Catch, and Plan asks for one job an item', () => {
+    const standard = rendered({ map: { childExecutionType: 'STANDARD' } });
+    const child = childOf(standard);
+    expect(child.StartAt).toBe(STATES.compact);
+    expect(child.States[STATES.jobs]).toBeUndefined();
+    expect(child.States[STATES.jobFailed]).toBeUndefined();
+    for (const [name, state] of Object.entries(child.States)) expect(state.Catch, name).toBeUndefined();
+    const plan = standard.States[STATES.plan] as State & { Parameters: { Payload: Record<string, unknown> } };
+    expect(plan.Parameters.Payload.itemShape).toBe('job');
+    expect((definition.States[STATES.plan] as typeof plan).Parameters.Payload.itemShape).toBe('jobs');
+    // Asked for, Standard children get items of jobs too.
+    const batched = childOf(rendered({ map: { childExecutionType: 'STANDARD' }, smallJobsPerItem: 4 }));
+    expect(batched.StartAt).toBe(STATES.jobs);
   });
 
   it('retries the Lambda errors Step Functions recommends (bp-lambda-serviceexception), ClientExecutionTimeout included', () => {

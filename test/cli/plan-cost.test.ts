@@ -120,10 +120,11 @@ describe('compactor plan prices the cycle it plans', () => {
     const tier = cost.tiers[0];
     if (!tier) throw new Error('no tier line');
     expect(cost.tiers).toHaveLength(1);
-    // The two hours are small jobs of one table: one Map item, one child. Its states as counted on
-    // the synthesized definition (billed to Standard children only): the jobs' Map, its Choice and
-    // its end; each job's: compact, the Choice, four steps and the end state (Standard children have
-    // no Choice of compact function).
+    // The two hours are small jobs of one table: with Express children one Map item, one child;
+    // Standard children default to one job an item, each child one job's chain, no item states.
+    // A job's states as counted on the synthesized definition (billed to Standard children only):
+    // compact, the Choice, four steps and the end state (Standard children have no Choice of
+    // compact function).
     const expected = expectedJobs(jobs, memory);
     const sum = (f: (e: (typeof expected)[number]) => number) => expected.reduce((s, e) => s + f(e), 0);
     expect(tier).toMatchObject({ tier: 'hourly', jobs: 2, inputFiles: 6 });
@@ -139,7 +140,9 @@ describe('compactor plan prices the cycle it plans', () => {
     );
     const times = expected.map((e) => e.seconds);
     expect(tier.stepFunctionsUsd).toBeCloseTo(
-      expectedItem(child, times, { perItem: 3, perPartition: 7 }),
+      child === 'EXPRESS'
+        ? expectedItem(child, times, { perItem: 3, perPartition: 7 })
+        : times.reduce((s, t) => s + expectedItem(child, [t], { perItem: 0, perPartition: 7 }), 0),
       12,
     );
     expect(tier.totalUsd).toBeCloseTo(tier.lambdaUsd + tier.s3Usd + tier.stepFunctionsUsd, 12);
@@ -151,8 +154,8 @@ describe('compactor plan prices the cycle it plans', () => {
       cost.jobs.reduce((s, j) => s + j.floorUsd, 0),
       15,
     );
-    // One item runs its jobs at once, at any Map concurrency (STANDARD here has 1).
-    expect(tier.seconds).toBeCloseTo(Math.max(...times), 9);
+    // EXPRESS: one item runs its jobs at once; STANDARD: two items at concurrency 1, one by one.
+    expect(tier.seconds).toBeCloseTo(child === 'EXPRESS' ? Math.max(...times) : sum((e) => e.seconds), 9);
     // The execution: recover, plan and summary, and the parent's states, once and per wave.
     expect(cost.execution.lambdaUsd).toBeCloseTo(
       lambdaDurationUsd(512, 3 * STATED_SECONDS.executionStep) + 3 * PRICES.lambdaPerRequest,
