@@ -52,3 +52,7 @@ export function table(
 
 /** Dollars to six decimals: a job's terms are millionths. */
 export const usd6 = (n: number) => `$${n.toFixed(6)}`;
+
+/** A wall time as a reader reads it: seconds under ten minutes, minutes above. */
+export const duration = (seconds: number) =>
+  seconds < 600 ? `${Math.round(seconds)} s` : `${Math.round(seconds / 60)} min`;

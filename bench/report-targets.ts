@@ -7,7 +7,7 @@ import { type CostModel, FLOOR_RATIO } from './cost.ts';
 import { wholeProcessTargets } from './orchestration-report.ts';
 import { plannerLakeTargets } from './planner-scale.ts';
 import { readersTargets } from './readers.ts';
-import { f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
+import { duration, f1, f2, int, label, MIB, secs, usd, usd6 } from './report-format.ts';
 import type { BenchResults } from './results.ts';
 import { smallPartitionsTargets } from './small-partitions.ts';
 
@@ -196,7 +196,7 @@ export function targets(r: BenchResults): Target[] {
     const met = c.total <= FLOOR_RATIO * c.floor;
     out.push({
       name: `cost: a cycle of ${int(c.partitions)} small partitions, ${c.childType} children: <= ${f1(FLOOR_RATIO)}x its floor`,
-      value: `${usd6(c.total)} vs ${usd6(c.floor)} (${f1(c.total / c.floor)}x), about ${int(c.seconds / 60)} min`,
+      value: `${usd6(c.total)} vs ${usd6(c.floor)} (${f1(c.total / c.floor)}x), ${c.items.toLocaleString('en-US')} Map items, about ${duration(c.seconds)}`,
       met,
       headline: true,
       ...(met

@@ -11,7 +11,7 @@ import { wholeProcessSection } from './orchestration-report.ts';
 import { partitionProfileNote, partitionProfileSection, partitionProfileTable } from './partition-profile.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
 import { readersMarkdown } from './readers.ts';
-import { f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
+import { duration, f1, f2, int, label, MIB, secs, TOOL_LABEL, table, usd, usd6 } from './report-format.ts';
 import { fetchGap, footerGap, targets, writeGap } from './report-targets.ts';
 import type { BenchResults } from './results.ts';
 import { wholeProcessProfileNote, wholeProcessProfileTable } from './whole-process-profile.ts';
@@ -151,7 +151,7 @@ export function cycleLine(c: CycleCost): string {
   return (
     `a cycle of ${c.partitions.toLocaleString('en-US')} partitions of ${c.filesPerPartition} small files, ${c.childType} children: ` +
     `${usd6(c.total)} (${usd6(c.perPartition)} a partition) vs the floor ${usd6(c.floor)} (one GET per input, one PUT per output): ` +
-    `${(c.total / c.floor).toFixed(1)}x; about ${Math.round(c.seconds / 60)} min at ${c.maxConcurrency} partitions at once; ` +
+    `${(c.total / c.floor).toFixed(1)}x; about ${duration(c.seconds)} at ${c.maxConcurrency} Map items at once (${c.items.toLocaleString('en-US')} items); ` +
     `largest terms of a partition: ${c.largest.map((t) => `${t.name} ${usd6(t.usd)}`).join(', ')}`
   );
 }

@@ -78,7 +78,8 @@ no results files.
   --quick             smaller request, orchestration, planner and memory cases; s3: the Firehose
                       hour and 2 GiB job at 1/8 size, one run each; readers: one measured run
   --render            measure nothing: price bench/results.json's measurements again with the
-                      cost model (its prices and targets) and re-render results.json, results.md,
+                      cost model (its prices and targets, and the state transitions counted on
+                      the definition as it is now) and re-render results.json, results.md,
                       results.svg and the README's and docs/performance.md's summaries from them
                       (after editing the model or the report's wording, or text around a block)
   --help              this text
@@ -155,8 +156,13 @@ async function main(): Promise<number> {
     const stored = JSON.parse(
       await readFile(join(import.meta.dirname, 'results.json'), 'utf8'),
     ) as BenchResults;
-    // The measurements are the run's; their prices and targets are the cost model's, priced again.
-    const full = priced(stored);
+    // The measurements are the run's; their prices and targets are the cost model's, priced again,
+    // with the transitions counted on the definition as it is now (a count, not a measurement).
+    const transitions = await countTransitions().catch((error: Error) => {
+      process.stderr.write(`state transitions: not counted again (${error.message}); the run's stand\n`);
+      return stored.transitions;
+    });
+    const full = priced({ ...stored, ...(transitions ? { transitions } : {}) });
     await writeFile(join(import.meta.dirname, 'results.json'), `${JSON.stringify(full, null, 2)}\n`);
     await writeResults(full, (line) => process.stderr.write(`${line}\n`));
     return 0;
