@@ -24,13 +24,13 @@
  *   events with execution data (compaction-workflow.ts).
  */
 
+import { DEFAULTS } from '../functions/core/config.ts';
 import {
   compactEstimateSeconds,
   compactSecondsAt,
   MEASURED_COMPACT,
   S3_WAIT,
 } from '../functions/core/cost/index.ts';
-import { DEFAULTS } from '../functions/core/config.ts';
 import { SMALL_COMPACT, smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
 import {
   EXECUTION_TYPES,

@@ -137,7 +137,9 @@ export const stackContextSchema = section(
     ).describe('the scheduled end-to-end canary, off by default'),
     map: section(
       {
-        maxConcurrency: wholeNumber(1, 10_000).describe('Map items run at once (each runs its jobs at once: up to `smallJobsPerItem` small ones)'),
+        maxConcurrency: wholeNumber(1, 10_000).describe(
+          'Map items run at once (each runs its jobs at once: up to `smallJobsPerItem` small ones)',
+        ),
         toleratedFailurePercentage: wholeNumber(0, 100).describe(
           'share of failed Map items (percent; an item carries one job or several small jobs of one table, `smallJobsPerItem`) above which the Map fails the execution; a redrive re-runs the failed ones',
         ),

@@ -210,7 +210,7 @@ export const sharedShape = {
     'jobs one execution runs on one partition, one after another, so a backlog beyond `maxJobFiles` or `maxJobBytes` drains in one execution (each job its own manifest)',
   ),
   smallJobsPerItem: wholeNumber(1, MAX_SMALL_JOBS_PER_ITEM).describe(
-    "small jobs (a compaction job of at most the small compact function's input bytes, or a retention job) of one table that one Map item carries: one child workflow runs them at once, each its own chain and manifest, and shares its start among them; 1 gives every job its own item, the child then one job's chain (the stack's default with \`STANDARD\` children, which bill each state)",
+    "small jobs (a compaction job of at most the small compact function's input bytes, or a retention job) of one table that one Map item carries: one child workflow runs them at once, each its own chain and manifest, and shares its start among them; 1 gives every job its own item, the child then one job's chain (the stack's default with `STANDARD` children, which bill each state)",
   ),
   receiptDays: wholeNumber(1, 36_500, 'days').describe(
     "how long each committed job's receipt is kept under the state root's receipts/ (the bucket's lifecycle rule expires them; a local run removes its own)",
