@@ -343,7 +343,7 @@ export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDb
       tempDirectory: join(workDir, 'spill'),
       ...(memoryLimit !== undefined ? { memoryLimit } : {}),
       ...(threads !== undefined ? { threads } : {}),
-      ...(polars ? { mergeWriters: [polars] } : {}),
+      mergeWriters: [polars],
     });
     return { engine, workDir };
   } catch (error) {

@@ -22,7 +22,7 @@ export async function compactEngine(workDir: string): Promise<DuckDbEngine> {
   return DuckDbEngine.create({
     tempDirectory: join(workDir, SPILL_DIR),
     ...settings,
-    ...(polars ? { mergeWriters: [polars] } : {}),
+    mergeWriters: [polars],
   });
 }
 

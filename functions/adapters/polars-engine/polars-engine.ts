@@ -10,6 +10,7 @@
  *   statistics, and its own ARROW:schema footer key (replaced here by the job's metadata).
  */
 
+import { createRequire } from 'node:module';
 import type { CompactRequest, MergeShape, MergeWriter } from '../../core/engine.ts';
 import { type Polars, writesShape } from './polars-engine-types.ts';
 import { writeMerge } from './polars-engine-write.ts';
@@ -37,31 +38,46 @@ export interface PolarsWriterOptions {
 export const MEMORY_PER_INPUT_BYTE = 8;
 
 /**
- * The polars MergeWriter, or undefined when nodejs-polars (its native binding for this platform)
- * does not load: onUnavailable is told why, and merges stay on DuckDB.
+ * The polars MergeWriter. nodejs-polars (its native binding for this platform) loads the first
+ * time a job's shape could go to polars, not before: a run without wide tables never pays for
+ * loading it. If it does not load, onUnavailable is told why once and the writer takes no merge,
+ * so every merge stays on DuckDB.
  */
 export async function loadPolarsWriter({
   onUnavailable,
   threads,
   memoryLimitBytes,
-}: PolarsWriterOptions): Promise<MergeWriter | undefined> {
+}: PolarsWriterOptions): Promise<MergeWriter> {
   if (threads !== undefined && process.env.POLARS_MAX_THREADS === undefined) {
     process.env.POLARS_MAX_THREADS = String(threads);
   }
-  let p: Polars;
-  try {
-    p = await import('nodejs-polars');
-  } catch (error) {
-    onUnavailable(
-      `nodejs-polars does not load (${error instanceof Error ? error.message : String(error)}); every merge runs on DuckDB`,
-    );
-    return undefined;
-  }
+  // undefined: not tried yet; null: it did not load.
+  let loaded: Polars | null | undefined;
+  const polars = (): Polars | undefined => {
+    if (loaded === undefined) {
+      try {
+        // Synchronous, as the Engine's mergeEngines is; nodejs-polars is a CommonJS package.
+        loaded = createRequire(import.meta.url)('nodejs-polars') as Polars;
+      } catch (error) {
+        onUnavailable(
+          `nodejs-polars does not load (${error instanceof Error ? error.message : String(error)}); every merge runs on DuckDB`,
+        );
+        loaded = null;
+      }
+    }
+    return loaded ?? undefined;
+  };
   return {
     name: 'polars',
     writes: (shape: MergeShape) =>
       writesShape(shape) &&
-      (memoryLimitBytes === undefined || shape.inputBytes * MEMORY_PER_INPUT_BYTE <= memoryLimitBytes),
-    write: (request: CompactRequest, inputBytes: number) => writeMerge(p, request, inputBytes),
+      (memoryLimitBytes === undefined || shape.inputBytes * MEMORY_PER_INPUT_BYTE <= memoryLimitBytes) &&
+      polars() !== undefined,
+    write: async (request: CompactRequest, inputBytes: number) => {
+      const p = polars();
+      // mergeEngines offered polars only once it loaded.
+      if (p === undefined) throw new Error('the polars merge was asked for, but nodejs-polars did not load');
+      return writeMerge(p, request, inputBytes);
+    },
   };
 }
