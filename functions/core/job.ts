@@ -121,7 +121,16 @@ export function result(
   return { jobId: ref.jobId, tier: ref.tier, partition: ref.partition, status, state, ...extra };
 }
 
-export function summary(manifest: Manifest): Partial<StepResult> {
+/**
+ * A job's figures as its steps report them: from its manifest, or from its receipt, which carries
+ * the same fields (receipts.ts receiptOfManifest).
+ */
+export type JobFigures = Pick<
+  Manifest,
+  'inputs' | 'inputRows' | 'distinctRows' | 'keptInputs' | 'quarantinedInputs' | 'droppedMetadataKeys'
+> & { readonly outputs?: readonly { readonly size: number; readonly rows: number }[] };
+
+export function summary(manifest: JobFigures): Partial<StepResult> {
   const outputs = manifest.outputs ?? [];
   return {
     inputs: manifest.inputs.length,

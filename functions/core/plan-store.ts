@@ -110,10 +110,6 @@ export function mapItemIndexes(
   return indexes;
 }
 
-function inputBytesOf(job: Pick<Job, 'inputs'>): number {
-  return job.inputs.reduce((sum, input) => sum + input.size, 0);
-}
-
 /** A job and its wave, as the plan assigns them. */
 export type WaveJob = Job & { readonly wave: number };
 
@@ -158,7 +154,7 @@ export async function writePlan(
 }> {
   const prefix = plansPrefix(layout, executionName);
   const items: JobItem[] = jobs.map((job) => {
-    const inputBytes = inputBytesOf(job);
+    const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
     return {
       tier: job.tier,
       partition: job.partition,

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import type { CompactorConfig, JobKind } from './config.ts';
 import { type ColumnStats, type DedupRequest, KEYS_HASH_ALGORITHM } from './engine.ts';
 import { InvalidManifestError, PreconditionFailedError, TransientStoreError } from './errors.ts';
-import { type JobRef, type StepDeps, type StepResult, withSignal } from './job.ts';
+import { type JobRef, type StepDeps, withSignal } from './job.ts';
 import { forEachLimit } from './limit.ts';
 import {
   type Expiry,
@@ -185,22 +185,6 @@ export async function clearedByThisExecution(
     throw error;
   }
   return receipt.executionId === ref.executionId ? { key, receipt } : undefined;
-}
-
-/** A receipt's figures as a step reports them (job.ts summary, from the manifest it was made of). */
-export function receiptSummary(receipt: Receipt): Partial<StepResult> {
-  return {
-    inputs: receipt.inputs.length,
-    inputBytes: receipt.inputs.reduce((sum, i) => sum + i.size, 0),
-    ...(receipt.inputRows === undefined ? {} : { inputRows: receipt.inputRows }),
-    ...(receipt.outputs.length === 0
-      ? {}
-      : {
-          outputs: receipt.outputs.length,
-          outputBytes: receipt.outputs.reduce((sum, o) => sum + o.size, 0),
-          outputRows: receipt.outputs.reduce((sum, o) => sum + o.rows, 0),
-        }),
-  };
 }
 
 /** A receipt read back: checked to be the one its key names, else InvalidManifestError (it names the key). */

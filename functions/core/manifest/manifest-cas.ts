@@ -24,7 +24,7 @@ import {
 } from '../job.ts';
 import type { DataFile } from '../layout.ts';
 import { getBytesIfExists, MAX_DELETE_BATCH, type ObjectStore } from '../object-store.ts';
-import { clearedByThisExecution, receiptSummary } from '../receipts.ts';
+import { clearedByThisExecution } from '../receipts.ts';
 import {
   type InputRef,
   isAtOrPast,
@@ -229,7 +229,7 @@ export async function committedBefore(deps: StepDeps, ref: JobRef): Promise<Step
   const cleared = await clearedByThisExecution(deps, ref);
   if (cleared === undefined) return undefined;
   return result(ref, 'already-done', 'cleared', {
-    ...receiptSummary(cleared.receipt),
+    ...summary(cleared.receipt),
     reason: `this execution committed and cleared the job before: its receipt is ${cleared.key}`,
   });
 }
