@@ -159,12 +159,26 @@ describe('a tier that falls behind', () => {
     const work = join(dir, '..', 'work-behind');
     // One file per job and one job per partition: hours 10 and 11 keep a file for a later run.
     const bounded = ['--max-job-files', '1', '--max-jobs-per-partition', '1'];
-    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0', ...bounded);
+    // Planned as at a fixed time, so the age the warning prints (days and hours) is the same at any
+    // hour of the day the test runs.
+    const now = '2030-01-01T12:30:00Z';
+    const plan = await cli(
+      'plan',
+      '--tier',
+      'hourly',
+      '--store',
+      dir,
+      '--quiet',
+      '0',
+      '--now',
+      now,
+      ...bounded,
+    );
     expect(plan.code).toBe(0);
     const warning =
       /^warning: the hourly tier is behind: partition db\/cpu\/2025\/01\/15\/10\/ has been eligible for \d+d \d+h \(\d+ s\), longer than tiers\.hourly\.behindAfterSeconds \(3h\); 3 partition\(s\) eligible; this run leaves files of 2 of them for later: .*maxJobsPerPartition/;
     expect(plan.err).toEqual([expect.stringMatching(warning)]);
-    const run = await hourly(dir, '--work-dir', work, '--json', ...bounded);
+    const run = await hourly(dir, '--work-dir', work, '--json', '--now', now, ...bounded);
     expect(run.code, run.text).toBe(0);
     expect(run.err).toContainEqual(expect.stringMatching(warning));
     const { plan: planned } = JSON.parse(run.text) as {
@@ -172,7 +186,7 @@ describe('a tier that falls behind', () => {
     };
     expect(planned.jobs).toBe(3);
     // The day 2025-01-15 became flushable at 03:00 the day after (the daily tier's minAge).
-    const age = (Date.now() - Date.parse('2025-01-16T03:00:00Z')) / 1000;
+    const age = (Date.parse(now) - Date.parse('2025-01-16T03:00:00Z')) / 1000;
     expect(planned.backlog).toMatchObject({
       eligiblePartitions: 3,
       leftForLater: 2,
