@@ -9,18 +9,23 @@ import { CHILD_DEFAULTS } from '../cdk/child-budget.ts';
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
 import { parseConfig } from '../functions/core/config.ts';
 import {
+  addCalls,
   CHILD_START_TRANSITIONS,
   COMMAND_CLASS,
   compactMemoryOf,
   expressBilledSeconds,
   expressDurationUsd,
   floorRequests,
+  ITEM_RECORD_CALLS,
+  JOB_RECORD_CALLS,
   lambdaDurationUsd,
   lambdaRequestsUsd,
   NO_REQUESTS,
   PRICES,
   type RequestClass,
+  requestsOf,
   requestsUsd,
+  scaleCalls,
   transitionsUsd,
 } from '../functions/core/cost/index.ts';
 import { smallCompactMemoryMb } from '../functions/core/lambda-sizing.ts';
@@ -305,9 +310,18 @@ export function jobCost(input: {
     requestsUsd({ ...NO_REQUESTS, put: puts + planningLists }),
   );
 
-  const execShare = input.transitionsPerExecution / a.partitionsPerExecution;
   const k = input.jobsPerItem ?? 1;
   const perItem = k === 1 ? '' : ` / ${f(k, 2)} jobs an item`;
+  // Outside the measured chain: the plan step's record of the job's Map item, which the job's
+  // compact handler reads (functions/core/plan-store.ts).
+  const record = requestsOf(addCalls(scaleCalls(ITEM_RECORD_CALLS, 1 / k), JOB_RECORD_CALLS));
+  term(
+    "the plan's record of the job's Map item (not in the measured chain)",
+    `${f(record.put, 2)} PUT (one an item${perItem}) x $${p.s3PutCopyListPer1000} / 1,000 + ${record.get} GET x $${p.s3GetHeadPer1000} / 1,000`,
+    requestsUsd(record),
+  );
+
+  const execShare = input.transitionsPerExecution / a.partitionsPerExecution;
   if (input.childType === 'STANDARD') {
     const transitions =
       (CHILD_START_TRANSITIONS + input.transitionsPerItem) / k + input.transitionsPerPartition + execShare;

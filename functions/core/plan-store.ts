@@ -1,9 +1,9 @@
 /**
- * Plans as the state machine sees them. The plan step writes each job's input list to its own
- * object, which the compact step reads, and one small item per job: a Map item carries one job,
- * or several small jobs of one table (`mapItems`), well below Step Functions' 256 KiB payload
- * limit. The Map items of each wave (every partition's k-th job, planner-jobs.ts) are one file,
- * which one Map run reads. All of it lives
+ * Plans as the state machine sees them. The plan step writes the input lists of each Map item's
+ * jobs to one object (a record), which each job's compact step reads, and one small item per
+ * Map item: a Map item carries one job, or several small jobs of one table (`mapItems`), well
+ * below Step Functions' 256 KiB payload limit. The Map items of each wave (every partition's k-th
+ * job, planner-jobs.ts) are one file, which one Map run reads. All of it lives
  * under `_compaction/plans/` (expired by a lifecycle rule) and stays in place so a redrive sees
  * the same jobs.
  */
@@ -14,7 +14,6 @@ import type { Job, JobRef } from './job.ts';
 import { type CompactSize, compactSizeOf } from './lambda-sizing.ts';
 import type { Layout } from './layout.ts';
 import { forEachLimit } from './limit.ts';
-import type { InputRef } from './manifest/manifest.ts';
 import type { ObjectStore } from './object-store.ts';
 import { RUN_RECORD_DAYS, stateFolder } from './state-root.ts';
 
@@ -153,31 +152,55 @@ export async function writePlan(
   readonly mapItems: readonly (readonly (MapItem | JobItem)[])[];
 }> {
   const prefix = plansPrefix(layout, executionName);
-  const items: JobItem[] = jobs.map((job) => {
+  const sized = jobs.map((job, index) => {
     const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
-    return {
-      tier: job.tier,
-      partition: job.partition,
-      jobId: job.jobId,
-      executionId: job.executionId,
-      jobKey: `${prefix}jobs/${job.jobId}.json`,
-      inputFiles: job.inputs.length,
-      inputBytes,
-      wave: job.wave,
-      compactSize: compactSizeOf({ tier: job.tier, inputBytes }),
-    };
+    const compactSize = compactSizeOf({ tier: job.tier, inputBytes });
+    return { job, index, inputBytes, compactSize, partition: job.partition, wave: job.wave };
   });
-  // The job records are independent: written a few at a time, each durable when its put returns,
-  // all of them before the items the Map reads (a reader of an item always finds its job).
-  await forEachLimit(jobs, PLAN_WRITE_CONCURRENCY, async (job, i) => {
-    const { wave: _, ...written } = job;
-    await store.put((items[i] as JobItem).jobKey, Buffer.from(JSON.stringify(written)), {
-      contentType: 'application/json',
-    });
+  type Sized = (typeof sized)[number];
+  // Each wave's Map items: several small jobs of one table, or one job each.
+  const groups: { readonly table?: string; readonly jobs: readonly Sized[] }[][] = byWave(sized).map(
+    (inWave) =>
+      shape.itemShape === 'jobs'
+        ? mapItems(inWave, layout, shape.smallJobsPerItem)
+        : inWave.map((one) => ({ jobs: [one] })),
+  );
+  // The jobs of one Map item share one record, named after its first job: a put an item, not a
+  // put a job (a PUT request each on S3, an fsync pair each on the local store).
+  const items = new Array<JobItem>(jobs.length);
+  const records: { readonly key: string; readonly jobs: readonly Job[] }[] = [];
+  for (const group of groups.flat()) {
+    const key = `${prefix}jobs/${group.jobs[0]?.job.jobId}.json`;
+    records.push({ key, jobs: group.jobs.map(({ job: { wave: _, ...job } }) => job) });
+    for (const { job, index, inputBytes, compactSize } of group.jobs) {
+      items[index] = {
+        tier: job.tier,
+        partition: job.partition,
+        jobId: job.jobId,
+        executionId: job.executionId,
+        jobKey: key,
+        inputFiles: job.inputs.length,
+        inputBytes,
+        wave: job.wave,
+        compactSize,
+      };
+    }
+  }
+  // The records are independent: written a few at a time, each durable when its put returns,
+  // all of them before the items the Map reads (a reader of an item always finds its job). A
+  // record of one job is the job itself, as every record was before items held several jobs.
+  await forEachLimit(records, PLAN_WRITE_CONCURRENCY, async (record) => {
+    const body = record.jobs.length === 1 ? record.jobs[0] : { jobs: record.jobs };
+    await store.put(record.key, Buffer.from(JSON.stringify(body)), { contentType: 'application/json' });
   });
+  const itemOf = (one: Sized) => items[one.index] as JobItem;
   // Every plan has a first wave's file, empty or not: a definition reads it by its key.
-  const waves = byWave(items).map((inWave) =>
-    shape.itemShape === 'jobs' ? mapItems(inWave, layout, shape.smallJobsPerItem) : inWave,
+  const waves: (MapItem | JobItem)[][] = groups.map((inWave) =>
+    inWave.map((group) =>
+      group.table === undefined
+        ? itemOf(group.jobs[0] as Sized)
+        : { table: group.table, jobs: group.jobs.map(itemOf) },
+    ),
   );
   if (waves.length === 0) waves.push([]);
   const itemsKeys: string[] = [];
@@ -213,8 +236,15 @@ export async function readJob(store: ObjectStore, layout: Layout, item: JobItem)
     }
     throw error;
   }
-  const job = JSON.parse(body.toString('utf8')) as Job & { inputs: InputRef[] };
-  if (job.jobId !== item.jobId || job.partition !== item.partition || job.tier !== item.tier) {
+  // A record holds the job, or the jobs of its Map item (writePlan).
+  const record = JSON.parse(body.toString('utf8')) as Job | { jobs: readonly Job[] };
+  const job = 'jobs' in record ? record.jobs.find((j) => j.jobId === item.jobId) : record;
+  if (
+    job === undefined ||
+    job.jobId !== item.jobId ||
+    job.partition !== item.partition ||
+    job.tier !== item.tier
+  ) {
     throw new ConfigError(`job file ${item.jobKey} does not describe job ${item.jobId}`);
   }
   return {

@@ -41,7 +41,11 @@ interface JsonPlan {
 }
 
 /** Each job's Lambdas and requests, from its counts and the price table, as the model should price them. */
-function expectedJobs(jobs: JsonPlan['jobs'], memory: { compact: number; steps: number }) {
+function expectedJobs(
+  jobs: JsonPlan['jobs'],
+  memory: { compact: number; steps: number },
+  jobsPerItem: number,
+) {
   return jobs.map((j) => {
     const n = j.inputs.length;
     const compact = compactSecondsAt(memory.compact, j.inputBytes, n);
@@ -51,9 +55,10 @@ function expectedJobs(jobs: JsonPlan['jobs'], memory: { compact: number; steps: 
       4 * lambdaDurationUsd(memory.steps, STATED_SECONDS.partitionStep) +
       5 * PRICES.lambdaPerRequest;
     // One output: manifest reads (5) + inputs + verify's HEAD + the job record's read; PUT class:
-    // manifest writes (5) + staging PUT + COPY + the receipt + the job record's write + the staging LIST.
+    // manifest writes (5) + staging PUT + COPY + the receipt + the staging LIST + its share of its
+    // Map item's record (one put an item).
     const gets = 5 + n + 1 + 1;
-    const puts = 5 + 1 + 1 + 1 + 1 + 1;
+    const puts = 5 + 1 + 1 + 1 + 1 + 1 / jobsPerItem;
     const s3 = (gets * PRICES.s3GetHeadPer1000 + puts * PRICES.s3PutCopyListPer1000) / 1000;
     return { lambda, s3, seconds, gets, puts };
   });
@@ -125,7 +130,7 @@ describe('compactor plan prices the cycle it plans', () => {
     // A job's states as counted on the synthesized definition (billed to Standard children only):
     // compact, the Choice, four steps and the end state (Standard children have no Choice of
     // compact function).
-    const expected = expectedJobs(jobs, memory);
+    const expected = expectedJobs(jobs, memory, child === 'EXPRESS' ? 2 : 1);
     const sum = (f: (e: (typeof expected)[number]) => number) => expected.reduce((s, e) => s + f(e), 0);
     expect(tier).toMatchObject({ tier: 'hourly', jobs: 2, inputFiles: 6 });
     expect(tier.inputBytes).toBe(jobs.reduce((s, j) => s + j.inputBytes, 0));

@@ -11,6 +11,7 @@ import {
   type JobItem,
   mapItems,
   PLAN_WRITE_CONCURRENCY,
+  plansPrefix,
   readJob,
   type WaveJob,
   writePlan,
@@ -99,6 +100,13 @@ describe('writePlan', () => {
   });
 });
 
+async function listKeys(store: ReturnType<typeof testStore>, under: string): Promise<string[]> {
+  const keys: string[] = [];
+  for await (const o of store.list(`${plansPrefix(config.layout, 'x').slice(0, -2)}${under}`))
+    keys.push(o.key);
+  return keys;
+}
+
 describe('writePlan with small jobs per item', () => {
   it("writes each wave's Map items: one table's small jobs together, each job's record readable", async () => {
     const store = testStore(root);
@@ -117,9 +125,19 @@ describe('writePlan with small jobs per item', () => {
       ['db/cpu/', 3],
       ['db/mem/', 2],
     ]);
-    for (const i of onDisk.flatMap((m) => m.jobs)) {
-      expect((await readJob(store, config.layout, i)).partition).toBe(i.partition);
+    // One record an item, which every job of the item reads its own inputs from.
+    const records = (await listKeys(store, 'hourly-items/jobs/')).sort();
+    expect(records).toHaveLength(2);
+    expect(new Set(onDisk.flatMap((m) => m.jobs.map((j) => j.jobKey))).size).toBe(2);
+    for (const [n, i] of onDisk.flatMap((m) => m.jobs).entries()) {
+      const { wave: _, ...expected } = jobs[n] as WaveJob;
+      expect(await readJob(store, config.layout, i)).toEqual(expected);
     }
+    // An item naming a job its record does not hold is refused, not read as another job's.
+    const first = onDisk[0]?.jobs[0] as JobItem;
+    await expect(
+      readJob(store, config.layout, { ...first, jobId: '20250115T100000Z-99999999' }),
+    ).rejects.toThrow(/does not describe job 20250115T100000Z-99999999/);
     // A definition that does not ask for items of jobs (one deployed before them) gets one job an item.
     const legacy = await writePlan(store, config.layout, 'hourly-legacy', jobs, {
       itemShape: 'job',
@@ -130,6 +148,7 @@ describe('writePlan with small jobs per item', () => {
     ) as JobItem[];
     expect(legacyOnDisk).toEqual(legacy.items);
     expect(legacyOnDisk.map((i) => i.partition)).toEqual(jobs.map((j) => j.partition));
+    expect(await listKeys(store, 'hourly-legacy/jobs/')).toHaveLength(5);
   });
 });
 

@@ -29,6 +29,7 @@ import {
   addCalls,
   addRequests,
   floorRequests,
+  ITEM_RECORD_CALLS,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   jobCalls,
@@ -214,14 +215,16 @@ export function jobCost(
   const kind = kindOf(job);
   // A retention job writes no output.
   const outputs = kind === 'retention' ? [] : outputSizes(job.inputBytes, settings.targetFileBytes);
+  const share = item ?? { jobs: 1, seconds };
+  // The item's record is one put, which its jobs share.
   const calls = addCalls(
     ...Object.values(jobCalls({ inputs: job.inputs, outputs: outputs.length }, kind)),
     JOB_RECORD_CALLS,
+    scaleCalls(ITEM_RECORD_CALLS, 1 / share.jobs),
   );
   const requests = addRequests(requestsOf(calls), multipartRequests(outputs));
   const s3Usd = requestsUsd(requests);
   const express = settings.childExecutionType === 'EXPRESS';
-  const share = item ?? { jobs: 1, seconds };
   const child = itemCost(share, settings, transitions);
   const own = express ? 0 : transitions.perPartition;
   const transitionCount = own + child.transitions / share.jobs;

@@ -46,6 +46,7 @@ export {
   addCalls,
   addRequests,
   floorRequests,
+  ITEM_RECORD_CALLS,
   JOB_RECORD_CALLS,
   type JobKindPriced,
   type JobShape,
@@ -59,6 +60,7 @@ export {
   STEP_CALLS,
   type StoreCalls,
   SUMMARY_CALLS,
+  scaleCalls,
   WAVE_CALLS,
 } from './requests.ts';
 export { countTransitions, type StateMachineStates, type TransitionCount } from './transitions.ts';

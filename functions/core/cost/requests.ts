@@ -60,10 +60,11 @@ function clearManifestCalls(): StoreCalls {
 }
 
 /**
- * Around the protocol, in AWS: the plan step writes each job's record and the compact handler
- * reads it (functions/plan.ts, functions/compact.ts).
+ * Around the protocol, in AWS: the plan step writes one record for each Map item, holding its
+ * jobs' inputs, and each job's compact handler reads it (plan-store.ts writePlan, readJob).
  */
-export const JOB_RECORD_CALLS: StoreCalls = { put: 1, getBytes: 1 };
+export const ITEM_RECORD_CALLS: StoreCalls = { put: 1 };
+export const JOB_RECORD_CALLS: StoreCalls = { getBytes: 1 };
 
 /**
  * Per wave of an execution (stated, not run here): the plan step writes its items file, the
