@@ -42,12 +42,13 @@ export interface MergeJob {
 /**
  * The engine for a job, among those that can write it (DuckDB always can). Dedup stays on
  * DuckDB: its 'last' order (file, then row within the file) and 'exact' DISTINCT are written in
- * DuckDB's SQL, and the polars writer implements neither.
+ * DuckDB's SQL, and the polars writer implements neither. `able` is asked only for a wide job:
+ * asking may load an engine (nodejs-polars, once per process), which a narrow job never needs.
  */
-export function chooseMergeEngine(job: MergeJob, able: readonly MergeEngineName[]): MergeEngineName {
+export function chooseMergeEngine(job: MergeJob, able: () => readonly MergeEngineName[]): MergeEngineName {
   const wide =
     job.columns >= POLARS_MIN_COLUMNS &&
     job.inputBytes >= POLARS_MIN_AVERAGE_INPUT_BYTES * job.inputs &&
     job.inputBytes <= POLARS_MAX_INPUT_BYTES;
-  return wide && job.dedup === undefined && able.includes('polars') ? 'polars' : 'duckdb';
+  return wide && job.dedup === undefined && able().includes('polars') ? 'polars' : 'duckdb';
 }

@@ -70,7 +70,20 @@ describe('chooseMergeEngine', () => {
     ['dedup "last"', { ...wide, dedup: { mode: 'last' as const, keys: ['host', 'time'] } }, BOTH, 'duckdb'],
     ['polars not offered (not loaded, or a type it does not write)', wide, ['duckdb'] as const, 'duckdb'],
   ])('%s', (_name, job, able, expected) => {
-    expect(chooseMergeEngine(job, able)).toBe(expected);
+    expect(chooseMergeEngine(job, () => able)).toBe(expected);
+  });
+
+  it('asks which engines can write only for a wide job: asking may load polars', () => {
+    let asked = 0;
+    const able = () => {
+      asked++;
+      return BOTH;
+    };
+    expect(chooseMergeEngine({ ...wide, columns: 6 }, able)).toBe('duckdb');
+    expect(chooseMergeEngine({ ...wide, inputs: 2000, inputBytes: 2000 * 1024 }, able)).toBe('duckdb');
+    expect(asked).toBe(0);
+    expect(chooseMergeEngine(wide, able)).toBe('polars');
+    expect(asked).toBe(1);
   });
 
   it('the input bytes bound is well above the bench case', () => {

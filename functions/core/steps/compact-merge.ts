@@ -58,14 +58,12 @@ export async function mergeInputs(
   // 'last' keeps the row of the last input: give them oldest first.
   const merged = dedup?.mode === 'last' ? oldestFirst(deps.config, good) : good;
   const inputBytes = good.reduce((sum, g) => sum + g.input.size, 0);
-  const able = deps.engine.mergeEngines?.({
-    columns,
-    inputColumns: good.map((g) => g.info.columns),
-    inputBytes,
-  });
   const mergeEngine = chooseMergeEngine(
     { columns: columns.length, inputs: good.length, inputBytes, dedup },
-    able ?? ['duckdb'],
+    () =>
+      deps.engine.mergeEngines?.({ columns, inputColumns: good.map((g) => g.info.columns), inputBytes }) ?? [
+        'duckdb',
+      ],
   );
   let written: Awaited<ReturnType<Engine['compact']>>;
   try {
