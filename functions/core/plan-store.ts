@@ -86,6 +86,15 @@ export function mapItems<T extends Pick<JobItem, 'partition' | 'compactSize'>>(
   return items;
 }
 
+/** A job's input bytes and the compact function they call for, as its Map item carries them. */
+export function jobSize(job: Pick<Job, 'tier' | 'inputs'>): {
+  readonly inputBytes: number;
+  readonly compactSize: CompactSize;
+} {
+  const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
+  return { inputBytes, compactSize: compactSizeOf({ tier: job.tier, inputBytes }) };
+}
+
 /**
  * Each job's Map item, numbered within its wave, as writePlan groups them: what the cost model
  * needs to share an item's child among its jobs.
@@ -154,7 +163,7 @@ export async function writePlan(
 }> {
   const prefix = plansPrefix(layout, executionName);
   const items: JobItem[] = jobs.map((job) => {
-    const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
+    const { inputBytes, compactSize } = jobSize(job);
     return {
       tier: job.tier,
       partition: job.partition,
@@ -164,7 +173,7 @@ export async function writePlan(
       inputFiles: job.inputs.length,
       inputBytes,
       wave: job.wave,
-      compactSize: compactSizeOf({ tier: job.tier, inputBytes }),
+      compactSize,
     };
   });
   // The job records are independent: written a few at a time, each durable when its put returns,
