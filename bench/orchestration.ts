@@ -137,7 +137,9 @@ export async function runOrchestration(
     });
     templates.push(path);
   }
-  const config = parseConfig({ quietSeconds: 0 });
+  // One job an item: runCycle runs an item's jobs one after another, so `concurrency` jobs run at
+  // once, as a Map of that MaxConcurrency over single-job items does.
+  const config = parseConfig({ quietSeconds: 0, smallJobsPerItem: 1 });
   const runs: OrchestrationRun[] = [];
   for (const concurrency of [1, 2]) {
     const lake = join(dir, `lake-${concurrency}`);

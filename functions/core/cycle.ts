@@ -2,16 +2,18 @@
  * One compaction cycle run in-process: recover -> plan -> per-partition steps with bounded
  * concurrency. It walks the steps of pipeline.ts, the list the state machine is built from, with
  * the same retry numbers, calling the same step functions the Lambdas call; a failing partition
- * is reported and never stops the others. It runs jobs `concurrency` at a time, where the state
- * machine runs Map items, each item's jobs at once (plan-store.ts mapItems): the same chain per
- * job in another interleaving, which the simulation's overlapping cycles cover. test/core/pipeline-equivalence.test.ts runs seeded
- * faults through this and through the synthesized state machine and compares them step by step.
+ * is reported and never stops the others. It groups each wave's jobs into the Map items the Plan
+ * step writes (plan-store.ts mapItems) and runs the items `concurrency` at a time; an item fails
+ * when any of its jobs failed, and `redriveFailedItems` runs each failed item once more, whole, as
+ * an operator's redrive does. test/core/pipeline-equivalence.test.ts runs seeded faults through
+ * this and through the synthesized state machine and compares them step by step.
  */
 
 import type { CompactorConfig, JobKind } from './config.ts';
 import type { Clock } from './engine.ts';
 import { ConfigError, RETRYABLE_ERRORS } from './errors.ts';
 import type { CompactDeps, Job, StepResult } from './job.ts';
+import { forEachLimit } from './limit.ts';
 import { newJobId } from './manifest/manifest.ts';
 import { compareKeys, type ObjectStore } from './object-store.ts';
 import {
@@ -26,7 +28,7 @@ import {
   retryOf,
   type StepName,
 } from './pipeline.ts';
-import { byWave, type WaveJob } from './plan-store.ts';
+import { byWave, jobSize, mapItems, type WaveJob } from './plan-store.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner/planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { planRetention } from './retention.ts';
@@ -45,10 +47,16 @@ export interface RetryDeps {
 }
 
 export interface CycleDeps extends CompactDeps, RecoveryDeps, RetryDeps {
-  /** Partitions compacted at once. */
+  /** Map items run at once (the Map's MaxConcurrency); an item runs its jobs one after another. */
   readonly concurrency: number;
+  /**
+   * Runs each failed Map item once more after its wave, every job of it with the same job id in
+   * the same execution, as an operator's redrive of the execution does (default: no redrive).
+   */
+  readonly redriveFailedItems?: boolean;
   /** Random hex for job ids. */
   readonly randomHex: () => string;
+  /** Each job's outcome as its item's first run ends (a redrive's outcomes are in the report). */
   readonly onProgress?: (progress: JobProgress) => void;
   /** Each step's result as it returns (the equivalence test compares these with the state machine's). */
   readonly onStep?: (step: StepName, job: Job, result: StepResult) => void;
@@ -65,11 +73,22 @@ export type JobOutcome =
   | { readonly status: Exclude<PartitionVerdict, 'failed'>; readonly steps: readonly StepResult[] }
   | { readonly status: 'failed'; readonly steps: readonly StepResult[]; readonly error: Error };
 
+export interface JobReport {
+  readonly job: Job;
+  /** The job's final outcome: its redrive's when its item was redriven. */
+  readonly outcome: JobOutcome;
+  /** The job's Map item: its wave, its number within the wave, and how many jobs it holds. */
+  readonly item: { readonly wave: number; readonly index: number; readonly jobs: number };
+  /** The outcome of the item's first run, when a redrive ran the item again. */
+  readonly firstRun?: JobOutcome;
+}
+
 export interface CycleReport {
   readonly tier: JobKind;
   readonly recovery: RecoveryReport;
   readonly plan: Plan;
-  readonly jobs: readonly { readonly job: Job; readonly outcome: JobOutcome }[];
+  /** Every job once, by partition. */
+  readonly jobs: readonly JobReport[];
 }
 
 export type { JobDeps };
@@ -158,24 +177,71 @@ export async function planCycle(
   }
 }
 
+/** A wave's jobs in its Map items, grouped as the Plan step groups them (plan-store.ts mapItems). */
+function itemsOfWave(inWave: readonly WaveJob[], config: CompactorConfig): Job[][] {
+  const sized = inWave.map(({ wave: _, ...job }) => ({
+    job,
+    partition: job.partition,
+    compactSize: jobSize(job).compactSize,
+  }));
+  return mapItems(sized, config.layout, config.smallJobsPerItem).map((item) => item.jobs.map((s) => s.job));
+}
+
+type ItemRun = { readonly job: Job; readonly outcome: JobOutcome }[];
+
+/**
+ * Runs Map items `concurrency` at a time, each item's jobs one after another: the simulation's
+ * scheduler needs one actor's calls in a deterministic order. The state machine runs an item's
+ * jobs at once, an interleaving the simulation's overlapping cycles and zombie steps cover.
+ */
+async function runItems(
+  deps: CycleDeps,
+  items: readonly (readonly Job[])[],
+  onJob: (job: Job, outcome: JobOutcome) => void,
+): Promise<ItemRun[]> {
+  const runs: ItemRun[] = items.map(() => []);
+  await forEachLimit(items, deps.concurrency, async (item, index) => {
+    for (const job of item) {
+      const outcome = await runJob(deps, job);
+      (runs[index] as ItemRun).push({ job, outcome });
+      onJob(job, outcome);
+    }
+  });
+  return runs;
+}
+
 export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleReport> {
   const recovery = await withRetry('recover', deps, () => recover(deps));
   const plan = await withRetry('plan', deps, () => planCycle(deps.store, deps.config, deps.clock, tier));
   const assigned = assignJobs(plan, deps);
-  const jobs: { job: Job; outcome: JobOutcome }[] = [];
+  const jobs: JobReport[] = [];
+  let done = 0;
+  const progress = (job: Job, outcome: JobOutcome) =>
+    deps.onProgress?.({ job, done: ++done, total: assigned.length, outcome });
   // Wave by wave, as the state machine runs one Map run per wave: a partition's next job starts
   // only once its previous one ended.
-  for (const inWave of byWave(assigned)) {
-    let next = 0;
-    const workers = Array.from({ length: Math.min(deps.concurrency, inWave.length) }, async () => {
-      while (next < inWave.length) {
-        const { wave: _, ...job } = inWave[next++] as WaveJob;
-        const outcome = await runJob(deps, job);
-        jobs.push({ job, outcome });
-        deps.onProgress?.({ job, done: jobs.length, total: assigned.length, outcome });
+  for (const [wave, inWave] of byWave(assigned).entries()) {
+    const items = itemsOfWave(inWave, deps.config);
+    const first = await runItems(deps, items, progress);
+    // An item fails when any of its jobs failed (its child's JobsFailed); a redrive runs it whole,
+    // its committed jobs too, which answer from their receipts.
+    const failed = deps.redriveFailedItems
+      ? first.flatMap((run, index) => (run.some((r) => r.outcome.status === 'failed') ? [index] : []))
+      : [];
+    const redone = await runItems(
+      deps,
+      failed.map((index) => items[index] as Job[]),
+      () => {},
+    );
+    const again = new Map(failed.map((index, n) => [index, redone[n]]));
+    for (const [index, run] of first.entries()) {
+      const redrive = again.get(index);
+      for (const [n, { job, outcome }] of run.entries()) {
+        const item = { wave, index, jobs: run.length };
+        const redriven = redrive?.[n]?.outcome;
+        jobs.push(redriven ? { job, outcome: redriven, item, firstRun: outcome } : { job, outcome, item });
       }
-    });
-    await Promise.all(workers);
+    }
   }
   jobs.sort((a, b) => compareKeys(a.job.partition, b.job.partition));
   return { tier, recovery, plan, jobs };

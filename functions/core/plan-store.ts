@@ -85,6 +85,15 @@ export function mapItems<T extends Pick<JobItem, 'partition' | 'compactSize'>>(
   return items;
 }
 
+/** A job's input bytes and the compact function they call for, as its Map item carries them. */
+export function jobSize(job: Pick<Job, 'tier' | 'inputs'>): {
+  readonly inputBytes: number;
+  readonly compactSize: CompactSize;
+} {
+  const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
+  return { inputBytes, compactSize: compactSizeOf({ tier: job.tier, inputBytes }) };
+}
+
 /**
  * Each job's Map item, numbered within its wave, as writePlan groups them: what the cost model
  * needs to share an item's child among its jobs.
@@ -152,11 +161,13 @@ export async function writePlan(
   readonly mapItems: readonly (readonly (MapItem | JobItem)[])[];
 }> {
   const prefix = plansPrefix(layout, executionName);
-  const sized = jobs.map((job, index) => {
-    const inputBytes = job.inputs.reduce((sum, input) => sum + input.size, 0);
-    const compactSize = compactSizeOf({ tier: job.tier, inputBytes });
-    return { job, index, inputBytes, compactSize, partition: job.partition, wave: job.wave };
-  });
+  const sized = jobs.map((job, index) => ({
+    job,
+    index,
+    ...jobSize(job),
+    partition: job.partition,
+    wave: job.wave,
+  }));
   type Sized = (typeof sized)[number];
   // Each wave's Map items: several small jobs of one table, or one job each.
   const groups: { readonly table?: string; readonly jobs: readonly Sized[] }[][] = byWave(sized).map(

@@ -4,7 +4,8 @@
  * step paused before one of its calls and resumed later, an on-demand recovery, an expired lease
  * now and then, a crashing actor, and transient store faults (503 SlowDown, 500, lost responses,
  * DeleteObjects partial errors, 409 conflicts on conditional writes), over one small lake on a
- * real LocalFolderStore with real DuckDB outputs. Invariants I1-I9 are checked after every call
+ * real LocalFolderStore with real DuckDB outputs. Each seed picks how many small jobs a Map item
+ * holds and whether the cycles redrive their failed items (the redrive re-runs committed jobs too). Invariants I1-I9 are checked after every call
  * that changes the store (the visible view after one in four), then recovery until quiet under
  * faults, a final clean cycle, the same again (nothing changes) and exact ids at quiescence.
  *
@@ -68,6 +69,7 @@ describe('seeded simulation', () => {
       const zombies = tally(results, (r) => (r.zombie ? [r.zombie.replace(/ -> .*/, '')] : []));
       const recovery = sumOf(results, (r) => r.recoveryActions);
       const jobs = sumOf(results, (r) => r.jobOutcomes);
+      const items = sumOf(results, (r) => r.items);
       const calls = results.reduce((n, r) => n + r.ticks, 0);
       console.log(
         `simulation: ${results.length} seeds, ${scenarios.size} scenarios, ${calls} scheduled store calls, ` +
@@ -76,6 +78,7 @@ describe('seeded simulation', () => {
           `(${((seconds * 1000) / results.length).toFixed(0)} ms/seed, ${CONCURRENCY} at a time)\n` +
           `  faults ${JSON.stringify(faults)}\n  zombies ${JSON.stringify(Object.fromEntries(zombies))}\n` +
           `  recovery ${JSON.stringify(recovery)}\n  jobs ${JSON.stringify(jobs)}\n` +
+          `  Map items ${JSON.stringify(items)}\n` +
           `  engine memo ${JSON.stringify(ctx.stats)}`,
       );
       expect(
@@ -109,6 +112,13 @@ describe('seeded simulation', () => {
         };
         for (const [outcome, least] of Object.entries(required))
           expect(jobs[outcome] ?? 0, `job outcome ${outcome}`).toBeGreaterThanOrEqual(least);
+        // Items of several jobs ran, failed items were redriven whole, and jobs the item had
+        // committed before answered from their receipts.
+        expect(items['multi-job'] ?? 0, 'items of several jobs').toBeGreaterThan(100);
+        expect(items.redriven ?? 0, 'failed items redriven').toBeGreaterThan(40);
+        expect(items['receipt-answers'] ?? 0, 'redriven jobs answered from their receipts').toBeGreaterThan(
+          10,
+        );
         const daily = results.filter((r) => r.plan.tiers.includes('daily'));
         expect(daily.length).toBeGreaterThan(300);
       }

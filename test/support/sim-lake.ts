@@ -50,7 +50,7 @@ export const FIXTURE_JOB = '20250114T090000Z-0badf00d';
 const FIXTURE_PARTITION = `${DAY}hour=07/`;
 const FIXTURE_INPUT = `${FIXTURE_PARTITION}cpu_20250114_070500_9.parquet`;
 
-export function simConfig(targetFileBytes: number): CompactorConfig {
+export function simConfig(targetFileBytes: number, smallJobsPerItem?: number): CompactorConfig {
   const input: ConfigInput = {
     layout: 'hive',
     // Hive-shaped keys read by globs and the visible view only: no reader maps dt=/hour= to
@@ -63,6 +63,7 @@ export function simConfig(targetFileBytes: number): CompactorConfig {
     quietSeconds: 0,
     targetFileBytes,
     rowGroupSize: 2048,
+    ...(smallJobsPerItem === undefined ? {} : { smallJobsPerItem }),
   };
   return parseConfig(input);
 }

@@ -1,8 +1,9 @@
 /**
  * The seeded simulation: one seed = one interleaving of two overlapping cycles (two executions,
- * hourly or daily), a zombie step (an attempt paused before one of its store calls and resumed
- * later), an on-demand recovery and transient store faults, all chosen by the seed and run on a
- * real LocalFolderStore with real DuckDB output. After every store call that changes something:
+ * hourly or daily, each running its waves in Map items of up to `smallJobsPerItem` jobs and
+ * perhaps redriving its failed items), a zombie step (an attempt paused before one of its store
+ * calls and resumed later), an on-demand recovery and transient store faults, all chosen by the
+ * seed and run on a real LocalFolderStore with real DuckDB output. After every store call that changes something:
  * I1 (no row id missing) and, on most changes, the visible view (every id exactly once), the
  * SimInvariants (I7, I8, I9, quarantine), and before every delete the I3 audit. Then recovery
  * until quiet under faults (I6), a clean cycle per tier, the same again must change nothing (I5),
@@ -18,7 +19,7 @@ import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engi
 import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, type SqlRunner } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
-import { type CycleDeps, runCycle } from '../../functions/core/cycle.ts';
+import { type CycleDeps, type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import type { Clock } from '../../functions/core/engine.ts';
 import {
   type Manifest,
@@ -26,7 +27,7 @@ import {
   manifestsRoot,
   parseManifest,
 } from '../../functions/core/manifest/manifest.ts';
-import { EXECUTION_TYPES, type ExecutionType } from '../../functions/core/pipeline.ts';
+import { EXECUTION_TYPES, type ExecutionType, isCommitted } from '../../functions/core/pipeline.ts';
 import {
   type CompactDeps,
   clearManifestStep,
@@ -148,9 +149,20 @@ export interface SeedPlan {
   readonly targetFileBytes: number;
   /** The Map's children, whose Retry the cycle's partition steps follow (pipeline.ts RETRY). */
   readonly childExecutionType: ExecutionType;
+  /** Small jobs of one table a Map item holds (`smallJobsPerItem`): 1, or 2..6. */
+  readonly smallJobsPerItem: number;
+  /** Whether the cycles redrive each failed Map item once, as an operator redrives an execution. */
+  readonly redriveFailedItems: boolean;
 }
 
-export function planSeed(rng: Rng): SeedPlan {
+/** The Rng stream the Map item choices draw from (the seed's own stream draws everything else). */
+const ITEMS_STREAM = 1;
+
+/**
+ * The seed's choices. The Map item choices come from a stream of their own: a seed that draws
+ * items of one job and no redrive runs what it ran before cycles ran items.
+ */
+export function planSeed(rng: Rng, items: Rng): SeedPlan {
   const tiers = rng.weighted<readonly [TierName, TierName]>([
     [['hourly', 'hourly'], 4],
     [['hourly', 'daily'], 3],
@@ -169,6 +181,8 @@ export function planSeed(rng: Rng): SeedPlan {
     crash: rng.chance(0.2) ? { actor: rng.pick(['A', 'B', 'R', 'Z']), atCall: 1 + rng.int(40) } : undefined,
     targetFileBytes: rng.pick([2500, 1 << 20]),
     childExecutionType: rng.pick(EXECUTION_TYPES),
+    smallJobsPerItem: items.chance(0.3) ? 1 : 2 + items.int(5),
+    redriveFailedItems: items.chance(0.6),
   };
 }
 
@@ -198,6 +212,8 @@ export interface SeedResult {
   readonly faults: FaultCounts;
   readonly zombie: string | undefined;
   readonly jobOutcomes: Readonly<Record<string, number>>;
+  /** The overlapping cycles' Map items: ITEM_COUNTS, by what happened to them. */
+  readonly items: Readonly<Record<ItemCount, number>>;
   readonly recoveryActions: Readonly<Record<string, number>>;
   readonly finalRecoveryPasses: number;
   readonly observations: number;
@@ -222,6 +238,45 @@ function bump(counts: Record<string, number>, key: string): void {
   counts[key] = (counts[key] ?? 0) + 1;
 }
 
+/**
+ * What the simulation counts of Map items: items run, items of several jobs, items redriven, jobs
+ * redriven, redriven jobs that answered from their receipt (already done, cleared: only a
+ * receipt says so), and redriven jobs whose redrive changed a committed verdict.
+ */
+export const ITEM_COUNTS = [
+  'items',
+  'multi-job',
+  'redriven',
+  'redriven-jobs',
+  'receipt-answers',
+  'committed-then-not',
+] as const;
+export type ItemCount = (typeof ITEM_COUNTS)[number];
+
+function countItems(report: CycleReport, counts: Record<ItemCount, number>): string[] {
+  const notes: string[] = [];
+  const seen = new Set<string>();
+  for (const { job, outcome, item, firstRun } of report.jobs) {
+    const name = `${item.wave}.${item.index}`;
+    if (!seen.has(name)) {
+      seen.add(name);
+      counts.items++;
+      if (item.jobs > 1) counts['multi-job']++;
+      if (firstRun) counts.redriven++;
+    }
+    if (!firstRun) continue;
+    counts['redriven-jobs']++;
+    const receipt = outcome.steps.some((s) => s.status === 'already-done' && s.state === 'cleared');
+    if (receipt) counts['receipt-answers']++;
+    if (isCommitted(firstRun.status) && !isCommitted(outcome.status) && outcome.status !== 'failed')
+      counts['committed-then-not']++;
+    notes.push(
+      `redrove ${job.jobId} (item ${name}, ${item.jobs} jobs): ${firstRun.status} -> ${outcome.status}${receipt ? ' from its receipt' : ''}`,
+    );
+  }
+  return notes;
+}
+
 function errorName(error: unknown): string {
   return error instanceof Error ? error.name : typeof error;
 }
@@ -235,8 +290,8 @@ let lakeCounter = 0;
 export async function runSeed(ctx: SimContext, seed: number, options: SeedOptions = {}): Promise<SeedResult> {
   const started = performance.now();
   const rng = new Rng(seed);
-  const plan = planSeed(rng);
-  const config = simConfig(plan.targetFileBytes);
+  const plan = planSeed(rng, new Rng(seed, ITEMS_STREAM));
+  const config = simConfig(plan.targetFileBytes, plan.smallJobsPerItem);
   const { template } = ctx;
   const dir = join(ctx.root, `seed-${seed}-${++lakeCounter}`);
   const workDir = `${dir}.work`;
@@ -246,6 +301,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
   const violations: string[] = [];
   const faults = noFaults();
   const jobOutcomes: Record<string, number> = {};
+  const items = Object.fromEntries(ITEM_COUNTS.map((k) => [k, 0])) as Record<ItemCount, number>;
   const recoveryActions: Record<string, number> = {};
   const events: JobEvent[] = [];
   const scheduler = new Scheduler(rng);
@@ -316,6 +372,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
       concurrency: 1,
       randomHex: () => `${seed.toString(16).padStart(6, '0')}${(++jobs).toString(16).padStart(2, '0')}`,
       childExecutionType: plan.childExecutionType,
+      redriveFailedItems: plan.redriveFailedItems,
       sleep: async () => {},
       onEvent: (event) => events.push(event),
     });
@@ -333,11 +390,14 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
           // runCycle retries Recover and Plan as the state machine's Retry does.
           const report = await runCycle(deps(actor, executionId), tier);
           for (const entry of report.recovery.entries) bump(recoveryActions, entry.action);
-          for (const { job, outcome } of report.jobs) {
+          for (const { job, outcome, firstRun } of report.jobs) {
             bump(jobOutcomes, outcome.status === 'failed' ? `failed:${outcome.error.name}` : outcome.status);
-            if (outcome.status === 'failed')
-              unexpected(`job ${job.jobId} on ${job.partition}`, outcome.error, EXPECTED_JOB_ERRORS);
+            // A redrive that ends well must not hide why the first run failed.
+            for (const run of [firstRun, outcome])
+              if (run?.status === 'failed')
+                unexpected(`job ${job.jobId} on ${job.partition}`, run.error, EXPECTED_JOB_ERRORS);
           }
+          for (const note of countItems(report, items)) scheduler.note(`${scheduler.tick} ${name} ${note}`);
           return `${tier} cycle: ${report.jobs.map((j) => j.outcome.status).join(',') || 'no jobs'}`;
         } catch (error) {
           unexpected(`cycle ${name}`, error, EXPECTED_RUN_ERRORS);
@@ -534,6 +594,8 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
     `crash:${plan.crash?.actor ?? 'none'}`,
     `faults:${plan.faultRate}`,
     plan.targetFileBytes < 10_000 ? 'split' : 'whole',
+    `items:${plan.smallJobsPerItem}`,
+    plan.redriveFailedItems ? 'redrive' : 'no-redrive',
   ].join(' ');
   return {
     seed,
@@ -546,6 +608,7 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
     faults,
     zombie: zombieLabel,
     jobOutcomes,
+    items,
     recoveryActions,
     finalRecoveryPasses,
     observations: checker?.observations ?? 0,

@@ -25,9 +25,15 @@ export function mulberry32(seed: number): () => number {
 export class Rng {
   readonly #next: () => number;
 
-  constructor(seed: number) {
+  /**
+   * `stream` picks an independent sequence of the same seed: draws added on another stream leave
+   * the seed's stream 0 (its scenario and its interleaving) as it was.
+   */
+  constructor(seed: number, stream = 0) {
     // Spread small consecutive seeds apart.
-    this.#next = mulberry32(Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b) ^ 0xc2b2ae35);
+    this.#next = mulberry32(
+      (Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b) ^ 0xc2b2ae35) + Math.imul(stream, 0x27d4eb2f),
+    );
   }
 
   next(): number {

@@ -42,7 +42,7 @@ function printTrace(result: SeedResult): void {
   console.log(result.trace.join('\n'));
   console.log(`zombie: ${result.zombie ?? 'none'}`);
   console.log(
-    `jobs ${JSON.stringify(result.jobOutcomes)} recovery ${JSON.stringify(result.recoveryActions)}`,
+    `jobs ${JSON.stringify(result.jobOutcomes)} items ${JSON.stringify(result.items)} recovery ${JSON.stringify(result.recoveryActions)}`,
   );
   console.log(`faults ${JSON.stringify(result.faults)}; ${result.ticks} calls, ${result.ms.toFixed(0)} ms`);
   for (const v of result.violations) console.log(`VIOLATION ${v}`);
@@ -84,6 +84,9 @@ const seconds = (performance.now() - started) / 1000;
 console.log(
   `${count} seeds, ${scenarios.size} scenarios, ${failures.length} failed in ${seconds.toFixed(1)} s (${((seconds * 1000) / count).toFixed(0)} ms/seed)`,
 );
+const items: Record<string, number> = {};
+for (const r of results) for (const [k, v] of Object.entries(r.items)) items[k] = (items[k] ?? 0) + v;
+console.log(`Map items ${JSON.stringify(items)}`);
 for (const f of failures.slice(0, 20))
   console.log(`  seed ${f.seed}: ${f.violations.join(' | ')}\n    ${REPLAY(f.seed, options)}`);
 process.exitCode = failures.length > 0 ? 1 : 0;
