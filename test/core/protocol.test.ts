@@ -22,6 +22,7 @@ import {
   FinalKeyConflictError,
   InputUnreadableError,
   LeaseExpiredError,
+  PreconditionFailedError,
   SchemaConflictError,
   VerificationFailedError,
 } from '../../functions/core/errors.ts';
@@ -831,6 +832,18 @@ describe('every step', () => {
     // A whole-job redrive (a Map item run again for another of its jobs): the inputs are gone, so
     // it claims, finds that and lets go; the receipt says this execution committed it.
     expect((await runJob({ ...deps(l), sleep: async () => {} }, job)).status).toBe('compacted');
+    // The same redrive with its claim refused and no manifest there after (S3 answers 409 to a
+    // conditional write racing another): its receipt still says so, not "leased by another job".
+    const mKey = manifestKey(l.config.layout, 'hourly', HOUR_10);
+    const refusing = new FaultStore(l.store, {
+      beforeCall: async (call) => {
+        if (call.op === 'put' && call.key === mKey) throw new PreconditionFailedError(mKey);
+      },
+    });
+    expect(await compactStep(deps(l, refusing), job)).toMatchObject({
+      status: 'already-done',
+      state: 'cleared',
+    });
     // Another execution's job of this partition finds nothing of its own done.
     const other = { ...job, executionId: 'another-execution' };
     expect((await publishStep(deps(l), other)).status).toBe('superseded');

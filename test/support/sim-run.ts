@@ -397,7 +397,11 @@ export async function runSeed(ctx: SimContext, seed: number, options: SeedOption
               if (run?.status === 'failed')
                 unexpected(`job ${job.jobId} on ${job.partition}`, run.error, EXPECTED_JOB_ERRORS);
           }
+          const before = items['committed-then-not'];
           for (const note of countItems(report, items)) scheduler.note(`${scheduler.tick} ${name} ${note}`);
+          // A job this execution committed is reported committed again by its redrive (its receipt).
+          if (items['committed-then-not'] > before)
+            violations.push(`${name}: a redrive reported a job it had committed as not committed`);
           return `${tier} cycle: ${report.jobs.map((j) => j.outcome.status).join(',') || 'no jobs'}`;
         } catch (error) {
           unexpected(`cycle ${name}`, error, EXPECTED_RUN_ERRORS);

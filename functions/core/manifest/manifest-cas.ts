@@ -290,7 +290,7 @@ export async function claimOrLoad(
   const loaded = await loadManifest(deps, job.tier, job.partition);
   if (loaded) {
     if (ownedBy(loaded, job)) return loaded;
-    return result(job, 'skipped', 'none', { reason: `${noun} leased by job ${loaded.manifest.jobId}` });
+    return await leasedElsewhere(deps, job, `${noun} leased by job ${loaded.manifest.jobId}`);
   }
   const claim = build();
   if ('reason' in claim) return result(job, 'skipped', 'none', { reason: claim.reason });
@@ -308,8 +308,17 @@ export async function claimOrLoad(
     const found = await loadManifest(deps, job.tier, job.partition);
     if (found && ownedBy(found, job)) return found;
     const holder = found ? `job ${found.manifest.jobId}` : 'another job';
-    return result(job, 'skipped', 'none', { reason: `${noun} leased by ${holder}` });
+    return await leasedElsewhere(deps, job, `${noun} leased by ${holder}`);
   }
+}
+
+/**
+ * A claim another job holds, or one refused: skipped, unless this execution committed and cleared
+ * this job before (a redrive runs a Map item's finished jobs again), which its receipt says. The
+ * receipt is read only on this path, where a partition is leased or a claim was refused.
+ */
+async function leasedElsewhere(deps: StepDeps, job: JobRef, reason: string): Promise<StepResult> {
+  return (await committedBefore(deps, job)) ?? result(job, 'skipped', 'none', { reason });
 }
 
 /** The partition's coordinates, for naming outputs. */
