@@ -22,7 +22,7 @@ import { crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store/local-store.ts';
-import { lockFileName } from '../../functions/adapters/local-store/local-store-lock.ts';
+import { KeyLocks, lockFileName } from '../../functions/adapters/local-store/local-store-lock.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { assignJobs } from '../../functions/core/cycle.ts';
 import { type CompactRequest, type Engine, systemClock } from '../../functions/core/engine.ts';
@@ -838,6 +838,59 @@ describe('LocalFolderStore across processes', () => {
     const lenient = new LocalFolderStore(root, { staleLockMs: 10 });
     await lenient.put('busy', Buffer.from('y'));
     expect((await store.getBytes('busy')).body.toString()).toBe('y');
+  });
+});
+
+describe('LocalFolderStore key locks', () => {
+  const locksDir = () => join(root, RESERVED_DIR, 'locks');
+
+  it('every lock links one claim file of the process: writes leave that claim and no lock', async () => {
+    for (let i = 0; i < 20; i++) await store.put(`k${i}`, Buffer.from(`v${i}`));
+    await store.deleteMany(Array.from({ length: 20 }, (_, i) => ({ key: `k${i}` })));
+    const names = await readdir(locksDir());
+    expect(names).toHaveLength(1);
+    expect(names[0]).toMatch(/^[0-9a-f]{24}\.claim$/);
+    const owner = JSON.parse(await readFile(join(locksDir(), names[0] as string), 'utf8'));
+    expect(owner).toMatchObject({ pid: process.pid, host: hostname() });
+  });
+
+  it("a store's first claim removes the claims of processes gone from this host, and no other", async () => {
+    await mkdir(locksDir(), { recursive: true });
+    const dead = join(locksDir(), 'aaaaaaaaaaaaaaaaaaaaaaaa.claim');
+    const live = join(locksDir(), 'bbbbbbbbbbbbbbbbbbbbbbbb.claim');
+    const remote = join(locksDir(), 'cccccccccccccccccccccccc.claim');
+    await writeFile(dead, JSON.stringify({ pid: await deadPid(), host: hostname(), token: 'a'.repeat(24) }));
+    await writeFile(live, JSON.stringify({ pid: process.ppid, host: hostname(), token: 'b'.repeat(24) }));
+    await writeFile(
+      remote,
+      JSON.stringify({ pid: await deadPid(), host: `not-${hostname()}`, token: 'c'.repeat(24) }),
+    );
+    await new LocalFolderStore(root).put('x', Buffer.from('x'));
+    expect(existsSync(dead)).toBe(false);
+    expect(existsSync(live)).toBe(true);
+    expect(existsSync(remote)).toBe(true);
+  });
+
+  it('a lock whose holder keeps taking and releasing others is not broken by age; once it stops, it is', async () => {
+    const holder = new KeyLocks(locksDir(), 5000, 200);
+    const release = await holder.lock('held', undefined);
+    // Another store of this process: the holder's pid is alive, so only the lock's age could break it.
+    const waiter = new KeyLocks(locksDir(), 600, 200);
+    let working = true;
+    const work = (async () => {
+      while (working) (await holder.lock('other', undefined))();
+    })();
+    await expect(waiter.lock('held', undefined)).rejects.toBeInstanceOf(TransientStoreError);
+    working = false;
+    await work;
+    // The holder is idle now: its claim's ctime ages past staleLockMs and the lock is broken.
+    await new Promise((r) => setTimeout(r, 250));
+    const taken = await waiter.lock('held', undefined);
+    // The first holder's release leaves the new holder's lock in place.
+    release();
+    expect(existsSync(join(locksDir(), lockFileName('held')))).toBe(true);
+    taken();
+    expect(existsSync(join(locksDir(), lockFileName('held')))).toBe(false);
   });
 });
 

@@ -1,11 +1,26 @@
 /**
  * The local folder store's per-key lock, which makes its conditional writes atomic across
- * processes: `locks/<sha256(key)>.lock`, linked into place from a fully written claim file, and
- * broken when its holder is dead (its pid is gone on this host) or it is older than staleLockMs.
+ * processes: `locks/<sha256(key)>.lock`, a hard link to its holder's claim file, and broken when
+ * its holder is dead (its pid is gone on this host) or it is older than staleLockMs.
+ *
+ * A process writes one claim file (its pid, host and a token) once, and links it as each lock it
+ * takes: taking a lock is one link(2), releasing it an lstat and an unlink, where a claim written,
+ * linked and removed for every lock cost four changes of the locks folder and a read of the lock.
+ * A lock is never half-written: link makes it whole or not at all.
  */
 
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, type Stats, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  type Stats,
+  writeFileSync,
+} from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -50,6 +65,16 @@ function readLockFile(path: string): LockFile | undefined {
   }
 }
 
+/** The inode at `path`, undefined when nothing is there. */
+function inoOf(path: string): number | undefined {
+  try {
+    return lstatSync(path).ino;
+  } catch (error) {
+    if (isMissing(error)) return undefined;
+    throw error;
+  }
+}
+
 function parseLockOwner(text: string): LockOwner | undefined {
   const value = parseJson(text);
   if (!isRecord(value)) return undefined;
@@ -58,11 +83,21 @@ function parseLockOwner(text: string): LockOwner | undefined {
   return { pid, host, token };
 }
 
+/** This process's claim file: linked as every lock it takes. */
+interface Claim {
+  readonly path: string;
+  readonly ino: number;
+  readonly owner: LockOwner;
+}
+
 /** The locks of one store's keys, in its `locks/` folder. */
 export class KeyLocks {
   readonly #locksDir: string;
   readonly #lockTimeoutMs: number;
   readonly #staleLockMs: number;
+  #claim: Claim | undefined;
+  /** Each lock this store holds, by path, with the claim it linked (what its release checks). */
+  readonly #held = new Map<string, { readonly ino: number }>();
 
   constructor(locksDir: string, lockTimeoutMs: number, staleLockMs: number) {
     this.#locksDir = locksDir;
@@ -71,59 +106,91 @@ export class KeyLocks {
   }
 
   /**
-   * Takes the key's lock: a lock file linked into place from a fully written claim file, so the
-   * lock never exists half-written. Returns the release function. Its file calls are synchronous
-   * (sync-calls.ts says why): the event loop runs only at `paced()`, once per lock, and while
-   * waiting for a held lock.
+   * Takes the key's lock: this process's claim file linked at the lock's path. Returns the release
+   * function. Its file calls are synchronous (sync-calls.ts says why): the event loop runs only at
+   * `paced()`, once per lock, and while waiting for a held lock.
    */
   async lock(key: string, signal: AbortSignal | undefined): Promise<() => void> {
     await paced();
     const lockPath = join(this.#locksDir, lockFileName(key));
-    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
-    const claimPath = join(this.#locksDir, `${owner.token}.claim`);
-    this.#writeClaim(claimPath, owner);
-    try {
-      const deadline = Date.now() + this.#lockTimeoutMs;
-      let delayMs = 1;
-      for (;;) {
-        signal?.throwIfAborted();
-        if (tryLink(claimPath, lockPath)) {
-          return () => this.#unlockIfOwned(lockPath, owner.token);
-        }
-        this.#breakIfStale(lockPath, claimPath, owner.token);
-        if (Date.now() >= deadline) {
-          throw new TransientStoreError(
-            `timed out after ${this.#lockTimeoutMs} ms waiting for the lock on ${key}`,
-          );
-        }
-        await sleep(delayMs * (0.5 + Math.random()));
-        delayMs = Math.min(delayMs * 2, 20);
+    const deadline = Date.now() + this.#lockTimeoutMs;
+    let delayMs = 1;
+    for (;;) {
+      signal?.throwIfAborted();
+      const claim = this.#linkClaim(lockPath);
+      if (claim !== undefined) {
+        const held = { ino: claim.ino };
+        this.#held.set(lockPath, held);
+        return () => this.#release(lockPath, held);
       }
-    } finally {
-      unlinkIfExists(claimPath);
+      this.#breakIfStale(lockPath);
+      if (Date.now() >= deadline) {
+        throw new TransientStoreError(
+          `timed out after ${this.#lockTimeoutMs} ms waiting for the lock on ${key}`,
+        );
+      }
+      await sleep(delayMs * (0.5 + Math.random()));
+      delayMs = Math.min(delayMs * 2, 20);
     }
   }
 
-  /** Writes the claim file; the locks folder is made only when missing (the first lock, or after a reset). */
-  #writeClaim(claimPath: string, owner: LockOwner): void {
+  /** Links the claim at `path`: the claim, or undefined when `path` is taken. */
+  #linkClaim(path: string): Claim | undefined {
+    for (let attempt = 0; ; attempt++) {
+      const claim = this.#claim ?? this.#writeClaim();
+      try {
+        return tryLink(claim.path, path) ? claim : undefined;
+      } catch (error) {
+        // The claim file or the locks folder is gone (a reset of the folder): write it again.
+        if (!isMissing(error) || attempt > 0) throw error;
+        this.#claim = undefined;
+      }
+    }
+  }
+
+  /** Writes this process's claim file; the locks folder is made only when missing. */
+  #writeClaim(): Claim {
+    const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
+    const path = join(this.#locksDir, `${owner.token}.claim`);
     const text = JSON.stringify(owner);
     try {
-      writeFileSync(claimPath, text, { flag: 'wx' });
+      writeFileSync(path, text, { flag: 'wx' });
     } catch (error) {
       if (errorCode(error) !== 'ENOENT') throw error;
       mkdirSync(this.#locksDir, { recursive: true });
-      writeFileSync(claimPath, text, { flag: 'wx' });
+      writeFileSync(path, text, { flag: 'wx' });
+    }
+    this.#claim = { path, ino: lstatSync(path).ino, owner };
+    this.#removeDeadClaims();
+    return this.#claim;
+  }
+
+  /**
+   * Removes the claim files of processes gone from this host, once per claim written: a process
+   * leaves its claim behind when it ends. A lock a dead process still holds keeps its inode, and
+   * names its holder itself, so it is still broken as before.
+   */
+  #removeDeadClaims(): void {
+    for (const name of readdirSync(this.#locksDir)) {
+      if (!name.endsWith('.claim') || join(this.#locksDir, name) === this.#claim?.path) continue;
+      const claim = readLockFile(join(this.#locksDir, name));
+      const owner = claim?.owner;
+      if (owner === undefined || owner.host !== hostname() || owner.pid === process.pid) continue;
+      if (!processAlive(owner.pid, () => true)) unlinkIfExists(join(this.#locksDir, name));
     }
   }
 
-  #unlockIfOwned(lockPath: string, token: string): void {
-    const current = readLockFile(lockPath);
-    // Someone broke our lock as stale (we stalled past staleLockMs): theirs now, leave it.
-    if (current?.owner?.token === token) unlinkIfExists(lockPath);
+  /** Releases a lock this store took, unless it was broken meanwhile (then it may be another's). */
+  #release(lockPath: string, held: { readonly ino: number }): void {
+    if (this.#held.get(lockPath) !== held) return;
+    this.#held.delete(lockPath);
+    if (inoOf(lockPath) === held.ino) unlinkIfExists(lockPath);
   }
 
   #isStale(lock: LockFile): boolean {
-    // link() updates ctime, so ctime is when the lock was taken.
+    // Every lock of a process links its one claim file, and link() and unlink() update the
+    // inode's ctime: ctime is when its holder last took or released a lock. A holder at work
+    // renews it; a stopped or dead one lets it age.
     if (Date.now() - lock.stat.ctimeMs > this.#staleLockMs) return true;
     if (lock.owner === undefined || lock.owner.host !== hostname()) return false;
     return !processAlive(lock.owner.pid, (error) => {
@@ -136,11 +203,12 @@ export class KeyLocks {
    * then re-check the lock: two breakers cannot both remove it, and a fresh lock taken after one
    * breaker finished is never mistaken for the dead one.
    */
-  #breakIfStale(lockPath: string, claimPath: string, token: string): void {
+  #breakIfStale(lockPath: string): void {
     const seen = readLockFile(lockPath);
     if (seen === undefined || !this.#isStale(seen)) return;
     const breakerPath = `${lockPath}.breaker`;
-    if (!tryLink(claimPath, breakerPath)) {
+    const claim = this.#linkClaim(breakerPath);
+    if (claim === undefined) {
       const breaker = readLockFile(breakerPath);
       // A breaker that died mid-break (a crash within microseconds of the holder's): set it aside.
       if (breaker !== undefined && this.#isStale(breaker)) removeIfSame(breakerPath, breaker.stat.ino);
@@ -156,7 +224,7 @@ export class KeyLocks {
         }
       }
     } finally {
-      this.#unlockIfOwned(breakerPath, token);
+      if (inoOf(breakerPath) === claim.ino) unlinkIfExists(breakerPath);
     }
   }
 }
