@@ -141,8 +141,9 @@ export class KeyLocks {
       try {
         return tryLink(claim.path, path) ? claim : undefined;
       } catch (error) {
-        // The claim file or the locks folder is gone (a reset of the folder): write it again.
-        if (!isMissing(error) || attempt > 0) throw error;
+        // The claim file or the locks folder is gone (a reset of the folder), or the claim holds
+        // as many links as the file system allows (EMLINK): write a new claim.
+        if (!(isMissing(error) || errorCode(error) === 'EMLINK') || attempt > 0) throw error;
         this.#claim = undefined;
       }
     }
