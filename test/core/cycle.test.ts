@@ -4,49 +4,27 @@
  * a failed item, whole, whose committed job answers from its receipt.
  */
 
-import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
 import { type CycleReport, runCycle } from '../../functions/core/cycle.ts';
 import { listReceipts } from '../../functions/core/receipts.ts';
-import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { FaultStore } from '../support/fault-store.ts';
 import {
-  copyLake,
   HOURLY_HOUR_10,
   HOURLY_HOUR_11,
-  hourlyTemplate,
   LakeChecker,
   sweepDeps,
-  type TemplateLake,
+  useHourlyTemplate,
 } from '../support/lake-harness.ts';
-import { testStore } from '../support/test-store.ts';
 
-let engine: DuckDbEngine;
-let workDir: string;
-let template: TemplateLake;
-const lakes: string[] = [];
-
-useEngineAndDir('cycle-', async (e, dir) => {
-  engine = e;
-  workDir = join(dir, 'work');
-  template = await hourlyTemplate(engine);
-});
-
-afterEach(async () => {
-  for (const dir of lakes.splice(0)) await rm(dir, { recursive: true, force: true });
-});
+const fixture = useHourlyTemplate('cycle-');
 
 /**
  * An hourly cycle over the template's two hours, with items of up to `smallJobsPerItem` jobs,
  * whose publish copy of hour 11 fails once with an error no Retry names.
  */
 async function cycleFailingHour11(smallJobsPerItem: number, redriveFailedItems: boolean) {
-  const dir = await copyLake(template);
-  lakes.push(dir);
-  const inner = testStore(dir);
-  const config = { ...template.config, smallJobsPerItem };
+  const { dir, store: inner, config: base } = await fixture.lake();
+  const config = { ...base, smallJobsPerItem };
   let failures = 0;
   const store = new FaultStore(inner, {
     gate: async (call) => {
@@ -55,7 +33,7 @@ async function cycleFailingHour11(smallJobsPerItem: number, redriveFailedItems: 
     },
   });
   const report = await runCycle(
-    { ...sweepDeps(store, config, engine, workDir, 'exec-1', new Set()), redriveFailedItems },
+    { ...sweepDeps(store, config, fixture.engine, fixture.workDir, 'exec-1', new Set()), redriveFailedItems },
     'hourly',
   );
   return { dir, store: inner, config, report, failures };
@@ -116,7 +94,7 @@ describe('runCycle runs Map items', () => {
       HOURLY_HOUR_10,
       HOURLY_HOUR_11,
     ]);
-    await new LakeChecker(engine, dir, store, config, template.totalRows).assertQuiescent();
+    await new LakeChecker(fixture.engine, dir, store, config, fixture.template.totalRows).assertQuiescent();
   });
 
   it('with one job an item, redrives only the failed job’s item', async () => {
@@ -135,6 +113,6 @@ describe('runCycle runs Map items', () => {
         compact: 'already-done staged',
       },
     });
-    await new LakeChecker(engine, dir, store, config, template.totalRows).assertQuiescent();
+    await new LakeChecker(fixture.engine, dir, store, config, fixture.template.totalRows).assertQuiescent();
   });
 });

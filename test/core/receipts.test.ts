@@ -4,10 +4,7 @@
  * none, and how they are listed.
  */
 
-import { rm } from 'node:fs/promises';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { describe, expect, it } from 'vitest';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { KEYS_HASH_ALGORITHM } from '../../functions/core/engine.ts';
 import { PreconditionFailedError, TransientStoreError } from '../../functions/core/errors.ts';
@@ -21,40 +18,18 @@ import {
   writeReceipt,
 } from '../../functions/core/receipts.ts';
 import { recover } from '../../functions/core/recovery.ts';
-import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type CallRecord, CrashedError, FaultStore } from '../support/fault-store.ts';
 import {
-  copyLake,
   HOURLY_HOUR_10,
   HOURLY_HOUR_11,
   HOURLY_IN_10,
-  hourlyTemplate,
   LakeChecker,
   sweepDeps,
-  type TemplateLake,
+  useHourlyTemplate,
 } from '../support/lake-harness.ts';
-import { testStore } from '../support/test-store.ts';
 
-let engine: DuckDbEngine;
-let workDir: string;
-let template: TemplateLake;
-const lakes: string[] = [];
-
-useEngineAndDir('receipts-', async (e, dir) => {
-  engine = e;
-  workDir = join(dir, 'work');
-  template = await hourlyTemplate(engine);
-});
-
-afterEach(async () => {
-  for (const dir of lakes.splice(0)) await rm(dir, { recursive: true, force: true });
-});
-
-async function lake() {
-  const dir = await copyLake(template);
-  lakes.push(dir);
-  return { dir, store: testStore(dir), config: template.config };
-}
+const fixture = useHourlyTemplate('receipts-');
+const lake = () => fixture.lake();
 
 async function receiptsIn(l: Awaited<ReturnType<typeof lake>>): Promise<Receipt[]> {
   const listed = await listReceipts(l.store, l.config);
@@ -70,7 +45,7 @@ describe('a committed job', () => {
     const before = new Map<string, string>();
     for (const key of HOURLY_IN_10) before.set(key, (await l.store.head(key))?.etag ?? '');
     const report = await runCycle(
-      sweepDeps(l.store, l.config, engine, workDir, 'exec-1', new Set()),
+      sweepDeps(l.store, l.config, fixture.engine, fixture.workDir, 'exec-1', new Set()),
       'hourly',
     );
     expect(report.jobs.map((j) => j.outcome.status)).toEqual(['compacted', 'compacted']);
@@ -114,7 +89,13 @@ describe('a committed job', () => {
     for (const at of [hour10?.claimedAt, hour10?.inputsDeletedAt, hour10?.writtenAt]) {
       expect(Number.isNaN(Date.parse(at ?? ''))).toBe(false);
     }
-    await new LakeChecker(engine, l.dir, l.store, l.config, template.totalRows).assertQuiescent();
+    await new LakeChecker(
+      fixture.engine,
+      l.dir,
+      l.store,
+      l.config,
+      fixture.template.totalRows,
+    ).assertQuiescent();
   });
 
   it('is written once: a clear retried, redriven or finished by recovery after a crash finds it and leaves it', async () => {
@@ -123,7 +104,7 @@ describe('a committed job', () => {
     const clearsStaging = (call: CallRecord) =>
       call.op === 'deleteMany' && (call.deletes ?? []).some((d) => d.key.includes('/staging/'));
     const crashing = new FaultStore(l.store, { fault: { at: clearsStaging, kind: 'crash' } });
-    const dead = sweepDeps(crashing, l.config, engine, workDir, 'exec-dead', new Set());
+    const dead = sweepDeps(crashing, l.config, fixture.engine, fixture.workDir, 'exec-dead', new Set());
     await runCycle(dead, 'hourly').catch((error: unknown) => {
       if (!(error instanceof CrashedError)) throw error;
     });
@@ -132,7 +113,9 @@ describe('a committed job', () => {
     const firstHead = await l.store.head(
       receiptKey(l.config.layout, 'hourly', first?.partition ?? '', first?.jobId ?? ''),
     );
-    const report = await recover({ ...sweepDeps(l.store, l.config, engine, workDir, 'exec-rec', new Set()) });
+    const report = await recover({
+      ...sweepDeps(l.store, l.config, fixture.engine, fixture.workDir, 'exec-rec', new Set()),
+    });
     expect(report.entries.some((e) => e.action === 'cleared')).toBe(true);
     const [after] = await receiptsIn(l);
     expect(after).toEqual(first);
@@ -144,7 +127,10 @@ describe('a committed job', () => {
 
   it('a put-if-absent refused by a 409 (nothing written) is an error to retry; a 412 (it exists) is done', async () => {
     const l = await lake();
-    await runCycle(sweepDeps(l.store, l.config, engine, workDir, 'exec-1', new Set()), 'hourly');
+    await runCycle(
+      sweepDeps(l.store, l.config, fixture.engine, fixture.workDir, 'exec-1', new Set()),
+      'hourly',
+    );
     const [receipt] = await receiptsIn(l);
     if (!receipt) throw new Error('no receipt');
     const key = receiptKey(l.config.layout, receipt.tier, receipt.partition, receipt.jobId);
@@ -187,12 +173,15 @@ describe('a job rolled back', () => {
     const crashing = new FaultStore(l.store, {
       fault: { at: (call) => call.ifMatch === true, kind: 'crash' },
     });
-    await runCycle(sweepDeps(crashing, l.config, engine, workDir, 'exec-dead', new Set()), 'hourly').catch(
-      (error: unknown) => {
-        if (!(error instanceof CrashedError)) throw error;
-      },
-    );
-    const report = await recover({ ...sweepDeps(l.store, l.config, engine, workDir, 'exec-rec', new Set()) });
+    await runCycle(
+      sweepDeps(crashing, l.config, fixture.engine, fixture.workDir, 'exec-dead', new Set()),
+      'hourly',
+    ).catch((error: unknown) => {
+      if (!(error instanceof CrashedError)) throw error;
+    });
+    const report = await recover({
+      ...sweepDeps(l.store, l.config, fixture.engine, fixture.workDir, 'exec-rec', new Set()),
+    });
     expect(report.entries.map((e) => e.action)).toEqual(['rolled-back']);
     expect(await receiptsIn(l)).toEqual([]);
   });
@@ -201,7 +190,10 @@ describe('a job rolled back', () => {
 describe('listing', () => {
   it('by folder and by job start; a file that is not a receipt is named, not thrown', async () => {
     const l = await lake();
-    await runCycle(sweepDeps(l.store, l.config, engine, workDir, 'exec-1', new Set()), 'hourly');
+    await runCycle(
+      sweepDeps(l.store, l.config, fixture.engine, fixture.workDir, 'exec-1', new Set()),
+      'hourly',
+    );
     const all = await receiptsIn(l);
     expect(all).toHaveLength(2);
     const hour = await listReceipts(l.store, l.config, { under: HOURLY_HOUR_11 });
@@ -234,7 +226,10 @@ describe('with dedup', () => {
   it('records the hash of the kept keys, as the inputs and the outputs both gave it', async () => {
     const l = await lake();
     const config = { ...l.config, dedup: new Map([['db/cpu/', { mode: 'exact' as const }]]) };
-    await runCycle(sweepDeps(l.store, config, engine, workDir, 'exec-1', new Set()), 'hourly');
+    await runCycle(
+      sweepDeps(l.store, config, fixture.engine, fixture.workDir, 'exec-1', new Set()),
+      'hourly',
+    );
     const [receipt] = await receiptsIn({ ...l, config });
     expect(receipt?.dedup).toEqual({ mode: 'exact' });
     expect(receipt?.distinctRows).toBe(120);

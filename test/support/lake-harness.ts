@@ -6,9 +6,10 @@
 import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { isMissing } from '../../functions/adapters/local-store/durable-fs.ts';
+import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import {
   type CompactorConfig,
@@ -32,6 +33,7 @@ import { getBytesIfExists, type ObjectStore } from '../../functions/core/object-
 import { listReceipts } from '../../functions/core/receipts.ts';
 import { type RecoveryReport, recover } from '../../functions/core/recovery.ts';
 import { visibleFiles } from '../../functions/core/visible.ts';
+import { useEngineAndDir } from './engine-fixture.ts';
 import { type CallRecord, MUTATING_OPS } from './fault-store.ts';
 import { fileHash } from './linked-tree.ts';
 import { testStore } from './test-store.ts';
@@ -140,6 +142,52 @@ export async function monthlyTemplate(engine: DuckDbEngine): Promise<TemplateLak
       tiers: { ...SWEEP_CONFIG.tiers, monthly: { enabled: true, minFiles: 2, minAgeSeconds: 86_400 } },
       targetFileBytes: 512 * 1024 * 1024,
     }),
+  };
+}
+
+/**
+ * A test file's hourly template lake, its engine and work folder, and fresh copies of the
+ * template (`lake()`), each removed after its test. Read the fields inside tests: they are set
+ * once the file's fixture has run.
+ */
+export function useHourlyTemplate(prefix: string): {
+  readonly engine: DuckDbEngine;
+  readonly workDir: string;
+  readonly template: TemplateLake;
+  lake(): Promise<{ dir: string; store: LocalFolderStore; config: CompactorConfig }>;
+} {
+  let engine: DuckDbEngine | undefined;
+  let workDir: string | undefined;
+  let template: TemplateLake | undefined;
+  const lakes: string[] = [];
+  useEngineAndDir(prefix, async (e, dir) => {
+    engine = e;
+    workDir = join(dir, 'work');
+    template = await hourlyTemplate(e);
+  });
+  afterEach(async () => {
+    for (const dir of lakes.splice(0)) await rm(dir, { recursive: true, force: true });
+  });
+  const ready = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error(`${prefix}: the template lake is not made yet`);
+    return value;
+  };
+  return {
+    get engine() {
+      return ready(engine);
+    },
+    get workDir() {
+      return ready(workDir);
+    },
+    get template() {
+      return ready(template);
+    },
+    async lake() {
+      const t = ready(template);
+      const dir = await copyLake(t);
+      lakes.push(dir);
+      return { dir, store: testStore(dir), config: t.config };
+    },
   };
 }
 
