@@ -596,10 +596,17 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
       expect(await store.listIncompleteUploads('other/')).toEqual([]);
       expect(await keys()).toEqual([]);
 
+      // The upload is files of its own in the temp folder, named by its id: no folder.
+      const id = uploads[0]?.uploadId as string;
+      expect((await readdir(join(root, RESERVED_DIR, 'tmp'))).sort()).toEqual([
+        `${id}.data`,
+        `${id}.intent.json`,
+      ]);
       await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
       // Aborting twice is harmless.
       await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
       expect(await store.listIncompleteUploads('')).toEqual([]);
+      expect(await readdir(join(root, RESERVED_DIR, 'tmp'))).toEqual([]);
 
       await writer.write(Buffer.from('late bytes'));
       await writer.close();
@@ -638,7 +645,27 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
     expect((await store.listIncompleteUploads('')).map((u) => u.uploadId)).toEqual([ids.live]);
   });
 
-  it('aborting an upload removes its folder whatever it holds', async () => {
+  it('an upload a dead writer left as files is listed abandoned and aborted; a finished write leaves none', async () => {
+    await store.put('k/done', Buffer.from('done'), { metadata: { a: 'b' } });
+    const tmp = join(root, RESERVED_DIR, 'tmp');
+    expect(await readdir(tmp)).toEqual([]);
+    const dead = spawn(process.execPath, ['-e', '']);
+    await once(dead, 'exit');
+    const id = `mx3-${dead.pid}-00000000000000c1`;
+    await writeFile(
+      join(tmp, `${id}.intent.json`),
+      JSON.stringify({ key: 'k/left', pid: dead.pid, host: hostname() }),
+    );
+    await writeFile(join(tmp, `${id}.data`), 'staged bytes');
+    await writeFile(join(tmp, `${id}.meta.json`), '{}');
+    const uploads = await store.listIncompleteUploads('k/');
+    expect(uploads.map((u) => [u.uploadId, u.key, u.abandoned])).toEqual([[id, 'k/left', true]]);
+    await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
+    expect(await readdir(tmp)).toEqual([]);
+    expect((await store.getBytes('k/done')).body.toString()).toBe('done');
+  });
+
+  it('aborting an upload folder (a store written before uploads were files) removes it whatever it holds', async () => {
     const dead = spawn(process.execPath, ['-e', '']);
     await once(dead, 'exit');
     const tmp = join(root, RESERVED_DIR, 'tmp');

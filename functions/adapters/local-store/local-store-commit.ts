@@ -1,5 +1,5 @@
 /**
- * The local folder store's changes to a key. A write stages its data in its upload folder, then
+ * The local folder store's changes to a key. A write stages its data in its upload's files, then
  * commits it under the key's lock: the conditions are checked and the staged file (and sidecar) are
  * renamed into place. A delete also runs under the lock. Which fsyncs they make is decided once,
  * from the store's `durability` option (Durability).
@@ -8,7 +8,7 @@
 import type { BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
@@ -24,6 +24,7 @@ import {
 import { dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import type { KeyLocks } from './local-store-lock.ts';
 import { readSidecar, type Sidecar, type SidecarEntry } from './local-store-sidecar.ts';
+import type { Upload } from './local-store-uploads.ts';
 
 /**
  * The fsyncs the store makes, decided once from its `durability` option: all of them ('machine'),
@@ -64,8 +65,9 @@ export interface Attributes {
 }
 
 export interface Staged {
-  readonly dir: string;
   readonly dataPath: string;
+  /** Where its attributes are written before they go into place (the upload's). */
+  readonly metaPath: string;
   readonly stat: BigIntStats;
   readonly etag: string;
   readonly crc: number;
@@ -76,20 +78,20 @@ export interface Conditions {
   readonly ifMatch?: string;
 }
 
-/** Writes `<dir>/data` with `fill`, fsyncs it (per `durability`), and returns its identity. */
+/** Writes the upload's data with `fill`, fsyncs it (per `durability`), and returns its identity. */
 export async function stageData(
-  dir: string,
+  upload: Pick<Upload, 'dataPath' | 'metaPath'>,
   durability: Durability,
   fill: (out: FileHandle) => Promise<number>,
 ): Promise<Staged> {
-  const dataPath = join(dir, 'data');
+  const { dataPath, metaPath } = upload;
   const out = await open(dataPath, 'wx');
   try {
     const crc = await fill(out);
     await durability.syncFile(out);
     // Rename keeps inode, size and mtime, so this is the ETag the object will have.
     const st = await out.stat({ bigint: true });
-    return { dir, dataPath, stat: st, etag: etagOf(st), crc };
+    return { dataPath, metaPath, stat: st, etag: etagOf(st), crc };
   } finally {
     await out.close();
   }
@@ -133,9 +135,8 @@ export async function commit(
         ...(attrs.checksum === undefined ? {} : { checksum: attrs.checksum }),
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
-      const tmp = join(staged.dir, 'meta.json');
-      await durability.writeFile(tmp, JSON.stringify(next));
-      renameIntoPlace(tmp, sidecar, key);
+      await durability.writeFile(staged.metaPath, JSON.stringify(next));
+      renameIntoPlace(staged.metaPath, sidecar, key);
       await durability.syncDir(dirname(sidecar));
     }
     renameIntoPlace(staged.dataPath, path, key);

@@ -1,7 +1,10 @@
 /**
- * The local folder store's uploads: every write stages in its own folder `tmp/<uploadId>/`, whose
- * `intent.json` names the target key and the writer (pid, host). A folder a crash left behind is an
- * incomplete upload, reported abandoned once its writer is surely gone, and removed by an abort.
+ * The local folder store's uploads: every write stages its files in the temp folder under its
+ * upload id: `tmp/<uploadId>.intent.json` names the target key and the writer (pid, host), then
+ * `<uploadId>.data` and, with attributes, `<uploadId>.meta.json`. An intent a crash left behind
+ * is an incomplete upload, reported abandoned once its writer is surely gone, and removed by an
+ * abort. A store written before uploads were flat files has `tmp/<uploadId>/` folders holding
+ * `intent.json`, `data` and `meta.json`: they are listed and aborted too.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -14,34 +17,60 @@ import { errorCode, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
-/**
- * Creates the upload folder of a write to `key` and returns its path. Its calls, and the listing's,
- * are synchronous: small metadata calls, as sync-calls.ts says.
- */
-export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): string {
-  const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
-  const dir = join(tmpDir, uploadId);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'intent.json'), JSON.stringify({ key, kind, pid: process.pid, host: hostname() }), {
-    flag: 'wx',
-  });
-  return dir;
+const INTENT = '.intent.json';
+
+/** A write in progress: its files in the temp folder, named after its upload id. */
+export interface Upload {
+  readonly dataPath: string;
+  readonly metaPath: string;
+  readonly intentPath: string;
 }
 
-/** What an upload folder holds (stageData's `data`, commit's `meta.json`), its intent last. */
-const UPLOAD_FILES = ['data', 'meta.json', 'intent.json'];
+function uploadFiles(tmpDir: string, uploadId: string): Upload {
+  const base = join(tmpDir, uploadId);
+  return { dataPath: `${base}.data`, metaPath: `${base}.meta.json`, intentPath: `${base}${INTENT}` };
+}
+
+/**
+ * Writes the intent of a write to `key` and returns its files: no folder of its own, which was a
+ * mkdir and an rmdir a write. Its calls, and the listing's, are synchronous: small metadata calls,
+ * as sync-calls.ts says.
+ */
+export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): Upload {
+  const uploadId = `${Date.now().toString(36)}-${process.pid}-${randomBytes(8).toString('hex')}`;
+  const upload = uploadFiles(tmpDir, uploadId);
+  const intent = JSON.stringify({ key, kind, pid: process.pid, host: hostname() });
+  try {
+    writeFileSync(upload.intentPath, intent, { flag: 'wx' });
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw error;
+    mkdirSync(tmpDir, { recursive: true });
+    writeFileSync(upload.intentPath, intent, { flag: 'wx' });
+  }
+  return upload;
+}
+
+/**
+ * Removes an upload's files; nothing if they are gone. The intent goes last, so an upload a crash
+ * leaves half removed still names its key.
+ */
+export function removeUpload(upload: Upload): void {
+  unlinkIfExists(upload.dataPath);
+  unlinkIfExists(upload.metaPath);
+  unlinkIfExists(upload.intentPath);
+}
+
+/** What a folder upload holds (its `data`, `meta.json`), its intent last. */
+const FOLDER_FILES = ['data', 'meta.json', 'intent.json'];
 const NOT_JUST_FILES = new Set(['ENOTEMPTY', 'EEXIST', 'EISDIR', 'EPERM', 'ENOTDIR']);
 
 /**
- * Removes an upload folder and all it holds; nothing if it is gone. A finished write's folder
- * holds only its intent, so the known names are unlinked and the folder removed: four calls where
- * a recursive rm makes nine (a failed rmdir, a readdir, an lstat per entry), and the intent goes
- * last, so a folder a crash leaves half removed still names its key. Anything else in it falls
- * back to the recursive rm.
+ * Removes a folder upload and all it holds; nothing if it is gone. The known names are unlinked
+ * and the folder removed, the intent last; anything else in it falls back to the recursive rm.
  */
-export function removeUpload(dir: string): void {
+function removeUploadFolder(dir: string): void {
   try {
-    for (const name of UPLOAD_FILES) unlinkIfExists(join(dir, name));
+    for (const name of FOLDER_FILES) unlinkIfExists(join(dir, name));
     rmdirSync(dir);
   } catch (error) {
     if (errorCode(error) === 'ENOENT') return;
@@ -61,10 +90,14 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
     throw error;
   }
   const uploads: IncompleteUpload[] = [];
-  for (const uploadId of entries) {
+  for (const entry of entries) {
+    // An upload's data and attributes: listed by its intent.
+    if (entry.endsWith('.data') || entry.endsWith('.meta.json')) continue;
     // Each entry is a few synchronous calls: a tmp folder of thousands of uploads still yields.
     await paced();
-    const intentPath = join(tmpDir, uploadId, 'intent.json');
+    const flat = entry.endsWith(INTENT);
+    const uploadId = flat ? entry.slice(0, -INTENT.length) : entry;
+    const intentPath = flat ? join(tmpDir, entry) : join(tmpDir, entry, 'intent.json');
     let key = '';
     let initiated: Date;
     let abandoned: boolean;
@@ -77,6 +110,7 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
       const code = errorCode(error);
       if (code === 'ENOTDIR') continue; // not an upload folder
       if (code !== 'ENOENT') throw error;
+      if (flat) continue; // finished meanwhile
       // Crashed (or is) between creating the folder and writing its intent: the target key is
       // unknown, so it is reported under '' and only a whole-store sweep cleans it up.
       const folder = statOrUndefined(join(tmpDir, uploadId));
@@ -100,7 +134,9 @@ export async function abortIncompleteUpload(tmpDir: string, upload: IncompleteUp
   // Recovery aborts one upload after another: each lets the event loop run (its rm is synchronous).
   await paced();
   // Idempotent: a finished or already aborted upload is simply gone.
-  removeUpload(join(tmpDir, id));
+  const folder = join(tmpDir, id);
+  if (statOrUndefined(folder)?.isDirectory()) removeUploadFolder(folder);
+  else removeUpload(uploadFiles(tmpDir, id));
 }
 
 function compareUtf8(a: string, b: string): number {

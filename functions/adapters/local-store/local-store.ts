@@ -5,9 +5,10 @@
  * folder as a data lake. Everything the store needs besides the data lives in the reserved
  * hidden folder `<root>/.compactor-store/`, which is never listed:
  *
- * - `tmp/<uploadId>/`  one folder per write in progress: `intent.json` (the target key), `data`,
- *                      `meta.json`. A write is whole-object visible because `data` is fsynced and
- *                      then renamed into place; a folder left behind by a crash is an incomplete upload.
+ * - `tmp/<uploadId>.*` the files of a write in progress: `.intent.json` (the target key), `.data`,
+ *                      `.meta.json`. A write is whole-object visible because its data is fsynced
+ *                      and then renamed into place; an intent left behind by a crash is an
+ *                      incomplete upload.
  * - `meta/<key>.json`  sidecar holding user metadata and checksum, one entry per data-file version
  *                      (identified by its ETag, i.e. inode, size and mtime); entries for other
  *                      versions are stale and ignored.
@@ -15,7 +16,7 @@
  *
  * This file holds the store's API and its options. Keys, paths and ETags are in local-store-keys.ts,
  * the listings in local-store-listing.ts, the reads in local-store-reads.ts, staging, commits and
- * deletes in local-store-commit.ts, the upload folders in local-store-uploads.ts.
+ * deletes in local-store-commit.ts, the uploads in local-store-uploads.ts.
  */
 
 import { readFileSync, readSync } from 'node:fs';
@@ -53,6 +54,7 @@ import {
   beginUpload,
   listIncompleteUploads,
   removeUpload,
+  type Upload,
 } from './local-store-uploads.ts';
 
 export { assertKey, RESERVED_DIR } from './local-store-keys.ts';
@@ -153,9 +155,9 @@ export class LocalFolderStore implements ObjectStore {
     if (wanted !== undefined && wanted.algorithm !== 'CRC32') {
       throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
     }
-    const dir = beginUpload(this.#paths.tmpDir, key, 'put');
+    const upload = beginUpload(this.#paths.tmpDir, key, 'put');
     try {
-      const staged = await stageData(dir, this.#changes.durability, async (out) => {
+      const staged = await stageData(upload, this.#changes.durability, async (out) => {
         if (Buffer.isBuffer(body)) {
           signal?.throwIfAborted();
           await writeAll(out, body);
@@ -186,7 +188,7 @@ export class LocalFolderStore implements ObjectStore {
       await commit(this.#changes, key, staged, options, attrs, signal);
       return { etag: staged.etag };
     } finally {
-      removeUpload(dir);
+      removeUpload(upload);
     }
   }
 
@@ -198,9 +200,9 @@ export class LocalFolderStore implements ObjectStore {
     const src = await openWithAttributes(this.#paths, source);
     if (src === undefined) throw new NotFoundError(source);
     let staged: Staged;
-    let dir: string;
+    let upload: Upload;
     try {
-      dir = beginUpload(this.#paths.tmpDir, target, 'copy');
+      upload = beginUpload(this.#paths.tmpDir, target, 'copy');
     } catch (error) {
       // The source stays open otherwise: the try below is what closes it.
       await src.handle.close();
@@ -209,7 +211,7 @@ export class LocalFolderStore implements ObjectStore {
     try {
       try {
         staged = await stageData(
-          dir,
+          upload,
           this.#changes.durability,
           async (out) => (await copyHandle(src.handle, out, signal)).crc,
         );
@@ -238,7 +240,7 @@ export class LocalFolderStore implements ObjectStore {
       );
       return { etag: staged.etag };
     } finally {
-      removeUpload(dir);
+      removeUpload(upload);
     }
   }
 
