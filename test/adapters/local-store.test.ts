@@ -881,6 +881,29 @@ describe('LocalFolderStore key locks', () => {
     expect(owner).toMatchObject({ pid: process.pid, host: hostname() });
   });
 
+  it('a process that exits removes its claim; one killed leaves it for the next', async () => {
+    const store = fileURLToPath(
+      new URL('../../functions/adapters/local-store/local-store.ts', import.meta.url),
+    );
+    const putThen = (end: string) =>
+      `import { LocalFolderStore } from ${JSON.stringify(store)};
+       await new LocalFolderStore(${JSON.stringify(root)}).put('k', Buffer.from('x'));
+       ${end}`;
+    const run = async (code: string) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: 'inherit' });
+      const [exitCode, signal] = await once(child, 'exit');
+      return { exitCode, signal };
+    };
+    expect(await run(putThen(''))).toEqual({ exitCode: 0, signal: null });
+    expect(await readdir(locksDir())).toEqual([]);
+    expect(await run(putThen("process.kill(process.pid, 'SIGKILL');"))).toEqual({
+      exitCode: null,
+      signal: 'SIGKILL',
+    });
+    expect((await readdir(locksDir())).filter((n) => n.endsWith('.claim'))).toHaveLength(1);
+    expect((await new LocalFolderStore(root).getBytes('k')).body.toString()).toBe('x');
+  });
+
   it("a store's first claim removes the claims of processes gone from this host, and no other", async () => {
     await mkdir(locksDir(), { recursive: true });
     const dead = join(locksDir(), 'aaaaaaaaaaaaaaaaaaaaaaaa.claim');

@@ -83,6 +83,21 @@ function parseLockOwner(text: string): LockOwner | undefined {
   return { pid, host, token };
 }
 
+/**
+ * The claim files this process wrote, removed when it exits normally (one listener for them all).
+ * A claim of a process killed outright stays until another process's first claim removes it.
+ */
+const claimsToRemove = new Set<string>();
+
+function removeAtExit(path: string): void {
+  if (claimsToRemove.size === 0) {
+    process.once('exit', () => {
+      for (const claim of claimsToRemove) unlinkIfExists(claim);
+    });
+  }
+  claimsToRemove.add(path);
+}
+
 /** This process's claim file: linked as every lock it takes. */
 interface Claim {
   readonly path: string;
@@ -162,6 +177,7 @@ export class KeyLocks {
       writeFileSync(path, text, { flag: 'wx' });
     }
     this.#claim = { path, ino: lstatSync(path).ino, owner };
+    removeAtExit(path);
     this.#removeDeadClaims();
     return this.#claim;
   }
