@@ -28,7 +28,7 @@ import {
   retryOf,
   type StepName,
 } from './pipeline.ts';
-import { byWave, jobSize, mapItems, type WaveJob } from './plan-store.ts';
+import { itemsByWave, jobSize, type WaveJob } from './plan-store.ts';
 import { type Plan, type PlannedJob, type PlanScope, planTier } from './planner/planner.ts';
 import { type RecoveryDeps, type RecoveryReport, recover } from './recovery.ts';
 import { planRetention } from './retention.ts';
@@ -177,14 +177,17 @@ export async function planCycle(
   }
 }
 
-/** A wave's jobs in its Map items, grouped as the Plan step groups them (plan-store.ts mapItems). */
-function itemsOfWave(inWave: readonly WaveJob[], config: CompactorConfig): Job[][] {
-  const sized = inWave.map(({ wave: _, ...job }) => ({
+/** Each wave's jobs in its Map items, grouped as the Plan step groups them (plan-store.ts). */
+function jobItemsByWave(assigned: readonly WaveJob[], config: CompactorConfig): Job[][][] {
+  const sized = assigned.map(({ wave, ...job }) => ({
     job,
+    wave,
     partition: job.partition,
     compactSize: jobSize(job).compactSize,
   }));
-  return mapItems(sized, config.layout, config.smallJobsPerItem).map((item) => item.jobs.map((s) => s.job));
+  return itemsByWave(sized, config.layout, config.smallJobsPerItem).map((inWave) =>
+    inWave.map((item) => item.jobs.map((s) => s.job)),
+  );
 }
 
 type ItemRun = { readonly job: Job; readonly outcome: JobOutcome }[];
@@ -220,8 +223,7 @@ export async function runCycle(deps: CycleDeps, tier: JobKind): Promise<CycleRep
     deps.onProgress?.({ job, done: ++done, total: assigned.length, outcome });
   // Wave by wave, as the state machine runs one Map run per wave: a partition's next job starts
   // only once its previous one ended.
-  for (const [wave, inWave] of byWave(assigned).entries()) {
-    const items = itemsOfWave(inWave, deps.config);
+  for (const [wave, items] of jobItemsByWave(assigned, deps.config).entries()) {
     const first = await runItems(deps, items, progress);
     // An item fails when any of its jobs failed (its child's JobsFailed); a redrive runs it whole,
     // its committed jobs too, which answer from their receipts.

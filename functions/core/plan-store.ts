@@ -95,6 +95,18 @@ export function jobSize(job: Pick<Job, 'tier' | 'inputs'>): {
 }
 
 /**
+ * Each wave's Map items, in wave order: the plan's jobs as writePlan writes them, the in-process
+ * cycle runs them and the cost model shares an item among its jobs.
+ */
+export function itemsByWave<T extends Pick<JobItem, 'partition' | 'compactSize' | 'wave'>>(
+  jobs: readonly T[],
+  layout: Layout,
+  smallJobsPerItem: number,
+): { readonly table: string; readonly jobs: readonly T[] }[][] {
+  return byWave(jobs).map((inWave) => mapItems(inWave, layout, smallJobsPerItem));
+}
+
+/**
  * Each job's Map item, numbered within its wave, as writePlan groups them: what the cost model
  * needs to share an item's child among its jobs.
  */
@@ -110,8 +122,8 @@ export function mapItemIndexes(
 ): number[] {
   const indexes = new Array<number>(jobs.length).fill(0);
   const sized = jobs.map((job, index) => ({ ...job, index, compactSize: compactSizeOf(job) }));
-  for (const inWave of byWave(sized)) {
-    for (const [n, item] of mapItems(inWave, layout, smallJobsPerItem).entries()) {
+  for (const inWave of itemsByWave(sized, layout, smallJobsPerItem)) {
+    for (const [n, item] of inWave.entries()) {
       for (const job of item.jobs) indexes[job.index] = n;
     }
   }
@@ -169,13 +181,10 @@ export async function writePlan(
     wave: job.wave,
   }));
   type Sized = (typeof sized)[number];
-  // Each wave's Map items: several small jobs of one table, or one job each.
-  const groups: { readonly table?: string; readonly jobs: readonly Sized[] }[][] = byWave(sized).map(
-    (inWave) =>
-      shape.itemShape === 'jobs'
-        ? mapItems(inWave, layout, shape.smallJobsPerItem)
-        : inWave.map((one) => ({ jobs: [one] })),
-  );
+  // Each wave's Map items: several small jobs of one table, or, for a definition that runs one
+  // job an item, one job each.
+  const batched = shape.itemShape === 'jobs';
+  const groups = itemsByWave(sized, layout, batched ? shape.smallJobsPerItem : 1);
   // The jobs of one Map item share one record, named after its first job: a put an item, not a
   // put a job (a PUT request each on S3, an fsync pair each on the local store).
   const items = new Array<JobItem>(jobs.length);
@@ -208,9 +217,7 @@ export async function writePlan(
   // Every plan has a first wave's file, empty or not: a definition reads it by its key.
   const waves: (MapItem | JobItem)[][] = groups.map((inWave) =>
     inWave.map((group) =>
-      group.table === undefined
-        ? itemOf(group.jobs[0] as Sized)
-        : { table: group.table, jobs: group.jobs.map(itemOf) },
+      batched ? { table: group.table, jobs: group.jobs.map(itemOf) } : itemOf(group.jobs[0] as Sized),
     ),
   );
   if (waves.length === 0) waves.push([]);
