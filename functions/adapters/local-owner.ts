@@ -7,7 +7,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { processAlive } from './process-alive.ts';
+import { goneFromThisHost, processAlive } from './process-alive.ts';
 
 const PREFIX = 'local:';
 
@@ -47,8 +47,7 @@ export function executionOfScratchName(name: string): string | undefined {
 /** Whether `executionId` is a local execution of this host whose process is surely gone. */
 export function isGoneLocalExecution(executionId: string): boolean {
   const owner = localOwnerOf(executionId);
-  if (owner === undefined || owner.host !== hostname() || owner.pid === process.pid) return false;
-  return !processAlive(owner.pid, () => true);
+  return owner !== undefined && goneFromThisHost(owner);
 }
 
 export class LocalOwners {

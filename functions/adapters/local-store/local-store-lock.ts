@@ -25,7 +25,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TransientStoreError } from '../../core/errors.ts';
-import { processAlive } from '../process-alive.ts';
+import { goneFromThisHost, processAlive } from '../process-alive.ts';
 import { errorCode, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
@@ -190,10 +190,8 @@ export class KeyLocks {
   #removeDeadClaims(): void {
     for (const name of readdirSync(this.#locksDir)) {
       if (!name.endsWith('.claim') || join(this.#locksDir, name) === this.#claim?.path) continue;
-      const claim = readLockFile(join(this.#locksDir, name));
-      const owner = claim?.owner;
-      if (owner === undefined || owner.host !== hostname() || owner.pid === process.pid) continue;
-      if (!processAlive(owner.pid, () => true)) unlinkIfExists(join(this.#locksDir, name));
+      const owner = readLockFile(join(this.#locksDir, name))?.owner;
+      if (owner !== undefined && goneFromThisHost(owner)) unlinkIfExists(join(this.#locksDir, name));
     }
   }
 

@@ -12,7 +12,7 @@ import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writ
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { IncompleteUpload } from '../../core/object-store.ts';
-import { processAlive } from '../process-alive.ts';
+import { goneFromThisHost } from '../process-alive.ts';
 import { errorCode, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
@@ -116,7 +116,7 @@ export async function listIncompleteUploads(tmpDir: string, prefix: string): Pro
       const folder = statOrUndefined(join(tmpDir, uploadId));
       if (folder === undefined) continue; // finished meanwhile
       initiated = folder.mtime;
-      abandoned = processGone(uploadIdPid(uploadId));
+      abandoned = goneFromThisHost({ pid: uploadIdPid(uploadId) });
     }
     if (key.startsWith(prefix)) uploads.push({ key, uploadId, initiated, abandoned });
   }
@@ -153,18 +153,15 @@ function writerGone(intentText: string, uploadId: string): boolean {
   const intent = parseJson(intentText);
   // A writer killed while writing its intent leaves it empty or cut short: the upload id names
   // the writer's pid too (see beginUpload).
-  if (!isRecord(intent) || typeof intent.pid !== 'number') return processGone(uploadIdPid(uploadId));
-  if (intent.host !== undefined && intent.host !== hostname()) return false;
-  return processGone(intent.pid);
+  if (!isRecord(intent) || typeof intent.pid !== 'number')
+    return goneFromThisHost({ pid: uploadIdPid(uploadId) });
+  return goneFromThisHost({
+    pid: intent.pid,
+    ...(intent.host === undefined ? {} : { host: String(intent.host) }),
+  });
 }
 
 /** The writer's pid in an upload id (`<time>-<pid>-<random>`), NaN if it has none. */
 function uploadIdPid(uploadId: string): number {
   return Number(uploadId.split('-')[1]);
-}
-
-function processGone(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) return false;
-  // Not surely gone is not gone: the upload is left alone.
-  return !processAlive(pid, () => true);
 }
