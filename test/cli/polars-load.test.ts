@@ -60,20 +60,19 @@ describe('nodejs-polars loads when a job could merge on it, not before', () => {
   });
 
   it('compactor run over narrow small files compacts them without loading it', async () => {
+    // Planned after the files were written: a plan at an earlier time holds their hours back.
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const where = ['--store', lake, '--work-dir', join(root, 'work')];
     const run = await node([
       MAIN,
       'run',
       '--tier',
       'hourly',
-      '--store',
-      lake,
+      ...where,
       '--quiet',
       '0',
       '--now',
-      // After the files were written: a plan at an earlier time holds their hours back.
-      new Date(Date.now() + 3_600_000).toISOString(),
-      '--work-dir',
-      join(root, 'work'),
+      later,
       '--json',
     ]);
     expect(run.code, run.stdout.slice(0, 3000)).toBe(0);

@@ -162,23 +162,13 @@ describe('a tier that falls behind', () => {
     // Planned as at a fixed time, so the age the warning prints (days and hours) is the same at any
     // hour of the day the test runs.
     const now = '2030-01-01T12:30:00Z';
-    const plan = await cli(
-      'plan',
-      '--tier',
-      'hourly',
-      '--store',
-      dir,
-      '--quiet',
-      '0',
-      '--now',
-      now,
-      ...bounded,
-    );
+    const asRun = ['--now', now, ...bounded];
+    const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0', ...asRun);
     expect(plan.code).toBe(0);
     const warning =
       /^warning: the hourly tier is behind: partition db\/cpu\/2025\/01\/15\/10\/ has been eligible for \d+d \d+h \(\d+ s\), longer than tiers\.hourly\.behindAfterSeconds \(3h\); 3 partition\(s\) eligible; this run leaves files of 2 of them for later: .*maxJobsPerPartition/;
     expect(plan.err).toEqual([expect.stringMatching(warning)]);
-    const run = await hourly(dir, '--work-dir', work, '--json', '--now', now, ...bounded);
+    const run = await hourly(dir, '--work-dir', work, '--json', ...asRun);
     expect(run.code, run.text).toBe(0);
     expect(run.err).toContainEqual(expect.stringMatching(warning));
     const { plan: planned } = JSON.parse(run.text) as {
