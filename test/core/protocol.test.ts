@@ -5,8 +5,9 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { readFile, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
   type DuckDbEngine,
@@ -43,6 +44,7 @@ import {
   compactStep,
   deleteInputsStep,
   downloadConcurrency,
+  inputPaths,
   type Job,
   type JobEvent,
   META_JOB_ID,
@@ -614,6 +616,27 @@ describe('compact step: staging', () => {
     const outputs11 = (await keys(l.store, HOUR_11)).filter((k) => k.endsWith('_compacted.parquet'));
     expect(outputs11.length).toBeGreaterThan(0);
     await expect(idsOf(l, outputs11)).resolves.toEqual(range(121, 180));
+  });
+
+  it('downloads a few inputs into one local folder, thousands over up to 16', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'input-paths-'));
+    try {
+      const folderCount = async (count: number) => {
+        const dir = join(root, String(count));
+        const paths = await inputPaths(dir, count);
+        expect(new Set(paths).size).toBe(count);
+        const folders = await readdir(dir);
+        expect(new Set(paths.map((p) => dirname(p).slice(dir.length + 1)))).toEqual(new Set(folders));
+        return folders.length;
+      };
+      expect(await folderCount(1)).toBe(1);
+      expect(await folderCount(10)).toBe(1);
+      expect(await folderCount(128)).toBe(1);
+      expect(await folderCount(129)).toBe(2);
+      expect(await folderCount(2_000)).toBe(16);
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('downloads small inputs up to 32 at a time (S3 latency-bound), large ones 8 at a time', async () => {

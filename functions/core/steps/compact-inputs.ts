@@ -166,16 +166,20 @@ function noTimeColumnReason(
   return `no input has the time column "${timeColumn}" (${count} readable, columns: ${shownColumns(sample)}): set timeColumns[${JSON.stringify(table)}] to the table's time column, or timeColumn for every table; nothing was quarantined`;
 }
 
-/** Local folders a job's inputs are spread over. */
+/** Local folders a job's inputs are spread over, at most. */
 const INPUT_FOLDERS = 16;
+
+/** Inputs one local folder takes before the next folder is used. */
+const INPUTS_PER_FOLDER = 128;
 
 /**
  * The local paths a job's `count` inputs are downloaded to under `dir`, spread over a few folders
  * (created here): creating a file takes its folder's lock, so thousands of small inputs in one
- * folder are created one at a time (2,000 took twice as long on one VM disk).
+ * folder are created one at a time (2,000 took twice as long on one VM disk). A job of a few
+ * inputs uses one folder: a folder per input costs a mkdir and an rmdir each.
  */
 export async function inputPaths(dir: string, count: number): Promise<string[]> {
-  const folders = Math.min(INPUT_FOLDERS, count);
+  const folders = Math.max(1, Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER)));
   for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
   return Array.from({ length: count }, (_, i) => join(dir, `in-${i % folders}`, `${i}.parquet`));
 }
