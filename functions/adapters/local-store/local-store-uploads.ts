@@ -52,11 +52,14 @@ export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): 
 
 /**
  * Removes an upload's files; nothing if they are gone. The intent goes last, so an upload a crash
- * leaves half removed still names its key.
+ * leaves half removed still names its key. Once `committed`, its data and attributes were renamed
+ * into place: only the intent is left to remove.
  */
-export function removeUpload(upload: Upload): void {
-  unlinkIfExists(upload.dataPath);
-  unlinkIfExists(upload.metaPath);
+export function removeUpload(upload: Upload, committed = false): void {
+  if (!committed) {
+    unlinkIfExists(upload.dataPath);
+    unlinkIfExists(upload.metaPath);
+  }
   unlinkIfExists(upload.intentPath);
 }
 

@@ -156,6 +156,7 @@ export class LocalFolderStore implements ObjectStore {
       throw new Error(`put ${key}: unsupported checksum algorithm ${String(wanted.algorithm)}`);
     }
     const upload = beginUpload(this.#paths.tmpDir, key, 'put');
+    let committed = false;
     try {
       const staged = await stageData(upload, this.#changes.durability, async (out) => {
         if (Buffer.isBuffer(body)) {
@@ -186,9 +187,10 @@ export class LocalFolderStore implements ObjectStore {
           : undefined;
       signal?.throwIfAborted();
       await commit(this.#changes, key, staged, options, attrs, signal);
+      committed = true;
       return { etag: staged.etag };
     } finally {
-      removeUpload(upload);
+      removeUpload(upload, committed);
     }
   }
 
@@ -201,6 +203,7 @@ export class LocalFolderStore implements ObjectStore {
     if (src === undefined) throw new NotFoundError(source);
     let staged: Staged;
     let upload: Upload;
+    let committed = false;
     try {
       upload = beginUpload(this.#paths.tmpDir, target, 'copy');
     } catch (error) {
@@ -238,9 +241,10 @@ export class LocalFolderStore implements ObjectStore {
         attrs,
         signal,
       );
+      committed = true;
       return { etag: staged.etag };
     } finally {
-      removeUpload(upload);
+      removeUpload(upload, committed);
     }
   }
 
