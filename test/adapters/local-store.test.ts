@@ -1,4 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { existsSync, statSync } from 'node:fs';
 import {
@@ -596,12 +597,10 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
       expect(await store.listIncompleteUploads('other/')).toEqual([]);
       expect(await keys()).toEqual([]);
 
-      // The upload is files of its own in the temp folder, named by its id: no folder.
+      // The upload is its data file in the temp folder, its id naming the key: no folder, no intent.
       const id = uploads[0]?.uploadId as string;
-      expect((await readdir(join(root, RESERVED_DIR, 'tmp'))).sort()).toEqual([
-        `${id}.data`,
-        `${id}.intent.json`,
-      ]);
+      expect(id.endsWith(`~${Buffer.from('db/m/slow.parquet').toString('base64url')}`)).toBe(true);
+      expect(await readdir(join(root, RESERVED_DIR, 'tmp'))).toEqual([`${id}.data`]);
       await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
       // Aborting twice is harmless.
       await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
@@ -663,6 +662,65 @@ describe('LocalFolderStore incomplete uploads and aborts', () => {
     await store.abortIncompleteUpload(uploads[0] as (typeof uploads)[number]);
     expect(await readdir(tmp)).toEqual([]);
     expect((await store.getBytes('k/done')).body.toString()).toBe('done');
+  });
+
+  it('an upload named with its key is abandoned once its writer is gone, never for another host', async () => {
+    const tmp = join(root, RESERVED_DIR, 'tmp');
+    await mkdir(tmp, { recursive: true });
+    const dead = spawn(process.execPath, ['-e', '']);
+    await once(dead, 'exit');
+    const tag = createHash('sha256').update(hostname(), 'utf8').digest('hex').slice(0, 8);
+    const named = (writer: string, key: string) => `${writer}~${Buffer.from(key).toString('base64url')}`;
+    const ids = {
+      dead: named(`mx4-${dead.pid}-${tag}-00000000000000d1`, 'k/dead.parquet'),
+      // A crashed abort removed its data and left its attributes.
+      metaOnly: named(`mx4-${dead.pid}-${tag}-00000000000000d2`, 'k/meta-only'),
+      live: named(`mx4-${process.ppid}-${tag}-00000000000000d3`, 'k/live'),
+      elsewhere: named(`mx4-${dead.pid}-0000abcd-00000000000000d4`, 'k/elsewhere'),
+      other: named(`mx4-${dead.pid}-${tag}-00000000000000d5`, 'other/x'),
+    };
+    await writeFile(join(tmp, `${ids.dead}.data`), 'staged');
+    await writeFile(join(tmp, `${ids.dead}.meta.json`), '{}');
+    await writeFile(join(tmp, `${ids.metaOnly}.meta.json`), '{}');
+    await writeFile(join(tmp, `${ids.live}.data`), 'staged');
+    await writeFile(join(tmp, `${ids.elsewhere}.data`), 'staged');
+    await writeFile(join(tmp, `${ids.other}.data`), 'staged');
+    const uploads = await store.listIncompleteUploads('k/');
+    expect(Object.fromEntries(uploads.map((u) => [u.uploadId, [u.key, u.abandoned]]))).toEqual({
+      [ids.dead]: ['k/dead.parquet', true],
+      [ids.metaOnly]: ['k/meta-only', true],
+      [ids.live]: ['k/live', false],
+      [ids.elsewhere]: ['k/elsewhere', false],
+    });
+    for (const upload of uploads) if (upload.abandoned) await store.abortIncompleteUpload(upload);
+    expect((await readdir(tmp)).sort()).toEqual(
+      [`${ids.elsewhere}.data`, `${ids.live}.data`, `${ids.other}.data`].sort(),
+    );
+  });
+
+  it('a key too long to name in a file name gets an intent file, removed once written', async () => {
+    const key = `db/${'long-table-name/'.repeat(12)}x.parquet`;
+    const fifo = join(root, '..', `${root.split('/').pop()}.long.fifo`);
+    execFileSync('mkfifo', [fifo]);
+    try {
+      const writer = await open(fifo, 'r+');
+      const put = store.put(key, { file: fifo });
+      await until(async () => (await descriptorsOf(fifo)) >= 2);
+      const tmp = join(root, RESERVED_DIR, 'tmp');
+      const [upload] = await store.listIncompleteUploads('db/');
+      expect(upload?.key).toBe(key);
+      expect((await readdir(tmp)).sort()).toEqual([
+        `${upload?.uploadId}.data`,
+        `${upload?.uploadId}.intent.json`,
+      ]);
+      await writer.write(Buffer.from('bytes'));
+      await writer.close();
+      await put;
+      expect((await store.getBytes(key)).body.toString()).toBe('bytes');
+      expect(await readdir(tmp)).toEqual([]);
+    } finally {
+      await rm(fifo, { force: true });
+    }
   });
 
   it('aborting an upload folder (a store written before uploads were files) removes it whatever it holds', async () => {

@@ -5,7 +5,7 @@
  * from the store's `durability` option (Durability).
  */
 
-import type { BigIntStats } from 'node:fs';
+import { type BigIntStats, mkdirSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -85,7 +85,15 @@ export async function stageData(
   fill: (out: FileHandle) => Promise<number>,
 ): Promise<Staged> {
   const { dataPath, metaPath } = upload;
-  const out = await open(dataPath, 'wx');
+  let out: FileHandle;
+  try {
+    out = await open(dataPath, 'wx');
+  } catch (error) {
+    // The temp folder is made by the first write (or again, if someone removed it).
+    if (errorCode(error) !== 'ENOENT') throw error;
+    mkdirSync(dirname(dataPath), { recursive: true });
+    out = await open(dataPath, 'wx');
+  }
   try {
     const crc = await fill(out);
     await durability.syncFile(out);

@@ -5,10 +5,10 @@
  * folder as a data lake. Everything the store needs besides the data lives in the reserved
  * hidden folder `<root>/.compactor-store/`, which is never listed:
  *
- * - `tmp/<uploadId>.*` the files of a write in progress: `.intent.json` (the target key), `.data`,
- *                      `.meta.json`. A write is whole-object visible because its data is fsynced
- *                      and then renamed into place; an intent left behind by a crash is an
- *                      incomplete upload.
+ * - `tmp/<uploadId>.*` the files of a write in progress: `.data`, `.meta.json` (and, for a key
+ *                      too long for the id to name, `.intent.json`). A write is whole-object
+ *                      visible because its data is fsynced and then renamed into place; files left
+ *                      behind by a crash are an incomplete upload.
  * - `meta/<key>.json`  sidecar holding user metadata and checksum, one entry per data-file version
  *                      (identified by its ETag, i.e. inode, size and mtime); entries for other
  *                      versions are stale and ignored.
