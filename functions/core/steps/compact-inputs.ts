@@ -176,10 +176,15 @@ const INPUTS_PER_FOLDER = 128;
  * The local paths a job's `count` inputs are downloaded to under `dir`, spread over a few folders
  * (created here): creating a file takes its folder's lock, so thousands of small inputs in one
  * folder are created one at a time (2,000 took twice as long on one VM disk). A job of a few
- * inputs uses one folder: a folder per input costs a mkdir and an rmdir each.
+ * inputs puts them in `dir` itself: a folder costs a mkdir and an rmdir, and creating a folder is
+ * among the costliest metadata calls.
  */
 export async function inputPaths(dir: string, count: number): Promise<string[]> {
-  const folders = Math.max(1, Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER)));
+  const folders = Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER));
+  if (folders <= 1) {
+    await mkdir(dir, { recursive: true });
+    return Array.from({ length: count }, (_, i) => join(dir, `${i}.parquet`));
+  }
   for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
   return Array.from({ length: count }, (_, i) => join(dir, `in-${i % folders}`, `${i}.parquet`));
 }
