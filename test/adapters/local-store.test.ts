@@ -341,6 +341,37 @@ describe('LocalFolderStore conditional writes', () => {
     expect(await store.listIncompleteUploads('')).toEqual([]);
   });
 
+  it('copy links a version the store wrote: same bytes and ETag, none copied; later changes of either key stay apart', async () => {
+    const body = Buffer.from('staged output');
+    const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };
+    const source = '_compaction/staging/j2/000.parquet';
+    const staged = await store.put(source, body, { metadata: { 'job-id': 'j2' }, checksum });
+    const copied = await store.copy(source, 'db/m/out.parquet');
+    // One inode for both keys, as S3's copy of a single-part object keeps its ETag.
+    expect((await stat(join(root, 'db/m/out.parquet'))).ino).toBe((await stat(join(root, source))).ino);
+    expect(copied.etag).toBe(staged.etag);
+    expect(await store.head('db/m/out.parquet')).toMatchObject({ checksum, metadata: { 'job-id': 'j2' } });
+    // A conditional delete of the source by its ETag removes the source only.
+    expect(await store.deleteMany([{ key: source, etag: staged.etag }])).toEqual([
+      { key: source, status: 'deleted' },
+    ]);
+    expect((await store.getBytes('db/m/out.parquet')).body).toEqual(body);
+    // Writing the copied key again replaces its file, never the shared inode's bytes.
+    await store.put(source, body);
+    const linked = await store.copy(source, 'db/m/again.parquet');
+    await store.put(source, Buffer.from('new bytes'));
+    expect((await store.getBytes('db/m/again.parquet')).body).toEqual(body);
+    expect((await store.head('db/m/again.parquet'))?.etag).toBe(linked.etag);
+    // A file written around the store (an input) is copied byte for byte: its producer may later
+    // write it in place, and the copy (a quarantined input) must stay as it was.
+    await writeFile(join(root, 'db/m/input.parquet'), 'written by a producer');
+    await store.copy('db/m/input.parquet', 'db/m/kept.parquet');
+    expect((await stat(join(root, 'db/m/kept.parquet'))).nlink).toBe(1);
+    await writeFile(join(root, 'db/m/input.parquet'), 'rewritten in place');
+    expect((await store.getBytes('db/m/kept.parquet')).body.toString()).toBe('written by a producer');
+    expect(await store.listIncompleteUploads('')).toEqual([]);
+  });
+
   it('getToFile and getBytes with a stale ETag fail and write nothing', async () => {
     const v1 = await store.put('obj', Buffer.from('v1'));
     await store.put('obj', Buffer.from('v2'));

@@ -90,6 +90,25 @@ export async function openObject(
 const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS', 'EMLINK']);
 
 /**
+ * link(2) of `source` at `path`: the linked file's stats, or undefined where no hard link can be
+ * made here (NO_HARD_LINK) or `source` is a symlink, which link(2) links itself and whose target
+ * may be relative to its folder (the link is removed again).
+ */
+export function hardLink(source: string, path: string): BigIntStats | undefined {
+  try {
+    linkSync(source, path);
+  } catch (error) {
+    const code = errorCode(error);
+    if (code !== undefined && NO_HARD_LINK.has(code)) return undefined;
+    throw error;
+  }
+  const linked = lstatSync(path, { bigint: true });
+  if (linked.isFile()) return linked;
+  unlinkSync(path);
+  return undefined;
+}
+
+/**
  * Puts the file at `source` at `path`, replacing what is there: a hard link where the file system
  * allows, else a copy (a copy-on-write clone where the file system can clone). Returns the stats
  * that say which version `path` holds: the linked inode's own, or, for a copy, the source's after
@@ -97,25 +116,15 @@ const NO_HARD_LINK = new Set(['EXDEV', 'EPERM', 'EOPNOTSUPP', 'ENOTSUP', 'ENOSYS
  * source is gone. Nothing is ever written through an existing `path` (it may be a link to an object).
  */
 export async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      linkSync(source, path);
-    } catch (error) {
-      const code = errorCode(error);
-      if (code === 'EEXIST' && attempt === 0) {
-        unlinkSync(path);
-        continue;
-      }
-      if (code === undefined || !NO_HARD_LINK.has(code)) throw error;
-      break;
-    }
-    const linked = lstatSync(path, { bigint: true });
-    if (linked.isFile()) return linked;
-    // A symlinked object: link(2) linked the symlink itself, whose target may be relative to the
-    // store's folder. Copy what it points to instead.
+  let linked: BigIntStats | undefined;
+  try {
+    linked = hardLink(source, path);
+  } catch (error) {
+    if (errorCode(error) !== 'EEXIST') throw error;
     unlinkSync(path);
-    break;
+    linked = hardLink(source, path);
   }
+  if (linked !== undefined) return linked;
   unlinkIfExists(path);
   await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
   return statObject(source);

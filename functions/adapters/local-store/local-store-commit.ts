@@ -14,6 +14,7 @@ import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-s
 import {
   errorCode,
   fsyncDir,
+  hardLink,
   pruneEmptyDirs,
   renameIntoPlace,
   statObject,
@@ -64,12 +65,17 @@ export interface Attributes {
   readonly checksum?: Checksum;
 }
 
-export interface Staged {
+/** A write's data, in its upload's file, ready to be committed. */
+export interface StagedFile {
   readonly dataPath: string;
   /** Where its attributes are written before they go into place (the upload's). */
   readonly metaPath: string;
   readonly stat: BigIntStats;
   readonly etag: string;
+}
+
+/** Data written for the store, with the CRC32 of what was written. */
+export interface Staged extends StagedFile {
   readonly crc: number;
 }
 
@@ -105,11 +111,51 @@ export async function stageData(
   }
 }
 
+/**
+ * Stages a copy of an object as a hard link to its file, where the file system allows and the file
+ * is still the version `source` opened: the store never writes the file of a version it wrote in
+ * place, so the link holds that version's bytes without copying them. The copy keeps the version's ETag, as S3's
+ * CopyObject of a single-part object keeps its MD5
+ * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_Object.html, ETag). Undefined when no link
+ * can be made or the version changed meanwhile: the caller copies the bytes from `source.handle`.
+ */
+export async function stageLink(
+  upload: Pick<Upload, 'dataPath' | 'metaPath'>,
+  durability: Durability,
+  source: { readonly path: string; readonly handle: FileHandle; readonly stat: BigIntStats },
+): Promise<StagedFile | undefined> {
+  const { dataPath, metaPath } = upload;
+  let linked: BigIntStats | undefined;
+  try {
+    linked = hardLink(source.path, dataPath);
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw error;
+    // The temp folder is made by the first write; or the source is gone (then copied from its handle).
+    mkdirSync(dirname(dataPath), { recursive: true });
+    try {
+      linked = hardLink(source.path, dataPath);
+    } catch (again) {
+      if (errorCode(again) !== 'ENOENT') throw again;
+      return undefined;
+    }
+  }
+  if (linked === undefined) return undefined;
+  const etag = etagOf(linked);
+  if (etag !== etagOf(source.stat)) {
+    unlinkIfExists(dataPath);
+    return undefined;
+  }
+  // Written through the store, its bytes are durable already unless a store of 'process'
+  // durability wrote them: synced here, through the handle of the same inode.
+  await durability.syncFile(source.handle);
+  return { dataPath, metaPath, stat: linked, etag };
+}
+
 /** Checks the conditions and makes the staged data the object, all under the key's lock. */
 export async function commit(
   store: KeyChanges,
   key: string,
-  staged: Staged,
+  staged: StagedFile,
   conditions: Conditions,
   attrs: Attributes | undefined,
   signal: AbortSignal | undefined,

@@ -19,8 +19,8 @@
  * deletes in local-store-commit.ts, the uploads in local-store-uploads.ts.
  */
 
-import { readFileSync, readSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { type BigIntStats, readFileSync, readSync } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { crc32 } from 'node:zlib';
 import { NotFoundError } from '../../core/errors.ts';
 import type {
@@ -39,16 +39,20 @@ import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
 import { copyHandle, writeAll } from './durable-fs.ts';
 import {
   commit,
+  type Durability,
   deleteBatch,
   durabilityOf,
   type KeyChanges,
   type Staged,
+  type StagedFile,
   stageData,
+  stageLink,
 } from './local-store-commit.ts';
-import { assertKey, type StorePaths, storePaths } from './local-store-keys.ts';
+import { assertKey, dataPath, type StorePaths, storePaths } from './local-store-keys.ts';
 import { listFolders, listObjects } from './local-store-listing.ts';
 import { KeyLocks } from './local-store-lock.ts';
 import { fetchToFile, openWithAttributes, readHead, readOpened } from './local-store-reads.ts';
+import type { SidecarEntry } from './local-store-sidecar.ts';
 import {
   abortIncompleteUpload,
   beginUpload,
@@ -201,7 +205,7 @@ export class LocalFolderStore implements ObjectStore {
     signal?.throwIfAborted();
     const src = await openWithAttributes(this.#paths, source);
     if (src === undefined) throw new NotFoundError(source);
-    let staged: Staged;
+    let staged: StagedFile;
     let upload: Upload;
     let committed = false;
     try {
@@ -211,22 +215,18 @@ export class LocalFolderStore implements ObjectStore {
       await src.handle.close();
       throw error;
     }
+    const stored = src.entry?.checksum;
     try {
       try {
-        staged = await stageData(
-          upload,
-          this.#changes.durability,
-          async (out) => (await copyHandle(src.handle, out, signal)).crc,
-        );
+        // A version written through the store (it has attributes) is never written in place, so
+        // the copy may share its file. A file written around the store (an input) may be, by its
+        // producer: its bytes are copied, so a quarantined copy stays as it was.
+        const opened = { path: dataPath(this.#paths, source), handle: src.handle, stat: src.stat };
+        const linked =
+          src.entry === undefined ? undefined : await stageLink(upload, this.#changes.durability, opened);
+        staged = linked ?? (await stageCopy(upload, this.#changes.durability, source, src, signal));
       } finally {
         await src.handle.close();
-      }
-      if (staged.stat.size !== src.stat.size) {
-        throw new Error(`copy ${source}: read ${staged.stat.size} bytes, expected ${src.stat.size}`);
-      }
-      const stored = src.entry?.checksum;
-      if (stored !== undefined && crc32Base64(staged.crc) !== stored.value) {
-        throw new Error(`copy ${source}: its bytes no longer match its stored CRC32 ${stored.value}`);
       }
       const attrs =
         src.entry === undefined
@@ -267,6 +267,29 @@ export class LocalFolderStore implements ObjectStore {
   abortIncompleteUpload(upload: IncompleteUpload): Promise<void> {
     return abortIncompleteUpload(this.#paths.tmpDir, upload);
   }
+}
+
+/** Stages a copy of an opened object's bytes, checked against its size and stored CRC32. */
+async function stageCopy(
+  upload: Upload,
+  durability: Durability,
+  source: string,
+  src: { readonly handle: FileHandle; readonly stat: BigIntStats; readonly entry: SidecarEntry | undefined },
+  signal: AbortSignal | undefined,
+): Promise<Staged> {
+  const staged = await stageData(
+    upload,
+    durability,
+    async (out) => (await copyHandle(src.handle, out, signal)).crc,
+  );
+  if (staged.stat.size !== src.stat.size) {
+    throw new Error(`copy ${source}: read ${staged.stat.size} bytes, expected ${src.stat.size}`);
+  }
+  const stored = src.entry?.checksum;
+  if (stored !== undefined && crc32Base64(staged.crc) !== stored.value) {
+    throw new Error(`copy ${source}: its bytes no longer match its stored CRC32 ${stored.value}`);
+  }
+  return staged;
 }
 
 function crc32Base64(crc: number): string {
