@@ -15,7 +15,7 @@ import type {
   MergeEngineName,
   MergeShape,
 } from '../functions/core/engine.ts';
-import { ForwardingStore, type WriteOptions } from '../functions/core/object-store.ts';
+import { ForwardingStore, type PutFile, type WriteOptions } from '../functions/core/object-store.ts';
 import { unionMs } from './stats.ts';
 
 interface Span {
@@ -77,7 +77,7 @@ export class TimedStore extends ForwardingStore {
     return this.#spans.time('getToFile', () => super.getToFile(key, path, options));
   }
 
-  override put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  override put(key: string, body: Buffer | PutFile, options?: WriteOptions) {
     const name = key.includes('/staging/') ? 'put-staging' : 'manifest';
     return this.#spans.time(name, () => super.put(key, body, options));
   }

@@ -33,6 +33,16 @@ export interface ObjectHead extends ObjectSummary {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
+/** A local file to write as an object. */
+export interface PutFile {
+  readonly file: string;
+  /**
+   * The caller never writes the file again (it may remove it): a store on the same file system may
+   * take the file itself instead of copying its bytes.
+   */
+  readonly handOff?: boolean;
+}
+
 export interface WriteOptions {
   /** '*' = create only if the key does not exist. */
   readonly ifNoneMatch?: '*';
@@ -126,11 +136,7 @@ export interface ObjectStore {
     options?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
   ): Promise<{ readonly etag: string; readonly size: number }>;
   /** Writes a whole object from bytes or a local file. */
-  put(
-    key: string,
-    body: Buffer | { readonly file: string },
-    options?: WriteOptions,
-  ): Promise<{ readonly etag: string }>;
+  put(key: string, body: Buffer | PutFile, options?: WriteOptions): Promise<{ readonly etag: string }>;
   /** Server-side copy; user metadata and checksum travel with the object. Throws NotFoundError for the source. */
   copy(source: string, target: string, options?: CopyOptions): Promise<{ readonly etag: string }>;
   /** Deletes up to 1000 keys in one request, each optionally conditioned on its ETag. */
@@ -227,11 +233,7 @@ export class ForwardingStore implements ObjectStore {
     return this.inner.getToFile(key, path, options);
   }
 
-  put(
-    key: string,
-    body: Buffer | { readonly file: string },
-    options?: WriteOptions,
-  ): Promise<{ readonly etag: string }> {
+  put(key: string, body: Buffer | PutFile, options?: WriteOptions): Promise<{ readonly etag: string }> {
     return this.inner.put(key, body, options);
   }
 

@@ -341,6 +341,34 @@ describe('LocalFolderStore conditional writes', () => {
     expect(await store.listIncompleteUploads('')).toEqual([]);
   });
 
+  it('a put of a handed-off file takes the file itself, still checking its declared CRC32', async () => {
+    const file = join(root, '..', `${basename(root)}-handed.parquet`);
+    const body = Buffer.from('merged output');
+    await writeFile(file, body);
+    try {
+      const wrong = { algorithm: 'CRC32' as const, value: s3Crc32(Buffer.from('other bytes')) };
+      await expect(store.put('db/m/h.parquet', { file, handOff: true }, { checksum: wrong })).rejects.toThrow(
+        /CRC32/,
+      );
+      expect(await store.head('db/m/h.parquet')).toBeUndefined();
+      expect(await store.listIncompleteUploads('')).toEqual([]);
+
+      const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };
+      await store.put('db/m/h.parquet', { file, handOff: true }, { checksum });
+      expect((await stat(join(root, 'db/m/h.parquet'))).ino).toBe((await stat(file)).ino);
+      expect(await store.head('db/m/h.parquet')).toMatchObject({ size: body.length, checksum });
+      // Its writer removes it afterwards: the object stays.
+      await rm(file);
+      expect((await store.getBytes('db/m/h.parquet')).body).toEqual(body);
+      // Without handOff the bytes are copied.
+      await writeFile(file, body);
+      await store.put('db/m/c.parquet', { file });
+      expect((await stat(join(root, 'db/m/c.parquet'))).ino).not.toBe((await stat(file)).ino);
+    } finally {
+      await rm(file, { force: true });
+    }
+  });
+
   it('copy links a version the store wrote: same bytes and ETag, none copied; later changes of either key stay apart', async () => {
     const body = Buffer.from('staged output');
     const checksum = { algorithm: 'CRC32' as const, value: s3Crc32(body) };

@@ -33,6 +33,7 @@ import {
   ForwardingStore,
   type IncompleteUpload,
   type ObjectStore,
+  type PutFile,
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import type { HandlerDeps } from '../../functions/lambda/handler-kit.ts';
@@ -142,7 +143,7 @@ class RecordingStore extends ForwardingStore {
     this.#record({ op: 'read', key });
     return super.getToFile(key, path, options);
   }
-  override put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  override put(key: string, body: Buffer | PutFile, options?: WriteOptions) {
     this.#record({ op: 'put', key, ifMatch: options?.ifMatch !== undefined, file: !Buffer.isBuffer(body) });
     return super.put(key, body, options);
   }

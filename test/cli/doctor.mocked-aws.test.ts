@@ -46,7 +46,12 @@ import {
 } from '../../functions/cli/commands/doctor/doctor.ts';
 import { type CompactorConfig, parseConfig } from '../../functions/core/config.ts';
 import { systemClock } from '../../functions/core/engine.ts';
-import { ForwardingStore, type ObjectStore, type WriteOptions } from '../../functions/core/object-store.ts';
+import {
+  ForwardingStore,
+  type ObjectStore,
+  type PutFile,
+  type WriteOptions,
+} from '../../functions/core/object-store.ts';
 import {
   type LocalRunResult,
   runWorkflowLocally,
@@ -571,7 +576,7 @@ describe('compactor doctor --stack (mocked CloudFormation, Step Functions and Sc
   it('mocked: a store that ignores conditional writes fails the probe, and no canary is written', async () => {
     /** Writes whatever it is asked to, ignoring If-None-Match and If-Match (as some S3-compatible servers do). */
     class IgnoresConditions extends ForwardingStore {
-      override put(key: string, body: Buffer | { readonly file: string }, options: WriteOptions = {}) {
+      override put(key: string, body: Buffer | PutFile, options: WriteOptions = {}) {
         const { ifNoneMatch: _n, ifMatch: _m, ...rest } = options;
         return super.put(key, body, rest);
       }

@@ -9,7 +9,7 @@ import { runCycle } from '../../functions/core/cycle.ts';
 import { KEYS_HASH_ALGORITHM } from '../../functions/core/engine.ts';
 import { PreconditionFailedError, TransientStoreError } from '../../functions/core/errors.ts';
 import { receiptKey, receiptOf, receiptsRoot } from '../../functions/core/manifest/manifest.ts';
-import { ForwardingStore, type WriteOptions } from '../../functions/core/object-store.ts';
+import { ForwardingStore, type PutFile, type WriteOptions } from '../../functions/core/object-store.ts';
 import {
   listReceipts,
   parseReceipt,
@@ -149,7 +149,7 @@ describe('a committed job', () => {
     };
     /** Refuses every conditional put as S3 does on a concurrent conditional write (409). */
     class Conflicting extends ForwardingStore {
-      override async put(k: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+      override async put(k: string, body: Buffer | PutFile, options?: WriteOptions) {
         if (options?.ifNoneMatch)
           throw new PreconditionFailedError(k, { cause: new Error('409 (injected)') });
         return super.put(k, body, options);

@@ -22,6 +22,7 @@ import type {
   ObjectHead,
   ObjectStore,
   ObjectSummary,
+  PutFile,
   WriteOptions,
 } from '../../functions/core/object-store.ts';
 
@@ -162,7 +163,7 @@ export class FaultStore implements ObjectStore {
     return this.#call('getToFile', key, () => this.#inner.getToFile(key, path, options));
   }
 
-  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  put(key: string, body: Buffer | PutFile, options?: WriteOptions) {
     return this.#call(
       'put',
       key,

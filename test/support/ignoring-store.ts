@@ -11,6 +11,7 @@ import {
   ForwardingStore,
   type ObjectHead,
   type ObjectStore,
+  type PutFile,
   type WriteOptions,
 } from '../../functions/core/object-store.ts';
 import type { StoreGuarantee } from '../../functions/core/store-probe/store-probe.ts';
@@ -23,7 +24,7 @@ export class IgnoringStore extends ForwardingStore {
     this.#ignored = new Set(ignored);
   }
 
-  override put(key: string, body: Buffer | { readonly file: string }, options: WriteOptions = {}) {
+  override put(key: string, body: Buffer | PutFile, options: WriteOptions = {}) {
     const { ifNoneMatch, ifMatch, ...rest } = options;
     return this.inner.put(key, body, {
       ...rest,

@@ -21,6 +21,7 @@ import type {
   ObjectHead,
   ObjectStore,
   ObjectSummary,
+  PutFile,
   WriteOptions,
 } from '../../functions/core/object-store.ts';
 import { CrashedError } from './fault-store.ts';
@@ -188,7 +189,7 @@ export class SimStore implements ObjectStore {
     );
   }
 
-  put(key: string, body: Buffer | { readonly file: string }, options?: WriteOptions) {
+  put(key: string, body: Buffer | PutFile, options?: WriteOptions) {
     const conditional = options?.ifMatch !== undefined || options?.ifNoneMatch !== undefined;
     return this.#call('put', key, { mutating: true, conditional }, () => this.#inner.put(key, body, options));
   }

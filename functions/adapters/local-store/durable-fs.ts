@@ -159,6 +159,18 @@ export async function copyHandle(
   }
 }
 
+/** The CRC32 of what src holds from its current position on. */
+export async function crcOfHandle(src: FileHandle, signal: AbortSignal | undefined): Promise<number> {
+  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
+  let crc = 0;
+  for (;;) {
+    signal?.throwIfAborted();
+    const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
+    if (bytesRead === 0) return crc;
+    crc = crc32(buffer.subarray(0, bytesRead), crc);
+  }
+}
+
 /** Writes a new file; with `sync` (the default) fsyncs it before returning. */
 export async function writeDurably(path: string, text: string, sync = true): Promise<void> {
   const out = await open(path, 'wx');

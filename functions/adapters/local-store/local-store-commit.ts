@@ -12,9 +12,11 @@ import { dirname } from 'node:path';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
+  crcOfHandle,
   errorCode,
   fsyncDir,
   hardLink,
+  isMissing,
   pruneEmptyDirs,
   renameIntoPlace,
   statObject,
@@ -112,10 +114,24 @@ export async function stageData(
 }
 
 /**
+ * Links `source` at an upload's data path (hardLink), making the temp folder when it is missing
+ * (the first write makes it). Undefined where no hard link can be made here.
+ */
+function linkIntoUpload(source: string, dataPath: string): BigIntStats | undefined {
+  try {
+    return hardLink(source, dataPath);
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT' || statOrUndefined(dirname(dataPath)) !== undefined) throw error;
+    mkdirSync(dirname(dataPath), { recursive: true });
+    return hardLink(source, dataPath);
+  }
+}
+
+/**
  * Stages a copy of an object as a hard link to its file, where the file system allows and the file
  * is still the version `source` opened: the store never writes the file of a version it wrote in
- * place, so the link holds that version's bytes without copying them. The copy keeps the version's ETag, as S3's
- * CopyObject of a single-part object keeps its MD5
+ * place, so the link holds that version's bytes without copying them. The copy keeps the version's
+ * ETag, as S3's CopyObject of a single-part object keeps its MD5
  * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_Object.html, ETag). Undefined when no link
  * can be made or the version changed meanwhile: the caller copies the bytes from `source.handle`.
  */
@@ -127,17 +143,11 @@ export async function stageLink(
   const { dataPath, metaPath } = upload;
   let linked: BigIntStats | undefined;
   try {
-    linked = hardLink(source.path, dataPath);
+    linked = linkIntoUpload(source.path, dataPath);
   } catch (error) {
-    if (errorCode(error) !== 'ENOENT') throw error;
-    // The temp folder is made by the first write; or the source is gone (then copied from its handle).
-    mkdirSync(dirname(dataPath), { recursive: true });
-    try {
-      linked = hardLink(source.path, dataPath);
-    } catch (again) {
-      if (errorCode(again) !== 'ENOENT') throw again;
-      return undefined;
-    }
+    // Gone since it was opened: its bytes are copied from the handle.
+    if (isMissing(error)) return undefined;
+    throw error;
   }
   if (linked === undefined) return undefined;
   const etag = etagOf(linked);
@@ -149,6 +159,30 @@ export async function stageLink(
   // durability wrote them: synced here, through the handle of the same inode.
   await durability.syncFile(source.handle);
   return { dataPath, metaPath, stat: linked, etag };
+}
+
+/**
+ * Stages a file its writer hands off (it never writes it again) as a hard link, where the file
+ * system allows: the file is read once for its CRC32 and synced, and no copy is written. Undefined
+ * where no link can be made here: the caller copies it.
+ */
+export async function stageHandedOff(
+  upload: Pick<Upload, 'dataPath' | 'metaPath'>,
+  durability: Durability,
+  file: string,
+  signal: AbortSignal | undefined,
+): Promise<Staged | undefined> {
+  const { dataPath, metaPath } = upload;
+  if (linkIntoUpload(file, dataPath) === undefined) return undefined;
+  const handle = await open(dataPath, 'r');
+  try {
+    const crc = await crcOfHandle(handle, signal);
+    await durability.syncFile(handle);
+    const st = await handle.stat({ bigint: true });
+    return { dataPath, metaPath, stat: st, etag: etagOf(st), crc };
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Checks the conditions and makes the staged data the object, all under the key's lock. */

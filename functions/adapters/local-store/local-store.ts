@@ -33,6 +33,7 @@ import type {
   ObjectHead,
   ObjectStore,
   ObjectSummary,
+  PutFile,
   WriteOptions,
 } from '../../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
@@ -46,6 +47,7 @@ import {
   type Staged,
   type StagedFile,
   stageData,
+  stageHandedOff,
   stageLink,
 } from './local-store-commit.ts';
 import { assertKey, dataPath, type StorePaths, storePaths } from './local-store-keys.ts';
@@ -149,7 +151,7 @@ export class LocalFolderStore implements ObjectStore {
 
   async put(
     key: string,
-    body: Buffer | { readonly file: string },
+    body: Buffer | PutFile,
     options: WriteOptions = {},
   ): Promise<{ readonly etag: string }> {
     assertKey(key);
@@ -162,19 +164,26 @@ export class LocalFolderStore implements ObjectStore {
     const upload = beginUpload(this.#paths.tmpDir, key, 'put');
     let committed = false;
     try {
-      const staged = await stageData(upload, this.#changes.durability, async (out) => {
-        if (Buffer.isBuffer(body)) {
-          signal?.throwIfAborted();
-          await writeAll(out, body);
-          return crc32(body);
-        }
-        const src = await open(body.file, 'r');
-        try {
-          return (await copyHandle(src, out, signal)).crc;
-        } finally {
-          await src.close();
-        }
-      });
+      const durability = this.#changes.durability;
+      const handedOff =
+        !Buffer.isBuffer(body) && body.handOff === true
+          ? await stageHandedOff(upload, durability, body.file, signal)
+          : undefined;
+      const staged =
+        handedOff ??
+        (await stageData(upload, durability, async (out) => {
+          if (Buffer.isBuffer(body)) {
+            signal?.throwIfAborted();
+            await writeAll(out, body);
+            return crc32(body);
+          }
+          const src = await open(body.file, 'r');
+          try {
+            return (await copyHandle(src, out, signal)).crc;
+          } finally {
+            await src.close();
+          }
+        }));
       let checksum: Checksum | undefined;
       if (wanted !== undefined) {
         const value = crc32Base64(staged.crc);

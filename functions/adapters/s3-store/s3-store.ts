@@ -36,6 +36,7 @@ import {
   type ObjectHead,
   type ObjectStore,
   type ObjectSummary,
+  type PutFile,
   type WriteOptions,
 } from '../../core/object-store.ts';
 import { deleteObjects } from './s3-store-delete.ts';
@@ -256,7 +257,7 @@ export class S3Store implements ObjectStore {
 
   async put(
     key: string,
-    body: Buffer | { readonly file: string },
+    body: Buffer | PutFile,
     options: WriteOptions = {},
   ): Promise<{ readonly etag: string }> {
     if (options.metadata !== undefined) assertHeaderSafeMetadata(options.metadata);

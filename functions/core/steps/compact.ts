@@ -169,7 +169,8 @@ async function writeStaged(
     checkLease(deps, manifest);
     await store.put(
       stagingKey,
-      { file: out.path },
+      // The step only removes its output file after this.
+      { file: out.path, handOff: true },
       {
         checksum,
         contentType: 'application/vnd.apache.parquet',
