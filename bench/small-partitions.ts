@@ -26,6 +26,7 @@
  */
 
 import { execFile } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs';
 import { cp, mkdir, readdir, readFile, rm, unlink, utimes } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -105,6 +106,8 @@ interface RunSample {
   readonly cpuMs: number;
   readonly partitions: number;
   readonly rows: number;
+  /** What creating one file cost in the lake's folder just before the run (fileCreateUs). */
+  readonly createUs: number;
 }
 
 function node(
@@ -125,6 +128,24 @@ function node(
       },
     );
   });
+}
+
+const CREATE_PROBE_FILES = 200;
+
+/**
+ * Microseconds one file creation takes in a new folder under `dir` (200 empty files, kept until
+ * all are made, then removed). A chain creates a file for every object version it writes and a
+ * folder for every new key prefix; the loop, one output a partition. On some VM disks a create
+ * costs 25 times what it costs in another folder of the same disk, so each round prints it.
+ */
+export function fileCreateUs(dir: string): number {
+  const probe = join(dir, `.create-probe-${process.pid}`);
+  mkdirSync(probe, { recursive: true });
+  const start = performance.now();
+  for (let i = 0; i < CREATE_PROBE_FILES; i++) closeSync(openSync(join(probe, String(i)), 'wx'));
+  const us = ((performance.now() - start) * 1000) / CREATE_PROBE_FILES;
+  rmSync(probe, { recursive: true, force: true });
+  return us;
 }
 
 /** The `now` at which every hour of 2025-01-15 is eligible (minAge 1 h after the day's last hour). */
@@ -163,7 +184,7 @@ async function runProduct(
   opts: { concurrency: number; threads: number; productArgs: string[]; nodeArgs: string[] },
   cli = CLI,
   tool = 'product',
-): Promise<RunSample> {
+): Promise<Omit<RunSample, 'createUs'>> {
   const { wallMs, stdout } = await node(
     [
       ...opts.nodeArgs,
@@ -186,7 +207,7 @@ async function runProduct(
   };
 }
 
-async function runDuckDbLoop(lake: string, threads: number): Promise<RunSample> {
+async function runDuckDbLoop(lake: string, threads: number): Promise<Omit<RunSample, 'createUs'>> {
   const { wallMs, stdout } = await node([
     join(BENCH_DIR, 'small-partitions.ts'),
     '--worker',
@@ -194,7 +215,7 @@ async function runDuckDbLoop(lake: string, threads: number): Promise<RunSample> 
     '--threads',
     String(threads),
   ]);
-  const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as RunSample;
+  const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Omit<RunSample, 'createUs'>;
   return { ...out, wallMs };
 }
 
@@ -328,10 +349,13 @@ async function main(): Promise<void> {
     const order = round % 2 === 0 ? rotated : rotated.reverse();
     for (const tool of order) {
       await fresh();
-      const sample =
-        tool === 'duckdb'
+      const createUs = fileCreateUs(lake);
+      const sample = {
+        ...(tool === 'duckdb'
           ? await runDuckDbLoop(lake, threads)
-          : await runProduct(lake, workOf(tool), rssFile, opts, variants.get(tool) ?? CLI, tool);
+          : await runProduct(lake, workOf(tool), rssFile, opts, variants.get(tool) ?? CLI, tool)),
+        createUs,
+      };
       if (sample.partitions !== partitions || sample.rows !== totalRows) {
         throw new Error(
           `${tool} compacted ${sample.partitions} of ${partitions} partitions, ${sample.rows} of ${totalRows} rows`,
@@ -339,7 +363,7 @@ async function main(): Promise<void> {
       }
       samples.push(sample);
       process.stderr.write(
-        `round ${round} ${tool}: ${(sample.wallMs / 1000).toFixed(2)} s, CPU ${(sample.cpuMs / 1000).toFixed(2)} s, peak RSS ${(sample.peakRssBytes / 2 ** 20).toFixed(0)} MiB\n`,
+        `round ${round} ${tool}: ${(sample.wallMs / 1000).toFixed(2)} s, CPU ${(sample.cpuMs / 1000).toFixed(2)} s, peak RSS ${(sample.peakRssBytes / 2 ** 20).toFixed(0)} MiB, a file create ${sample.createUs.toFixed(0)} us\n`,
       );
     }
   }
@@ -378,6 +402,11 @@ async function main(): Promise<void> {
       concurrency: opts.concurrency,
       threads,
       loadavg: (await import('node:os')).loadavg(),
+      fileCreateUs: {
+        median: median(samples.map((x) => x.createUs)),
+        min: Math.min(...samples.map((x) => x.createUs)),
+        max: Math.max(...samples.map((x) => x.createUs)),
+      },
       ...summary,
       variantsOverProduct: vsProduct,
       ...(p && d
@@ -408,6 +437,8 @@ export interface SmallPartitionsResult {
   readonly cpuRatio: number;
   readonly productMsPerPartition: number;
   readonly duckdbMsPerPartition: number;
+  /** One file creation in the lake's folder before each run, in microseconds (fileCreateUs). */
+  readonly fileCreateUs?: { readonly median: number; readonly min: number; readonly max: number };
 }
 
 /** N's targets: the local run within 2x the one-process DuckDB loop, in at most 1.5 GiB. */
@@ -450,6 +481,13 @@ function chainCause(profile: PartitionProfile | undefined): string {
   return `the profiled chain's largest buckets per partition: ${parts}, of ${profile.wallMsPerPartition.toFixed(1)} ms (see its profile)`;
 }
 
+/** What a file creation cost on this disk during the runs, when the result has it. */
+function createCost(r: SmallPartitionsResult): string {
+  const c = r.fileCreateUs;
+  if (!c) return '';
+  return `; creating a file took ${c.median.toFixed(0)} us here (${c.min.toFixed(0)}-${c.max.toFixed(0)}), which a chain pays for each object version and new folder it writes, the loop once a partition`;
+}
+
 export function smallPartitionsTargets(
   r: SmallPartitionsResult,
   profile?: PartitionProfile,
@@ -463,7 +501,7 @@ export function smallPartitionsTargets(
       ...(r.wallRatio <= SMALL_PARTITIONS_TARGETS.wallRatio
         ? {}
         : {
-            cause: `${r.productMsPerPartition.toFixed(0)} ms per partition against the loop's ${r.duckdbMsPerPartition.toFixed(0)} ms: ${chainCause(profile)}`,
+            cause: `${r.productMsPerPartition.toFixed(0)} ms per partition against the loop's ${r.duckdbMsPerPartition.toFixed(0)} ms: ${chainCause(profile)}${createCost(r)}`,
           }),
     },
     {

@@ -43,6 +43,14 @@ describe('smallPartitionsTargets', () => {
     );
   });
 
+  it("adds the disk's measured file-creation cost to the cause when the result has it", () => {
+    const measured = { ...result(500), fileCreateUs: { median: 598.4, min: 21.2, max: 673.9 } };
+    expect(smallPartitionsTargets(measured)[0]?.cause).toMatch(
+      /; creating a file took 598 us here \(21-674\), which a chain pays for each object version and new folder it writes/,
+    );
+    expect(smallPartitionsTargets(result(500))[0]?.cause).not.toMatch(/creating a file/);
+  });
+
   it('gives no cause when the ratio is met, and points to the profile script without a profile', () => {
     expect(smallPartitionsTargets(result(150))[0]?.cause).toBeUndefined();
     expect(smallPartitionsTargets(result(500))[0]?.cause).toMatch(/small-partitions-profile\.ts/);
