@@ -84,7 +84,7 @@ describe('synth refuses Express children that could outlast five minutes', () =>
 
   it('a job bound the measured throughput cannot finish in half the compact timeout', () => {
     expect(() => parseStackConfig({ maxJobBytes: 1024 * MiB })).toThrow(
-      /context compactor\.maxJobBytes \(1073741824\) with maxJobFiles \(2000\) makes a job of about 33\.7 s .* more than 50% of lambda\.compact\.timeoutSeconds \(36\)/,
+      /context compactor\.maxJobBytes \(1073741824\) with maxJobFiles \(2000\) makes a job of about 34\.1 s .* more than 50% of lambda\.compact\.timeoutSeconds \(36\)/,
     );
     expect(() => parseStackConfig({ maxJobFiles: 5000 })).toThrow(
       /compactor\.maxJobBytes .*maxJobFiles \(5000\)/,
