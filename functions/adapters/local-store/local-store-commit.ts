@@ -93,15 +93,7 @@ export async function stageData(
   fill: (out: FileHandle) => Promise<number>,
 ): Promise<Staged> {
   const { dataPath, metaPath } = upload;
-  let out: FileHandle;
-  try {
-    out = await open(dataPath, 'wx');
-  } catch (error) {
-    // The temp folder is made by the first write (or again, if someone removed it).
-    if (errorCode(error) !== 'ENOENT') throw error;
-    mkdirSync(dirname(dataPath), { recursive: true });
-    out = await open(dataPath, 'wx');
-  }
+  const out = await inTempFolder(dataPath, () => open(dataPath, 'wx'));
   try {
     const crc = await fill(out);
     await durability.syncFile(out);
@@ -114,26 +106,33 @@ export async function stageData(
 }
 
 /**
- * Links `source` at an upload's data path (hardLink), making the temp folder when it is missing
- * (the first write makes it). Undefined where no hard link can be made here.
+ * Runs `make`, which creates `path` in an upload's temp folder; on ENOENT makes the folder (the
+ * first write makes it, or again if someone removed it) and runs `make` once more. The folder is
+ * made whether or not it is there by now: another process may have made it since `make` failed.
  */
-function linkIntoUpload(source: string, dataPath: string): BigIntStats | undefined {
+async function inTempFolder<T>(path: string, make: () => T | Promise<T>): Promise<T> {
   try {
-    return hardLink(source, dataPath);
+    return await make();
   } catch (error) {
-    if (errorCode(error) !== 'ENOENT' || statOrUndefined(dirname(dataPath)) !== undefined) throw error;
-    mkdirSync(dirname(dataPath), { recursive: true });
-    return hardLink(source, dataPath);
+    if (errorCode(error) !== 'ENOENT') throw error;
+    mkdirSync(dirname(path), { recursive: true });
+    return make();
   }
+}
+
+/** Links `source` at an upload's data path (hardLink); undefined where no hard link can be made. */
+function linkIntoUpload(source: string, dataPath: string): Promise<BigIntStats | undefined> {
+  return inTempFolder(dataPath, () => hardLink(source, dataPath));
 }
 
 /**
  * Stages a copy of an object as a hard link to its file, where the file system allows and the file
  * is still the version `source` opened: the store never writes the file of a version it wrote in
  * place, so the link holds that version's bytes without copying them. The copy keeps the version's
- * ETag, as S3's CopyObject of a single-part object keeps its MD5
- * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_Object.html, ETag). Undefined when no link
- * can be made or the version changed meanwhile: the caller copies the bytes from `source.handle`.
+ * ETag, as S3's does: "The source and destination ETag is identical for a successfully copied
+ * object" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObjectResult.html). Undefined
+ * when no link can be made or the version changed meanwhile: the caller copies the bytes from
+ * `source.handle`.
  */
 export async function stageLink(
   upload: Pick<Upload, 'dataPath' | 'metaPath'>,
@@ -143,7 +142,7 @@ export async function stageLink(
   const { dataPath, metaPath } = upload;
   let linked: BigIntStats | undefined;
   try {
-    linked = linkIntoUpload(source.path, dataPath);
+    linked = await linkIntoUpload(source.path, dataPath);
   } catch (error) {
     // Gone since it was opened: its bytes are copied from the handle.
     if (isMissing(error)) return undefined;
@@ -173,7 +172,7 @@ export async function stageHandedOff(
   signal: AbortSignal | undefined,
 ): Promise<Staged | undefined> {
   const { dataPath, metaPath } = upload;
-  if (linkIntoUpload(file, dataPath) === undefined) return undefined;
+  if ((await linkIntoUpload(file, dataPath)) === undefined) return undefined;
   const handle = await open(dataPath, 'r');
   try {
     const crc = await crcOfHandle(handle, signal);

@@ -3,7 +3,8 @@
  * upload id, `<uploadId>.data` and, with attributes, `<uploadId>.meta.json`. The id names the
  * writer (time, pid, a tag of its host) and, after a `~`, the target key in base64url, so a write
  * creates no file besides its data: creating a file is the costliest metadata call a local write
- * makes (about 0.4 ms on this project's VM disk, against 0.02 ms for a rename or a link). A key
+ * makes (0.45-0.67 ms of kernel CPU in most folders of one VM's ext4 disk, against 0.02 ms for a
+ * rename or a link; docs/performance.md, "What a file creation costs here"). A key
  * too long for a file name gets `<uploadId>.intent.json` instead, naming the key and the writer
  * (pid, host). Files a crash left behind are an incomplete upload, reported abandoned once its
  * writer is surely gone, and removed by an abort. A store written before uploads were flat files
