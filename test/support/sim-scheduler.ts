@@ -98,9 +98,9 @@ export class SimActor {
   }
 }
 
-/** Stabilises keys for the replay trace: attempt folders and ETag stamps are random. */
+/** Stabilises keys for the replay trace: attempts' staging names and ETag stamps are random. */
 function normalize(key: string): string {
-  return key.replace(/\/staging\/([^/]+)\/[0-9a-f]{8}\//g, '/staging/$1/*/').replace(/[0-9a-f]{16,}/g, '#');
+  return key.replace(/\/staging\/([^/]+)\/[0-9a-f]{8}-/g, '/staging/$1/*-').replace(/[0-9a-f]{16,}/g, '#');
 }
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -158,13 +158,15 @@ async function writeStaged(
 ): Promise<StepResult> {
   const { store, config } = deps;
   const manifest = loaded.manifest;
-  // Stage under a per-attempt folder, so a concurrent attempt of the same job never overwrites ours.
+  // Staged under per-attempt names, so a concurrent attempt of the same job never overwrites ours:
+  // in the job's staging folder itself, as a folder of their own costs a local store a mkdir and
+  // an rmdir (and the same again for the outputs' attributes).
   const attempt = randomBytes(4).toString('hex');
   const outputs: OutputRef[] = [];
   for (const [index, out] of written.entries()) {
     const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
     // Named by part, not by the final name: staging keys stay short whatever the table path.
-    const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}/${String(index).padStart(3, '0')}.parquet`;
+    const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}-${String(index).padStart(3, '0')}.parquet`;
     const [checksum, columns] = await Promise.all([crc32OfFile(out.path), columnStatsOf(deps, out.path)]);
     checkLease(deps, manifest);
     await store.put(
