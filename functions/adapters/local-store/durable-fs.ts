@@ -138,36 +138,25 @@ export async function writeAll(out: FileHandle, chunk: Uint8Array): Promise<void
   }
 }
 
-/** Streams src (from its current position) to out, with the running CRC32 of what was copied. */
-export async function copyHandle(
+/**
+ * Reads src from its current position to its end, writing each chunk to `out` when one is given
+ * (a copy), and returns the CRC32 of what it read.
+ */
+export async function readThrough(
   src: FileHandle,
-  out: FileHandle,
   signal: AbortSignal | undefined,
-): Promise<{ bytes: number; crc: number }> {
+  out?: FileHandle,
+): Promise<number> {
   const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
-  let bytes = 0;
   let crc = 0;
   for (;;) {
     signal?.throwIfAborted();
     // Sequential reads (position null) so pipes work as put sources too.
     const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
-    if (bytesRead === 0) return { bytes, crc };
+    if (bytesRead === 0) return crc;
     const chunk = buffer.subarray(0, bytesRead);
     crc = crc32(chunk, crc);
-    await writeAll(out, chunk);
-    bytes += bytesRead;
-  }
-}
-
-/** The CRC32 of what src holds from its current position on. */
-export async function crcOfHandle(src: FileHandle, signal: AbortSignal | undefined): Promise<number> {
-  const buffer = Buffer.allocUnsafe(COPY_CHUNK_BYTES);
-  let crc = 0;
-  for (;;) {
-    signal?.throwIfAborted();
-    const { bytesRead } = await src.read(buffer, 0, buffer.length, null);
-    if (bytesRead === 0) return crc;
-    crc = crc32(buffer.subarray(0, bytesRead), crc);
+    if (out !== undefined) await writeAll(out, chunk);
   }
 }
 
@@ -228,6 +217,35 @@ export async function fsyncDir(dir: string): Promise<void> {
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Runs `make`, which creates `path`; on ENOENT makes its folder (made by the first file, or again
+ * after a reset) and runs `make` once more. The folder is made whether or not it is there by now:
+ * another process may have made it since `make` failed.
+ */
+export function inFolderOf<T>(path: string, make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    makeFolderIfMissing(path, error);
+    return make();
+  }
+}
+
+/** inFolderOf for a `make` that settles later. */
+export async function inFolderOfAsync<T>(path: string, make: () => Promise<T>): Promise<T> {
+  try {
+    return await make();
+  } catch (error) {
+    makeFolderIfMissing(path, error);
+    return make();
+  }
+}
+
+function makeFolderIfMissing(path: string, error: unknown): void {
+  if (errorCode(error) !== 'ENOENT') throw error;
+  mkdirSync(dirname(path), { recursive: true });
 }
 
 export function unlinkIfExists(path: string): boolean {

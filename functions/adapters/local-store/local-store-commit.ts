@@ -5,19 +5,21 @@
  * from the store's `durability` option (Durability).
  */
 
-import { type BigIntStats, mkdirSync } from 'node:fs';
+import type { BigIntStats } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
-  crcOfHandle,
   errorCode,
   fsyncDir,
   hardLink,
+  inFolderOf,
+  inFolderOfAsync,
   isMissing,
   pruneEmptyDirs,
+  readThrough,
   renameIntoPlace,
   statObject,
   statOrUndefined,
@@ -93,7 +95,7 @@ export async function stageData(
   fill: (out: FileHandle) => Promise<number>,
 ): Promise<Staged> {
   const { dataPath, metaPath } = upload;
-  const out = await inTempFolder(dataPath, () => open(dataPath, 'wx'));
+  const out = await inFolderOfAsync(dataPath, () => open(dataPath, 'wx'));
   try {
     const crc = await fill(out);
     await durability.syncFile(out);
@@ -105,24 +107,9 @@ export async function stageData(
   }
 }
 
-/**
- * Runs `make`, which creates `path` in an upload's temp folder; on ENOENT makes the folder (the
- * first write makes it, or again if someone removed it) and runs `make` once more. The folder is
- * made whether or not it is there by now: another process may have made it since `make` failed.
- */
-async function inTempFolder<T>(path: string, make: () => T | Promise<T>): Promise<T> {
-  try {
-    return await make();
-  } catch (error) {
-    if (errorCode(error) !== 'ENOENT') throw error;
-    mkdirSync(dirname(path), { recursive: true });
-    return make();
-  }
-}
-
 /** Links `source` at an upload's data path (hardLink); undefined where no hard link can be made. */
-function linkIntoUpload(source: string, dataPath: string): Promise<BigIntStats | undefined> {
-  return inTempFolder(dataPath, () => hardLink(source, dataPath));
+function linkIntoUpload(source: string, dataPath: string): BigIntStats | undefined {
+  return inFolderOf(dataPath, () => hardLink(source, dataPath));
 }
 
 /**
@@ -142,7 +129,7 @@ export async function stageLink(
   const { dataPath, metaPath } = upload;
   let linked: BigIntStats | undefined;
   try {
-    linked = await linkIntoUpload(source.path, dataPath);
+    linked = linkIntoUpload(source.path, dataPath);
   } catch (error) {
     // Gone since it was opened: its bytes are copied from the handle.
     if (isMissing(error)) return undefined;
@@ -172,10 +159,10 @@ export async function stageHandedOff(
   signal: AbortSignal | undefined,
 ): Promise<Staged | undefined> {
   const { dataPath, metaPath } = upload;
-  if ((await linkIntoUpload(file, dataPath)) === undefined) return undefined;
+  if (linkIntoUpload(file, dataPath) === undefined) return undefined;
   const handle = await open(dataPath, 'r');
   try {
-    const crc = await crcOfHandle(handle, signal);
+    const crc = await readThrough(handle, signal);
     await durability.syncFile(handle);
     const st = await handle.stat({ bigint: true });
     return { dataPath, metaPath, stat: st, etag: etagOf(st), crc };

@@ -14,7 +14,6 @@ import {
   closeSync,
   fstatSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
   readFileSync,
@@ -26,7 +25,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { TransientStoreError } from '../../core/errors.ts';
 import { goneFromThisHost, processAlive } from '../process-alive.ts';
-import { errorCode, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
+import { errorCode, inFolderOf, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
@@ -169,13 +168,7 @@ export class KeyLocks {
     const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomBytes(12).toString('hex') };
     const path = join(this.#locksDir, `${owner.token}.claim`);
     const text = JSON.stringify(owner);
-    try {
-      writeFileSync(path, text, { flag: 'wx' });
-    } catch (error) {
-      if (errorCode(error) !== 'ENOENT') throw error;
-      mkdirSync(this.#locksDir, { recursive: true });
-      writeFileSync(path, text, { flag: 'wx' });
-    }
+    inFolderOf(path, () => writeFileSync(path, text, { flag: 'wx' }));
     this.#claim = { path, ino: lstatSync(path).ino, owner };
     removeAtExit(path);
     this.#removeDeadClaims();

@@ -13,12 +13,12 @@
  */
 
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { IncompleteUpload } from '../../core/object-store.ts';
 import { goneFromThisHost } from '../process-alive.ts';
-import { errorCode, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
+import { errorCode, inFolderOf, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
@@ -71,13 +71,7 @@ export function beginUpload(tmpDir: string, key: string, kind: 'put' | 'copy'): 
   const upload = uploadFiles(tmpDir, writer, true);
   const intentPath = upload.intentPath as string;
   const intent = JSON.stringify({ key, kind, pid: process.pid, host: hostname() });
-  try {
-    writeFileSync(intentPath, intent, { flag: 'wx' });
-  } catch (error) {
-    if (errorCode(error) !== 'ENOENT') throw error;
-    mkdirSync(tmpDir, { recursive: true });
-    writeFileSync(intentPath, intent, { flag: 'wx' });
-  }
+  inFolderOf(intentPath, () => writeFileSync(intentPath, intent, { flag: 'wx' }));
   return upload;
 }
 

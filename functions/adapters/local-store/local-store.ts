@@ -37,7 +37,7 @@ import type {
   WriteOptions,
 } from '../../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
-import { copyHandle, writeAll } from './durable-fs.ts';
+import { readThrough, writeAll } from './durable-fs.ts';
 import {
   commit,
   type Durability,
@@ -179,7 +179,7 @@ export class LocalFolderStore implements ObjectStore {
           }
           const src = await open(body.file, 'r');
           try {
-            return (await copyHandle(src, out, signal)).crc;
+            return await readThrough(src, signal, out);
           } finally {
             await src.close();
           }
@@ -286,11 +286,7 @@ async function stageCopy(
   src: { readonly handle: FileHandle; readonly stat: BigIntStats; readonly entry: SidecarEntry | undefined },
   signal: AbortSignal | undefined,
 ): Promise<Staged> {
-  const staged = await stageData(
-    upload,
-    durability,
-    async (out) => (await copyHandle(src.handle, out, signal)).crc,
-  );
+  const staged = await stageData(upload, durability, (out) => readThrough(src.handle, signal, out));
   if (staged.stat.size !== src.stat.size) {
     throw new Error(`copy ${source}: read ${staged.stat.size} bytes, expected ${src.stat.size}`);
   }
