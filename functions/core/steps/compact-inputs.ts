@@ -180,13 +180,10 @@ const INPUTS_PER_FOLDER = 128;
  * among the costliest metadata calls.
  */
 export async function inputPaths(dir: string, count: number): Promise<string[]> {
-  const folders = Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER));
-  if (folders <= 1) {
-    await mkdir(dir, { recursive: true });
-    return Array.from({ length: count }, (_, i) => join(dir, `${i}.parquet`));
-  }
-  for (let f = 0; f < folders; f++) await mkdir(join(dir, `in-${f}`), { recursive: true });
-  return Array.from({ length: count }, (_, i) => join(dir, `in-${i % folders}`, `${i}.parquet`));
+  const folders = Math.max(1, Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER)));
+  const folderOf = (i: number) => (folders === 1 ? dir : join(dir, `in-${i % folders}`));
+  for (let f = 0; f < folders; f++) await mkdir(folderOf(f), { recursive: true });
+  return Array.from({ length: count }, (_, i) => join(folderOf(i), `${i}.parquet`));
 }
 
 /** Bytes of input a compact step aims to have in flight while downloading. */
