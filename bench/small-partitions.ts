@@ -106,7 +106,10 @@ interface RunSample {
   readonly cpuMs: number;
   readonly partitions: number;
   readonly rows: number;
-  /** What creating one file cost in the lake's folder just before the run (fileCreateUs). */
+}
+
+/** A run with what creating one file cost in the lake's folder just before it (fileCreateUs). */
+interface RoundSample extends RunSample {
   readonly createUs: number;
 }
 
@@ -184,7 +187,7 @@ async function runProduct(
   opts: { concurrency: number; threads: number; productArgs: string[]; nodeArgs: string[] },
   cli = CLI,
   tool = 'product',
-): Promise<Omit<RunSample, 'createUs'>> {
+): Promise<RunSample> {
   const { wallMs, stdout } = await node(
     [
       ...opts.nodeArgs,
@@ -207,7 +210,7 @@ async function runProduct(
   };
 }
 
-async function runDuckDbLoop(lake: string, threads: number): Promise<Omit<RunSample, 'createUs'>> {
+async function runDuckDbLoop(lake: string, threads: number): Promise<RunSample> {
   const { wallMs, stdout } = await node([
     join(BENCH_DIR, 'small-partitions.ts'),
     '--worker',
@@ -215,7 +218,7 @@ async function runDuckDbLoop(lake: string, threads: number): Promise<Omit<RunSam
     '--threads',
     String(threads),
   ]);
-  const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as Omit<RunSample, 'createUs'>;
+  const out = JSON.parse(stdout.trim().split('\n').at(-1) ?? '{}') as RunSample;
   return { ...out, wallMs };
 }
 
@@ -341,7 +344,7 @@ async function main(): Promise<void> {
     await runProduct(lake, workOf(name), rssFile, { ...opts, nodeArgs: [] }, cli, name);
   }
   const tools = values.only ? values.only.split(',') : ['product', 'duckdb', ...variants.keys()];
-  const samples: RunSample[] = [];
+  const samples: RoundSample[] = [];
   const runs = Number(values.runs);
   for (let round = 0; round < runs; round++) {
     // Who goes first changes every round (rotated, then reversed, for more than two).
