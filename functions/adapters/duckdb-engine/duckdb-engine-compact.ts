@@ -12,6 +12,7 @@ import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../cor
 import type { CompactOutput, CompactRequest, MergeWriter } from '../../core/engine.ts';
 import { InputUnreadableError } from '../../core/errors.ts';
 import { writeSplit } from '../../core/output-split.ts';
+import { readFooter } from '../parquet-footer.ts';
 import { dedupColumns, dedupSelect, FILE_INDEX } from './duckdb-engine-dedup.ts';
 import { enumTypes } from './duckdb-engine-enums.ts';
 import { describe, readAll, shortReason, type WithConnection } from './duckdb-engine-sql.ts';
@@ -104,21 +105,27 @@ export async function compact(
   });
 }
 
-/** The outputs with their footers' row counts (what the core verifies) and sizes. */
+/**
+ * The outputs with their footers' row counts (what the core verifies) and sizes. A footer is read
+ * in JS (parquet-footer.ts: a tenth of a DuckDB metadata query, and a reader other than the
+ * writer), by DuckDB where it does not decode there.
+ */
 async function outputsOf(connection: DuckDBConnection, paths: readonly string[]): Promise<CompactOutput[]> {
   const outputs: CompactOutput[] = [];
   for (const path of paths) {
-    const rows = (
-      await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
-    ).getRows()[0]?.[0];
+    const rows =
+      (await readFooter(path))?.rows ??
+      (
+        await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
+      ).getRows()[0]?.[0];
     outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
   }
   return outputs;
 }
 
 /**
- * compact written by another engine: its outputs' row counts come from DuckDB's reading of their
- * footers, as DuckDB's own outputs' do, and their columns must read back in DuckDB as exactly the
+ * compact written by another engine: its outputs' row counts come from their footers, read as
+ * DuckDB's own outputs' are (outputsOf), and their columns must read back in DuckDB as exactly the
  * requested names and types, or the job fails. A failed write is mapped to the input DuckDB
  * cannot read, if any, as a failed COPY is.
  */
