@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import fs from 'node:fs';
 import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,15 +16,15 @@ afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-/** FileHandle.sync calls (fsync of files and folders alike) made while `work` runs. */
+/** fsync calls made while `work` runs: FileHandle.sync (files) and fs.fsync (folders). */
 async function fsyncsDuring(work: () => Promise<void>): Promise<number> {
   const probe = await open(join(root, '.probe'), 'w');
   const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
   await probe.close();
-  const spy = vi.spyOn(proto, 'sync');
+  const spies = [vi.spyOn(proto, 'sync'), vi.spyOn(fs, 'fsync')];
   await work();
-  const calls = spy.mock.calls.length;
-  spy.mockRestore();
+  const calls = spies.reduce((sum, spy) => sum + spy.mock.calls.length, 0);
+  for (const spy of spies) spy.mockRestore();
   return calls;
 }
 

@@ -10,12 +10,14 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import {
+import fs, {
   type BigIntStats,
+  closeSync,
   constants,
   linkSync,
   lstatSync,
   mkdirSync,
+  openSync,
   renameSync,
   rmdirSync,
   type Stats,
@@ -207,15 +209,23 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
   }
 }
 
+/**
+ * fsync(2) of a folder. Opening and closing it are metadata calls, made synchronously as the
+ * others are; the fsync, which may wait on the disk, is a promise call: one thread-pool hop, not
+ * three (each costs the event loop tens of microseconds, and a chain fsyncs some 14 folders).
+ */
 export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r');
+  const fd = openSync(dir, 'r');
   try {
-    await handle.sync();
+    // fs.fsync looked up at the call, so a test can count the calls.
+    await new Promise<void>((resolve, reject) =>
+      fs.fsync(fd, (error) => (error ? reject(error) : resolve())),
+    );
   } catch (error) {
     // Some file systems cannot fsync a directory; the rename is then as durable as they allow.
     if (errorCode(error) !== 'EINVAL') throw error;
   } finally {
-    await handle.close();
+    closeSync(fd);
   }
 }
 

@@ -5,7 +5,7 @@
  * from the store's `durability` option (Durability).
  */
 
-import type { BigIntStats } from 'node:fs';
+import { type BigIntStats, fstatSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -100,7 +100,7 @@ export async function stageData(
     const crc = await fill(out);
     await durability.syncFile(out);
     // Rename keeps inode, size and mtime, so this is the ETag the object will have.
-    const st = await out.stat({ bigint: true });
+    const st = fstatSync(out.fd, { bigint: true });
     return { dataPath, metaPath, stat: st, etag: etagOf(st), crc };
   } finally {
     await out.close();
@@ -164,7 +164,7 @@ export async function stageHandedOff(
   try {
     const crc = await readThrough(handle, signal);
     await durability.syncFile(handle);
-    const st = await handle.stat({ bigint: true });
+    const st = fstatSync(handle.fd, { bigint: true });
     return { dataPath, metaPath, stat: st, etag: etagOf(st), crc };
   } finally {
     await handle.close();
