@@ -624,7 +624,7 @@ describe('compact step: staging', () => {
       /** The folders made under the job folder, each holding some of the paths. */
       const subfolders = async (count: number) => {
         const dir = join(root, String(count));
-        const paths = await inputPaths(dir, count);
+        const paths = inputPaths(dir, count);
         expect(new Set(paths).size).toBe(count);
         const made = await readdir(dir);
         const used = new Set(paths.map((p) => dirname(p)));

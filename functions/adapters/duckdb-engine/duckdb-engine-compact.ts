@@ -5,8 +5,8 @@
  * row measured so far. A failed statement is mapped to the input it could not read.
  */
 
-import { statSync } from 'node:fs';
-import { mkdir, stat } from 'node:fs/promises';
+import { mkdirSync, statSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { DuckDBConnection, JS } from '@duckdb/node-api';
 import { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../core/duckdb-sql.ts';
@@ -54,7 +54,7 @@ export async function compact(
   const outputPath = (index: number) => join(outputDir, `part-${String(index).padStart(5, '0')}.parquet`);
 
   const inputBytes = totalBytes(inputs);
-  await mkdir(outputDir, { recursive: true });
+  mkdirSync(outputDir, { recursive: true });
 
   return withConnection(signal, async (connection) => {
     const classify = async (error: unknown) => classifyCompactError(connection, error, inputs, signal);

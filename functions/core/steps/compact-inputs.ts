@@ -4,7 +4,7 @@
  * period (integer epoch tables), leaving it in place. What remains is what the merge reads.
  */
 
-import { mkdir } from 'node:fs/promises';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TierName } from '../config.ts';
 import { timeColumnOf, timeUnitOf } from '../config-tables.ts';
@@ -56,7 +56,7 @@ export async function fetchInputs(
   const { store, config, engine } = deps;
   const manifest = loaded.manifest;
   // Download every input exactly as planned: an input that changed ends the job cleanly.
-  const paths = await inputPaths(dir, manifest.inputs.length);
+  const paths = inputPaths(dir, manifest.inputs.length);
   const files = manifest.inputs.map((input, i) => ({ input, path: paths[i] as string }));
   const changed: string[] = [];
   await forEachLimit(files, downloadConcurrency(manifest.inputs), async ({ input, path }) => {
@@ -179,10 +179,10 @@ const INPUTS_PER_FOLDER = 128;
  * inputs puts them in `dir` itself: a folder costs a mkdir and an rmdir, and creating a folder is
  * among the costliest metadata calls.
  */
-export async function inputPaths(dir: string, count: number): Promise<string[]> {
+export function inputPaths(dir: string, count: number): string[] {
   const folders = Math.max(1, Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER)));
   const folderOf = (i: number) => (folders === 1 ? dir : join(dir, `in-${i % folders}`));
-  for (let f = 0; f < folders; f++) await mkdir(folderOf(f), { recursive: true });
+  for (let f = 0; f < folders; f++) mkdirSync(folderOf(f), { recursive: true });
   return Array.from({ length: count }, (_, i) => join(folderOf(i), `${i}.parquet`));
 }
 

@@ -4,7 +4,7 @@
  * or with dedup exactly the distinct rows. Nothing is staged here: the outputs are local files.
  */
 
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
@@ -174,7 +174,7 @@ async function writeOutputs(
   request: OutputRequest,
 ): Promise<Awaited<ReturnType<Engine['compact']>>> {
   const { store, config, engine } = deps;
-  await mkdir(outDir);
+  mkdirSync(outDir);
   checkLease(deps, loaded.manifest);
   const copyLimit = store.maxCopyBytes ?? Number.POSITIVE_INFINITY;
   let target = Math.min(config.targetFileBytes, copyLimit);
@@ -202,8 +202,8 @@ async function writeOutputs(
     // Aim below the limit by the size the estimate missed, with room to spare.
     target = Math.max(1, Math.floor(target * (copyLimit / largest) * 0.8));
     checkLease(deps, loaded.manifest);
-    await rm(outDir, { recursive: true, force: true });
-    await mkdir(outDir);
+    rmSync(outDir, { recursive: true, force: true });
+    mkdirSync(outDir);
   }
 }
 
