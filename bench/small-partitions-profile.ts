@@ -5,7 +5,8 @@
  * instrumentation, best at --concurrency 1 so the times add up per partition:
  *
  * - every LocalFolderStore call (count, ms), by method and by what the key is (manifest, plan,
- *   staging, data, results, ...); fsyncs (FileHandle.sync, file or folder) counted inside them;
+ *   staging, data, results, ...); fsyncs (FileHandle.sync and fs.fsync, file or folder) counted
+ *   inside them;
  * - every DuckDbEngine call and every DuckDB statement (by its first words), and connects;
  * - each Lambda handler's time (runWorkflowLocally's onStep: middy + Powertools + the step);
  * - each aws-local-stepfunctions execution (StateMachine.run until its result), the parent's and
@@ -75,7 +76,8 @@ function keyKind(key: unknown): string {
   return key.endsWith('.parquet') ? 'data' : 'data-prefix';
 }
 
-// fsyncs: FileHandle.sync, told apart by the path `open` opened (durable-fs imports open by name).
+// fsyncs: FileHandle.sync (a file's, or a folder's elsewhere), told apart by the path `open` opened
+// (durable-fs imports open by name), and fs.fsync (the local store's folders: durable-fs fsyncDir).
 const handlePaths = new WeakMap<FileHandle, string>();
 const realOpen = fsp.open;
 (fsp as unknown as { default: typeof fsp }).default.open = (async (path: string, ...rest: unknown[]) => {
@@ -113,6 +115,21 @@ const realOpen = fsp.open;
       }
     };
   }
+}
+{
+  const fsDefault = (await import('node:fs')).default as unknown as Record<string, unknown>;
+  const realFsync = fsDefault.fsync as (fd: number, callback: (error: Error | null) => void) => void;
+  fsDefault.fsync = function (this: unknown, fd: number, callback: (error: Error | null) => void) {
+    const start = performance.now();
+    const where = inStoreCall.getStore();
+    realFsync.call(this, fd, (error) => {
+      const ms = performance.now() - start;
+      span('fsync', start);
+      add('fsync:dir', ms);
+      add(`fsync:dir in ${where ?? 'no store call'}`, ms);
+      callback(error);
+    });
+  };
 }
 syncBuiltinESMExports();
 {
