@@ -53,7 +53,10 @@ export async function summaryStep(
   tools: HandlerTools,
 ): Promise<SummaryOutput> {
   const { store, config } = deps;
-  const summary = await summarizeMapRuns(store, config.layout, event.tier, await resultsKeysOf(event, deps));
+  const summary = await summarizeMapRuns(
+    { store, config, tier: event.tier, executionId: event.executionId },
+    await resultsKeysOf(event, deps),
+  );
   const recorded = await readRecordedSummary(store, config.layout, event.executionName);
   recordVerdicts(tools, unrecorded(summary, recorded));
   await writeRecordedSummary(store, config.layout, event.executionName, summary);

@@ -97,7 +97,9 @@ export function stepGrants(
       objects([get, put], RC),
       objects([del], ST, F),
     ],
-    // Reads the Map results; keeps what it recorded as metrics beside them (run-summary.ts).
-    summary: [list(R), objects([get, put], R)],
+    // Reads the Map results; keeps what it recorded as metrics beside them (run-summary.ts); reads
+    // the receipts of a child's jobs when the child failed whole (settleByReceipts: a missing
+    // receipt must read as absent, so it lists them too).
+    summary: [list(R, RC), objects([get, put], R), objects([get], RC)],
   };
 }

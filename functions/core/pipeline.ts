@@ -272,10 +272,13 @@ export function partitionVerdict(tier: JobKind, outcome: PartitionOutcome | unde
   if (compact === 'skipped') return 'skipped';
   const published = resultOf(outcome, 'publish')?.status;
   const committed = published === 'done' || published === 'already-done';
-  if (committed && resultOf(outcome, 'clearManifest')?.state === 'cleared') {
-    return tier === 'retention' ? 'expired' : 'compacted';
-  }
+  if (committed && resultOf(outcome, 'clearManifest')?.state === 'cleared') return committedVerdict(tier);
   return 'superseded';
+}
+
+/** The verdict on a job this execution committed and cleared: a retention job's commit expires files. */
+export function committedVerdict(tier: JobKind): PartitionVerdict {
+  return tier === 'retention' ? 'expired' : 'compacted';
 }
 
 /** Whether the verdict means this execution committed the job (its numbers count in the totals). */

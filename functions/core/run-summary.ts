@@ -4,17 +4,22 @@
  * executions with their JSON `Output` (or `Error` and `Cause`).
  */
 
-import type { JobKind } from './config.ts';
-import { ConfigError } from './errors.ts';
+import type { CompactorConfig, JobKind } from './config.ts';
+import { ConfigError, InvalidManifestError } from './errors.ts';
+import { summary as jobFigures } from './job.ts';
 import type { Layout } from './layout.ts';
+import { receiptKey } from './manifest/manifest.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import {
+  committedVerdict,
   isCommitted,
   type PartitionOutcome,
   type PartitionVerdict,
   partitionVerdict,
   resultOf,
+  type StepNumbers,
 } from './pipeline.ts';
+import { parseReceipt } from './receipts.ts';
 import { stateFolder } from './state-root.ts';
 
 export interface RunSummary {
@@ -67,10 +72,15 @@ export interface MapItemResult {
 export interface JudgedPartition {
   readonly partition: string;
   readonly verdict: PartitionVerdict;
-  /** The job as the Map item named it (its planned inputs), when it did. */
-  readonly job?: { readonly inputFiles?: number; readonly inputBytes?: number };
+  /** The job as the Map item named it (its id, its planned inputs), when it did. */
+  readonly job?: { readonly jobId?: string; readonly inputFiles?: number; readonly inputBytes?: number };
   /** What the chain returned, when it did. */
   readonly outcome?: PartitionOutcome;
+  /**
+   * The job's figures: its compact step's result in the outcome, or, for a job that committed
+   * before its child failed as a whole, its receipt's (settleByReceipts).
+   */
+  readonly compact?: StepNumbers;
   readonly error?: string;
   readonly cause?: string;
 }
@@ -109,7 +119,8 @@ function itemOutcomes(entry: MapItemResult, succeeded: boolean): readonly Partit
 
 /**
  * The one reading of a Map item: each of its jobs' partition, verdict, outcome or failure. A job
- * without a recorded outcome (its child failed as a whole) failed with the item's error.
+ * without a recorded outcome (its child failed as a whole) failed with the item's error, unless
+ * its receipt says otherwise (settleByReceipts, which Summary and the CLI run after this).
  */
 export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition[] {
   const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as ItemJob & { jobs?: readonly ItemJob[] };
@@ -121,6 +132,7 @@ export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = f
       found && (job.partition === undefined || found.partition === job.partition) ? found : undefined;
     const planned = {
       job: {
+        ...(job.jobId !== undefined ? { jobId: job.jobId } : {}),
         ...(job.inputFiles !== undefined ? { inputFiles: job.inputFiles } : {}),
         ...(job.inputBytes !== undefined ? { inputBytes: job.inputBytes } : {}),
       },
@@ -134,13 +146,57 @@ export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = f
         cause: outcome?.failure?.Cause ?? entry.Cause ?? '',
       };
     }
+    const compact = resultOf(outcome, 'compact');
     return {
       partition: outcome.partition ?? job.partition ?? '?',
       verdict: partitionVerdict(tier, outcome),
       ...planned,
       outcome,
+      ...(compact === undefined ? {} : { compact }),
     };
   });
+}
+
+/**
+ * Settles by their receipts the jobs judged failed only because their Map item's child failed as
+ * a whole, with no outcome (an Express child's execution timeout ends every job in it): a job
+ * committed and cleared before that has a receipt, which the clear step writes before the
+ * manifest goes. One this execution cleared counts committed, with the receipt's figures; one
+ * another execution's recovery rolled forward counts superseded; the others stay failed (their
+ * manifests are recovery's). One GET per such job: a child failing whole is rare.
+ */
+export async function settleByReceipts(
+  scope: SummaryScope,
+  judged: readonly JudgedPartition[],
+): Promise<JudgedPartition[]> {
+  const { store, config, tier, executionId } = scope;
+  return Promise.all(
+    judged.map(async (j) => {
+      const jobId = j.job?.jobId;
+      if (j.verdict !== 'failed' || j.outcome !== undefined || jobId === undefined) return j;
+      const key = receiptKey(config.layout, tier, j.partition, jobId);
+      const found = await getBytesIfExists(store, key);
+      if (found === undefined) return j;
+      let receipt: ReturnType<typeof parseReceipt>;
+      try {
+        receipt = parseReceipt(config, key, found.body);
+      } catch (error) {
+        // Not a receipt of this job: nothing says it committed.
+        if (error instanceof InvalidManifestError) return j;
+        throw error;
+      }
+      if (receipt.executionId !== executionId) {
+        const { error: _error, cause: _cause, ...rest } = j;
+        return { ...rest, verdict: 'superseded' as const };
+      }
+      const { error: _error, cause: _cause, ...rest } = j;
+      return {
+        ...rest,
+        verdict: committedVerdict(tier),
+        compact: { status: 'done', state: 'cleared', ...jobFigures(receipt) },
+      };
+    }),
+  );
 }
 
 export const MAX_FAILURES_LISTED = 20;
@@ -207,8 +263,8 @@ export function addToSummary(summary: RunSummary, judged: JudgedPartition): RunS
       ],
     };
   }
-  if (!isCommitted(judged.verdict) || !judged.outcome) return counted;
-  const numbers = resultOf(judged.outcome, 'compact') ?? {};
+  if (!isCommitted(judged.verdict) || !judged.compact) return counted;
+  const numbers = judged.compact;
   return {
     ...counted,
     filesIn: summary.filesIn + (numbers.inputs ?? 0),
@@ -220,26 +276,32 @@ export function addToSummary(summary: RunSummary, judged: JudgedPartition): RunS
   };
 }
 
+/** Whose Map runs are summarized: the store, the tier its jobs ran as, the execution that ran them. */
+export interface SummaryScope {
+  readonly store: ObjectStore;
+  readonly config: CompactorConfig;
+  readonly tier: JobKind;
+  /** The execution's id (its ARN on AWS): the one its jobs' receipts name when it cleared them. */
+  readonly executionId: string;
+}
+
 /** The summary of an execution's Map runs (one per wave): every item of each, judged once. */
 export async function summarizeMapRuns(
-  store: ObjectStore,
-  layout: Layout,
-  tier: JobKind,
+  scope: SummaryScope,
   manifestKeys: readonly string[],
 ): Promise<RunSummary> {
   let summary = EMPTY_SUMMARY;
-  for (const key of manifestKeys) summary = await summarizeMapRun(store, layout, tier, key, summary);
+  for (const key of manifestKeys) summary = await summarizeMapRun(scope, key, summary);
   return summary;
 }
 
 export async function summarizeMapRun(
-  store: ObjectStore,
-  layout: Layout,
-  tier: JobKind,
+  scope: SummaryScope,
   manifestKey: string,
   before: RunSummary = EMPTY_SUMMARY,
 ): Promise<RunSummary> {
-  const resultsRoot = stateFolder(layout.stateRoot, 'results');
+  const { store, config, tier } = scope;
+  const resultsRoot = stateFolder(config.layout.stateRoot, 'results');
   const inside = (key: string) => {
     if (!key.startsWith(resultsRoot)) throw new ConfigError(`Map results ${key} are outside ${resultsRoot}`);
     return key;
@@ -265,7 +327,8 @@ export async function summarizeMapRun(
           items: summary.items + 1,
           failedItems: summary.failedItems + (failedItem ? 1 : 0),
         };
-        for (const job of judgeMapItem(tier, judged, failedItem)) summary = addToSummary(summary, job);
+        const jobs = await settleByReceipts(scope, judgeMapItem(tier, judged, failedItem));
+        for (const job of jobs) summary = addToSummary(summary, job);
       }
     }
   }

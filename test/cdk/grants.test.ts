@@ -134,8 +134,14 @@ function expectedGrants(P: string): Record<string, string[]> {
       `s3:DeleteObject ${ST}`,
       `s3:DeleteObject ${F}`,
     ],
-    // It records the totals it emitted as metrics beside the results (run-summary.ts).
-    summary: [...list(`${S}results/*`), `s3:GetObject ${S}results/*`, `s3:PutObject ${S}results/*`],
+    // It records the totals it emitted as metrics beside the results (run-summary.ts), and reads the
+    // receipts of a child's jobs when the child failed whole.
+    summary: [
+      ...list(`${S}results/*`, RC),
+      `s3:GetObject ${S}results/*`,
+      `s3:PutObject ${S}results/*`,
+      `s3:GetObject ${RC}`,
+    ],
   };
 }
 

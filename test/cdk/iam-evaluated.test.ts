@@ -421,13 +421,21 @@ async function recordCycles(json: CfnTemplate, iam: StackIam): Promise<Run> {
   await cycle('hourly');
   // A job that this execution committed reads its receipt when its Map item runs again (a
   // redrive): compact when its inputs are gone, every later step when its manifest is
-  // (manifest-cas.ts committedBefore). The cycles above redrive no item, so each step's read is
-  // evaluated on a receipt they wrote.
+  // (manifest-cas.ts committedBefore). Summary reads the receipts of the jobs of a child that failed
+  // whole (run-summary.ts settleByReceipts). The cycles above redrive no item and time out no
+  // child, so each of these reads is evaluated on a receipt they wrote.
   const receipt = run.store.find(
     ({ caller, call }) => caller === 'clear-manifest' && call.op === 'put' && call.key.includes('/receipts/'),
   );
   if (receipt?.call.op !== 'put') throw new Error('the recorded cycles wrote no receipt');
-  for (const step of ['compact', 'publish', 'verify', 'delete-inputs', 'clear-manifest'] as const) {
+  for (const step of [
+    'compact',
+    'publish',
+    'verify',
+    'delete-inputs',
+    'clear-manifest',
+    'summary',
+  ] as const) {
     run.store.push({ caller: step, call: { op: 'read', key: receipt.call.key } });
   }
   return run;

@@ -11,9 +11,11 @@ import { describe, expect, it } from 'vitest';
 import type { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 import { ITEM_FAILED_ERROR } from '../../functions/contract.ts';
 import { parseConfig } from '../../functions/core/config.ts';
+import { receiptKey } from '../../functions/core/manifest/manifest.ts';
 import {
   MAX_CAUSE_CHARS,
   MAX_FAILURES_LISTED,
+  type SummaryScope,
   summarizeMapRun,
   withinTolerance,
 } from '../../functions/core/run-summary.ts';
@@ -28,6 +30,9 @@ useTempDir('run-summary-', (dir) => {
   root = dir;
   store = testStore(root);
 });
+
+const EXECUTION = 'arn:aws:states:eu-west-1:111122223333:execution:compactor:hourly-1';
+const scope = (): SummaryScope => ({ store, config, tier: 'hourly', executionId: EXECUTION });
 
 async function writeResults(
   run: string,
@@ -100,7 +105,7 @@ describe('summarizeMapRun', () => {
         ],
         [],
       );
-      const summary = await summarizeMapRun(store, config.layout, 'hourly', key);
+      const summary = await summarizeMapRun(scope(), key);
       expect(summary).toMatchObject({
         partitions: 3,
         compacted: 2,
@@ -160,7 +165,7 @@ describe('summarizeMapRun', () => {
     await store.put(`${base}/SUCCEEDED_0.json`, Buffer.from(JSON.stringify(succeeded)));
     await store.put(`${base}/FAILED_0.json`, Buffer.from(JSON.stringify(failed)));
     await store.put(`${base}/manifest.json`, Buffer.from(JSON.stringify({ ResultFiles: files })));
-    const summary = await summarizeMapRun(store, config.layout, 'hourly', `${base}/manifest.json`);
+    const summary = await summarizeMapRun(scope(), `${base}/manifest.json`);
     expect(summary).toMatchObject({
       partitions: 7,
       items: 3,
@@ -179,6 +184,74 @@ describe('summarizeMapRun', () => {
     expect(withinTolerance(summary, 67)).toBe(true);
   });
 
+  it("settles the jobs of a child that failed whole by their receipts: this execution's committed, another's superseded, the rest failed", async () => {
+    const base = '_compaction/results/run-whole-child';
+    const jobIdOf = (n: number) => `20250115T100000Z-${String(n).padStart(16, '0')}`;
+    const jobs = ['t/f/', 't/g/', 't/h/', 't/i/'].map((partition, n) => ({
+      partition,
+      jobId: jobIdOf(n),
+      inputFiles: 2,
+    }));
+    const receipt = (n: number, executionId: string) => ({
+      version: 1,
+      jobId: jobIdOf(n),
+      tier: 'hourly',
+      partition: jobs[n]?.partition,
+      location: 'lake',
+      executionId,
+      inputs: [
+        { key: `${jobs[n]?.partition}a.parquet`, size: 100, etag: '"a"', rows: 10 },
+        { key: `${jobs[n]?.partition}b.parquet`, size: 100, etag: '"b"', rows: 10 },
+      ],
+      inputRows: 20,
+      outputs: [
+        {
+          key: `${jobs[n]?.partition}out.parquet`,
+          size: 50,
+          rows: 20,
+          checksum: { algorithm: 'CRC32', value: 'AAAAAA==' },
+        },
+      ],
+      writtenAt: '2025-01-15T10:04:00.000Z',
+    });
+    const put = (n: number, body: string) =>
+      store.put(receiptKey(config.layout, 'hourly', jobs[n]?.partition ?? '', jobIdOf(n)), Buffer.from(body));
+    // f: cleared by this execution before its child ran out of time; g: rolled forward by another
+    // execution's recovery; h: no receipt (its manifest is recovery's); i: a receipt that does not read.
+    await put(0, JSON.stringify(receipt(0, EXECUTION)));
+    await put(1, JSON.stringify(receipt(1, `${EXECUTION}-other`)));
+    await put(3, '{not json');
+    const failed = [
+      {
+        Status: 'FAILED',
+        Input: JSON.stringify({ table: 't/', jobs }),
+        Error: 'States.Timeout',
+        Cause: 'child ran past its 300 s execution timeout',
+      },
+    ];
+    await store.put(`${base}/FAILED_0.json`, Buffer.from(JSON.stringify(failed)));
+    await store.put(
+      `${base}/manifest.json`,
+      Buffer.from(JSON.stringify({ ResultFiles: { FAILED: [{ Key: `${base}/FAILED_0.json` }] } })),
+    );
+    const summary = await summarizeMapRun(scope(), `${base}/manifest.json`);
+    expect(summary).toMatchObject({
+      partitions: 4,
+      items: 1,
+      failedItems: 1,
+      compacted: 1,
+      superseded: 1,
+      failed: 2,
+      filesIn: 2,
+      filesOut: 1,
+      bytesIn: 200,
+      bytesOut: 50,
+      rowsIn: 20,
+      rows: 20,
+    });
+    expect(summary.failures.map((f) => f.partition)).toEqual(['t/h/', 't/i/']);
+  });
+
   it(`cuts each failure cause to ${MAX_CAUSE_CHARS} characters and lists at most ${MAX_FAILURES_LISTED}`, async () => {
     const long = `SchemaConflictError: column count is VARCHAR in x.parquet; ${'x'.repeat(300_000)}`;
     const failures = Array.from({ length: 30 }, (_, i) => ({
@@ -187,7 +260,7 @@ describe('summarizeMapRun', () => {
       cause: long,
     }));
     const key = await writeResults('run-long-causes', [], failures);
-    const summary = await summarizeMapRun(store, config.layout, 'hourly', key);
+    const summary = await summarizeMapRun(scope(), key);
     expect(summary.failed).toBe(30);
     expect(summary.failures).toHaveLength(MAX_FAILURES_LISTED);
     for (const failure of summary.failures) {

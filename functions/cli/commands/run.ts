@@ -13,12 +13,11 @@ import {
   PARTITION_STEPS,
   type PartitionOutcome,
   partitionVerdict,
-  resultOf,
   type StepNumbers,
 } from '../../core/pipeline.ts';
 import type { StepResult } from '../../core/protocol.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
-import { judgeMapItem } from '../../core/run-summary.ts';
+import { judgeMapItem, type SummaryScope, settleByReceipts } from '../../core/run-summary.ts';
 import type { LogSink, StepObserver } from '../../local-runner/lambdas.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import { timed } from '../../local-runner/timing-spans.ts';
@@ -103,7 +102,12 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       ),
     );
     // One row per Map item, for the JSON and the text alike.
-    const partitions = partitionRows(execution, tier);
+    const partitions = await partitionRows(execution, {
+      store: ctx.target.store,
+      config: ctx.config,
+      tier,
+      executionId: execution.executionId,
+    });
     if (execution.status === 'FAILED' || !output) {
       emit(
         io,
@@ -226,13 +230,20 @@ interface PartitionRow {
   readonly note: string;
 }
 
-/** One row per job of each Map item, judged as Summary judges it (judgeMapItem: the pipeline's one verdict). */
-function partitionRows(execution: WorkflowExecution, tier: JobKind): PartitionRow[] {
+/**
+ * One row per job of each Map item, judged as Summary judges it (judgeMapItem: the pipeline's one
+ * verdict; settleByReceipts for the jobs of a child that failed whole).
+ */
+async function partitionRows(execution: WorkflowExecution, scope: SummaryScope): Promise<PartitionRow[]> {
   const rows: PartitionRow[] = [];
   for (const results of execution.mapRunResults) {
-    for (const judged of results.flatMap((r) => judgeMapItem(tier, r))) {
+    const judgedJobs = await settleByReceipts(
+      scope,
+      results.flatMap((r) => judgeMapItem(scope.tier, r)),
+    );
+    for (const judged of judgedJobs) {
       const item = judged.job ?? {};
-      const compact = judged.outcome ? resultOf(judged.outcome, 'compact') : undefined;
+      const compact = judged.compact;
       const committed = isCommitted(judged.verdict);
       rows.push({
         partition: judged.partition,
