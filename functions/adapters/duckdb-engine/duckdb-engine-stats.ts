@@ -82,11 +82,12 @@ export function footerColumnStats(file: string): ColumnStats[] | undefined {
     const nulls = chunks.every((c) => c.nullCount !== undefined)
       ? chunks.reduce((sum, c) => sum + (c.nullCount ?? 0), 0)
       : null;
-    // As the query: a row group with values but no min (or max) makes the range unknown.
-    const unknown = (c: FooterChunkStats, bound: Uint8Array | undefined) =>
-      bound === undefined && (c.nullCount === undefined || c.nullCount < c.numValues);
+    // As the query: a row group with values but no min makes the range, min and max, unknown.
+    const unknown = chunks.some(
+      (c) => c.min === undefined && (c.nullCount === undefined || c.nullCount < c.numValues),
+    );
     const range = (pick: (c: FooterChunkStats) => Uint8Array | undefined, wanted: 1 | -1) => {
-      if (chunks.some((c) => unknown(c, pick(c)))) return { text: null };
+      if (unknown) return { text: null };
       let best: Decoded | undefined;
       for (const chunk of chunks) {
         const bytes = pick(chunk);
