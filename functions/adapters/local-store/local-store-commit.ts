@@ -9,6 +9,7 @@ import { type BigIntStats, fstatSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { crc32 } from 'node:zlib';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
@@ -24,7 +25,7 @@ import {
   statObject,
   statOrUndefined,
   unlinkIfExists,
-  writeDurably,
+  writeNewFile,
 } from './durable-fs.ts';
 import { dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import type { KeyLocks } from './local-store-lock.ts';
@@ -38,8 +39,8 @@ import type { Upload } from './local-store-uploads.ts';
 export interface Durability {
   /** fsyncs a file written for the store, before it is renamed into place. */
   syncFile(file: FileHandle): Promise<void>;
-  /** Writes a new file holding `text`, synced as syncFile syncs. */
-  writeFile(path: string, text: string): Promise<void>;
+  /** Writes a new file holding a small body (writeNewFile), synced as syncFile syncs; its stats. */
+  writeFile(path: string, bytes: Uint8Array): Promise<BigIntStats>;
   /** fsyncs a folder after a rename or unlink in it, so the change survives power loss. */
   syncDir(dir: string): Promise<void>;
 }
@@ -50,11 +51,11 @@ export function durabilityOf(mode: 'machine' | 'process'): Durability {
   if (mode === 'machine') {
     return {
       syncFile: (file) => file.sync(),
-      writeFile: (path, text) => writeDurably(path, text, true),
+      writeFile: (path, bytes) => writeNewFile(path, bytes, true),
       syncDir: fsyncDir,
     };
   }
-  return { syncFile: noSync, writeFile: (path, text) => writeDurably(path, text, false), syncDir: noSync };
+  return { syncFile: noSync, writeFile: (path, bytes) => writeNewFile(path, bytes, false), syncDir: noSync };
 }
 
 /** What a change to a key needs: where the files are, the key's lock, which fsyncs to make. */
@@ -86,6 +87,17 @@ export interface Staged extends StagedFile {
 export interface Conditions {
   readonly ifNoneMatch?: '*';
   readonly ifMatch?: string;
+}
+
+/** stageData for a small body held in memory (writeNewFile: two thread-pool hops, not four). */
+export async function stageBytes(
+  upload: Pick<Upload, 'dataPath' | 'metaPath'>,
+  durability: Durability,
+  body: Buffer,
+): Promise<Staged> {
+  const { dataPath, metaPath } = upload;
+  const st = await inFolderOfAsync(dataPath, () => durability.writeFile(dataPath, body));
+  return { dataPath, metaPath, stat: st, etag: etagOf(st), crc: crc32(body) };
 }
 
 /** Writes the upload's data with `fill`, fsyncs it (per `durability`), and returns its identity. */
@@ -209,7 +221,7 @@ export async function commit(
         ...(attrs.checksum === undefined ? {} : { checksum: attrs.checksum }),
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
-      await durability.writeFile(staged.metaPath, JSON.stringify(next));
+      await durability.writeFile(staged.metaPath, Buffer.from(JSON.stringify(next)));
       renameIntoPlace(staged.metaPath, sidecar, key);
       await durability.syncDir(dirname(sidecar));
     }

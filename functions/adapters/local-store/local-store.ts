@@ -37,7 +37,7 @@ import type {
   WriteOptions,
 } from '../../core/object-store.ts';
 import { MAX_DELETE_BATCH } from '../../core/object-store.ts';
-import { readThrough, writeAll } from './durable-fs.ts';
+import { readThrough, SMALL_BODY_BYTES, writeAll } from './durable-fs.ts';
 import {
   commit,
   type Durability,
@@ -46,6 +46,7 @@ import {
   type KeyChanges,
   type Staged,
   type StagedFile,
+  stageBytes,
   stageData,
   stageHandedOff,
   stageLink,
@@ -169,21 +170,23 @@ export class LocalFolderStore implements ObjectStore {
         !Buffer.isBuffer(body) && body.handOff === true
           ? await stageHandedOff(upload, durability, body.file, signal)
           : undefined;
+      signal?.throwIfAborted();
       const staged =
         handedOff ??
-        (await stageData(upload, durability, async (out) => {
-          if (Buffer.isBuffer(body)) {
-            signal?.throwIfAborted();
-            await writeAll(out, body);
-            return crc32(body);
-          }
-          const src = await open(body.file, 'r');
-          try {
-            return await readThrough(src, signal, out);
-          } finally {
-            await src.close();
-          }
-        }));
+        (Buffer.isBuffer(body) && body.length <= SMALL_BODY_BYTES
+          ? await stageBytes(upload, durability, body)
+          : await stageData(upload, durability, async (out) => {
+              if (Buffer.isBuffer(body)) {
+                await writeAll(out, body);
+                return crc32(body);
+              }
+              const src = await open(body.file, 'r');
+              try {
+                return await readThrough(src, signal, out);
+              } finally {
+                await src.close();
+              }
+            }));
       let checksum: Checksum | undefined;
       if (wanted !== undefined) {
         const value = crc32Base64(staged.crc);
