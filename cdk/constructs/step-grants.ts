@@ -98,8 +98,9 @@ export function stepGrants(
       objects([del], ST, F),
     ],
     // Reads the Map results; keeps what it recorded as metrics beside them (run-summary.ts); reads
-    // the receipts of a child's jobs when the child failed whole (settleByReceipts: a missing
-    // receipt must read as absent, so it lists them too).
+    // the receipts of a child's jobs when the child failed whole (settleByReceipts). A missing
+    // receipt must read as absent, and GetObject of a missing key answers 403 without ListBucket
+    // (https://docs.aws.amazon.com/AmazonS3/latest/API/API_GetObject.html, "Permissions").
     summary: [list(R, RC), objects([get, put], R), objects([get], RC)],
   };
 }
