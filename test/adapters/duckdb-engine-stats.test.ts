@@ -68,6 +68,7 @@ describe('footerColumnStats', () => {
               CASE WHEN range = 9000 THEN 1e16 WHEN range = 3 THEN -0.00001 ELSE (range - 5000) / 7 END::DOUBLE AS d,
               CASE range % 5 WHEN 0 THEN NULL WHEN 1 THEN 'a' || range WHEN 2 THEN '' WHEN 3 THEN '\uFF21'
                    ELSE '😀' || range END AS v,
+              CASE WHEN range < 2048 THEN '😀' ELSE '\uFF21' END AS w,
               DATE '0001-01-01' + (range * 365)::INTEGER AS dt,
               TIMESTAMP '1969-12-31 23:59:59.999999' + INTERVAL (range * 1234567) MICROSECOND AS ts,
               TIMESTAMPTZ '2026-01-01 00:00:00.5+00' + INTERVAL (range) SECOND AS tz,
@@ -84,6 +85,13 @@ describe('footerColumnStats', () => {
       nulls: 2000,
       min: '',
       max: '😀9999',
+    });
+    // Row group 0 holds only U+1F600, the others only U+FF21: UTF-8 byte order, not UTF-16's.
+    expect(fromFooter?.find((c) => c.name === 'w')).toEqual({
+      name: 'w',
+      nulls: 0,
+      min: '\uFF21',
+      max: '😀',
     });
   });
 

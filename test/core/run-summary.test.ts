@@ -199,10 +199,13 @@ describe('summarizeMapRun', () => {
       partition: jobs[n]?.partition,
       location: 'lake',
       executionId,
-      inputs: [
-        { key: `${jobs[n]?.partition}a.parquet`, size: 100, etag: '"a"', rows: 10 },
-        { key: `${jobs[n]?.partition}b.parquet`, size: 100, etag: '"b"', rows: 10 },
-      ],
+      // Each job's own number of inputs, so the totals tell whose receipt counted.
+      inputs: Array.from({ length: n + 2 }, (_, i) => ({
+        key: `${jobs[n]?.partition}${i}.parquet`,
+        size: 100,
+        etag: `"${i}"`,
+        rows: 10,
+      })),
       inputRows: 20,
       outputs: [
         {
