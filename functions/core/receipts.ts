@@ -174,17 +174,29 @@ export async function clearedByThisExecution(
   deps: StepDeps,
   ref: JobRef,
 ): Promise<{ readonly key: string; readonly receipt: Receipt } | undefined> {
-  const key = receiptKey(deps.config.layout, ref.tier, ref.partition, ref.jobId);
-  const found = await getBytesIfExists(deps.store, key, withSignal(deps));
+  const found = await jobReceipt(deps.store, deps.config, ref, withSignal(deps).signal);
+  return found?.receipt.executionId === ref.executionId ? found : undefined;
+}
+
+/**
+ * The job's receipt, whichever execution cleared it; undefined when it has none, or one that does
+ * not read as its receipt (nothing then says the job committed).
+ */
+export async function jobReceipt(
+  store: ObjectStore,
+  config: CompactorConfig,
+  job: Pick<JobRef, 'tier' | 'partition' | 'jobId'>,
+  signal?: AbortSignal,
+): Promise<{ readonly key: string; readonly receipt: Receipt } | undefined> {
+  const key = receiptKey(config.layout, job.tier, job.partition, job.jobId);
+  const found = await getBytesIfExists(store, key, signal ? { signal } : {});
   if (found === undefined) return undefined;
-  let receipt: Receipt;
   try {
-    receipt = parseReceipt(deps.config, key, found.body);
+    return { key, receipt: parseReceipt(config, key, found.body) };
   } catch (error) {
     if (error instanceof InvalidManifestError) return undefined;
     throw error;
   }
-  return receipt.executionId === ref.executionId ? { key, receipt } : undefined;
 }
 
 /** A receipt read back: checked to be the one its key names, else InvalidManifestError (it names the key). */

@@ -5,10 +5,9 @@
  */
 
 import type { CompactorConfig, JobKind } from './config.ts';
-import { ConfigError, InvalidManifestError } from './errors.ts';
+import { ConfigError } from './errors.ts';
 import { summary as jobFigures } from './job.ts';
 import type { Layout } from './layout.ts';
-import { receiptKey } from './manifest/manifest.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import {
   committedVerdict,
@@ -19,7 +18,7 @@ import {
   resultOf,
   type StepNumbers,
 } from './pipeline.ts';
-import { parseReceipt } from './receipts.ts';
+import { jobReceipt } from './receipts.ts';
 import { stateFolder } from './state-root.ts';
 
 export interface RunSummary {
@@ -171,29 +170,17 @@ export async function settleByReceipts(
 ): Promise<JudgedPartition[]> {
   const { store, config, tier, executionId } = scope;
   return Promise.all(
-    judged.map(async (j) => {
+    judged.map(async (j): Promise<JudgedPartition> => {
       const jobId = j.job?.jobId;
       if (j.verdict !== 'failed' || j.outcome !== undefined || jobId === undefined) return j;
-      const key = receiptKey(config.layout, tier, j.partition, jobId);
-      const found = await getBytesIfExists(store, key);
+      const found = await jobReceipt(store, config, { tier, partition: j.partition, jobId });
       if (found === undefined) return j;
-      let receipt: ReturnType<typeof parseReceipt>;
-      try {
-        receipt = parseReceipt(config, key, found.body);
-      } catch (error) {
-        // Not a receipt of this job: nothing says it committed.
-        if (error instanceof InvalidManifestError) return j;
-        throw error;
-      }
-      if (receipt.executionId !== executionId) {
-        const { error: _error, cause: _cause, ...rest } = j;
-        return { ...rest, verdict: 'superseded' as const };
-      }
-      const { error: _error, cause: _cause, ...rest } = j;
+      const { error: _error, cause: _cause, ...settled } = j;
+      if (found.receipt.executionId !== executionId) return { ...settled, verdict: 'superseded' };
       return {
-        ...rest,
+        ...settled,
         verdict: committedVerdict(tier),
-        compact: { status: 'done', state: 'cleared', ...jobFigures(receipt) },
+        compact: { status: 'done', state: 'cleared', ...jobFigures(found.receipt) },
       };
     }),
   );
