@@ -117,11 +117,14 @@ export async function compact(
 async function outputsOf(connection: DuckDBConnection, paths: readonly string[]): Promise<CompactOutput[]> {
   const outputs: CompactOutput[] = [];
   for (const path of paths) {
-    const rows =
-      (await readFooter(path))?.rows ??
-      (
-        await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
-      ).getRows()[0]?.[0];
+    const footer = await readFooter(path);
+    if (footer !== undefined) {
+      outputs.push({ path, rows: footer.rows, bytes: footer.fileBytes });
+      continue;
+    }
+    const rows = (
+      await connection.runAndReadAll(`SELECT num_rows FROM parquet_file_metadata(${parquetPath(path)})`)
+    ).getRows()[0]?.[0];
     outputs.push({ path, rows: Number(rows), bytes: (await stat(path)).size });
   }
   return outputs;

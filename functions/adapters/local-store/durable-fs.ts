@@ -4,9 +4,9 @@
  * leaves either the old file or the new one, never a torn one.
  *
  * The metadata calls (stat, link, rename, unlink, rmdir, mkdir, and the open and close of a
- * folder to fsync) are synchronous, as the reads' are (sync-calls.ts says why). What writes, copies or fsyncs data stays a promise call, so a
- * large or durable write never holds the event loop; so does openObject, whose handle a copy
- * streams from.
+ * folder to fsync) are synchronous, as the reads' are (sync-calls.ts says why). What writes,
+ * copies or fsyncs data stays a promise call, so a large or durable write never holds the event
+ * loop; so does openObject, whose handle a copy streams from.
  */
 
 import { randomBytes } from 'node:crypto';
