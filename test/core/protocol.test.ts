@@ -5,7 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -624,6 +624,7 @@ describe('compact step: staging', () => {
       /** The folders made under the job folder, each holding some of the paths. */
       const subfolders = async (count: number) => {
         const dir = join(root, String(count));
+        await mkdir(dir);
         const paths = inputPaths(dir, count);
         expect(new Set(paths).size).toBe(count);
         const made = await readdir(dir);

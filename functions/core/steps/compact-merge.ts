@@ -5,7 +5,6 @@
  */
 
 import { mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
 import type { DedupRequest, DistinctCount, Engine, MergeEngineName } from '../engine.ts';
@@ -39,14 +38,14 @@ export interface Merged {
 }
 
 /**
- * Merges the checked inputs into local outputs under `dir`. Resolves to them, or to the step's
+ * Merges the checked inputs into local outputs in `outDir`, an empty folder. Resolves to them, or to the step's
  * result when an input proves unreadable past its footer (quarantined; the partition released).
  */
 export async function mergeInputs(
   deps: CompactDeps,
   loaded: Loaded,
   ref: Job<TierName>,
-  dir: string,
+  outDir: string,
   { good, corrupt }: CheckedInputs,
 ): Promise<Merged | StepResult> {
   const { columns, dedup, partitionFile } = await mergedShape(deps, loaded, ref, good);
@@ -67,7 +66,7 @@ export async function mergeInputs(
   );
   let written: Awaited<ReturnType<Engine['compact']>>;
   try {
-    written = await writeOutputs(deps, loaded, ref, join(dir, 'out'), {
+    written = await writeOutputs(deps, loaded, ref, outDir, {
       inputs: merged.map((g) => g.path),
       columns,
       timeColumn: timeColumnOf(deps.config, partitionFile.table),
@@ -162,7 +161,7 @@ interface OutputRequest {
 }
 
 /**
- * Writes the merged outputs into `outDir`. The split is an estimate, and publish is one
+ * Writes the merged outputs into `outDir`, an empty folder. The split is an estimate, and publish is one
  * server-side copy, which the store caps (S3: 5 GiB): an output over the cap is rewritten with a
  * smaller target, never staged; past OUTPUT_SIZE_ATTEMPTS the partition is given back.
  */
@@ -174,7 +173,6 @@ async function writeOutputs(
   request: OutputRequest,
 ): Promise<Awaited<ReturnType<Engine['compact']>>> {
   const { store, config, engine } = deps;
-  mkdirSync(outDir);
   checkLease(deps, loaded.manifest);
   const copyLimit = store.maxCopyBytes ?? Number.POSITIVE_INFINITY;
   let target = Math.min(config.targetFileBytes, copyLimit);

@@ -7,8 +7,6 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
 import { crc32OfFile } from '../checksum.ts';
 import type { TierName } from '../config.ts';
 import type { ColumnStats } from '../engine.ts';
@@ -47,6 +45,7 @@ import {
 } from '../manifest/manifest-cas.ts';
 import { type CheckedInputs, type FooterChecks, fetchInputs } from './compact-inputs.ts';
 import { type Merged, mergeInputs } from './compact-merge.ts';
+import { returnJobFolder, takeJobFolder } from './job-folders.ts';
 
 export async function compactStep(deps: CompactDeps, job: Job): Promise<StepResult> {
   if (!isCompactionJob(job)) {
@@ -121,22 +120,21 @@ function countsAsFailure(error: unknown): error is Error {
 }
 
 async function stage(deps: CompactDeps, loaded: Loaded, ref: Job<TierName>): Promise<StepResult> {
-  // The work folder's calls are synchronous: metadata calls on a local disk, each cheaper than a
+  // The job folder's calls are synchronous: metadata calls on a local disk, each cheaper than a
   // thread-pool hop (removing a job's folder of ten inputs took 27 hops as a promise call).
-  mkdirSync(deps.workDir, { recursive: true });
-  const dir = mkdtempSync(join(deps.workDir, `${ref.jobId}-`));
+  const folder = takeJobFolder(deps.workDir);
   const footerChecks: FooterChecks = new Map();
   try {
-    const inputs = await fetchInputs(deps, loaded, ref, dir, footerChecks);
+    const inputs = await fetchInputs(deps, loaded, ref, folder.dir, footerChecks);
     // A result already: an input changed since planning, or none was readable.
     if ('status' in inputs) return inputs;
-    const merged = await mergeInputs(deps, loaded, ref, dir, inputs);
+    const merged = await mergeInputs(deps, loaded, ref, folder.outDir, inputs);
     if ('status' in merged) return merged;
     return await writeStaged(deps, loaded, ref, inputs, merged);
   } finally {
-    // No footer check may still be reading a file when the folder goes.
+    // No footer check may still be reading a file when the folder is emptied.
     await Promise.all(footerChecks.values());
-    rmSync(dir, { recursive: true, force: true });
+    returnJobFolder(deps.workDir, folder);
   }
 }
 
