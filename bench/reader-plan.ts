@@ -1,14 +1,21 @@
 /**
  * What a Parquet reader over S3 fetches for one query, from the file's footer alone: the row
- * groups whose min/max statistics can match the query's predicate, and the byte ranges of the
- * column chunks it needs in them. hyparquet's query planner decides both (its row-group skipping
- * on statistics, and its coalescing of the selected chunks of a row group into ranges, merging
- * gaps up to 8 KiB as Arrow's readers do); this file adds only the footer bytes and the time order.
+ * groups whose min/max statistics can match the query's predicate, the bloom filters of those
+ * groups' equality-predicate columns (read before any data, and able to rule a group out), and the
+ * byte ranges of the column chunks it needs in the groups left. hyparquet's query planner decides
+ * all three (its row-group skipping on statistics and bloom filters, and its coalescing of the
+ * selected chunks of a row group into ranges, merging gaps up to 8 KiB as Arrow's readers do);
+ * this file adds only the footer bytes and the time order. DuckDB's Parquet reader checks a row
+ * group's statistics and then its bloom filters before it reads the group's data
+ * (https://motherduck.com/glossary/predicate-pushdown/): a sparse copy without the bloom filters'
+ * bytes fails its Thrift decoding.
  */
 
 import type { FileMetaData, ParquetQueryFilter } from 'hyparquet';
 import { parquetMetadata } from 'hyparquet';
-import { parquetPlan } from 'hyparquet/src/plan.js';
+import { bloomEligibleColumns } from 'hyparquet/src/bloom.js';
+import { parquetPlan, prefetchBloomFilters } from 'hyparquet/src/plan.js';
+import type { BloomFilter } from 'hyparquet/src/types.js';
 
 /**
  * The first read of a file: its last 64 KiB, one suffix-range GET, which also tells the object's
@@ -46,16 +53,62 @@ export function footerMetadata(tail: Uint8Array): FileMetaData {
   return parquetMetadata(copy.buffer);
 }
 
-/** The row groups and column-chunk ranges a query over `columns` with `filter` reads. */
+/** Bloom filters by row group (by column), as readBloomFilters gives them. */
+export type BloomFilters = Record<string, BloomFilter>[];
+
+/** Reads the file's bytes [start, end): from what is already fetched, or with one ranged GET. */
+export type RangeReader = (range: ByteRange) => Promise<Uint8Array>;
+
+/**
+ * The bloom filters a query with `filter` reads before any data: for each column of an equality
+ * predicate, its bloom filter in every row group whose statistics for that column do not rule the
+ * predicate out. Column by column, as DuckDB does: traced, DuckDB 1.5 read a tag's bloom filter in
+ * all 20 row groups of a time-sorted file while a time range it also filtered on kept two of them.
+ * `read` fetches each filter's bytes.
+ */
+export async function readBloomFilters(
+  metadata: FileMetaData,
+  filter: ParquetQueryFilter | undefined,
+  byteLength: number,
+  read: RangeReader,
+): Promise<BloomFilters> {
+  const blooms: BloomFilters = metadata.row_groups.map(() => ({}));
+  if (filter === undefined) return blooms;
+  const file = {
+    byteLength,
+    slice: async (start: number, end?: number) => {
+      const bytes = await read({ start, end: end ?? byteLength });
+      return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    },
+  };
+  const record = filter as Record<string, unknown>;
+  for (const column of bloomEligibleColumns(filter)) {
+    // A column's own predicate, where the filter names it at the top; else the whole filter.
+    const own = column in record ? ({ [column]: record[column] } as ParquetQueryFilter) : filter;
+    const read = await prefetchBloomFilters({ file, metadata, filter: own });
+    read.forEach((group, i) => {
+      const bloom = group[column];
+      if (bloom !== undefined) (blooms[i] as Record<string, BloomFilter>)[column] = bloom;
+    });
+  }
+  return blooms;
+}
+
+/**
+ * The row groups and column-chunk ranges a query over `columns` with `filter` reads, given the
+ * bloom filters it read (readBloomFilters; none: statistics alone decide).
+ */
 export function planRead(
   metadata: FileMetaData,
   columns: readonly string[],
   filter: ParquetQueryFilter | undefined,
+  bloomFilters?: BloomFilters,
 ): ReadPlan {
   const plan = parquetPlan({
     metadata,
     columns: [...columns],
     ...(filter ? { filter } : {}),
+    ...(bloomFilters ? { bloomFiltersByGroup: bloomFilters } : {}),
   } as Parameters<typeof parquetPlan>[0]);
   return {
     rowGroups: metadata.row_groups.length,

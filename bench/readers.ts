@@ -36,6 +36,7 @@ import {
   footerBytes,
   footerMetadata,
   planRead,
+  readBloomFilters,
   rowGroupsOrderedBy,
 } from './reader-plan.ts';
 import { f1, f2, int, MIB, table } from './report-format.ts';
@@ -104,15 +105,17 @@ export function readerQueries(): ReaderQuery[] {
 /** What one read of one layout by one query took. */
 interface ReadMeasure {
   readonly rowGroups: number;
-  /** Row groups whose statistics can match the query: the ones fetched. */
+  /** Row groups whose statistics and bloom filters can match the query: the ones fetched. */
   readonly rowGroupsRead: number;
   readonly requests: number;
   readonly footerRequests: number;
+  /** GETs of bloom filters outside the footer's read (part of `requests`). */
+  readonly bloomRequests: number;
   /** Response body bytes. */
   readonly bytesFetched: number;
   readonly fetchMs: number;
   /**
-   * The fetch's floor on the shaped path: per phase (footers, then data), a first-byte latency
+   * The fetch's floor on the shaped path: per phase (footers, bloom filters, then data), a first-byte latency
    * for every READER_CONCURRENCY GETs and the bytes at that many connections' bandwidth. The
    * fetch above it is the SDK, fauxqs and the file writes on this machine.
    */
@@ -203,6 +206,8 @@ async function readOnce(
   const paths = targets.map((_, i) => join(dir, `${i}.parquet`));
   let requests = 0;
   let footerRequests = 0;
+  let bloomRequests = 0;
+  let bloomBytes = 0;
   let bytesFetched = 0;
   let dataBytes = 0;
   let rowGroups = 0;
@@ -220,14 +225,27 @@ async function readOnce(
       footerRequests++;
     }
     bytesFetched += tail.length;
-    const plan = planRead(footerMetadata(tail), query.columns, query.filter);
-    rowGroups += plan.rowGroups;
-    rowGroupsRead += plan.matched;
-    for (const range of beforeTail(plan.fetches, size - tail.length)) fetches.push({ index, range });
+    const tailStart = size - tail.length;
     const handle = await open(paths[index] as string, 'w');
     try {
       await handle.truncate(size);
-      await handle.write(tail, 0, tail.length, size - tail.length);
+      await handle.write(tail, 0, tail.length, tailStart);
+      const metadata = footerMetadata(tail);
+      // The bloom filters outside the tail: one GET each, after the footer and before any data.
+      const blooms = await readBloomFilters(metadata, query.filter, size, async (range) => {
+        if (range.start >= tailStart) return tail.subarray(range.start - tailStart, range.end - tailStart);
+        const { bytes } = await getRange(client, bucket, target.key, `bytes=${range.start}-${range.end - 1}`);
+        requests++;
+        bloomRequests++;
+        bytesFetched += bytes.length;
+        bloomBytes += bytes.length;
+        await handle.write(bytes, 0, bytes.length, range.start);
+        return bytes;
+      });
+      const plan = planRead(metadata, query.columns, query.filter, blooms);
+      rowGroups += plan.rowGroups;
+      rowGroupsRead += plan.matched;
+      for (const range of beforeTail(plan.fetches, tailStart)) fetches.push({ index, range });
     } finally {
       await handle.close();
     }
@@ -246,7 +264,7 @@ async function readOnce(
     }
   });
   const fetched = performance.now();
-  const footerBytesFetched = bytesFetched - dataBytes;
+  const footerBytesFetched = bytesFetched - dataBytes - bloomBytes;
   const phase = (gets: number, bytes: number) =>
     Math.ceil(gets / READER_CONCURRENCY) * S3_FIRST_BYTE_LATENCY_MS +
     (bytes / (READER_CONCURRENCY * S3_BYTES_PER_SECOND)) * 1000;
@@ -258,9 +276,13 @@ async function readOnce(
     rowGroupsRead,
     requests,
     footerRequests,
+    bloomRequests,
     bytesFetched,
     fetchMs: fetched - start,
-    s3FloorMs: phase(footerRequests, footerBytesFetched) + phase(requests - footerRequests, dataBytes),
+    s3FloorMs:
+      phase(footerRequests, footerBytesFetched) +
+      phase(bloomRequests, bloomBytes) +
+      phase(requests - footerRequests - bloomRequests, dataBytes),
     queryMs,
     answer: JSON.stringify(rows),
   };

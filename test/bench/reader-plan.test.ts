@@ -15,6 +15,7 @@ import {
   footerBytes,
   footerMetadata,
   planRead,
+  readBloomFilters,
   rowGroupsOrderedBy,
 } from '../../bench/reader-plan.ts';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
@@ -112,6 +113,53 @@ describe('reader plan', () => {
     const whole = await engine.query(sql(sorted));
     expect(whole[0]?.n).toBeGreaterThan(0);
     expect(await engine.query(sql(sparse))).toEqual(whole);
+  });
+
+  it('reads the bloom filters outside the footer, without which DuckDB cannot answer', async () => {
+    const bytes = await readFile(sorted);
+    const whole = bytes.subarray(bytes.length - FOOTER_FETCH_BYTES);
+    // The footer alone: every bloom filter lies before it.
+    const tail = whole.subarray(whole.length - footerBytes(whole));
+    const tailStart = bytes.length - tail.length;
+    const metadata = footerMetadata(tail);
+    const filter: ParquetQueryFilter = { ...RANGE, host: { $eq: 'web-01' } };
+    const read: { start: number; end: number }[] = [];
+    const blooms = await readBloomFilters(metadata, filter, bytes.length, async (range) => {
+      read.push(range);
+      return bytes.subarray(range.start, range.end);
+    });
+    // host's bloom filter in every row group (DuckDB checks it whatever the time range keeps),
+    // and nothing else.
+    expect(read).toHaveLength(GROUPS);
+    for (const range of read) expect(range.end).toBeLessThanOrEqual(tailStart);
+    expect(blooms.filter((g) => g.host !== undefined)).toHaveLength(GROUPS);
+    const plan = planRead(metadata, ['time', 'host', 'value'], filter, blooms);
+    expect(plan.matched).toBe(2);
+    // A tag no row holds, inside every group's min/max: the bloom filters rule the groups out.
+    const absent: ParquetQueryFilter = { ...RANGE, host: { $eq: 'web-00' } };
+    const none = await readBloomFilters(metadata, absent, bytes.length, async (r) =>
+      bytes.subarray(r.start, r.end),
+    );
+    expect(planRead(metadata, ['time', 'host', 'value'], absent, none)).toMatchObject({
+      matched: 0,
+      fetches: [],
+    });
+
+    const sparseOf = async (name: string, ranges: readonly { start: number; end: number }[]) => {
+      const path = sorted.replace('.parquet', `-${name}.parquet`);
+      const handle = await open(path, 'w');
+      await handle.truncate(bytes.length);
+      await handle.write(tail, 0, tail.length, tailStart);
+      for (const f of ranges) await handle.write(bytes, f.start, f.end - f.start, f.start);
+      await handle.close();
+      return path;
+    };
+    const sql = (path: string) =>
+      `SELECT count(*)::INTEGER AS n, sum(value) AS v FROM '${path}' WHERE host = 'web-01' ` +
+      `AND time >= make_timestamp(${FROM_MS * 1000}::BIGINT) AND time < make_timestamp(${TO_MS * 1000}::BIGINT)`;
+    const answer = await engine.query(sql(sorted));
+    expect(await engine.query(sql(await sparseOf('blooms', [...read, ...plan.fetches])))).toEqual(answer);
+    await expect(engine.query(sql(await sparseOf('no-blooms', plan.fetches)))).rejects.toThrow();
   });
 
   it('fetches again no byte the footer read brought', () => {
