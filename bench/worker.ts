@@ -183,8 +183,8 @@ async function runFloor(task: WorkerTask): Promise<WorkerResult> {
 
 /**
  * The fetch floor: what any tool that must first bring the inputs to local disk pays before it
- * merges. Each input copied (kernel copy) to a new local file, laid out and paced as the compact
- * step downloads (its folders, its concurrency), then the folder removed, as the step does.
+ * merges. Each input copied (kernel copy) to a new local file in a new folder, laid out and paced
+ * as the compact step downloads (its folders, its concurrency), then the folder removed.
  */
 async function runFetch(task: WorkerTask): Promise<WorkerResult> {
   const { downloadConcurrency, inputPaths } = await import('../functions/core/protocol.ts');
@@ -193,7 +193,8 @@ async function runFetch(task: WorkerTask): Promise<WorkerResult> {
   const dir = join(task.runDir, 'fetch');
   const cpu = process.cpuUsage();
   const start = performance.now();
-  const destinations = await inputPaths(dir, sizes.length);
+  await mkdir(dir);
+  const destinations = inputPaths(dir, sizes.length);
   const copies = sizes.map(({ path }, i) => ({ path, dest: destinations[i] as string }));
   await forEachLimit(copies, downloadConcurrency(sizes), ({ path, dest }) => copyFile(path, dest));
   await rm(dir, { recursive: true, force: true });
