@@ -154,7 +154,13 @@ export const DEFAULTS = {
   quietSeconds: 300,
   timeColumn: 'time',
   targetFileBytes: 512 * MiB,
-  rowGroupSize: 122_880,
+  // Polars' default (512^2 rows) rather than DuckDB's 122,880: a reader over S3 pays a first-byte
+  // latency per row group it fetches, and narrow time-series rows make DuckDB's groups a few
+  // hundred KB (AWS suggests byte ranges of 8-16 MB: https://docs.aws.amazon.com/whitepapers/latest/
+  // s3-optimizing-performance-best-practices/use-byte-range-fetches.html). Larger groups also
+  // compress better and hold more rows in the writer's memory
+  // (https://duckdb.org/docs/stable/data/parquet/tips.html); docs/performance.md has the measures.
+  rowGroupSize: 262_144,
   maxJobBytes: 2 * 1024 * MiB,
   maxJobFiles: 5000,
   maxJobsPerPartition: 10,
