@@ -40,15 +40,15 @@ const MiB = 1024 * 1024;
  * The small compact function: 1,024 MB (0.58 vCPU, DuckDB gets 1 thread and 700MB) for
  * compaction jobs of at most 64 MiB of input, and every retention job (which reads no data).
  * - Memory: the compact step's measured peak RSS (bench/results.json, 2 threads, DuckDB's limit
- *   2200MB) was 406 MB for 21 MB in 2,000 files and 858 MB for 157 MB in 200 files, so a job of
- *   64 MiB (about 560 MB between the two) stays well under 1,024 MB; DuckDB's memory_limit bounds its buffer manager
+ *   2200MB) was 448 MB for 21 MB in 2,000 files and 882 MB for 157 MB in 200 files, so a job of
+ *   64 MiB (about 600 MB between the two) stays well under 1,024 MB; DuckDB's memory_limit bounds its buffer manager
  *   (https://duckdb.org/docs/stable/operations_manual/limits.html), which spills past 700MB to
  *   its temp_directory (adapters/duckdb-engine) rather than failing.
  *   test/core/lambda-sizing.test.ts reads those figures again from bench/results.json.
  * - Time: on 0.58 vCPU the measured compute stretches 2.9x (cost/durations.ts compactSecondsAt);
- *   the largest small job (64 MiB in 2,000 files) is estimated at 11.0 s, under half of the
+ *   the largest small job (64 MiB in 2,000 files) is estimated at 11.2 s, under half of the
  *   Express compact timeout (cdk/child-budget.ts checks it at synth time for the stack's
- *   settings); at 128 MiB it would be 14.6 s, so memory, not time, sets the bound.
+ *   settings); at 128 MiB it would be 14.7 s, so memory, not time, sets the bound.
  * - Disk: 512 MB, the free ephemeral storage: the inputs and the output, 128 MiB at most.
  */
 export const SMALL_COMPACT = { memoryMb: 1024, ephemeralStorageMb: 512, maxJobBytes: 64 * MiB } as const;
