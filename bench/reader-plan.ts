@@ -85,8 +85,8 @@ export async function readBloomFilters(
   for (const column of bloomEligibleColumns(filter)) {
     // A column's own predicate, where the filter names it at the top; else the whole filter.
     const own = column in record ? ({ [column]: record[column] } as ParquetQueryFilter) : filter;
-    const read = await prefetchBloomFilters({ file, metadata, filter: own });
-    read.forEach((group, i) => {
+    const found = await prefetchBloomFilters({ file, metadata, filter: own });
+    found.forEach((group, i) => {
       const bloom = group[column];
       if (bloom !== undefined) (blooms[i] as Record<string, BloomFilter>)[column] = bloom;
     });

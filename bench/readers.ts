@@ -115,9 +115,9 @@ interface ReadMeasure {
   readonly bytesFetched: number;
   readonly fetchMs: number;
   /**
-   * The fetch's floor on the shaped path: per phase (footers, bloom filters, then data), a first-byte latency
-   * for every READER_CONCURRENCY GETs and the bytes at that many connections' bandwidth. The
-   * fetch above it is the SDK, fauxqs and the file writes on this machine.
+   * The fetch's floor on the shaped path: per phase (footers, bloom filters, then data), a
+   * first-byte latency for every READER_CONCURRENCY GETs and the bytes at that many connections'
+   * bandwidth. The fetch above it is the SDK, fauxqs and the file writes on this machine.
    */
   readonly s3FloorMs: number;
   readonly queryMs: number;

@@ -41,9 +41,9 @@ const MiB = 1024 * 1024;
  * compaction jobs of at most 64 MiB of input, and every retention job (which reads no data).
  * - Memory: the compact step's measured peak RSS (bench/results.json, 2 threads, DuckDB's limit
  *   2200MB) was 448 MB for 21 MB in 2,000 files and 882 MB for 157 MB in 200 files, so a job of
- *   64 MiB (about 600 MB between the two) stays well under 1,024 MB; DuckDB's memory_limit bounds its buffer manager
- *   (https://duckdb.org/docs/stable/operations_manual/limits.html), which spills past 700MB to
- *   its temp_directory (adapters/duckdb-engine) rather than failing.
+ *   64 MiB (about 600 MB between the two) stays well under 1,024 MB; DuckDB's memory_limit bounds
+ *   its buffer manager (https://duckdb.org/docs/stable/operations_manual/limits.html), which
+ *   spills past 700MB to its temp_directory (adapters/duckdb-engine) rather than failing.
  *   test/core/lambda-sizing.test.ts reads those figures again from bench/results.json.
  * - Time: on 0.58 vCPU the measured compute stretches 2.9x (cost/durations.ts compactSecondsAt);
  *   the largest small job (64 MiB in 2,000 files) is estimated at 11.2 s, under half of the

@@ -173,11 +173,11 @@ const INPUT_FOLDERS = 16;
 const INPUTS_PER_FOLDER = 128;
 
 /**
- * The local paths a job's `count` inputs are downloaded to under `dir` (an existing folder), spread
- * over a few folders (created here): creating a file takes its folder's lock, so thousands of small inputs in one
- * folder are created one at a time (2,000 took twice as long on one VM disk). A job of a few
- * inputs puts them in `dir` itself: a folder costs a mkdir and an rmdir, and creating a folder is
- * among the costliest metadata calls.
+ * The local paths a job's `count` inputs are downloaded to under `dir` (an existing folder),
+ * spread over a few folders (created here): creating a file takes its folder's lock, so thousands
+ * of small inputs in one folder are created one at a time (2,000 took twice as long on one VM
+ * disk). A job of a few inputs puts them in `dir` itself: a folder costs a mkdir and an rmdir, and
+ * creating a folder is among the costliest metadata calls.
  */
 export function inputPaths(dir: string, count: number): string[] {
   const folders = Math.max(1, Math.min(INPUT_FOLDERS, Math.ceil(count / INPUTS_PER_FOLDER)));
