@@ -34,34 +34,46 @@ useTempDir('run-summary-', (dir) => {
 const EXECUTION = 'arn:aws:states:eu-west-1:111122223333:execution:compactor:hourly-1';
 const scope = (): SummaryScope => ({ store, config, tier: 'hourly', executionId: EXECUTION });
 
+/**
+ * Writes a Map run's results as ResultWriter lays them out (a file per status given, and the
+ * manifest listing every status's files) under `_compaction/results/<run>`; returns the manifest's key.
+ */
+async function putMapRun(
+  run: string,
+  entries: { readonly SUCCEEDED?: readonly object[]; readonly FAILED?: readonly object[] },
+): Promise<string> {
+  const base = `_compaction/results/${run}`;
+  const files: Record<string, { Key: string }[]> = { SUCCEEDED: [], FAILED: [], PENDING: [] };
+  for (const kind of ['SUCCEEDED', 'FAILED'] as const) {
+    const list = entries[kind];
+    if (list === undefined) continue;
+    const key = `${base}/${kind}_0.json`;
+    await store.put(key, Buffer.from(JSON.stringify(list)));
+    files[kind]?.push({ Key: key });
+  }
+  const key = `${base}/manifest.json`;
+  await store.put(key, Buffer.from(JSON.stringify({ ResultFiles: files })));
+  return key;
+}
+
 async function writeResults(
   run: string,
   succeeded: readonly object[],
   failed: readonly { partition: string; error: string; cause: string }[],
 ): Promise<string> {
-  const base = `_compaction/results/${run}`;
-  const files: Record<string, { Key: string }[]> = { SUCCEEDED: [], FAILED: [], PENDING: [] };
-  const put = async (kind: 'SUCCEEDED' | 'FAILED', entries: object[]) => {
-    const key = `${base}/${kind}_0.json`;
-    await store.put(key, Buffer.from(JSON.stringify(entries)));
-    files[kind]?.push({ Key: key });
-  };
-  await put(
-    'SUCCEEDED',
-    succeeded.map((output) => ({ Status: 'SUCCEEDED', Input: '{}', Output: JSON.stringify(output) })),
-  );
-  await put(
-    'FAILED',
-    failed.map((f) => ({
+  return putMapRun(run, {
+    SUCCEEDED: succeeded.map((output) => ({
+      Status: 'SUCCEEDED',
+      Input: '{}',
+      Output: JSON.stringify(output),
+    })),
+    FAILED: failed.map((f) => ({
       Status: 'FAILED',
       Input: JSON.stringify({ partition: f.partition }),
       Error: f.error,
       Cause: f.cause,
     })),
-  );
-  const key = `${base}/manifest.json`;
-  await store.put(key, Buffer.from(JSON.stringify({ ResultFiles: files })));
-  return key;
+  });
 }
 
 const numbers = { inputs: 4, outputs: 1, inputBytes: 400, outputBytes: 100, outputRows: 40 };
@@ -119,7 +131,6 @@ describe('summarizeMapRun', () => {
   );
 
   it("judges each job of a Map item: a succeeded item's outcomes, a failed item's from its cause, a child that failed whole as every job failed", async () => {
-    const base = '_compaction/results/run-items';
     const committed = (partition: string) => ({
       partition,
       jobId: `j-${partition}`,
@@ -158,14 +169,10 @@ describe('summarizeMapRun', () => {
         Cause: 'child ran past its 300 s execution timeout',
       },
     ];
-    const files = {
-      SUCCEEDED: [{ Key: `${base}/SUCCEEDED_0.json` }],
-      FAILED: [{ Key: `${base}/FAILED_0.json` }],
-    };
-    await store.put(`${base}/SUCCEEDED_0.json`, Buffer.from(JSON.stringify(succeeded)));
-    await store.put(`${base}/FAILED_0.json`, Buffer.from(JSON.stringify(failed)));
-    await store.put(`${base}/manifest.json`, Buffer.from(JSON.stringify({ ResultFiles: files })));
-    const summary = await summarizeMapRun(scope(), `${base}/manifest.json`);
+    const summary = await summarizeMapRun(
+      scope(),
+      await putMapRun('run-items', { SUCCEEDED: succeeded, FAILED: failed }),
+    );
     expect(summary).toMatchObject({
       partitions: 7,
       items: 3,
@@ -185,7 +192,6 @@ describe('summarizeMapRun', () => {
   });
 
   it("settles the jobs of a child that failed whole by their receipts: this execution's committed, another's superseded, the rest failed", async () => {
-    const base = '_compaction/results/run-whole-child';
     const jobIdOf = (n: number) => `20250115T100000Z-${String(n).padStart(16, '0')}`;
     const jobs = ['t/f/', 't/g/', 't/h/', 't/i/'].map((partition, n) => ({
       partition,
@@ -232,12 +238,7 @@ describe('summarizeMapRun', () => {
         Cause: 'child ran past its 300 s execution timeout',
       },
     ];
-    await store.put(`${base}/FAILED_0.json`, Buffer.from(JSON.stringify(failed)));
-    await store.put(
-      `${base}/manifest.json`,
-      Buffer.from(JSON.stringify({ ResultFiles: { FAILED: [{ Key: `${base}/FAILED_0.json` }] } })),
-    );
-    const summary = await summarizeMapRun(scope(), `${base}/manifest.json`);
+    const summary = await summarizeMapRun(scope(), await putMapRun('run-whole-child', { FAILED: failed }));
     expect(summary).toMatchObject({
       partitions: 4,
       items: 1,
