@@ -7,8 +7,8 @@
  * the folder holds when an invocation starts belongs to no running job and can go.
  */
 
-import { mkdir, readdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
+import { emptyFolder } from '../core/steps/job-folders.ts';
 
 /** The engine's spill folder inside the work dir. */
 export const SPILL_DIR = 'spill';
@@ -19,11 +19,5 @@ export const SPILL_DIR = 'spill';
  */
 export async function clearWorkDir(workDir: string, keep: readonly string[] = []): Promise<string[]> {
   await mkdir(workDir, { recursive: true });
-  const removed: string[] = [];
-  for (const name of await readdir(workDir)) {
-    if (keep.includes(name)) continue;
-    await rm(join(workDir, name), { recursive: true, force: true });
-    removed.push(name);
-  }
-  return removed;
+  return emptyFolder(workDir, keep);
 }

@@ -4,7 +4,6 @@
  * or with dedup exactly the distinct rows. Nothing is staged here: the outputs are local files.
  */
 
-import { mkdirSync, rmSync } from 'node:fs';
 import type { CompactorConfig, TierName } from '../config.ts';
 import { naiveTimestampsAreUtc, timeColumnOf } from '../config-tables.ts';
 import type { DedupRequest, DistinctCount, Engine, MergeEngineName } from '../engine.ts';
@@ -19,6 +18,7 @@ import { compareKeys } from '../object-store.ts';
 import { quarantineInput } from '../quarantine.ts';
 import { integerFloatMixes, unifySchemas } from '../schema.ts';
 import type { CheckedInputs } from './compact-inputs.ts';
+import { emptyFolder } from './job-folders.ts';
 import { dedupRequest, describeDedup, proveDoubles } from './merge-checks.ts';
 
 /** What the merge wrote under `dir`/out, and what the staged manifest records of it. */
@@ -200,8 +200,7 @@ async function writeOutputs(
     // Aim below the limit by the size the estimate missed, with room to spare.
     target = Math.max(1, Math.floor(target * (copyLimit / largest) * 0.8));
     checkLease(deps, loaded.manifest);
-    rmSync(outDir, { recursive: true, force: true });
-    mkdirSync(outDir);
+    emptyFolder(outDir);
   }
 }
 

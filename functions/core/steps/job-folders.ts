@@ -48,7 +48,7 @@ export function takeJobFolder(workDir: string): JobFolder {
  */
 export function returnJobFolder(workDir: string, folder: JobFolder): void {
   try {
-    emptyFolder(folder.dir, OUTPUTS);
+    emptyFolder(folder.dir, [OUTPUTS]);
     emptyFolder(folder.outDir);
   } catch (error) {
     if (!isMissing(error)) rmSync(folder.dir, { recursive: true, force: true });
@@ -64,13 +64,27 @@ export function returnJobFolder(workDir: string, folder: JobFolder): void {
   else rmSync(folder.dir, { recursive: true, force: true });
 }
 
-/** Removes everything in `dir` but the folder named `keep`. */
-function emptyFolder(dir: string, keep?: string): void {
+/**
+ * Removes everything in `dir` but the entries named in `keep`; returns the names removed. An entry
+ * gone meanwhile counts removed. Synchronous, as the job folder's other calls (compact.ts says why).
+ */
+export function emptyFolder(dir: string, keep: readonly string[] = []): string[] {
+  const removed: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    if (entry.name === keep) continue;
+    if (keep.includes(entry.name)) continue;
     const path = join(dir, entry.name);
     if (entry.isDirectory()) rmSync(path, { recursive: true, force: true });
-    else unlinkSync(path);
+    else unlinkIfThere(path);
+    removed.push(entry.name);
+  }
+  return removed;
+}
+
+function unlinkIfThere(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if (!isMissing(error)) throw error;
   }
 }
 
