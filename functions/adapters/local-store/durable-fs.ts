@@ -20,14 +20,13 @@ import fs, {
   mkdirSync,
   openSync,
   renameSync,
-  rmdirSync,
   type Stats,
   statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { copyFile, open } from 'node:fs/promises';
+import { copyFile, mkdir, open, rename, rmdir, unlink } from 'node:fs/promises';
 import { dirname, sep } from 'node:path';
 import { crc32 } from 'node:zlib';
 
@@ -197,10 +196,10 @@ function fsyncFd(fd: number): Promise<void> {
  * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
  * between our mkdir and rename; that is retried.
  */
-export function renameIntoPlace(from: string, to: string, key: string): void {
+export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
-      renameSync(from, to);
+      await rename(from, to);
       return;
     } catch (error) {
       const code = errorCode(error);
@@ -215,7 +214,7 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
       // The staged file itself is gone: the upload was aborted.
       if (statOrUndefined(from) === undefined) throw error;
       try {
-        mkdirSync(dirname(to), { recursive: true });
+        await mkdir(dirname(to), { recursive: true });
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
@@ -275,6 +274,17 @@ function makeFolderIfMissing(path: string, error: unknown): void {
   mkdirSync(dirname(path), { recursive: true });
 }
 
+/** unlinkIfExists through the thread pool, for unlinks the event loop should not wait on. */
+export async function unlinkIfExistsAsync(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (error) {
+    if (isMissing(error)) return false;
+    throw error;
+  }
+}
+
 export function unlinkIfExists(path: string): boolean {
   try {
     unlinkSync(path);
@@ -286,11 +296,11 @@ export function unlinkIfExists(path: string): boolean {
 }
 
 /** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
-export function pruneEmptyDirs(from: string, stopAt: string): void {
+export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
   let dir = from;
   while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
     try {
-      rmdirSync(dir);
+      await rmdir(dir);
     } catch (error) {
       const code = errorCode(error);
       // Not empty (a concurrent write landed there): done. Gone already: keep going up.
