@@ -18,7 +18,7 @@ import type { LocalFolderStore } from '../../functions/adapters/local-store/loca
 import { readIds, writeSampleParquet } from '../../functions/adapters/sample-data.ts';
 import type { CompactorConfig, TierName } from '../../functions/core/config.ts';
 import { assignJobs, runCycle, runJob } from '../../functions/core/cycle.ts';
-import { type Clock, systemClock } from '../../functions/core/engine.ts';
+import { type Clock, type CompactRequest, type Engine, systemClock } from '../../functions/core/engine.ts';
 import {
   FinalKeyConflictError,
   InputUnreadableError,
@@ -397,9 +397,24 @@ describe('compact step: staging', () => {
     const single = await compactStep(deps(other), await jobFor(other, HOUR_10));
     const limit = Math.floor((single.outputBytes ?? 0) * 0.6);
     expect(limit).toBeGreaterThan(0);
-    const result = await compactStep(deps(l, new CopyLimitStore(l.store, limit)), job);
+    // The first merge misses its size estimate (one output, as if the inputs had promised a small
+    // one), so the step merges again with a smaller target. Each attempt must find its output
+    // folder empty, as CompactRequest.outputDir promises the engine.
+    const found: string[][] = [];
+    const watching: Engine = Object.assign(Object.create(engine) as Engine, {
+      compact: async (request: CompactRequest) => {
+        found.push(await readdir(request.outputDir));
+        const missed = found.length === 1 ? { targetFileBytes: Number.MAX_SAFE_INTEGER } : {};
+        return engine.compact({ ...request, ...missed });
+      },
+    });
+    const result = await compactStep(
+      { ...deps(l, new CopyLimitStore(l.store, limit)), engine: watching },
+      job,
+    );
     expect(result).toMatchObject({ status: 'done', state: 'staged', outputRows: 120 });
     expect(result.outputs).toBeGreaterThan(1);
+    expect(found).toEqual([[], []]);
     const manifest = await requireManifest(l, job);
     for (const output of manifest.outputs ?? []) expect(output.size).toBeLessThanOrEqual(limit);
     expect(
