@@ -22,7 +22,6 @@ import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
-import { pruneEmptyDirs, renameIntoPlace } from '../../functions/adapters/local-store/durable-fs.ts';
 import { LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store/local-store.ts';
 import { KeyLocks, lockFileName } from '../../functions/adapters/local-store/local-store-lock.ts';
 import { parseConfig } from '../../functions/core/config.ts';
@@ -559,25 +558,6 @@ describe('LocalFolderStore conditional writes', () => {
     const tooMany = Array.from({ length: 1001 }, (_, i) => ({ key: `k${i}` }));
     await expect(store.deleteMany(tooMany)).rejects.toThrow(/at most 1000/);
     expect(await store.deleteMany([])).toEqual([]);
-  });
-
-  it('renameIntoPlace lands while a delete in the same process prunes the folders it goes into', async () => {
-    // Deletes prune with rmdir through the thread pool, and a commit's mkdir and rename go there
-    // too, so within one process a folder can be pruned between a rename's mkdir and its rename.
-    const folder = join(root, 'r', 'a', 'b');
-    for (let i = 0; i < 100; i++) {
-      const staged = join(root, `staged-${i}`);
-      await writeFile(staged, String(i));
-      const target = join(folder, `f-${i}`);
-      await mkdir(folder, { recursive: true });
-      // A delete's prune of the (empty) folder the rename goes into, handed to the thread pool
-      // just before the rename: it removes the folder first, and the rename must make it again.
-      await Promise.all([pruneEmptyDirs(folder, root), renameIntoPlace(staged, target, `r/a/b/f-${i}`)]);
-      expect(await readFile(target, 'utf8')).toBe(String(i));
-      await rm(target);
-      await pruneEmptyDirs(folder, root);
-    }
-    expect(await readdir(root)).toEqual([]);
   });
 });
 

@@ -20,13 +20,14 @@ import fs, {
   mkdirSync,
   openSync,
   renameSync,
+  rmdirSync,
   type Stats,
   statSync,
   unlinkSync,
   writeSync,
 } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import { copyFile, mkdir, open, rename, rmdir, unlink } from 'node:fs/promises';
+import { copyFile, open } from 'node:fs/promises';
 import { dirname, sep } from 'node:path';
 import { crc32 } from 'node:zlib';
 
@@ -196,10 +197,10 @@ function fsyncFd(fd: number): Promise<void> {
  * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
  * between our mkdir and rename; that is retried.
  */
-export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
+export function renameIntoPlace(from: string, to: string, key: string): void {
   for (let attempt = 0; ; attempt++) {
     try {
-      await rename(from, to);
+      renameSync(from, to);
       return;
     } catch (error) {
       const code = errorCode(error);
@@ -214,7 +215,7 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
       // The staged file itself is gone: the upload was aborted.
       if (statOrUndefined(from) === undefined) throw error;
       try {
-        await mkdir(dirname(to), { recursive: true });
+        mkdirSync(dirname(to), { recursive: true });
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
@@ -274,17 +275,6 @@ function makeFolderIfMissing(path: string, error: unknown): void {
   mkdirSync(dirname(path), { recursive: true });
 }
 
-/** unlinkIfExists through the thread pool, for unlinks the event loop should not wait on. */
-export async function unlinkIfExistsAsync(path: string): Promise<boolean> {
-  try {
-    await unlink(path);
-    return true;
-  } catch (error) {
-    if (isMissing(error)) return false;
-    throw error;
-  }
-}
-
 export function unlinkIfExists(path: string): boolean {
   try {
     unlinkSync(path);
@@ -296,11 +286,11 @@ export function unlinkIfExists(path: string): boolean {
 }
 
 /** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
-export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+export function pruneEmptyDirs(from: string, stopAt: string): void {
   let dir = from;
   while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
     try {
-      await rmdir(dir);
+      rmdirSync(dir);
     } catch (error) {
       const code = errorCode(error);
       // Not empty (a concurrent write landed there): done. Gone already: keep going up.

@@ -11,7 +11,6 @@ import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
-import { forEachLimit } from '../../core/limit.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
   errorCode,
@@ -26,7 +25,6 @@ import {
   statObject,
   statOrUndefined,
   unlinkIfExists,
-  unlinkIfExistsAsync,
   writeNewFile,
 } from './durable-fs.ts';
 import { dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
@@ -224,14 +222,12 @@ export async function commit(
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
       await durability.writeFile(staged.metaPath, Buffer.from(JSON.stringify(next)));
-      await renameIntoPlace(staged.metaPath, sidecar, key);
+      renameIntoPlace(staged.metaPath, sidecar, key);
       await durability.syncDir(dirname(sidecar));
     }
-    await renameIntoPlace(staged.dataPath, path, key);
+    renameIntoPlace(staged.dataPath, path, key);
     await durability.syncDir(dirname(path));
-    if (attrs === undefined && (await unlinkIfExistsAsync(sidecar))) {
-      await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
-    }
+    if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }
@@ -240,7 +236,7 @@ export async function commit(
 /**
  * Deletes a batch of keys (each only if its ETag still matches), with one folder fsync per folder
  * instead of one per key (200 inputs of one partition: one fsync, not 200). Per key, under its
- * lock: the check and the unlink, UNLINKS_IN_FLIGHT keys at a time. Then each folder that lost a file is fsynced once, before the
+ * lock: the check and the unlink. Then each folder that lost a file is fsynced once, before the
  * call returns (the protocol records "inputs deleted" next; no delete may come back after a
  * crash). Only then are sidecars removed, each under its key's lock again and only while no new
  * version is there: a sidecar is never gone while the data it describes could still come back.
@@ -252,17 +248,17 @@ export async function deleteBatch(
   signal: AbortSignal | undefined,
 ): Promise<DeleteOutcome[]> {
   const { paths, durability } = store;
-  const outcomes: DeleteOutcome[] = new Array(requests.length);
-  await forEachLimit(requests, UNLINKS_IN_FLIGHT, async (request, i) => {
-    signal?.throwIfAborted();
-    outcomes[i] = await asOutcome(request.key, () => unlinkChecked(store, request, signal));
-  });
-  // Index of each outcome 'deleted', by the folder its file left.
+  const outcomes: DeleteOutcome[] = [];
+  // Index of each outcome 'deleted' so far, by the folder its file left.
   const byFolder = new Map<string, number[]>();
-  for (const [i, outcome] of outcomes.entries()) {
-    if (outcome.status !== 'deleted') continue;
-    const folder = dirname(dataPath(paths, outcome.key));
-    byFolder.set(folder, [...(byFolder.get(folder) ?? []), i]);
+  for (const request of requests) {
+    signal?.throwIfAborted();
+    const outcome = await asOutcome(request.key, () => unlinkChecked(store, request, signal));
+    if (outcome.status === 'deleted') {
+      const folder = dirname(dataPath(paths, request.key));
+      byFolder.set(folder, [...(byFolder.get(folder) ?? []), outcomes.length]);
+    }
+    outcomes.push(outcome);
   }
   for (const [folder, indexes] of byFolder) {
     const failed = await failureOf(() => durability.syncDir(folder));
@@ -276,14 +272,12 @@ export async function deleteBatch(
       const failed = await failureOf(() => removeSidecar(store, key, signal));
       if (failed !== undefined) outcomes[i] = { key, ...failed };
     }
-    const failed = await failureOf(() => pruneEmptyDirs(folder, paths.root));
+    const failed = await failureOf(async () => pruneEmptyDirs(folder, paths.root));
     if (failed !== undefined)
       for (const i of indexes) outcomes[i] = { key: (outcomes[i] as DeleteOutcome).key, ...failed };
   }
   return outcomes;
 }
-
-const UNLINKS_IN_FLIGHT = 8;
 
 /** The check and the unlink of one key's data, under its lock. */
 async function unlinkChecked(
@@ -300,7 +294,7 @@ async function unlinkChecked(
     if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
       return { key, status: 'precondition-failed' };
     }
-    if (!(await unlinkIfExistsAsync(path))) return { key, status: 'not-found' };
+    if (!unlinkIfExists(path)) return { key, status: 'not-found' };
     return { key, status: 'deleted' };
   } finally {
     release();
@@ -316,7 +310,7 @@ async function removeSidecar(store: KeyChanges, key: string, signal: AbortSignal
   const release = await store.locks.lock(key, signal);
   try {
     if (statObject(dataPath(paths, key)) !== undefined) return;
-    if (await unlinkIfExistsAsync(sidecar)) await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+    if (unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }

@@ -9,12 +9,12 @@ import { LAMBDA_MB_PER_VCPU } from '../lambda-sizing.ts';
  * The compact step's cost per input byte and per input file on Lambda, from one `npm run bench`
  * (bench/results.json, 2026-12-05, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU)
  * of the compact path, each input fetched from the local folder store):
- * - (i) 200 files, 156,980,933 B: 3.2756 s -> 3.2756 / 156.98 MB = 0.020866 s/MB;
- * - (ii) 2,000 files, 21,030,571 B: 1.0196 s -> (1.0196 - 21.03 x 0.020866) / 2000 = 0.000290 s/file.
+ * - (i) 200 files, 156,980,933 B: 2.1653 s -> 2.1653 / 156.98 MB = 0.013793 s/MB;
+ * - (ii) 2,000 files, 21,030,571 B: 0.7966 s -> (0.7966 - 21.03 x 0.013793) / 2000 = 0.000253 s/file.
  * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
  * if a newer run is slower.
  */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0209, secondsPerFile: 0.000291 } as const;
+export const MEASURED_COMPACT = { secondsPerMB: 0.0138, secondsPerFile: 0.000254 } as const;
 
 /**
  * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3
