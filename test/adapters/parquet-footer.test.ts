@@ -1,5 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import pl from 'nodejs-polars';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { parquetPath } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
@@ -55,6 +56,18 @@ describe('readFooter', () => {
       `COPY (SELECT range AS id, 'h' || (range % 3) AS host FROM range(10000)) TO ${parquetPath(groups)} (FORMAT parquet, ROW_GROUP_SIZE 2048)`,
     );
     files.push(groups);
+    // Nested columns (a struct, a list), whose schema elements have children.
+    const nested = join(fixture.dir, 'nested.parquet');
+    await fixture.engine.query(
+      `COPY (SELECT range AS id, {'a': range, 'b': 'x' || range} AS s, [range, range + 1] AS l FROM range(1000)) TO ${parquetPath(nested)} (FORMAT parquet, ROW_GROUP_SIZE 300)`,
+    );
+    files.push(nested);
+    // Another writer (polars, in Rust): its own field order, statistics and pages.
+    const polars = join(fixture.dir, 'polars.parquet');
+    pl.DataFrame({ id: [1, 2, 3], host: ['a', 'b', null], value: [0.5, 1.5, 2.5] }).writeParquet(polars, {
+      compression: 'zstd',
+    });
+    files.push(polars);
     for (const file of files) {
       const footer = await readFooter(file);
       expect(footer).toBeDefined();

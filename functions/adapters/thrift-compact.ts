@@ -1,0 +1,175 @@
+/**
+ * A reader of Thrift's compact protocol that builds only the values its caller asks for and steps
+ * over the rest: summarising a Parquet footer needs a few integers per column chunk, and building
+ * every field (hyparquet's deserializer makes an object per struct, statistics included) cost
+ * several times the walk. Encoding: https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md
+ *
+ * Malformed input (a value past the end, an unknown type, an integer beyond 2^53) throws a
+ * RangeError, as DataView does for a read past its end, so a caller catches one error class.
+ */
+
+/** Compact protocol type ids (field headers and list headers). */
+export const ThriftType = {
+  STOP: 0,
+  TRUE: 1,
+  FALSE: 2,
+  BYTE: 3,
+  I16: 4,
+  I32: 5,
+  I64: 6,
+  DOUBLE: 7,
+  BINARY: 8,
+  LIST: 9,
+  SET: 10,
+  MAP: 11,
+  STRUCT: 12,
+} as const;
+
+const T = ThriftType;
+
+/** Deeper nesting than any Parquet footer has is refused, so a crafted footer cannot overflow the stack. */
+const MAX_DEPTH = 64;
+
+export class CompactReader {
+  readonly view: DataView;
+  offset: number;
+
+  constructor(view: DataView, offset: number) {
+    this.view = view;
+    this.offset = offset;
+  }
+
+  byte(): number {
+    return this.view.getUint8(this.offset++);
+  }
+
+  /** An unsigned varint (a size or length) as a number; a RangeError past 2^49. */
+  varint(): number {
+    let result = 0;
+    let scale = 1;
+    for (;;) {
+      const b = this.byte();
+      result += (b & 0x7f) * scale;
+      if ((b & 0x80) === 0) return result;
+      scale *= 128;
+      if (scale >= 2 ** 49) throw new RangeError('thrift varint beyond 2^49');
+    }
+  }
+
+  /** An i16, i32 or i64 (zigzag varint) as a safe integer; a RangeError beyond. */
+  integer(): number {
+    const start = this.offset;
+    let zigzag = 0;
+    let scale = 1;
+    for (;;) {
+      const b = this.byte();
+      zigzag += (b & 0x7f) * scale;
+      if ((b & 0x80) === 0) return zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
+      scale *= 128;
+      // Past seven bytes a double may not hold the sum exactly: read it again as a bigint.
+      if (scale >= 2 ** 49) {
+        this.offset = start;
+        return this.#wideInteger();
+      }
+    }
+  }
+
+  #wideInteger(): number {
+    let zigzag = 0n;
+    let shift = 0n;
+    for (;;) {
+      const b = this.byte();
+      zigzag |= BigInt(b & 0x7f) << shift;
+      if ((b & 0x80) === 0) break;
+      shift += 7n;
+      if (shift > 63n) throw new RangeError('thrift varint longer than ten bytes');
+    }
+    const value = Number((zigzag >> 1n) ^ -(zigzag & 1n));
+    if (!Number.isSafeInteger(value)) throw new RangeError('thrift integer beyond 2^53');
+    return value;
+  }
+
+  /** Bytes of a binary or string value, as a view of the input (not a copy). */
+  binary(): Uint8Array {
+    const length = this.varint();
+    const start = this.offset;
+    if (start + length > this.view.byteLength) throw new RangeError('thrift binary past the end');
+    this.offset += length;
+    return new Uint8Array(this.view.buffer, this.view.byteOffset + start, length);
+  }
+
+  /**
+   * The struct starting here: `field` is called with each field's id and type and must read or
+   * skip its value (skip); returns after the struct's STOP.
+   */
+  struct(field: (id: number, type: number) => void): void {
+    let id = 0;
+    for (;;) {
+      const header = this.byte();
+      const type = header & 0x0f;
+      if (type === T.STOP) return;
+      const delta = header >> 4;
+      id = delta === 0 ? this.integer() : id + delta;
+      field(id, type);
+    }
+  }
+
+  /** The list header starting here: its element type and size (elements follow). */
+  list(): { readonly type: number; readonly size: number } {
+    const header = this.byte();
+    const short = header >> 4;
+    return { type: header & 0x0f, size: short === 15 ? this.varint() : short };
+  }
+
+  /** Steps over one value of `type` (a field's value, or a list element's when `inList`). */
+  skip(type: number, inList = false, depth = 0): void {
+    if (depth > MAX_DEPTH) throw new RangeError('thrift value nested too deep');
+    switch (type) {
+      case T.TRUE:
+      case T.FALSE:
+        // A boolean field's value is in its header; a list's booleans are a byte each.
+        if (inList) this.offset++;
+        return;
+      case T.BYTE:
+        this.offset++;
+        return;
+      case T.I16:
+      case T.I32:
+      case T.I64:
+        while ((this.byte() & 0x80) !== 0) {}
+        return;
+      case T.DOUBLE:
+        this.offset += 8;
+        return;
+      case T.BINARY:
+        this.binary();
+        return;
+      case T.LIST:
+      case T.SET: {
+        const { type: element, size } = this.list();
+        for (let i = 0; i < size; i++) this.skip(element, true, depth + 1);
+        return;
+      }
+      case T.MAP: {
+        const size = this.varint();
+        if (size === 0) return;
+        const types = this.byte();
+        for (let i = 0; i < size; i++) {
+          this.skip(types >> 4, true, depth + 1);
+          this.skip(types & 0x0f, true, depth + 1);
+        }
+        return;
+      }
+      case T.STRUCT:
+        this.struct((_id, fieldType) => this.skip(fieldType, false, depth + 1));
+        return;
+      default:
+        throw new RangeError(`thrift type ${type} unknown`);
+    }
+  }
+}
+
+/** Whether a field or element of `type` holds an integer (i16, i32 or i64). */
+export function isInteger(type: number): boolean {
+  return type === T.I16 || type === T.I32 || type === T.I64;
+}
