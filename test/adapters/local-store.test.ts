@@ -411,6 +411,16 @@ describe('LocalFolderStore conditional writes', () => {
     await expect(store.getBytes('obj', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
   });
 
+  it("getToFile into a folder that is not there fails with the destination's error, not NotFound", async () => {
+    await store.put('obj', Buffer.from('v1'));
+    const error = await rejection(store.getToFile('obj', join(root, 'no-such-folder', 'download.bin')));
+    expect(error).not.toBeInstanceOf(NotFoundError);
+    expect((error as NodeJS.ErrnoException).code).toBe('ENOENT');
+    await expect(store.getToFile('gone', join(root, 'no-such-folder', 'x'))).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+  });
+
   it('getToFile writes exactly the version its ETag names while the object is being replaced', async () => {
     const bodies = new Map<string, string>();
     bodies.set((await store.put('obj', Buffer.from('v-0'))).etag, 'v-0');

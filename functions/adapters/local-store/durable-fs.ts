@@ -113,22 +113,26 @@ export function hardLink(source: string, path: string): BigIntStats | undefined 
 }
 
 /**
- * Puts the file at `source` at `path`, replacing what is there: a hard link where the file system
- * allows, else a copy (a copy-on-write clone where the file system can clone). Returns the stats
- * that say which version `path` holds: the linked inode's own, or, for a copy, the source's after
- * the copy (the version before the copy, unchanged, is then the one copied); undefined if the
- * source is gone. Nothing is ever written through an existing `path` (it may be a link to an object).
+ * A hard link of `source` at `path`, replacing what is there (hardLink): the linked inode's stats,
+ * which say which version `path` holds, or undefined where no hard link can be made here.
  */
-export async function placeFile(source: string, path: string): Promise<BigIntStats | undefined> {
-  let linked: BigIntStats | undefined;
+export function linkInPlace(source: string, path: string): BigIntStats | undefined {
   try {
-    linked = hardLink(source, path);
+    return hardLink(source, path);
   } catch (error) {
     if (errorCode(error) !== 'EEXIST') throw error;
     unlinkSync(path);
-    linked = hardLink(source, path);
+    return hardLink(source, path);
   }
-  if (linked !== undefined) return linked;
+}
+
+/**
+ * A copy of the file at `source` at `path` (a copy-on-write clone where the file system can
+ * clone), replacing what is there; nothing is ever written through an existing `path` (it may be a
+ * link to an object). Returns the source's stats after the copy: the version before the copy, if
+ * unchanged, is then the one copied; undefined if the source is gone.
+ */
+export async function copyInPlace(source: string, path: string): Promise<BigIntStats | undefined> {
   unlinkIfExists(path);
   await copyFile(source, path, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
   return statObject(source);

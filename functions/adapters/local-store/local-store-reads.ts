@@ -7,9 +7,19 @@
 
 import { type BigIntStats, closeSync, fstatSync, openSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { ObjectHead } from '../../core/object-store.ts';
-import { errorCode, isMissing, openObject, placeFile, statObject, unlinkIfExists } from './durable-fs.ts';
+import {
+  copyInPlace,
+  errorCode,
+  isMissing,
+  linkInPlace,
+  openObject,
+  statObject,
+  statOrUndefined,
+  unlinkIfExists,
+} from './durable-fs.ts';
 import { assertKey, dataPath, etagOf, type StorePaths, sidecarPath, unquote } from './local-store-keys.ts';
 import { readSidecar, type SidecarEntry } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
@@ -97,16 +107,48 @@ export async function fetchToFile(
   const { signal } = options;
   signal?.throwIfAborted();
   const source = dataPath(paths, key);
+  const wanted = options.ifMatch === undefined ? undefined : unquote(options.ifMatch);
+  for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
+    // A hard link pins the version it links, and its own stats name that version: no stat before.
+    let linked: BigIntStats | undefined;
+    try {
+      linked = linkInPlace(source, path);
+    } catch (error) {
+      if (!isMissing(error)) throw error;
+      if (statObject(source) === undefined) throw new NotFoundError(key);
+      // The source is there: the error is the destination's (a missing folder), or link(2) met an
+      // inode a rename had just unlinked (the key replaced meanwhile: try again).
+      if (statOrUndefined(dirname(path))?.isDirectory() !== true) throw error;
+      signal?.throwIfAborted();
+      continue;
+    }
+    if (linked === undefined) return copyToFile(source, key, path, wanted, signal);
+    const etag = etagOf(linked);
+    if (wanted !== undefined && wanted !== etag) {
+      unlinkIfExists(path);
+      throw new PreconditionFailedError(key);
+    }
+    return { etag, size: Number(linked.size) };
+  }
+  throw new TransientStoreError(`get ${key}: the object kept changing while being read`);
+}
+
+/** fetchToFile where no hard link can be made: a copy, checked to be of one version throughout. */
+async function copyToFile(
+  source: string,
+  key: string,
+  path: string,
+  wanted: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<{ readonly etag: string; readonly size: number }> {
   for (let attempt = 0; attempt < MAX_READ_ATTEMPTS; attempt++) {
     const st = statObject(source);
     if (st === undefined) throw new NotFoundError(key);
     const etag = etagOf(st);
-    if (options.ifMatch !== undefined && unquote(options.ifMatch) !== etag) {
-      throw new PreconditionFailedError(key);
-    }
-    let placed: BigIntStats | undefined;
+    if (wanted !== undefined && wanted !== etag) throw new PreconditionFailedError(key);
+    let copied: BigIntStats | undefined;
     try {
-      placed = await placeFile(source, path);
+      copied = await copyInPlace(source, path);
     } catch (error) {
       unlinkIfExists(path);
       if (!isMissing(error)) throw error;
@@ -114,12 +156,11 @@ export async function fetchToFile(
       if (now === undefined) throw new NotFoundError(key);
       // Still the same version: the error is the destination's (a missing folder).
       if (etagOf(now) === etag) throw error;
-      // Replaced meanwhile: link(2) fails with ENOENT on an inode a rename has just unlinked.
       signal?.throwIfAborted();
       continue;
     }
-    if (placed !== undefined && etagOf(placed) === etag) return { etag, size: Number(st.size) };
-    // Replaced between the stat and the link or copy (or edited during the copy): try again.
+    if (copied !== undefined && etagOf(copied) === etag) return { etag, size: Number(st.size) };
+    // Replaced during the copy: try again.
     unlinkIfExists(path);
     signal?.throwIfAborted();
   }
