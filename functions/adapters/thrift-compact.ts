@@ -1,8 +1,9 @@
 /**
- * A reader of Thrift's compact protocol that builds only the values its caller asks for and steps
- * over the rest: summarising a Parquet footer needs a few integers per column chunk, and building
- * every field (hyparquet's deserializer makes an object per struct, statistics included) cost
- * several times the walk. Encoding: https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md
+ * Thrift's compact protocol, as the Parquet footer code needs it: a reader that builds only the
+ * values its caller asks for and steps over the rest (summarising a footer needs a few integers
+ * per column chunk, and building every field, as hyparquet's deserializer does with an object per
+ * struct, cost several times the walk), and the few encoders a footer rewrite needs.
+ * Encoding: https://github.com/apache/thrift/blob/master/doc/specs/thrift-compact-protocol.md
  *
  * Malformed input (a value past the end, an unknown type, an integer beyond 2^53) throws a
  * RangeError, as DataView does for a read past its end, so a caller catches one error class.
@@ -172,4 +173,23 @@ export class CompactReader {
 /** Whether a field or element of `type` holds an integer (i16, i32 or i64). */
 export function isInteger(type: number): boolean {
   return type === T.I16 || type === T.I32 || type === T.I64;
+}
+
+/** An unsigned varint's bytes. */
+export function varint(value: number): Buffer {
+  const out: number[] = [];
+  let rest = value;
+  while (rest >= 0x80) {
+    out.push((rest & 0x7f) | 0x80);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return Buffer.from(out);
+}
+
+/** A field header: the id as a delta from the previous field's when it fits, else in full. */
+export function fieldHeader(id: number, type: number, previous: number): Buffer {
+  const delta = id - previous;
+  if (delta > 0 && delta <= 15) return Buffer.from([(delta << 4) | type]);
+  return Buffer.concat([Buffer.from([type]), varint(id >= 0 ? id * 2 : -id * 2 - 1)]);
 }

@@ -8,23 +8,11 @@
  */
 
 import { open } from 'node:fs/promises';
+import { CompactReader, fieldHeader, ThriftType as T, varint } from '../thrift-compact.ts';
 
 /** "PAR1": the magic at both ends of an unencrypted Parquet file. */
 const MAGIC = Buffer.from('PAR1', 'latin1');
 const KEY_VALUE_METADATA = 5;
-
-const T_BOOL_TRUE = 1;
-const T_BOOL_FALSE = 2;
-const T_BYTE = 3;
-const T_I16 = 4;
-const T_I32 = 5;
-const T_I64 = 6;
-const T_DOUBLE = 7;
-const T_BINARY = 8;
-const T_LIST = 9;
-const T_SET = 10;
-const T_MAP = 11;
-const T_STRUCT = 12;
 
 /** Rewrites the footer of the Parquet file at `path` in place, with `metadata` as its key-value metadata. */
 export async function setFooterMetadata(
@@ -58,7 +46,7 @@ export function withKeyValueMetadata(footer: Buffer, metadata: Readonly<Record<s
   const fields = topLevelFields(footer).filter((f) => f.id !== KEY_VALUE_METADATA);
   const entries = Object.entries(metadata);
   if (entries.length > 0) {
-    fields.push({ id: KEY_VALUE_METADATA, type: T_LIST, value: keyValueList(entries) });
+    fields.push({ id: KEY_VALUE_METADATA, type: T.LIST, value: keyValueList(entries) });
   }
   fields.sort((a, b) => a.id - b.id);
   const parts: Buffer[] = [];
@@ -80,126 +68,21 @@ interface Field {
 
 /** The fields of the struct `bytes` holds, each with its value's bytes; the struct must end the buffer. */
 function topLevelFields(bytes: Buffer): Field[] {
-  const reader = { bytes, offset: 0 };
+  const reader = new CompactReader(new DataView(bytes.buffer, bytes.byteOffset, bytes.length), 0);
   const fields: Field[] = [];
-  let id = 0;
-  for (;;) {
-    const header = readByte(reader);
-    if (header === 0) break;
-    const type = header & 0x0f;
-    const delta = header >> 4;
-    id = delta === 0 ? zigzag(readVarint(reader)) : id + delta;
-    const start = reader.offset;
-    skipValue(reader, type);
-    fields.push({ id, type, value: bytes.subarray(start, reader.offset) });
+  try {
+    reader.struct((id, type) => {
+      const start = reader.offset;
+      reader.skip(type);
+      if (reader.offset > bytes.length) throw new RangeError('past the end');
+      fields.push({ id, type, value: bytes.subarray(start, reader.offset) });
+    });
+  } catch (error) {
+    if (error instanceof RangeError) throw new Error(`Parquet footer: ${error.message}`, { cause: error });
+    throw error;
   }
   if (reader.offset !== bytes.length) throw new Error('Parquet footer: bytes after FileMetaData');
   return fields;
-}
-
-interface Reader {
-  readonly bytes: Buffer;
-  offset: number;
-}
-
-function readByte(reader: Reader): number {
-  const value = reader.bytes[reader.offset];
-  if (value === undefined) throw new Error('Parquet footer: truncated');
-  reader.offset++;
-  return value;
-}
-
-function readVarint(reader: Reader): bigint {
-  let value = 0n;
-  let shift = 0n;
-  for (;;) {
-    const byte = readByte(reader);
-    value |= BigInt(byte & 0x7f) << shift;
-    if ((byte & 0x80) === 0) return value;
-    shift += 7n;
-    if (shift > 70n) throw new Error('Parquet footer: varint too long');
-  }
-}
-
-function zigzag(value: bigint): number {
-  return Number((value >> 1n) ^ -(value & 1n));
-}
-
-function skip(reader: Reader, bytes: number): void {
-  if (reader.offset + bytes > reader.bytes.length) throw new Error('Parquet footer: truncated');
-  reader.offset += bytes;
-}
-
-function skipValue(reader: Reader, type: number): void {
-  switch (type) {
-    case T_BOOL_TRUE:
-    case T_BOOL_FALSE:
-      return;
-    case T_BYTE:
-      skip(reader, 1);
-      return;
-    case T_I16:
-    case T_I32:
-    case T_I64:
-      readVarint(reader);
-      return;
-    case T_DOUBLE:
-      skip(reader, 8);
-      return;
-    case T_BINARY:
-      skip(reader, Number(readVarint(reader)));
-      return;
-    case T_LIST:
-    case T_SET: {
-      const header = readByte(reader);
-      const count = header >> 4 === 15 ? Number(readVarint(reader)) : header >> 4;
-      const element = header & 0x0f;
-      for (let i = 0; i < count; i++) skipElement(reader, element);
-      return;
-    }
-    case T_MAP: {
-      const count = Number(readVarint(reader));
-      if (count === 0) return;
-      const types = readByte(reader);
-      for (let i = 0; i < count; i++) {
-        skipElement(reader, types >> 4);
-        skipElement(reader, types & 0x0f);
-      }
-      return;
-    }
-    case T_STRUCT:
-      for (;;) {
-        const header = readByte(reader);
-        if (header === 0) return;
-        if (header >> 4 === 0) readVarint(reader);
-        skipValue(reader, header & 0x0f);
-      }
-    default:
-      throw new Error(`Parquet footer: unknown Thrift type ${type}`);
-  }
-}
-
-/** A collection's element: a bool there is one byte, not a type. */
-function skipElement(reader: Reader, type: number): void {
-  if (type === T_BOOL_TRUE || type === T_BOOL_FALSE) skip(reader, 1);
-  else skipValue(reader, type);
-}
-
-function varint(value: number): Buffer {
-  const out: number[] = [];
-  let rest = value;
-  while (rest >= 0x80) {
-    out.push((rest & 0x7f) | 0x80);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return Buffer.from(out);
-}
-
-function fieldHeader(id: number, type: number, previous: number): Buffer {
-  const delta = id - previous;
-  if (delta > 0 && delta <= 15) return Buffer.from([(delta << 4) | type]);
-  return Buffer.concat([Buffer.from([type]), varint(id >= 0 ? id * 2 : -id * 2 - 1)]);
 }
 
 function binary(text: string): Buffer {
@@ -211,13 +94,13 @@ function binary(text: string): Buffer {
 function keyValueList(entries: readonly (readonly [string, string])[]): Buffer {
   const header =
     entries.length < 15
-      ? Buffer.from([(entries.length << 4) | T_STRUCT])
-      : Buffer.concat([Buffer.from([0xf0 | T_STRUCT]), varint(entries.length)]);
+      ? Buffer.from([(entries.length << 4) | T.STRUCT])
+      : Buffer.concat([Buffer.from([0xf0 | T.STRUCT]), varint(entries.length)]);
   const items = entries.map(([key, value]) =>
     Buffer.concat([
-      fieldHeader(1, T_BINARY, 0),
+      fieldHeader(1, T.BINARY, 0),
       binary(key),
-      fieldHeader(2, T_BINARY, 1),
+      fieldHeader(2, T.BINARY, 1),
       binary(value),
       Buffer.from([0]),
     ]),
