@@ -68,9 +68,9 @@ const SECTIONS = [
 
 const USAGE = `usage: npm run bench [-- options]
 
-Runs every section and writes bench/results.json, results.md and results.svg (about 5 minutes;
-under 15 on a busy machine). With --quick, --only or --datasets the run is partial and writes
-no results files.
+Runs every section and writes bench/results.json, results.md and results.svg (under half an hour
+on 2 cores; results.md's first paragraph says how long the last full run took). With --quick,
+--only or --datasets the run is partial and writes no results files.
 
   --runs N            measured rounds per tool (default 5; the median is reported)
   --datasets LIST     comma-separated dataset ids: ${DATASETS.map((d) => d.id).join(',')} (default all)
