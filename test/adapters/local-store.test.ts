@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { existsSync, statSync } from 'node:fs';
+import fs, { existsSync, statSync } from 'node:fs';
 import {
   lstat,
   mkdir,
@@ -20,7 +20,7 @@ import { hostname, tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { crc32 } from 'node:zlib';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore, RESERVED_DIR } from '../../functions/adapters/local-store/local-store.ts';
 import { KeyLocks, lockFileName } from '../../functions/adapters/local-store/local-store-lock.ts';
@@ -409,6 +409,21 @@ describe('LocalFolderStore conditional writes', () => {
     );
     expect(existsSync(dest)).toBe(false);
     await expect(store.getBytes('obj', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
+  });
+
+  it('a put whose new folder another writer prunes while mkdir makes it is retried, not failed', async () => {
+    // mkdir -p makes the path a folder at a time; a concurrent delete's prune of an empty parent
+    // in between makes it fail with ENOENT, as this stand-in does once.
+    const mkdir = vi.spyOn(fs, 'mkdirSync').mockImplementationOnce(() => {
+      throw Object.assign(new Error('ENOENT: no such file or directory, mkdir'), { code: 'ENOENT' });
+    });
+    try {
+      await store.put('db/m/2024/01/01/00/new.parquet', Buffer.from('x'));
+      expect(mkdir).toHaveBeenCalledTimes(2);
+    } finally {
+      mkdir.mockRestore();
+    }
+    expect((await store.getBytes('db/m/2024/01/01/00/new.parquet')).body.toString()).toBe('x');
   });
 
   it("getToFile into a folder that is not there fails with the destination's error, not NotFound", async () => {

@@ -198,8 +198,9 @@ function fsyncFd(fd: number): Promise<void> {
 }
 
 /**
- * rename(2) into place, creating parent folders. A concurrent delete may prune a parent folder
- * between our mkdir and rename; that is retried.
+ * rename(2) into place, creating parent folders. A concurrent delete (in this process or another)
+ * may prune a parent folder between our mkdir and rename, or while mkdir makes the path one folder
+ * at a time (it then fails with ENOENT); both are retried.
  */
 export function renameIntoPlace(from: string, to: string, key: string): void {
   for (let attempt = 0; ; attempt++) {
@@ -219,9 +220,11 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
       // The staged file itself is gone: the upload was aborted.
       if (statOrUndefined(from) === undefined) throw error;
       try {
-        mkdirSync(dirname(to), { recursive: true });
+        // fs.mkdirSync looked up at the call, so a test can stand in for a concurrent prune.
+        fs.mkdirSync(dirname(to), { recursive: true });
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
+        if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
         if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
           throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
             cause: mkdirError,
