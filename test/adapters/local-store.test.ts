@@ -126,6 +126,19 @@ describe('LocalFolderStore basics', () => {
     }
   });
 
+  it("keeps its ETag format: a version's device, inode, size and mtime, hashed", async () => {
+    // Manifests in flight hold inputs' ETags; a store that named the same version differently
+    // after an upgrade would fail their If-Match conditions.
+    const { etag } = await store.put('db/m/2024/01/01/00/e.parquet', Buffer.from('etag'));
+    const st = statSync(join(root, 'db/m/2024/01/01/00/e.parquet'), { bigint: true });
+    const expected = createHash('sha256')
+      .update(`${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`)
+      .digest('hex')
+      .slice(0, 32);
+    expect(etag).toBe(expected);
+    expect((await store.head('db/m/2024/01/01/00/e.parquet'))?.etag).toBe(etag);
+  });
+
   it('puts from a file, streaming, with its checksum', async () => {
     const src = join(root, '..', `${root.split('/').pop()}-src.bin`);
     const body = Buffer.alloc(3 * 1024 * 1024 + 17);

@@ -4,7 +4,7 @@
  * names a data file's version.
  */
 
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -68,10 +68,8 @@ export function assertKey(key: string): void {
 
 export function etagOf(st: BigIntStats): string {
   // Every write renames a new file into place, so (inode, size, mtime) changes on every replace.
-  return createHash('sha256')
-    .update(`${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`)
-    .digest('hex')
-    .slice(0, 32);
+  // crypto.hash: the one-shot form, the same digest at half the cost of a Hash object.
+  return hash('sha256', `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`, 'hex').slice(0, 32);
 }
 
 export function unquote(etag: string): string {
