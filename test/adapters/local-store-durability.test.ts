@@ -4,7 +4,9 @@ import fs from 'node:fs';
 import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { fsyncDirShared } from '../../functions/adapters/local-store/durable-fs.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 
 let root: string;
@@ -29,6 +31,47 @@ async function fsyncsDuring(work: () => Promise<void>): Promise<number> {
 }
 
 describe('the local folder store: durability', () => {
+  it('callers of one folder share the next fsync; one begun before a caller came never answers it', async () => {
+    // Each fs.fsync completes when the test says; the folder's own fsync waits in `pending`.
+    const pending: ((error: NodeJS.ErrnoException | null) => void)[] = [];
+    const fsync = vi.spyOn(fs, 'fsync').mockImplementation(((
+      _fd: number,
+      done: (e: Error | null) => void,
+    ) => {
+      pending.push(done);
+    }) as typeof fs.fsync);
+    const answered: string[] = [];
+    const ask = (name: string) => fsyncDirShared(root).then(() => answered.push(name));
+    const a = ask('a');
+    const b = ask('b');
+    const c = ask('c');
+    await nextTurn();
+    // a started one; b and c came while it ran, so they wait for the next.
+    expect(fsync).toHaveBeenCalledTimes(1);
+    pending.shift()?.(null);
+    await a;
+    await nextTurn();
+    expect(answered).toEqual(['a']);
+    expect(fsync).toHaveBeenCalledTimes(2);
+    pending.shift()?.(null);
+    await Promise.all([b, c]);
+    expect(answered).toEqual(['a', 'b', 'c']);
+    // A failed fsync fails every caller of its round, and the next caller starts afresh.
+    const d = fsyncDirShared(root);
+    const e = fsyncDirShared(root);
+    await nextTurn();
+    pending.shift()?.(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }));
+    await expect(d).rejects.toMatchObject({ code: 'EIO' });
+    await nextTurn();
+    pending.shift()?.(null);
+    await expect(e).resolves.toBeUndefined();
+    const f = fsyncDirShared(root);
+    await nextTurn();
+    pending.shift()?.(null);
+    await expect(f).resolves.toBeUndefined();
+    expect(fsync).toHaveBeenCalledTimes(5);
+  });
+
   it.each([
     ['machine', true],
     ['process', false],

@@ -253,6 +253,53 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
+/** The folder fsyncs of this process, by folder: whether one is running, and who waits for the next. */
+const folderSyncs = new Map<
+  string,
+  { running: boolean; waiting: { done: () => void; failed: (e: unknown) => void }[] }
+>();
+
+/**
+ * fsyncDir, shared by the callers of one folder: an fsync of a folder makes every change to it
+ * made before the fsync began durable, so callers that arrive while one runs share the next one,
+ * started when it ends, instead of each making their own. Several jobs writing one folder at once
+ * (the manifests of a table's hours) then wait on one fsync, not one each.
+ */
+export function fsyncDirShared(dir: string): Promise<void> {
+  return new Promise<void>((done, failed) => {
+    let folder = folderSyncs.get(dir);
+    if (folder === undefined) {
+      folder = { running: false, waiting: [] };
+      folderSyncs.set(dir, folder);
+    }
+    folder.waiting.push({ done, failed });
+    if (!folder.running) startFolderSync(dir, folder);
+  });
+}
+
+function startFolderSync(
+  dir: string,
+  folder: { running: boolean; waiting: { done: () => void; failed: (e: unknown) => void }[] },
+): void {
+  const round = folder.waiting;
+  folder.waiting = [];
+  folder.running = true;
+  fsyncDir(dir)
+    .then(
+      () => {
+        for (const w of round) w.done();
+      },
+      (error: unknown) => {
+        for (const w of round) w.failed(error);
+      },
+    )
+    .finally(() => {
+      folder.running = false;
+      if (folder.waiting.length > 0) startFolderSync(dir, folder);
+      else folderSyncs.delete(dir);
+    });
+}
+
 /**
  * Runs `make`, which creates `path`; on ENOENT makes its folder (made by the first file, or again
  * after a reset) and runs `make` once more. The folder is made whether or not it is there by now:

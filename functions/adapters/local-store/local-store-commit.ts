@@ -14,7 +14,7 @@ import { PreconditionFailedError, TransientStoreError } from '../../core/errors.
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
   errorCode,
-  fsyncDir,
+  fsyncDirShared,
   hardLink,
   inFolderOf,
   inFolderOfAsync,
@@ -52,7 +52,7 @@ export function durabilityOf(mode: 'machine' | 'process'): Durability {
     return {
       syncFile: (file) => file.sync(),
       writeFile: (path, bytes) => writeNewFile(path, bytes, true),
-      syncDir: fsyncDir,
+      syncDir: fsyncDirShared,
     };
   }
   return { syncFile: noSync, writeFile: (path, bytes) => writeNewFile(path, bytes, false), syncDir: noSync };
