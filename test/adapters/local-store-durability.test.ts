@@ -31,6 +31,29 @@ async function fsyncsDuring(work: () => Promise<void>): Promise<number> {
 }
 
 describe('the local folder store: durability', () => {
+  it('machine: a put into new folders fsyncs each new folder into its parent, and its own folder', async () => {
+    const store = new LocalFolderStore(join(root, 'lake'));
+    await store.put('seed', Buffer.from('s'));
+    const real = fs.fsync.bind(fs);
+    const synced: string[] = [];
+    vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, done: (e: Error | null) => void) => {
+      synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
+      real(fd, done);
+    }) as typeof fs.fsync);
+    await store.put('x/y/z/obj', Buffer.from('o'));
+    const lake = join(root, 'lake');
+    // x, x/y and x/y/z are new: each is durable once its parent is fsynced.
+    expect(synced).toEqual(
+      expect.arrayContaining([lake, join(lake, 'x'), join(lake, 'x/y'), join(lake, 'x/y/z')]),
+    );
+    synced.length = 0;
+    await store.put('x/y/z/second', Buffer.from('o'));
+    // No new folder: only its own.
+    expect(synced.filter((path) => !path.endsWith('.data') && !path.includes('.compactor-store'))).toEqual([
+      join(lake, 'x/y/z'),
+    ]);
+  });
+
   it('callers of one folder share the next fsync; one begun before a caller came never answers it', async () => {
     // Each fs.fsync completes when the test says; the folder's own fsync waits in `pending`.
     const pending: ((error: NodeJS.ErrnoException | null) => void)[] = [];

@@ -198,15 +198,17 @@ function fsyncFd(fd: number): Promise<void> {
 }
 
 /**
- * rename(2) into place, creating parent folders. A concurrent delete (in this process or another)
- * may prune a parent folder between our mkdir and rename, or while mkdir makes the path one folder
- * at a time (it then fails with ENOENT); both are retried.
+ * rename(2) into place, creating parent folders; returns the folders it made, outermost first (a
+ * new folder is durable only once its parent is fsynced: the caller's to make). A concurrent
+ * delete (in this process or another) may prune a parent folder between our mkdir and rename, or
+ * while mkdir makes the path one folder at a time (it then fails with ENOENT); both are retried.
  */
-export function renameIntoPlace(from: string, to: string, key: string): void {
+export function renameIntoPlace(from: string, to: string, key: string): string[] {
+  const made = new Set<string>();
   for (let attempt = 0; ; attempt++) {
     try {
       renameSync(from, to);
-      return;
+      return [...made];
     } catch (error) {
       const code = errorCode(error);
       if (code === 'ENOTDIR' || code === 'EISDIR') {
@@ -221,7 +223,8 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
       if (statOrUndefined(from) === undefined) throw error;
       try {
         // fs.mkdirSync looked up at the call, so a test can stand in for a concurrent prune.
-        fs.mkdirSync(dirname(to), { recursive: true });
+        const first = fs.mkdirSync(dirname(to), { recursive: true });
+        if (first !== undefined) for (const folder of foldersFrom(first, dirname(to))) made.add(folder);
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
@@ -234,6 +237,20 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
       }
     }
   }
+}
+
+/** `first`, then each folder below it down to `last` (a folder inside `first`, or `first` itself). */
+function foldersFrom(first: string, last: string): string[] {
+  const folders: string[] = [];
+  for (
+    let folder = last;
+    folder.length >= first.length && folder !== dirname(folder);
+    folder = dirname(folder)
+  ) {
+    folders.unshift(folder);
+    if (folder === first) break;
+  }
+  return folders;
 }
 
 /**

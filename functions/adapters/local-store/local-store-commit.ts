@@ -222,15 +222,24 @@ export async function commit(
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
       await durability.writeFile(staged.metaPath, Buffer.from(JSON.stringify(next)));
-      renameIntoPlace(staged.metaPath, sidecar, key);
-      await durability.syncDir(dirname(sidecar));
+      const made = renameIntoPlace(staged.metaPath, sidecar, key);
+      await syncPlaced(durability, sidecar, made);
     }
-    renameIntoPlace(staged.dataPath, path, key);
-    await durability.syncDir(dirname(path));
+    await syncPlaced(durability, path, renameIntoPlace(staged.dataPath, path, key));
     if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }
+}
+
+/**
+ * Makes a file just renamed to `path` durable: its folder fsynced, and the parent of each folder
+ * the rename had to make, so no new folder holding it can be lost either.
+ */
+async function syncPlaced(durability: Durability, path: string, made: readonly string[]): Promise<void> {
+  await Promise.all(
+    [dirname(path), ...made.map((folder) => dirname(folder))].map((dir) => durability.syncDir(dir)),
+  );
 }
 
 /**
