@@ -16,7 +16,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { deserializeTCompactProtocol } from 'hyparquet/src/thrift.js';
-import { CompactReader, isInteger, ThriftType } from './thrift-compact.ts';
+import { CompactReader, ThriftType } from './thrift-compact.ts';
 
 /** Bytes read from the end of the file first; a larger footer takes a second read. */
 const TAIL_BYTES = 64 * 1024;
@@ -127,19 +127,18 @@ function summarize(footer: FooterBytes): FooterSummary | undefined {
         for (let i = 0; i < list.size; i++) reader.skip(list.type, true);
         schemaElements = list.size;
         schema = stored(from);
-      } else if (id === 3 && isInteger(type)) {
-        rows = reader.integer();
+      } else if (id === 3) {
+        rows = reader.integerOf(type);
       } else if (id === 4 && type === ThriftType.LIST) {
         groups = rowGroupsOf(reader);
-      } else if (id === 5) {
-        keyValue = type === ThriftType.LIST ? keyValuesOf(reader) : undefined;
-        if (type !== ThriftType.LIST) reader.skip(type);
+      } else if (id === 5 && type === ThriftType.LIST) {
+        keyValue = keyValuesOf(reader);
         keyValueBytes = stored(from);
       } else {
         reader.skip(type);
         if (id === 2) schema = undefined;
-        if (id === 3) rows = undefined;
         if (id === 4) groups = undefined;
+        if (id === 5) keyValue = undefined;
         if (id === 6) createdBy = stored(from);
       }
     });
@@ -187,8 +186,8 @@ function rowGroupsOf(reader: CompactReader): { rows: number; chunkEnd: number } 
     let groupRows: number | undefined;
     let columns = false;
     reader.struct((id, type) => {
-      if (id === 3 && isInteger(type)) {
-        groupRows = reader.integer();
+      if (id === 3) {
+        groupRows = reader.integerOf(type);
       } else if (id === 1 && type === ThriftType.LIST) {
         const chunks = reader.list();
         columns = chunks.type === ThriftType.STRUCT || chunks.size === 0;
@@ -203,7 +202,6 @@ function rowGroupsOf(reader: CompactReader): { rows: number; chunkEnd: number } 
         }
       } else {
         reader.skip(type);
-        if (id === 3) groupRows = undefined;
         if (id === 1) columns = false;
       }
     });
@@ -231,15 +229,10 @@ function chunkEndOf(reader: CompactReader): number | undefined {
     }
     meta = true;
     reader.struct((field, fieldType) => {
-      if (field === 7 && isInteger(fieldType)) compressed = reader.integer();
-      else if (field === 9 && isInteger(fieldType)) dataPage = reader.integer();
-      else if (field === 11 && isInteger(fieldType)) dictionaryPage = reader.integer();
-      else {
-        reader.skip(fieldType);
-        if (field === 7) compressed = undefined;
-        if (field === 9) dataPage = undefined;
-        if (field === 11) dictionaryPage = undefined;
-      }
+      if (field === 7) compressed = reader.integerOf(fieldType);
+      else if (field === 9) dataPage = reader.integerOf(fieldType);
+      else if (field === 11) dictionaryPage = reader.integerOf(fieldType);
+      else reader.skip(fieldType);
     });
   });
   if (!meta || dataPage === undefined || compressed === undefined) return undefined;

@@ -46,6 +46,30 @@ export class CompactReader {
 
   /** An unsigned varint (a size or length) as a number; a RangeError past 2^49. */
   varint(): number {
+    const value = this.#shortVarint();
+    if (value === undefined) throw new RangeError('thrift varint beyond 2^49');
+    return value;
+  }
+
+  /** An i16, i32 or i64 (zigzag varint) as a safe integer; a RangeError beyond. */
+  integer(): number {
+    const start = this.offset;
+    const zigzag = this.#shortVarint();
+    if (zigzag !== undefined) return zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
+    // Past seven bytes a double may not hold the sum exactly: read it again as a bigint.
+    this.offset = start;
+    return this.#wideInteger();
+  }
+
+  /** A field's value as an integer when `type` is one; else undefined, the value stepped over. */
+  integerOf(type: number): number | undefined {
+    if (isInteger(type)) return this.integer();
+    this.skip(type);
+    return undefined;
+  }
+
+  /** A varint of at most seven bytes (under 2^49, exact in a double); undefined if longer. */
+  #shortVarint(): number | undefined {
     let result = 0;
     let scale = 1;
     for (;;) {
@@ -53,25 +77,7 @@ export class CompactReader {
       result += (b & 0x7f) * scale;
       if ((b & 0x80) === 0) return result;
       scale *= 128;
-      if (scale >= 2 ** 49) throw new RangeError('thrift varint beyond 2^49');
-    }
-  }
-
-  /** An i16, i32 or i64 (zigzag varint) as a safe integer; a RangeError beyond. */
-  integer(): number {
-    const start = this.offset;
-    let zigzag = 0;
-    let scale = 1;
-    for (;;) {
-      const b = this.byte();
-      zigzag += (b & 0x7f) * scale;
-      if ((b & 0x80) === 0) return zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
-      scale *= 128;
-      // Past seven bytes a double may not hold the sum exactly: read it again as a bigint.
-      if (scale >= 2 ** 49) {
-        this.offset = start;
-        return this.#wideInteger();
-      }
+      if (scale >= 2 ** 49) return undefined;
     }
   }
 
@@ -94,9 +100,14 @@ export class CompactReader {
   binary(): Uint8Array {
     const length = this.varint();
     const start = this.offset;
-    if (start + length > this.view.byteLength) throw new RangeError('thrift binary past the end');
-    this.offset += length;
+    this.#advance(length);
     return new Uint8Array(this.view.buffer, this.view.byteOffset + start, length);
+  }
+
+  /** Steps over `bytes` bytes, which must lie within the input. */
+  #advance(bytes: number): void {
+    if (this.offset + bytes > this.view.byteLength) throw new RangeError('thrift value past the end');
+    this.offset += bytes;
   }
 
   /**
@@ -129,10 +140,10 @@ export class CompactReader {
       case T.TRUE:
       case T.FALSE:
         // A boolean field's value is in its header; a list's booleans are a byte each.
-        if (inList) this.offset++;
+        if (inList) this.#advance(1);
         return;
       case T.BYTE:
-        this.offset++;
+        this.#advance(1);
         return;
       case T.I16:
       case T.I32:
@@ -140,7 +151,7 @@ export class CompactReader {
         while ((this.byte() & 0x80) !== 0) {}
         return;
       case T.DOUBLE:
-        this.offset += 8;
+        this.#advance(8);
         return;
       case T.BINARY:
         this.binary();
@@ -171,7 +182,7 @@ export class CompactReader {
 }
 
 /** Whether a field or element of `type` holds an integer (i16, i32 or i64). */
-export function isInteger(type: number): boolean {
+function isInteger(type: number): boolean {
   return type === T.I16 || type === T.I32 || type === T.I64;
 }
 

@@ -82,6 +82,9 @@ describe('CompactReader', () => {
   it('throws RangeError for malformed input: past the end, an unknown type, a number beyond 2^53, too deep', () => {
     const cut = reader([0x18, ...varint(10n), 0x61]);
     expect(() => cut.struct((_id, type) => cut.skip(type))).toThrow(RangeError);
+    // A fixed-size value cut short fails where it is stepped over, not at some later read.
+    for (const type of [T.DOUBLE, T.BYTE]) expect(() => reader([]).skip(type)).toThrow(RangeError);
+    expect(() => reader([]).skip(T.TRUE, true)).toThrow(RangeError);
     const unknown = reader([0x1d, 0x00]);
     expect(() => unknown.struct((_id, type) => unknown.skip(type))).toThrow(RangeError);
     const huge = reader([0x16, ...zigzag(2n ** 53n), 0x00]);

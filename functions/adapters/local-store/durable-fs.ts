@@ -270,11 +270,13 @@ export async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/** The folder fsyncs of this process, by folder: whether one is running, and who waits for the next. */
-const folderSyncs = new Map<
-  string,
-  { running: boolean; waiting: { done: () => void; failed: (e: unknown) => void }[] }
->();
+/** A folder's fsyncs in this process: whether one is running, and who waits for the next. */
+interface FolderSync {
+  running: boolean;
+  waiting: { done: () => void; failed: (e: unknown) => void }[];
+}
+
+const folderSyncs = new Map<string, FolderSync>();
 
 /**
  * fsyncDir, shared by the callers of one folder: an fsync of a folder makes every change to it
@@ -294,10 +296,7 @@ export function fsyncDirShared(dir: string): Promise<void> {
   });
 }
 
-function startFolderSync(
-  dir: string,
-  folder: { running: boolean; waiting: { done: () => void; failed: (e: unknown) => void }[] },
-): void {
+function startFolderSync(dir: string, folder: FolderSync): void {
   const round = folder.waiting;
   folder.waiting = [];
   folder.running = true;
