@@ -103,8 +103,12 @@ export interface JobCost {
     readonly terms: readonly CostTerm[];
     readonly total: number;
   };
-  /** What any compactor pays for the job: one GET per input, one PUT per output (floorRequests). */
+  /**
+   * What any compactor pays for the job: one GET per input, one PUT per output (floorRequests),
+   * and raw DuckDB's CPU time for the same merge at one vCPU's Lambda price (floorTerms).
+   */
   readonly floor: number;
+  readonly floorTerms: readonly CostTerm[];
   readonly target: { readonly text: string; readonly limit: number; readonly met: boolean };
   /** Where missed: the largest terms and what they measure. */
   readonly cause?: string;
@@ -112,8 +116,7 @@ export interface JobCost {
 
 /**
  * One cycle of many small partitions (100 tables x 24 hours), priced from the measured chain of
- * one small partition, beside its floor: one GET per input and one PUT per output, what any
- * compactor pays.
+ * one small partition, beside its floor (jobFloor of that partition, times the partitions).
  */
 export interface CycleCost {
   readonly childType: ChildType;
@@ -220,6 +223,42 @@ const f = (n: number, digits = 3) => Number(n.toFixed(digits)).toString();
 /** Billed seconds of a Lambda: its wall time, or its CPU time over its vCPUs if longer. */
 export function billedSeconds(step: StepTiming, memoryMb: number): number {
   return Math.max(step.wallMs, step.cpuMs / (memoryMb / ASSUMPTIONS.lambdaMbPerVcpu)) / 1000;
+}
+
+/** What the bench's floor of a job holds (jobFloor), as the report says it. */
+export const FLOOR_DEFINITION =
+  "one GET per input, one PUT per output, raw DuckDB's CPU time for the same merge at Lambda's price";
+
+/**
+ * A job's floor, what any compactor pays for it, term by term: one GET per input and one PUT per
+ * output written (functions/core/cost floorRequests), and raw DuckDB's merge of the same files
+ * (measured by the S3 bench) at Lambda's price for its CPU time. One vCPU-second costs the GB-s of
+ * 1,769 MB, the memory at which a function has one vCPU
+ * (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html): Lambda bills memory x
+ * time and gives CPU in proportion to memory, so no size runs that CPU time for less. Raw
+ * DuckDB reads the files in place: waiting on S3 is not in it.
+ */
+export function jobFloor(job: S3Job): CostTerm[] {
+  const p = PRICES;
+  const outputs = Math.max(1, job.run.outputKeys.length);
+  const requests = floorRequests('compaction', job.files, outputs);
+  const terms: CostTerm[] = [
+    {
+      name: 'floor: one GET per input, one PUT per output',
+      arithmetic: `${requests.get} x $${p.s3GetHeadPer1000} / 1,000 + ${requests.put} x $${p.s3PutCopyListPer1000} / 1,000`,
+      usd: requestsUsd(requests),
+    },
+  ];
+  if (job.rawDuckDb) {
+    const cpuSeconds = job.rawDuckDb.cpuMs / 1000;
+    const mb = ASSUMPTIONS.lambdaMbPerVcpu;
+    terms.push({
+      name: "floor: raw DuckDB's merge of the same files (CPU time at one vCPU's price)",
+      arithmetic: `${mb} MB / 1024 x ${f(cpuSeconds)} CPU s = ${f((mb / 1024) * cpuSeconds)} GB-s x $${p.lambdaArmGbSecond}`,
+      usd: lambdaDurationUsd(mb, cpuSeconds),
+    });
+  }
+  return terms;
 }
 
 /**
@@ -365,8 +404,8 @@ export function jobCost(input: {
     },
   ];
   const tablesTotal = tablesTerms.reduce((sum, t) => sum + t.usd, 0);
-  // What any compactor pays: one GET per input, one PUT per output written (functions/core/cost).
-  const floor = requestsUsd(floorRequests('compaction', job.files, Math.max(1, job.run.outputKeys.length)));
+  const floorTerms = jobFloor(job);
+  const floor = floorTerms.reduce((sum, t) => sum + t.usd, 0);
   const tablesLimit = tablesTotal / goal.share;
   const limit = 'floorRatio' in goal ? Math.min(tablesLimit, goal.floorRatio * floor) : tablesLimit;
   const met = total <= limit;
@@ -402,6 +441,7 @@ export function jobCost(input: {
     total,
     s3Tables: { strategy, terms: tablesTerms, total: tablesTotal },
     floor,
+    floorTerms,
     target,
     ...(cause ? { cause } : {}),
   };

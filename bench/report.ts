@@ -6,7 +6,7 @@
 import { auditLakeMarkdown } from './audit-lake.ts';
 import { backlogMarkdown } from './backlog.ts';
 import type { Comparison, ToolSummary } from './compare.ts';
-import type { CycleCost } from './cost.ts';
+import { type CycleCost, FLOOR_DEFINITION } from './cost.ts';
 import { wholeProcessSection } from './orchestration-report.ts';
 import { partitionProfileNote, partitionProfileSection, partitionProfileTable } from './partition-profile.ts';
 import { plannerLakeMarkdown } from './planner-scale.ts';
@@ -135,6 +135,8 @@ export function jobCostSection(r: BenchResults): string[] {
           ['**total**', '', `**${usd6(job.total)}**`],
           ...job.s3Tables.terms.map((t) => [t.name, t.arithmetic, usd6(t.usd)]),
           [`S3 Tables ${job.s3Tables.strategy} total`, '', usd6(job.s3Tables.total)],
+          ...job.floorTerms.map((t) => [t.name, t.arithmetic, usd6(t.usd)]),
+          ['floor total', '', usd6(job.floor)],
           [`target: ${job.target.text}`, '', usd6(job.target.limit)],
         ],
         '--- | --- | ---:',
@@ -150,7 +152,7 @@ export function jobCostSection(r: BenchResults): string[] {
 export function cycleLine(c: CycleCost): string {
   return (
     `a cycle of ${c.partitions.toLocaleString('en-US')} partitions of ${c.filesPerPartition} small files, ${c.childType} children: ` +
-    `${usd6(c.total)} (${usd6(c.perPartition)} a partition) vs the floor ${usd6(c.floor)} (one GET per input, one PUT per output): ` +
+    `${usd6(c.total)} (${usd6(c.perPartition)} a partition) vs the floor ${usd6(c.floor)} (${FLOOR_DEFINITION}): ` +
     `${(c.total / c.floor).toFixed(1)}x; about ${duration(c.seconds)} at ${c.maxConcurrency} Map items at once (${c.items.toLocaleString('en-US')} items); ` +
     `largest terms of a partition: ${c.largest.map((t) => `${t.name} ${usd6(t.usd)}`).join(', ')}`
   );

@@ -30,6 +30,7 @@ import { DATASETS, type DatasetSpec, generateDataset, HOUR_START_MS } from './da
 import { type Shaper, type ShaperStats, startShaper } from './s3-shaper.ts';
 import type { S3RunResult, S3Task } from './s3-worker.ts';
 import { verifyOutputs } from './verify.ts';
+import type { WorkerResult, WorkerTask } from './worker.ts';
 
 export const S3_FIRST_BYTE_LATENCY_MS = 25;
 export const S3_BYTES_PER_SECOND = 90e6;
@@ -67,6 +68,11 @@ export interface S3Job {
   readonly run: S3RunResult;
   readonly shaper: ShaperStats;
   readonly compactWallMs: readonly number[];
+  /**
+   * A cost job's merge by raw DuckDB over the same files, read in place (bench/worker.ts
+   * 'duckdb', the run with the median CPU time): the compute part of the job's floor.
+   */
+  readonly rawDuckDb?: { readonly wallMs: number; readonly cpuMs: number };
 }
 
 export interface S3LatencyResult {
@@ -221,6 +227,17 @@ export async function runS3Latency(
             `chain ${(run.steps.reduce((sum, s) => sum + s.wallMs, 0) / 1000).toFixed(2)} s`,
         );
       }
+      const rawDuckDb = spec.costJob
+        ? await rawDuckDbMerge(engine, ds.paths, ds.rows, join(dir, 'runs', `${spec.id}-duckdb`), {
+            ...options,
+            runs: options.runs(spec),
+          })
+        : undefined;
+      if (rawDuckDb) {
+        options.log(
+          `  raw DuckDB in place ${(rawDuckDb.wallMs / 1000).toFixed(2)} s, cpu ${(rawDuckDb.cpuMs / 1000).toFixed(2)} s`,
+        );
+      }
       await rm(ds.storeRoot, { recursive: true, force: true });
       const compactWall = (r: S3RunResult) => r.steps.find((s) => s.step === 'compact')?.wallMs ?? 0;
       const walls = runs.map((r) => compactWall(r.run));
@@ -239,6 +256,7 @@ export async function runS3Latency(
         run: chosen.run,
         shaper: chosen.shaper,
         compactWallMs: walls,
+        ...(rawDuckDb ? { rawDuckDb } : {}),
       });
     }
   } finally {
@@ -250,6 +268,41 @@ export async function runS3Latency(
     sources: S3_SOURCES,
     jobs,
   };
+}
+
+/**
+ * Raw DuckDB's merge of the local `paths` (the compare section's 'duckdb' tool), `runs` times in
+ * its own process; the run with the median CPU time, its output verified.
+ */
+async function rawDuckDbMerge(
+  engine: DuckDbEngine,
+  paths: readonly string[],
+  rows: number,
+  runDir: string,
+  options: { readonly runs: number; readonly threads: number },
+): Promise<{ readonly wallMs: number; readonly cpuMs: number }> {
+  const results: WorkerResult[] = [];
+  for (let n = 0; n < options.runs; n++) {
+    await mkdir(runDir, { recursive: true });
+    const task: WorkerTask = {
+      tool: 'duckdb',
+      storeRoot: runDir,
+      partition: '',
+      paths,
+      runDir,
+      threads: options.threads,
+    };
+    try {
+      const result = await runChild<WorkerResult>('worker.ts', task, join(runDir, 'task.json'));
+      await verifyOutputs(engine, 'raw DuckDB', result.outputs, rows, true);
+      results.push(result);
+    } finally {
+      await rm(runDir, { recursive: true, force: true });
+    }
+  }
+  const median = [...results].sort((a, b) => a.cpuMs - b.cpuMs)[Math.floor(results.length / 2)];
+  if (!median) throw new Error('raw DuckDB: no run');
+  return { wallMs: median.wallMs, cpuMs: median.cpuMs };
 }
 
 /**

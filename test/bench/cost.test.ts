@@ -27,8 +27,14 @@ const step = (name: StepTiming['step'], wallMs: number, cpuMs: number): StepTimi
   s3OnlyMs: wallMs / 2,
 });
 
-function job(costJob: CostJobId, files: number, bytes: number): S3Job & { costJob: CostJobId } {
+function job(
+  costJob: CostJobId,
+  files: number,
+  bytes: number,
+  rawDuckDb?: S3Job['rawDuckDb'],
+): S3Job & { costJob: CostJobId } {
   return {
+    ...(rawDuckDb ? { rawDuckDb } : {}),
     id: costJob,
     title: costJob,
     costJob,
@@ -81,9 +87,10 @@ const price = (
   files = 120,
   bytes = 24e6,
   jobsPerItem = 1,
+  rawDuckDb?: S3Job['rawDuckDb'],
 ): JobCost =>
   jobCost({
-    job: job(costJob, files, bytes),
+    job: job(costJob, files, bytes, rawDuckDb),
     childType,
     transitionsPerItem: 3,
     transitionsPerPartition: 7,
@@ -193,6 +200,20 @@ describe('the cost model of one job (bench/cost.ts)', () => {
     expect(full.s3Tables.total).toBeCloseTo(2 * 0.01 + (2700 * 0.002) / 1000, 12);
     expect(full.target.limit).toBeCloseTo(full.s3Tables.total / 10, 12);
     expect(full.target.text).toBe('<= 1/10 of S3 Tables sort');
+  });
+
+  it("adds raw DuckDB's CPU time for the same merge to the floor, at one vCPU's price (1,769 MB)", () => {
+    const requestsOnly = price('EXPRESS');
+    expect(requestsOnly.floorTerms).toHaveLength(1);
+    // 0.9 CPU s at 1,769 MB: 1.5548 GB-s at $0.0000133334.
+    const arc = price('EXPRESS', 'arc-hour', 120, 24e6, 1, { wallMs: 500, cpuMs: 900 });
+    const compute = (1769 / 1024) * 0.9 * 0.0000133334;
+    expect(arc.floorTerms).toHaveLength(2);
+    expect(arc.floorTerms[1]?.usd).toBeCloseTo(compute, 12);
+    expect(arc.floor).toBeCloseTo((120 * 0.0004 + 0.005) / 1000 + compute, 12);
+    expect(arc.target.limit).toBeCloseTo(Math.min(arc.s3Tables.total / 3, 1.5 * arc.floor), 12);
+    // The bill does not change with the floor.
+    expect(arc.total).toBe(requestsOnly.total);
   });
 
   it('names the cause of a missed target: the largest terms, and those that alone exceed the limit', () => {
