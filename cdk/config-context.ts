@@ -15,7 +15,7 @@ export function cdkJsonContext(): Record<string, unknown> {
   return json.context ?? {};
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

@@ -6,6 +6,7 @@
  */
 
 import type { TierName } from '../core/config.ts';
+import { ErrorNames } from '../core/errors.ts';
 import type { CliIo, Handler } from './command.ts';
 import type { DoctorOptions } from './commands/doctor/doctor-options.ts';
 import { SFN_COMMAND_NAMES } from './commands/sfn/sfn-options.ts';
@@ -40,7 +41,9 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     // The one place every failure becomes a one-line reason and an exit code.
     const e = error instanceof Error ? error : new Error(String(error));
     const fix = FIXES[e.name];
-    io.err(`compactor ${command}: ${e.name}: ${e.message}${fix === undefined ? '' : `; ${fix}`}`);
+    // A usage or settings error's message says what to change; other errors are named.
+    const kind = e.name === ErrorNames.Config ? '' : `${e.name}: `;
+    io.err(`compactor ${command}: ${kind}${e.message}${fix === undefined ? '' : `; ${fix}`}`);
     return 2;
   }
 }

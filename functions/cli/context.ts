@@ -4,7 +4,7 @@ import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CONTEXT_KEY, lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
-import { compactorContextOver, mergeContext } from '../../cdk/config-context.ts';
+import { compactorContextOver, isPlainObject, mergeContext } from '../../cdk/config-context.ts';
 import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
 import { LocalFolderStore } from '../adapters/local-store/local-store.ts';
 import {
@@ -70,7 +70,9 @@ export async function openStore(
   if (!target) throw new ConfigError('--store is required: a local folder or s3://bucket/prefix');
   if (target.startsWith('s3://')) {
     const [bucket = '', ...rest] = target.slice('s3://'.length).split('/');
-    if (bucket === '') throw new ConfigError(`--store ${target}: no bucket name`);
+    if (bucket === '') {
+      throw new ConfigError(`--store ${target}: no bucket name; use s3://BUCKET or s3://BUCKET/PREFIX`);
+    }
     const prefix = rest.filter(Boolean).join('/');
     const { createS3Client, S3Store } = await import('../adapters/s3-store/s3-store.ts');
     const client = createS3Client({
@@ -89,7 +91,11 @@ export async function openStore(
       `--store ${target}: no such folder (${root}); point --store at your lake's data root, or run \`compactor demo --dir ${target}\` to make a demo lake there`,
     );
   }
-  if (!found.isDirectory()) throw new ConfigError(`--store ${target}: ${root} is a file, not a folder`);
+  if (!found.isDirectory()) {
+    throw new ConfigError(
+      `--store ${target}: ${root} is a file, not a folder; point --store at the folder that holds your lake's tables`,
+    );
+  }
   return { store: new LocalFolderStore(root), dataPrefix: '', localRoot: root };
 }
 
@@ -112,6 +118,8 @@ export function requireRetentionRules(config: CompactorConfig): void {
 /** `--retention 'mydb/cpu/=30,mydb/=90,*=365'`: days to keep per table path, `*` for every other table. */
 export function parseRetentionRules(value: string): Record<string, number> {
   const rules: Record<string, number> = {};
+  // `none` (or nothing) turns retention off, whatever cdk.json says.
+  if (value.trim().toLowerCase() === 'none') return rules;
   for (const part of value
     .split(',')
     .map((p) => p.trim())
@@ -213,6 +221,31 @@ export function flagThatSet(options: CliOptions, setting: string): string | unde
   return value === true ? `--${found.flag}` : `--${found.flag} ${String(value)}`;
 }
 
+/**
+ * `context` with each flag's key set whole: a flag replaces its key's value, even an object's
+ * (`--retention 'mydb/=30'` is the whole rule set, not one more rule beside cdk.json's; `none`
+ * leaves none), where objects of --context merge into cdk.json's. Only the keys above a flag's
+ * (tiers.hourly, retention) merge.
+ */
+function withFlags(
+  context: Record<string, unknown>,
+  flags: ReturnType<typeof flagContext>,
+  path: readonly string[] = [],
+  at: Record<string, unknown> = flags.context,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...context };
+  for (const [key, value] of Object.entries(at)) {
+    const keyPath = [...path, key];
+    const current = out[key];
+    const flagKey = flags.flagOfKey.has(`${CONTEXT_KEY}.${keyPath.join('.')}`);
+    out[key] =
+      !flagKey && isPlainObject(value) && isPlainObject(current)
+        ? withFlags(current, flags, keyPath, value)
+        : value;
+  }
+  return out;
+}
+
 /** The settings flags given, as a `compactor` context, and which flag set each key. */
 export function flagContext(options: CliOptions): {
   readonly context: Record<string, unknown>;
@@ -275,9 +308,9 @@ function withoutScheduleSwitches(context: Record<string, unknown>): Record<strin
  */
 export function resolveStackConfig(options: CliOptions): StackConfig {
   const flags = flagContext(options);
-  const context = mergeContext(
+  const context = withFlags(
     mergeContext(LOCAL_CONTEXT, compactorContextOver(parseStackContext(options.context))),
-    flags.context,
+    flags,
   );
   try {
     return parseStackConfig(withoutScheduleSwitches(context));

@@ -35,6 +35,9 @@ export const LOCAL_CONCURRENCY = 2;
 /** Where `demo` writes its lake unless --dir says otherwise. */
 export const DEMO_DIR = '.demo/lake';
 
+/** `demo`'s --quiet unless given: its files were just written, so none is held back. */
+export const DEMO_QUIET_SECONDS = '0';
+
 /** How long doctor waits for its execution unless --timeout says otherwise. */
 export const DOCTOR_TIMEOUT_S = 900;
 
@@ -43,7 +46,7 @@ export const OPTIONS = {
   store: {
     type: 'string',
     value: '<folder | s3://bucket/prefix>',
-    help: 'the lake (required except for demo)',
+    help: 'the lake (required except for demo and doctor --stack)',
   },
   endpoint: {
     type: 'string',
@@ -174,7 +177,7 @@ export const OPTIONS = {
     type: 'string',
     value: 'DIR',
     help: 'local scratch folder for downloaded inputs and outputs',
-    default: 'system temp',
+    default: "compactor-work in the system's temp folder",
   },
   'unsafe-single-writer-store': {
     type: 'boolean',
@@ -207,7 +210,10 @@ export const OPTIONS = {
     default: '$COMPACTOR_STATE_MACHINE_ARN',
   },
   execution: { type: 'string', value: 'ARN', help: 'an execution of the state machine' },
-  wait: { type: 'boolean', help: 'follow the execution; exit 0 on success, 1 on failure' },
+  wait: {
+    type: 'boolean',
+    help: 'follow the execution; exit 0 on success, 1 on failure, 2 if still running\nafter 2 hours',
+  },
   stack: { type: 'string', value: 'NAME', help: 'the deployed stack to check' },
   timeout: {
     type: 'string',
@@ -308,6 +314,32 @@ export const COMMAND_OPTIONS = {
 
 export type CommandName = keyof typeof COMMAND_OPTIONS;
 
+/**
+ * Options a command defaults otherwise than OPTIONS says (and then not from cdk.json): the
+ * default its `--help` shows, or null for none. demo's --quiet is read from here.
+ */
+export const COMMAND_DEFAULTS = {
+  demo: { quiet: DEMO_QUIET_SECONDS },
+  start: { region: "the ARN's (another is refused)" },
+  watch: { region: "the ARN's (another is refused)" },
+  redrive: { region: "the ARN's (another is refused)" },
+  doctor: {
+    region: "with --state-machine the ARN's; with --stack $AWS_REGION (one of the two required)",
+    'state-machine': null,
+  },
+} as const satisfies { readonly [C in CommandName]?: Partial<Record<OptionName, string | null>> };
+
+/** What `command`'s --help shows for `name`'s default: its own, else undefined (OPTIONS'). */
+export function commandDefault(
+  command: CommandName,
+  name: OptionName,
+): { shown: string | undefined } | undefined {
+  const own: Partial<Record<OptionName, string | null>> | undefined =
+    command in COMMAND_DEFAULTS ? COMMAND_DEFAULTS[command as keyof typeof COMMAND_DEFAULTS] : undefined;
+  if (own === undefined || !Object.hasOwn(own, name)) return undefined;
+  return { shown: own[name] ?? undefined };
+}
+
 export function isCommandName(name: string): name is CommandName {
   return Object.hasOwn(COMMAND_OPTIONS, name);
 }
@@ -347,18 +379,20 @@ export function optionLines(
   names: readonly OptionName[],
   defaultOf: (name: OptionName) => string | undefined,
   scopeOf: (name: OptionName) => string | undefined = () => undefined,
+  command?: CommandName,
 ): string {
   const wanted = new Set(names);
   const lines: string[] = [];
   for (const [name, def] of Object.entries(OPTIONS) as [OptionName, OptionDef][]) {
     if (!wanted.has(name)) continue;
     const label = `  ${def.short ? `-${def.short}, ` : ''}--${name}${def.value ? ` ${def.value}` : ''}`;
-    const shown = defaultOf(name);
+    const own = command === undefined ? undefined : commandDefault(command, name);
+    const shown = own === undefined ? defaultOf(name) : own.shown;
     const scope = scopeOf(name);
     const notes = [
       ...(scope === undefined ? [] : [scope]),
       ...(shown === undefined ? [] : [`default ${shown}`]),
-      ...(def.setting === undefined ? [] : [`cdk.json: ${def.setting}`]),
+      ...(def.setting === undefined || own !== undefined ? [] : [`cdk.json: ${def.setting}`]),
     ];
     const [first = '', ...rest] = [
       ...def.help.split('\n'),

@@ -30,7 +30,8 @@ Commands:
                               TIER is hourly, daily, monthly (with --monthly) or retention
   plan --tier TIER            dry run: what a cycle would compact (or expire) and why the rest is skipped
   recover                     resolve manifests left by crashed or stopped runs
-  status                      live and quarantined manifests
+  status                      live manifests, quarantined inputs, failing partitions and each
+                              tier's backlog
   receipts [--partition P]    what each committed job did (inputs and their versions, outputs, rows,
                               column ranges), from its receipt; --since T: jobs started since T
   verify                      row counts per partition: plain glob vs the visible view
@@ -83,6 +84,6 @@ export function commandUsage(command: CommandName): string {
     ...(start >= 0 ? lines.slice(start, end) : []),
     '',
     'Options:',
-    optionLines(optionsOf(command), optionDefault),
+    optionLines(optionsOf(command), optionDefault, undefined, command),
   ].join('\n');
 }

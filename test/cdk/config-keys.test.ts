@@ -182,3 +182,24 @@ function deployOnlyValue(key: string): unknown {
   if (key.endsWith('.ephemeralStorageMb')) return key.includes('compact') ? 10_240 : 1024;
   throw new Error(`no test value for ${key}`);
 }
+
+describe('a settings flag over --context', () => {
+  const context = JSON.stringify({
+    retention: { rules: { '*': 365, 'db/': 90 } },
+    tiers: { hourly: { minFiles: 7 } },
+  });
+  const rules = (retention?: string) =>
+    parseConfig(resolveConfigInput({ context, ...(retention === undefined ? {} : { retention }) }, ''))
+      .retention.rules;
+
+  it('sets its key whole: --retention is the rule set, none is no rule, and keys beside a flag keep --context', () => {
+    expect(rules()).toHaveLength(2);
+    expect(rules('db/cpu/=30').map((r) => [r.table, r.days])).toEqual([['db/cpu/', 30]]);
+    expect(rules('none')).toEqual([]);
+    const config = parseConfig(
+      resolveConfigInput({ context, tier: 'hourly', 'min-age': '60', retention: 'none' }, ''),
+    );
+    // --min-age sets tiers.hourly.minAgeSeconds; --context's tiers.hourly.minFiles stays.
+    expect(config.tiers.hourly).toMatchObject({ minFiles: 7, minAgeSeconds: 60 });
+  });
+});

@@ -127,7 +127,28 @@ describe('compactor doctor --store FOLDER (the synthesized definition run locall
         ],
         /--state-machine needs --store s3:\/\/BUCKET\/PREFIX/,
       ],
-      [['doctor', '--store', root, '--timeout', 'soon'], /--timeout soon: use a whole number/],
+      [
+        ['doctor', '--stack', 'ParquetCompactor', '--region', 'eu-west-1', '--timeout', 'soon'],
+        /--timeout soon: use a whole number/,
+      ],
+      // Options a form would ignore are refused, each naming why.
+      [['doctor', '--store', root, '--timeout', '60'], /runs in this process: drop --timeout/],
+      [
+        ['doctor', '--stack', 'ParquetCompactor', '--region', 'eu-west-1', '--layout', 'hive'],
+        /--layout: doctor --stack checks the settings the stack was deployed with: drop --layout/,
+      ],
+      [
+        [
+          'doctor',
+          '--state-machine',
+          'arn:aws:states:eu-west-1:123456789012:stateMachine:C',
+          '--store',
+          's3://b/p',
+          '--endpoint',
+          'http://127.0.0.1:9',
+        ],
+        /checks the deployed bucket on S3: drop --endpoint/,
+      ],
       [['doctor', '--store', root, '--context', '[1]'], /--context must be a JSON object/],
     ];
     for (const [args, message] of cases) {

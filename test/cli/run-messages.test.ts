@@ -327,7 +327,21 @@ describe('a retention run', () => {
     const dir = await lake('no-rule');
     const run = await cli('run', '--tier', 'retention', '--store', dir);
     expect(run.code).toBe(2);
-    expect(run.err).toEqual([`compactor run: ConfigError: ${NO_RETENTION_RULE}`]);
+    expect(run.err).toEqual([`compactor run: ${NO_RETENTION_RULE}`]);
+    expect(await dataKeys(dir)).toHaveLength(FILES.length);
+    // `--retention none` turns a rule from --context off, as its help says: the same refusal.
+    const off = await cli(
+      'run',
+      '--tier',
+      'retention',
+      '--store',
+      dir,
+      '--context',
+      '{"retention":{"rules":{"*":1}}}',
+      '--retention',
+      'none',
+    );
+    expect(off.err).toEqual([`compactor run: ${NO_RETENTION_RULE}`]);
     expect(await dataKeys(dir)).toHaveLength(FILES.length);
   });
 

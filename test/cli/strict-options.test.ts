@@ -12,6 +12,7 @@ import {
   COMMAND_OPTIONS,
   type CommandName,
   commandsTaking,
+  DEMO_QUIET_SECONDS,
   OPTIONS,
   type OptionName,
   optionsOf,
@@ -168,6 +169,34 @@ describe('parse failures say what to do, never in parseArgs words', () => {
     const result = await cli('compact', '--store', 'x');
     expect(result.code).toBe(2);
     expect(result.err[0]).toContain('unknown command "compact"');
+  });
+});
+
+describe("a command's --help shows the defaults it applies", () => {
+  /** The lines of `--name` in `command --help`: its label line and those indented under it. */
+  async function optionHelp(command: CommandName, name: OptionName): Promise<string> {
+    const lines = (await cli(command, '--help')).text.split('\n');
+    const start = lines.findIndex((line) => line.trimStart().startsWith(`--${name}`));
+    let end = start + 1;
+    while (end < lines.length && /^ {6,}\S/.test(lines[end] ?? '')) end++;
+    return lines.slice(start, end).join(' ');
+  }
+
+  it("demo: --quiet 0, the value demo runs with, not cdk.json's quietSeconds", async () => {
+    const help = await optionHelp('demo', 'quiet');
+    expect(help).toContain(`default ${DEMO_QUIET_SECONDS}`);
+    expect(help).not.toContain('cdk.json');
+    expect(await optionHelp('run', 'quiet')).toContain('cdk.json: quietSeconds');
+  });
+
+  it("start, watch, redrive: the ARN's region; doctor: no state machine from the environment", async () => {
+    for (const command of ['start', 'watch', 'redrive'] as const) {
+      expect(await optionHelp(command, 'region')).toContain("default the ARN's");
+    }
+    expect(await optionHelp('plan', 'region')).toContain('default $AWS_REGION or us-east-1');
+    expect(await optionHelp('start', 'state-machine')).toContain('$COMPACTOR_STATE_MACHINE_ARN');
+    expect(await optionHelp('doctor', 'state-machine')).not.toContain('default');
+    expect(await optionHelp('doctor', 'region')).toContain('--stack $AWS_REGION');
   });
 });
 

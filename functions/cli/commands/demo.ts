@@ -14,7 +14,7 @@ import { buildEngine } from '../context.ts';
 import type { generateDemoLake } from '../demo-lake.ts';
 import { formatBytes, formatCount, formatDuration, table } from '../format.ts';
 import { footerRows } from '../lake-stats.ts';
-import { DEMO_DIR, type ParsedOptions } from '../options.ts';
+import { DEMO_DIR, DEMO_QUIET_SECONDS, type ParsedOptions } from '../options.ts';
 import { runCommand } from './run.ts';
 
 /** What a demo lake's folder holds: the demo may replace a folder holding only these. */
@@ -70,7 +70,7 @@ export async function demoCommand(options: ParsedOptions, io: CliIo): Promise<nu
   );
 
   // The files were just written; act as if the writers went quiet a little while ago.
-  const base: ParsedOptions = { ...options, store: dir, quiet: options.quiet ?? '0' };
+  const base: ParsedOptions = { ...options, store: dir, quiet: options.quiet ?? DEMO_QUIET_SECONDS };
   const before = await lakeSummary(base);
   // The default tiers (the monthly one is opt-in; the demo's days are too recent for it anyway).
   for (const tier of ['hourly', 'daily'] as const) {

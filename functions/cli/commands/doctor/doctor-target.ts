@@ -43,9 +43,33 @@ export type Mode =
     }
   | { readonly kind: 'local' };
 
+/**
+ * Options a deployed form would ignore: it checks the settings the stack was deployed with
+ * (cdk.json's `compactor` context, or --context) against its own bucket on S3.
+ */
+const DEPLOYED_FORM_IGNORES = ['endpoint', 'layout', 'partition-segments', 'data-suffix'] as const;
+
+function refuseIgnored(options: DoctorOptions, form: string): void {
+  for (const name of DEPLOYED_FORM_IGNORES) {
+    if (options[name] === undefined) continue;
+    throw new ConfigError(
+      name === 'endpoint'
+        ? `--endpoint: ${form} checks the deployed bucket on S3: drop --endpoint`
+        : `--${name}: ${form} checks the settings the stack was deployed with: drop --${name}, or pass them as you deployed them with --context`,
+    );
+  }
+}
+
 /** Which of the three forms was asked for; anything else is a usage error (exit 2). */
 export function resolveMode(options: DoctorOptions, env: Readonly<Record<string, string | undefined>>): Mode {
   const machine = options['state-machine'];
+  if (options.stack !== undefined) refuseIgnored(options, 'doctor --stack');
+  else if (machine !== undefined) refuseIgnored(options, 'doctor --state-machine');
+  else if (options.store !== undefined && options.timeout !== undefined) {
+    throw new ConfigError(
+      '--timeout is how long doctor waits for a deployed execution; doctor --store FOLDER runs in this process: drop --timeout',
+    );
+  }
   if (options.stack !== undefined) {
     if (machine !== undefined || options.store !== undefined) {
       throw new ConfigError(
@@ -73,7 +97,11 @@ export function resolveMode(options: DoctorOptions, env: Readonly<Record<string,
       );
     }
     const [bucket = '', ...rest] = store.slice('s3://'.length).split('/');
-    if (bucket === '') throw new ConfigError(`--store ${store}: no bucket name`);
+    if (bucket === '') {
+      throw new ConfigError(
+        `--store ${store}: no bucket name; use s3://BUCKET/PREFIX (the BucketName and DataPrefix outputs)`,
+      );
+    }
     const prefix = rest.filter(Boolean).join('/');
     const region = match[1] ?? '';
     if (options.region !== undefined && options.region !== region) {
