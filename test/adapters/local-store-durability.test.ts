@@ -54,6 +54,34 @@ describe('the local folder store: durability', () => {
     ]);
   });
 
+  it('machine: a put into folders another process made fsyncs each into its parent, once per folder made', async () => {
+    const lake = join(root, 'lake');
+    const store = new LocalFolderStore(lake);
+    await store.put('seed', Buffer.from('s'));
+    const real = fs.fsync.bind(fs);
+    const synced: string[] = [];
+    vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, done: (e: Error | null) => void) => {
+      synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
+      real(fd, done);
+    }) as typeof fs.fsync);
+    const folders = () =>
+      synced.filter((path) => !path.endsWith('.data') && !path.includes('.compactor-store'));
+    // Made by another process, whose fsync of their parents may still be to come.
+    const made = () => fs.mkdirSync(join(lake, 'a/b'), { recursive: true });
+    made();
+    await store.put('a/b/first', Buffer.from('o'));
+    expect(folders()).toEqual(expect.arrayContaining([lake, join(lake, 'a'), join(lake, 'a/b')]));
+    synced.length = 0;
+    await store.put('a/b/second', Buffer.from('o'));
+    expect(folders()).toEqual([join(lake, 'a/b')]);
+    // Removed and made again (by anyone): new again.
+    fs.rmSync(join(lake, 'a'), { recursive: true });
+    made();
+    synced.length = 0;
+    await store.put('a/b/third', Buffer.from('o'));
+    expect(folders()).toEqual(expect.arrayContaining([lake, join(lake, 'a'), join(lake, 'a/b')]));
+  });
+
   it('callers of one folder share the next fsync; one begun before a caller came never answers it', async () => {
     // Each fs.fsync completes when the test says; the folder's own fsync waits in `pending`.
     const pending: ((error: NodeJS.ErrnoException | null) => void)[] = [];

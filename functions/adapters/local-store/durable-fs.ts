@@ -198,17 +198,16 @@ function fsyncFd(fd: number): Promise<void> {
 }
 
 /**
- * rename(2) into place, creating parent folders; returns the folders it made, outermost first (a
- * new folder is durable only once its parent is fsynced: the caller's to make). A concurrent
- * delete (in this process or another) may prune a parent folder between our mkdir and rename, or
- * while mkdir makes the path one folder at a time (it then fails with ENOENT); both are retried.
+ * rename(2) into place, creating parent folders. A concurrent delete (in this process or another)
+ * may prune a parent folder between our mkdir and rename, or while mkdir makes the path one folder
+ * at a time (it then fails with ENOENT); both are retried. A folder made here is durable only once
+ * its parent is fsynced: DurableFolders finds it for the caller.
  */
-export function renameIntoPlace(from: string, to: string, key: string): string[] {
-  const made = new Set<string>();
+export function renameIntoPlace(from: string, to: string, key: string): void {
   for (let attempt = 0; ; attempt++) {
     try {
       renameSync(from, to);
-      return [...made];
+      return;
     } catch (error) {
       const code = errorCode(error);
       if (code === 'ENOTDIR' || code === 'EISDIR') {
@@ -223,8 +222,7 @@ export function renameIntoPlace(from: string, to: string, key: string): string[]
       if (statOrUndefined(from) === undefined) throw error;
       try {
         // fs.mkdirSync looked up at the call, so a test can stand in for a concurrent prune.
-        const first = fs.mkdirSync(dirname(to), { recursive: true });
-        if (first !== undefined) for (const folder of foldersFrom(first, dirname(to))) made.add(folder);
+        fs.mkdirSync(dirname(to), { recursive: true });
       } catch (mkdirError) {
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
@@ -239,18 +237,40 @@ export function renameIntoPlace(from: string, to: string, key: string): string[]
   }
 }
 
-/** `first`, then each folder below it down to `last` (a folder inside `first`, or `first` itself). */
-function foldersFrom(first: string, last: string): string[] {
-  const folders: string[] = [];
-  for (
-    let folder = last;
-    folder.length >= first.length && folder !== dirname(folder);
-    folder = dirname(folder)
-  ) {
-    folders.unshift(folder);
-    if (folder === first) break;
+/** A folder as found: its path and identity (inode and birth time). */
+interface FolderFound {
+  readonly path: string;
+  readonly id: string;
+}
+
+/**
+ * The folders whose own entry, in their parent, this process has made durable (fsynced the parent
+ * once they existed). A file renamed into a folder survives power loss only if the folder and each
+ * one above it does: one made a moment ago, by this process or by another, may not yet, since its
+ * maker's fsync of the parent may still be to come. Known by path and identity, so a folder
+ * removed and made again, by any process, is new again.
+ */
+export class DurableFolders {
+  readonly #known = new Map<string, string>();
+
+  /** The folders from `dir` up to `root` (not included) not known durable, innermost first. */
+  unknown(dir: string, root: string): FolderFound[] {
+    const found: FolderFound[] = [];
+    for (let folder = dir; folder.startsWith(`${root}${sep}`); folder = dirname(folder)) {
+      const st = statSync(folder, { bigint: true, throwIfNoEntry: false });
+      // Removed since (emptied by a delete): nothing left under it to make durable.
+      if (st === undefined) break;
+      const id = `${st.ino}:${st.birthtimeNs}`;
+      if (this.#known.get(folder) === id) break;
+      found.push({ path: folder, id });
+    }
+    return found;
   }
-  return folders;
+
+  /** Records `folders` as durable: their parents were fsynced after they were found. */
+  remember(folders: readonly FolderFound[]): void {
+    for (const folder of folders) this.#known.set(folder.path, folder.id);
+  }
 }
 
 /**

@@ -13,6 +13,7 @@ import { crc32 } from 'node:zlib';
 import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
+  DurableFolders,
   errorCode,
   fsyncDirShared,
   hardLink,
@@ -43,19 +44,38 @@ export interface Durability {
   writeFile(path: string, bytes: Uint8Array): Promise<BigIntStats>;
   /** fsyncs a folder after a rename or unlink in it, so the change survives power loss. */
   syncDir(dir: string): Promise<void>;
+  /**
+   * Makes a file just renamed to `path` durable: its folder fsynced, and the parent of each folder
+   * between it and `root` not yet known durable (DurableFolders), so no folder holding it can be
+   * lost either, whoever made it.
+   */
+  syncPlaced(path: string, root: string): Promise<void>;
 }
 
 const noSync = async (): Promise<void> => {};
 
 export function durabilityOf(mode: 'machine' | 'process'): Durability {
   if (mode === 'machine') {
+    const folders = new DurableFolders();
     return {
       syncFile: (file) => file.sync(),
       writeFile: (path, bytes) => writeNewFile(path, bytes, true),
       syncDir: fsyncDirShared,
+      syncPlaced: async (path, root) => {
+        const fresh = folders.unknown(dirname(path), root);
+        await Promise.all(
+          [dirname(path), ...fresh.map((folder) => dirname(folder.path))].map(fsyncDirShared),
+        );
+        folders.remember(fresh);
+      },
     };
   }
-  return { syncFile: noSync, writeFile: (path, bytes) => writeNewFile(path, bytes, false), syncDir: noSync };
+  return {
+    syncFile: noSync,
+    writeFile: (path, bytes) => writeNewFile(path, bytes, false),
+    syncDir: noSync,
+    syncPlaced: noSync,
+  };
 }
 
 /** What a change to a key needs: where the files are, the key's lock, which fsyncs to make. */
@@ -222,24 +242,15 @@ export async function commit(
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
       await durability.writeFile(staged.metaPath, Buffer.from(JSON.stringify(next)));
-      const made = renameIntoPlace(staged.metaPath, sidecar, key);
-      await syncPlaced(durability, sidecar, made);
+      renameIntoPlace(staged.metaPath, sidecar, key);
+      await durability.syncPlaced(sidecar, paths.root);
     }
-    await syncPlaced(durability, path, renameIntoPlace(staged.dataPath, path, key));
+    renameIntoPlace(staged.dataPath, path, key);
+    await durability.syncPlaced(path, paths.root);
     if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }
-}
-
-/**
- * Makes a file just renamed to `path` durable: its folder fsynced, and the parent of each folder
- * the rename had to make, so no new folder holding it can be lost either.
- */
-async function syncPlaced(durability: Durability, path: string, made: readonly string[]): Promise<void> {
-  await Promise.all(
-    [dirname(path), ...made.map((folder) => dirname(folder))].map((dir) => durability.syncDir(dir)),
-  );
 }
 
 /**
