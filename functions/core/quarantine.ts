@@ -23,6 +23,8 @@ export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: 
     etag: input?.etag,
     partition: manifest.partition,
     reason: bad.reason,
+    // Whether a reader could read it (visible.ts leaves out those it could not).
+    readable: bad.unreadable !== true,
     jobId: manifest.jobId,
     quarantinedAt: deps.clock.now().toISOString(),
     fix: 'Replace or remove the object (or fix the setting named in the reason), then run `compactor release --partition <partition>` to let it be compacted again.',
@@ -47,6 +49,8 @@ export interface InputRecord {
   readonly key?: string;
   readonly partition?: string;
   readonly reason?: string;
+  /** Whether the input can be read as Parquet; absent in records written before it was kept. */
+  readonly readable?: boolean;
 }
 
 /** Reads an input's quarantine record; text that is not such a record (an operator's edit) says nothing. */
@@ -66,6 +70,7 @@ export function parseInputRecord(body: Buffer): InputRecord {
     ...text('key'),
     ...text('partition'),
     ...text('reason'),
+    ...(typeof fields.readable === 'boolean' ? { readable: fields.readable } : {}),
   };
 }
 

@@ -10,12 +10,26 @@
 import type { CompactorConfig } from './config.ts';
 import { ConfigError, TransientStoreError } from './errors.ts';
 import { type Exclusions, readExclusions, type UnreadableManifest } from './exclusions.ts';
-import { isAtOrPast, jobIdOfOutput, jobPartitionOf, leaseOf, type Manifest } from './manifest/manifest.ts';
-import type { ObjectStore, ObjectSummary } from './object-store.ts';
+import {
+  isAtOrPast,
+  jobIdOfOutput,
+  jobPartitionOf,
+  leaseOf,
+  type Manifest,
+  quarantinedInputKey,
+} from './manifest/manifest.ts';
+import { getBytesIfExists, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { isParquetObject } from './parquet-sniff.ts';
+import { parseInputRecord } from './quarantine.ts';
 
 export interface VisibleView {
   readonly files: readonly ObjectSummary[];
+  /**
+   * Files of the view that are quarantined inputs no reader can read (not Parquet: cut off,
+   * empty, another format): the view is the contract's, which hides no data file, so a reader of
+   * it fails on them until each is replaced or removed.
+   */
+  readonly unreadableQuarantined: readonly string[];
   readonly hiddenInputs: number;
   readonly hiddenOutputs: number;
   readonly liveManifests: number;
@@ -64,10 +78,14 @@ export async function visibleFiles(
   let before = await readExclusions(store, config);
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const data: ObjectSummary[] = [];
+    const unreadableQuarantined: string[] = [];
     for await (const object of store.list(under)) {
       if (!config.layout.isDataKey(object.key)) continue;
       // A name that does not say Parquet (Firehose without an extension) is listed only if it is one.
       if (config.layout.needsContentCheck(object.key) && !(await isParquetObject(store, object))) continue;
+      if (before.quarantinedInputs.has(object.key) && !(await quarantinedReadable(store, config, object))) {
+        unreadableQuarantined.push(object.key);
+      }
       data.push(object);
     }
     const after = await readExclusions(store, config);
@@ -75,10 +93,28 @@ export async function visibleFiles(
       unchangedForReaders(before.liveManifests, after.liveManifests) &&
       fingerprint(before.quarantinedManifests) === fingerprint(after.quarantinedManifests) &&
       fingerprintUnreadable(before.unreadable) === fingerprintUnreadable(after.unreadable);
-    if (stable) return select(config, data, after);
+    if (stable) {
+      const view = select(config, data, after);
+      const kept = new Set(view.files.map((f) => f.key));
+      return { ...view, unreadableQuarantined: unreadableQuarantined.filter((k) => kept.has(k)) };
+    }
     before = after;
   }
   throw new TransientStoreError(`the lake kept changing during ${maxAttempts} listings; try again`);
+}
+
+/**
+ * Whether a quarantined input can be read: as its record says (the compact step read it), else,
+ * for a record that does not say, whether it looks like Parquet (isParquetObject).
+ */
+async function quarantinedReadable(
+  store: ObjectStore,
+  config: CompactorConfig,
+  object: ObjectSummary,
+): Promise<boolean> {
+  const record = await getBytesIfExists(store, quarantinedInputKey(config.layout, object.key));
+  const readable = record === undefined ? undefined : parseInputRecord(record.body).readable;
+  return readable ?? (await isParquetObject(store, object));
 }
 
 function fingerprintUnreadable(entries: Exclusions['unreadable']): string {
@@ -92,7 +128,7 @@ function select(
   config: CompactorConfig,
   data: readonly ObjectSummary[],
   exclusions: Exclusions,
-): VisibleView {
+): Omit<VisibleView, 'unreadableQuarantined'> {
   const { liveManifests: live, quarantinedManifests: quarantined } = exclusions;
   // Inputs are hidden by key and ETag: an input replaced after it was read is new data.
   const hiddenInputs = new Map<string, string>();

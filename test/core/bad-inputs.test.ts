@@ -245,7 +245,7 @@ describe('corrupt inputs in one cycle', () => {
           'utf8',
         ),
       ) as Record<string, unknown>;
-      expect(record).toMatchObject({ key, partition, etag });
+      expect(record).toMatchObject({ key, partition, etag, readable: false });
       expect(String(record.reason).length).toBeGreaterThan(5);
       expect(String(record.reason), 'the reason names the object, not a temp file').not.toContain(workDir);
       expect(tools.events).toContainEqual(
@@ -264,6 +264,22 @@ describe('corrupt inputs in one cycle', () => {
     // No row lost: every good row once, in the outputs; good inputs gone.
     await expect(dataIds(l, [...corrupt.keys()])).resolves.toEqual(range(1, 100));
     await expect(visibleIds(l, [...corrupt.keys()])).resolves.toEqual(range(1, 100));
+    // The visible view hides no data file (the contract's view), but names those no reader can
+    // read, and `visible` warns of them and exits 1.
+    expect([...(await visibleFiles(l.store, l.config)).unreadableQuarantined].sort()).toEqual(
+      [...corrupt.keys()].sort(),
+    );
+    const visible = await cli('visible', '--store', l.dir, '--sql');
+    expect(visible.code).toBe(1);
+    expect(visible.err.join('\n')).toContain(
+      `the view holds ${corrupt.size} quarantined file(s) that are not Parquet, and reading it fails on them`,
+    );
+    // A record that does not say (written before it was kept): the object is looked at instead.
+    const zeroByte = 'db/cpu/2025/01/15/12/cpu_20250115_125900_9.parquet';
+    const recordKey = `${quarantineRoot(l.config.layout)}inputs/${zeroByte}.json`;
+    const { readable: _, ...older } = JSON.parse((await l.store.getBytes(recordKey)).body.toString('utf8'));
+    await l.store.put(recordKey, Buffer.from(JSON.stringify(older)));
+    expect((await visibleFiles(l.store, l.config)).unreadableQuarantined).toContain(zeroByte);
     for (const key of await keys(l.store, 'db/')) {
       if (!corrupt.has(key) && l.config.layout.isDataKey(key)) expect(key).toMatch(/_compacted\.parquet$/);
     }
@@ -310,7 +326,7 @@ describe('a readable input foreign to its partition (issue 13 item 7)', () => {
       string,
       unknown
     >;
-    expect(record).toMatchObject({ key: foreign, partition: 'db/cpu/2025/01/15/10/', etag });
+    expect(record).toMatchObject({ key: foreign, partition: 'db/cpu/2025/01/15/10/', etag, readable: true });
     expect(String(record.reason)).toMatch(/no time column "time" \(columns: a, b\)/);
     expect(tools.events).toContainEqual(
       expect.objectContaining({

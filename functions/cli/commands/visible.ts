@@ -31,10 +31,19 @@ export async function visibleCommand(options: ParsedOptions, io: CliIo): Promise
   const ctx = await commandContext(options);
   const view = await visibleFiles(ctx.target.store, ctx.config);
   const viewTarget = viewTargetOf(ctx, options);
+  // The view hides no data file; one no reader can read makes every read of it fail: exit 1.
+  const unreadable = view.unreadableQuarantined.length > 0 ? 1 : 0;
+  if (unreadable) {
+    io.err(
+      `warning: the view holds ${view.unreadableQuarantined.length} quarantined file(s) that are not Parquet, and reading it fails on them: ` +
+        `${view.unreadableQuarantined.map((k) => pathOf(viewTarget, k)).join(', ')}; ` +
+        'replace or remove each (`compactor status` gives its reason), then `compactor release --partition P`',
+    );
+  }
   const keys = view.files.map((f) => f.key);
   if (format === undefined) {
     emit(io, options, view, () => keys.map((k) => pathOf(viewTarget, k)).join('\n'));
-    return 0;
+    return unreadable;
   }
   if (format === 'athena') return athenaView(ctx, options, io, view, viewTarget);
   const paths = keys.map((k) => pathOf(viewTarget, k));
@@ -47,7 +56,7 @@ export async function visibleCommand(options: ParsedOptions, io: CliIo): Promise
           ? polarsStatement(paths)
           : sparkStatement(viewTarget, keys);
   emit(io, options, { format, statement, paths, files: view.files.length }, () => statement);
-  return 0;
+  return unreadable;
 }
 
 function parseViewFormat(options: ParsedOptions): ViewFormat | undefined {
@@ -108,6 +117,11 @@ async function athenaView(
       const objects = t.files.map((k) => byKey.get(k) as ObjectSummary);
       const read = await footerRows(ctx.target.store, ctx.target.localRoot, engine, objects);
       const bad = read.find((r) => r.columns === undefined);
+      if (bad && view.unreadableQuarantined.includes(bad.key)) {
+        throw new ConfigError(
+          `--format athena: ${bad.key} is quarantined and not Parquet, so no table over it can be declared; replace or remove it, then \`compactor release --partition P\``,
+        );
+      }
       if (bad) {
         throw new TransientStoreError(`--format athena: ${bad.key}: ${bad.error ?? 'unreadable'}; try again`);
       }

@@ -49,6 +49,8 @@ export const MAX_STATS_TEXT = 1024;
 export interface KeptInput {
   readonly key: string;
   readonly reason: string;
+  /** Set aside because it cannot be read as Parquet (not for what its readable rows hold). */
+  readonly unreadable?: boolean;
 }
 
 /** What a retention job checked: every input's period ends at or before `cutoff`. */

@@ -106,7 +106,7 @@ export async function fetchInputs(
       info = await footerCheck(footerChecks, engine, path);
     } catch (error) {
       if (!(error instanceof InputUnreadableError)) throw error;
-      corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key) });
+      corrupt.push({ key: input.key, reason: error.reason.replaceAll(path, input.key), unreadable: true });
       continue;
     }
     const reason = foreignReason(timeColumn, info);

@@ -87,7 +87,7 @@ export async function mergeInputs(
     if (!bad) throw error;
     await quarantineInput(
       deps,
-      { key: bad.input.key, reason: error.reason.replaceAll(bad.path, bad.input.key) },
+      { key: bad.input.key, reason: error.reason.replaceAll(bad.path, bad.input.key), unreadable: true },
       loaded.manifest,
     );
     await release(deps, loaded);
