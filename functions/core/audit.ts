@@ -17,6 +17,7 @@
  * before its manifest goes).
  */
 
+import { crc32OfBytes } from './checksum.ts';
 import type { CompactorConfig } from './config.ts';
 import type { JobToPrice, RepairFolderToPrice } from './cost/index.ts';
 import { type Exclusions, isExcluded, readExclusions } from './exclusions.ts';
@@ -31,7 +32,7 @@ import {
   receiptsRoot,
   stagingRoot,
 } from './manifest/manifest.ts';
-import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
+import { type Checksum, compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
 import { pruneQuarantine } from './quarantine-lifecycle.ts';
 import { type ListedReceipt, type Receipt, readReceipts } from './receipts.ts';
@@ -56,6 +57,7 @@ export const FINDING_KINDS = {
   restored: 'an input its job deleted, back at the size the job read (a restored backup)',
   'stale-quarantine-record': 'a quarantine record whose objects are gone',
   'invalid-receipt': 'a file under receipts/ that does not read as a receipt',
+  unreadable: 'a data file whose footer does not read: no reader can read it',
 } as const;
 export type FindingKind = keyof typeof FINDING_KINDS;
 
@@ -190,6 +192,7 @@ export async function auditLake(deps: AuditDeps): Promise<AuditReport> {
   const findings = [
     ...orphans,
     ...lake.invalidReceipts,
+    ...lake.unreadable,
     ...found.receipts,
     ...found.withoutReceipt,
     ...state,
@@ -300,6 +303,8 @@ class LakeAudit {
   readonly days = new Map<string, DayRow>();
   readonly visited = new Set<string>();
   readonly invalidReceipts: Finding[] = [];
+  /** Data files whose footer rowsOf could not read. */
+  readonly unreadable: Finding[] = [];
   receipts = 0;
   peakObjectsHeld = 0;
 
@@ -379,9 +384,9 @@ class LakeAudit {
     const { store, config } = this.#deps;
     for (const keys of this.#unitKeys.values()) {
       const receipts = this.#read(await readReceipts(store, config, keys));
-      this.#judgeReceipts([...receipts, ...this.#unitReceipts], receipts, new Map());
+      await this.#judgeReceipts([...receipts, ...this.#unitReceipts], receipts, new Map());
     }
-    this.#judgeReceipts(this.#unitReceipts, this.#unitReceipts, this.#unitLake);
+    await this.#judgeReceipts(this.#unitReceipts, this.#unitReceipts, this.#unitLake);
     this.#candidates.push(...(await checkRepairFolders(this.#deps, this.#monthFolders, this.#exclusions)));
     this.#unit = undefined;
     this.#unitKeys = new Map();
@@ -413,11 +418,22 @@ class LakeAudit {
       bytes: 0,
       rows: rows ? 0 : undefined,
     };
+    let found = 0;
     for (const { object } of files) {
       row.files++;
       row.bytes += object.size;
       const n = rows?.get(object.key);
       row.rows = row.rows === undefined || n === undefined ? undefined : row.rows + n;
+      if (rows === undefined || n !== undefined) continue;
+      found++;
+      this.unreadable.push({
+        kind: 'unreadable',
+        key: object.key,
+        detail: `${object.size} bytes whose Parquet footer does not read`,
+        fix: this.#exclusions.quarantinedInputs.has(object.key)
+          ? 'compaction quarantined it (`compactor status` gives the reason): replace or remove it, then `compactor release --partition P`'
+          : 'replace or remove it: compaction quarantines it and never merges or deletes it',
+      });
     }
     const before = this.#exclusions;
     const folders = new Map<string, RepairFolder>();
@@ -437,7 +453,7 @@ class LakeAudit {
     }
     const candidates = await checkRepairFolders(this.#deps, folders, before);
     this.#candidates.push(...candidates);
-    let found = candidates.reduce((n, c) => n + c.inputs.length, 0);
+    found += candidates.reduce((n, c) => n + c.inputs.length, 0);
     for (const hour of halfCompacted(config, objects, this.#holds.isHeld)) {
       this.#halfHours.push(files.filter((f) => f.file.hourFolder === hour.folder).map((f) => f.object));
       found++;
@@ -446,11 +462,17 @@ class LakeAudit {
     const keys = this.#unitKeys.get(group) ?? [];
     this.#unitKeys.delete(group);
     let receipts = this.#read(await readReceipts(store, config, keys));
-    const judge = () => ({
-      receipts: receiptFindings([...receipts, ...this.#unitReceipts], receipts, lake, this.#holds.isHeld),
+    const judge = async () => ({
+      receipts: await receiptFindings(
+        store,
+        [...receipts, ...this.#unitReceipts],
+        receipts,
+        lake,
+        this.#holds.isHeld,
+      ),
       withoutReceipt: this.#outputsWithoutReceipt(objects, [...receipts, ...this.#unitReceipts]),
     });
-    let judged = judge();
+    let judged = await judge();
     // A job that ended after the unit's receipts were listed left its receipt before its manifest
     // went: list the day's again before calling an output lost or unreceipted.
     if (judged.receipts.some((f) => f.kind === 'output-missing') || judged.withoutReceipt.length > 0) {
@@ -462,7 +484,7 @@ class LakeAudit {
       }
       if (again.length > 0) {
         receipts = [...receipts, ...this.#read(await readReceipts(store, config, again))];
-        judged = judge();
+        judged = await judge();
       }
     }
     this.#receiptFindings.push(...judged.receipts);
@@ -491,12 +513,14 @@ class LakeAudit {
     return receipts;
   }
 
-  #judgeReceipts(
+  async #judgeReceipts(
     all: readonly Receipt[],
     own: readonly Receipt[],
     lake: ReadonlyMap<string, ObjectSummary>,
-  ): void {
-    this.#receiptFindings.push(...receiptFindings(all, own, lake, this.#holds.isHeld));
+  ): Promise<void> {
+    this.#receiptFindings.push(
+      ...(await receiptFindings(this.#deps.store, all, own, lake, this.#holds.isHeld)),
+    );
   }
 
   /**
@@ -597,13 +621,19 @@ function repairShape(candidate: RepairCandidate): RepairFolderToPrice {
   };
 }
 
-/** `receipts` against the lake (`lake`: the objects they can name): outputs changed or gone, inputs restored. */
-function receiptFindings(
+/**
+ * `receipts` against the lake (`lake`: the objects they can name): outputs changed or gone, inputs
+ * restored. An output at its recorded size under another ETag is a finding only if its content
+ * changed too (sameContent): a copied or moved lake, or a store that gives a copy a new ETag,
+ * keeps the bytes the job wrote.
+ */
+async function receiptFindings(
+  store: ObjectStore,
   all: readonly Receipt[],
   receipts: readonly Receipt[],
   lake: ReadonlyMap<string, ObjectSummary>,
   isHeld: (key: string) => boolean,
-): Finding[] {
+): Promise<Finding[]> {
   const findings: Finding[] = [];
   // An output a later job took as input was merged, not lost: such a job's receipt is in `all`
   // (the same day's, or the month's).
@@ -619,7 +649,12 @@ function receiptFindings(
           detail: `job ${r.jobId} published it (${output.rows} rows); it is gone and no later job merged it`,
           fix: 'restore it from a backup (its ETag and checksum are in the receipt)',
         });
-      } else if (now.size !== output.size || (output.etag !== undefined && now.etag !== output.etag)) {
+      } else if (
+        now.size !== output.size ||
+        (output.etag !== undefined &&
+          now.etag !== output.etag &&
+          !(await sameContent(store, now, output.checksum)))
+      ) {
         findings.push({
           kind: 'output-changed',
           key: output.key,
@@ -645,4 +680,16 @@ function receiptFindings(
     }
   }
   return findings;
+}
+
+/**
+ * Whether `object` holds the bytes whose full-object CRC32 a receipt recorded: by the checksum the
+ * store keeps for it (S3 keeps it through a copy), else by reading it.
+ */
+async function sameContent(store: ObjectStore, object: ObjectSummary, recorded: Checksum): Promise<boolean> {
+  const head = await store.head(object.key);
+  if (head === undefined) return false;
+  if (head.checksum !== undefined) return head.checksum.value === recorded.value;
+  const { body } = await store.getBytes(object.key, { ifMatch: head.etag });
+  return crc32OfBytes(body).value === recorded.value;
 }

@@ -5,13 +5,14 @@
  * output, a restored input, a stale quarantine record, a receipt that does not read.
  */
 
-import { readFile, rm } from 'node:fs/promises';
+import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
 import { type AuditReport, auditLake, type FindingKind } from '../../functions/core/audit.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
+import { InputUnreadableError } from '../../functions/core/errors.ts';
 import { jobIdOfOutput, receiptKey, stagingRoot } from '../../functions/core/manifest/manifest.ts';
 import { listReceipts, type Receipt } from '../../functions/core/receipts.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
@@ -59,9 +60,16 @@ async function audit(l: Awaited<ReturnType<typeof compacted>>, now = Date.now())
     clock: { now: () => new Date(now) },
     engine,
     workDir: join(workDir, 'audit'),
+    // As the CLI's footerRows: an unreadable footer has no rows.
     rowsOf: async (objects) => {
-      const rows = new Map<string, number>();
-      for (const o of objects) rows.set(o.key, (await engine.inspect(join(l.dir, o.key))).rows);
+      const rows = new Map<string, number | undefined>();
+      for (const o of objects) {
+        const info = await engine.inspect(join(l.dir, o.key)).catch((error: unknown) => {
+          if (error instanceof InputUnreadableError) return undefined;
+          throw error;
+        });
+        rows.set(o.key, info?.rows);
+      }
       return rows;
     },
   });
@@ -89,6 +97,34 @@ describe('compactor audit', () => {
         findings: 0,
       }),
     ]);
+  });
+
+  it('a copied lake (every local ETag new) is clean; an output rewritten at its own size is not', async () => {
+    const l = await compacted();
+    const copy = `${l.dir}-copy`;
+    lakes.push(copy);
+    await cp(l.dir, copy, { recursive: true });
+    const copied = { ...l, dir: copy, store: testStore(copy) };
+    const [output = ''] = outputsOf(l.receipts, HOURLY_HOUR_10);
+    expect((await copied.store.head(output))?.etag).not.toBe((await l.store.head(output))?.etag);
+    expect((await audit(copied)).findings).toEqual([]);
+    // The same size, other bytes: changed.
+    const bytes = await readFile(join(copy, output));
+    bytes[8] = (bytes[8] ?? 0) ^ 0xff;
+    await writeFile(join(copy, output), bytes);
+    expect(kinds(await audit(copied))).toEqual([['output-changed', output]]);
+  });
+
+  it('names a data file whose footer does not read, and its fix', async () => {
+    const dir = await copyLake(template);
+    lakes.push(dir);
+    const store = testStore(dir);
+    const empty = `${HOURLY_HOUR_10}cpu_20250115_105900_9.parquet`;
+    await store.put(empty, Buffer.alloc(0));
+    const report = await audit({ dir, store, config: template.config, receipts: [] });
+    expect(kinds(report)).toEqual([['unreadable', empty]]);
+    expect(report.findings[0]?.fix).toContain('replace or remove it');
+    expect(report.days[0]).toMatchObject({ rows: undefined, findings: 1 });
   });
 
   it('finds every planted defect and names each object', async () => {
