@@ -188,7 +188,7 @@ export const OPTIONS = {
   partition: {
     type: 'string',
     value: 'P',
-    help: 'a partition folder (mydb/cpu/2025/01/15/10/) or a folder above it',
+    help: "a partition folder (mydb/cpu/2025/01/15/10/) or a folder above it; also\nas visible prints it (a path in the store's folder, an s3:// URL)",
   },
   since: {
     type: 'string',

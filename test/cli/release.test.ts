@@ -86,3 +86,20 @@ describe('release: what each row says happened', () => {
     },
   );
 });
+
+describe('release --partition', () => {
+  it('takes the folder as visible prints it (a path inside the store) and refuses one outside', async () => {
+    const dir = join(root, 'absolute');
+    await cp(template, dir, { recursive: true });
+    const run = (partition: string) =>
+      cli('release', '--partition', partition, '--dry-run', '--work-dir', workDir, '--store', dir);
+    const relative = await run(PARTITION);
+    const absolute = await run(join(dir, PARTITION));
+    expect(absolute.code).toBe(relative.code);
+    expect(absolute.text).toBe(relative.text);
+    expect(absolute.text).toContain(FIXED);
+    const outside = await run(join(root, 'elsewhere', PARTITION));
+    expect(outside.code).toBe(2);
+    expect(outside.err[0]).toContain("not inside the store's folder");
+  });
+});

@@ -5,7 +5,7 @@
  * run without a rule, and the one-time synthesis notice.
  */
 
-import { cp, mkdtemp, writeFile } from 'node:fs/promises';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
@@ -59,6 +59,21 @@ describe('run names what made a partition skip', () => {
     const right = await hourly(dir, '--work-dir', work);
     expect(right.code, right.text).toBe(0);
     expect(right.text).toMatch(/summary: 3 compacted \(5 files -> 3\), 0 skipped/);
+    expect((await lakeIds(engine, dir)).length).toBe(total);
+  }, 120_000);
+
+  it('a quarantined input: its row and the summary say so, with the fix; exit 1', async () => {
+    const dir = await lake('quarantine');
+    const empty = 'db/cpu/2025/01/15/11/cpu_20250115_115900_9.parquet';
+    await writeFile(join(dir, empty), Buffer.alloc(0));
+    const run = await hourly(dir, '--work-dir', join(dir, '..', 'work-quarantine'));
+    expect(run.code, run.text).toBe(1);
+    expect(run.text).toMatch(/db\/cpu\/2025\/01\/15\/11\/\s+compacted .*1 input\(s\) quarantined/);
+    expect(run.text).toContain(
+      '1 input(s) quarantined, left in place and never merged: `compactor status` gives each reason',
+    );
+    // Left in place; every row of the others compacted.
+    await rm(join(dir, empty));
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 120_000);
 

@@ -16,8 +16,7 @@ export async function receiptsCommand(options: ParsedOptions, io: CliIo): Promis
   if (since !== undefined && Number.isNaN(since)) {
     throw new ConfigError(`--since ${options.since}: use an ISO time like 2025-01-15T00:00:00Z`);
   }
-  const under =
-    options.partition === undefined ? undefined : partitionFolderOption(ctx.config, options.partition);
+  const under = options.partition === undefined ? undefined : partitionFolderOption(ctx, options.partition);
   const listed = await listReceipts(ctx.target.store, ctx.config, {
     ...(under === undefined ? {} : { under }),
     ...(since === undefined ? {} : { since: new Date(since) }),

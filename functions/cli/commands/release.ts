@@ -58,7 +58,7 @@ function releaseSelection(options: ParsedOptions, ctx: CommandContext): ReleaseS
       'release needs --partition P (a partition folder such as mydb/cpu/2025/01/15/10/, or a folder above it) or --all; `compactor status` lists the quarantined inputs',
     );
   }
-  return { partition: partitionFolderOption(ctx.config, partition) };
+  return { partition: partitionFolderOption(ctx, partition) };
 }
 
 /** Whether a quarantined job's record lies in the selection (never released here, only listed). */

@@ -319,7 +319,9 @@ function formatRun(
         p.outputs,
         formatBytes(p.outputBytes),
         p.rows === undefined ? '' : formatCount(p.rows),
-        settingSource(p, options),
+        [settingSource(p, options), p.quarantinedInputs ? `${p.quarantinedInputs} input(s) quarantined` : '']
+          .filter(Boolean)
+          .join('; '),
       ],
     })),
     ...plan.skippedPartitions.map((s) => ({
@@ -349,6 +351,12 @@ function formatRun(
       ? `summary: ${s.expired} day(s) expired (${s.filesIn} files, ${formatBytes(s.bytesIn)} removed), ${skipped}, ${s.superseded} superseded, ${s.failed} failed`
       : `summary: ${s.compacted} compacted (${s.filesIn} files -> ${s.filesOut}), ${skipped}, ${s.superseded} superseded, ${s.failed} failed`,
   );
+  const quarantined = partitions.reduce((n, p) => n + (p.quarantinedInputs ?? 0), 0);
+  if (quarantined > 0) {
+    lines.push(
+      `${quarantined} input(s) quarantined, left in place and never merged: \`compactor status\` gives each reason; replace or remove each, then \`compactor release --partition P\``,
+    );
+  }
   return lines.join('\n');
 }
 
