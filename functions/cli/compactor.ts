@@ -21,7 +21,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   if (!read.ok) {
     io.err(
       'unknownCommand' in read
-        ? `compactor: unknown command "${read.unknownCommand}". Commands: ${COMMAND_NAMES.join(', ')}.`
+        ? `compactor: unknown command "${read.unknownCommand}".${read.nearestCommand === undefined ? '' : ` Did you mean ${read.nearestCommand}?`} Commands: ${COMMAND_NAMES.join(', ')}.`
         : `compactor: ${read.usage}`,
     );
     return 2;

@@ -6,6 +6,7 @@
 
 import { parseArgs } from 'node:util';
 import {
+  COMMAND_OPTIONS,
   type CommandName,
   commandsTaking,
   isCommandName,
@@ -19,8 +20,8 @@ import {
 
 export type ReadArgs =
   | { readonly ok: true; readonly command: CommandName | undefined; readonly options: ParsedOptions }
-  /** The unknown command's name, for its own message. */
-  | { readonly ok: false; readonly unknownCommand: string }
+  /** The unknown command's name, for its own message, and the command it is a typo of, if any. */
+  | { readonly ok: false; readonly unknownCommand: string; readonly nearestCommand?: CommandName }
   | { readonly ok: false; readonly usage: string };
 
 const ALL = Object.keys(OPTIONS) as OptionName[];
@@ -48,7 +49,10 @@ export function readArgs(argv: readonly string[]): ReadArgs {
     const help = name === 'help' || tokens.some((t) => t.kind === 'option' && t.name === 'help');
     return { ok: true, command: undefined, options: { help } };
   }
-  if (!isCommandName(name)) return { ok: false, unknownCommand: name };
+  if (!isCommandName(name)) {
+    const near = nearest(name, Object.keys(COMMAND_OPTIONS) as CommandName[]);
+    return { ok: false, unknownCommand: name, ...(near === undefined ? {} : { nearestCommand: near }) };
+  }
   const allowed = optionsOf(name);
   const see = `See compactor ${name} --help.`;
   for (const token of tokens) {
@@ -105,10 +109,10 @@ export function readArgs(argv: readonly string[]): ReadArgs {
   }
 }
 
-/** The closest option name within a typo's reach (transpositions count once), if any. */
-function nearest(typed: string, names: readonly OptionName[]): OptionName | undefined {
+/** The closest name within a typo's reach (transpositions count once), if any. */
+function nearest<Name extends string>(typed: string, names: readonly Name[]): Name | undefined {
   const reach = Math.max(1, Math.min(3, Math.floor(typed.length / 3)));
-  let best: { name: OptionName; distance: number } | undefined;
+  let best: { name: Name; distance: number } | undefined;
   for (const name of names) {
     const distance = editDistance(typed, name);
     if (distance <= reach && (best === undefined || distance < best.distance)) best = { name, distance };

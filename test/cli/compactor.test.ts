@@ -256,7 +256,7 @@ describe('plan', () => {
     const quiet = await cli('plan', '--tier', 'hourly', '--store', dir, '--min-files', '2');
     expect(quiet.code).toBe(0);
     expect(quiet.text).not.toMatch(/\bcompact\b\s+\d/);
-    expect(quiet.text).toContain('a file was written less than 300s ago');
+    expect(quiet.text).toContain('a file was written less than quietSeconds (300s) ago');
 
     // A dry run: nothing written, replaced or deleted, not even state.
     expect(await snapshot(dir)).toEqual(before);

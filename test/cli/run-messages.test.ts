@@ -77,6 +77,15 @@ describe('run names what made a partition skip', () => {
     expect((await lakeIds(engine, dir)).length).toBe(total);
   }, 120_000);
 
+  it('a daily plan over raw files alone says the daily tier merges hourly outputs', async () => {
+    const dir = await lake('daily-first');
+    const plan = await cli('plan', '--tier', 'daily', '--store', dir, '--quiet', '0');
+    expect(plan.code, plan.text).toBe(0);
+    expect(plan.text).toContain(
+      'nothing to do: no finished day holds hourly outputs to merge; the daily tier merges what `compactor run --tier hourly` writes',
+    );
+  });
+
   it('a partition of several job bounds: the header counts its jobs and the waves they run in, a row each', async () => {
     const dir = await lake('waves');
     const run = await hourly(dir, '--work-dir', join(dir, '..', 'work-waves'), '--max-job-files', '1');
@@ -98,7 +107,7 @@ describe('run names what made a partition skip', () => {
     for (const hour of ['10', '11', '12']) {
       expect(run.text).toMatch(
         new RegExp(
-          `db/cpu/2025/01/15/${hour}/\\s+skipped\\s+\\d\\s+not planned: a file was written less than 300s ago`,
+          `db/cpu/2025/01/15/${hour}/\\s+skipped\\s+\\d\\s+not planned: a file was written less than quietSeconds \\(300s\\) ago`,
         ),
       );
     }

@@ -165,10 +165,15 @@ describe('parse failures say what to do, never in parseArgs words', () => {
     expect(calls).toEqual([]);
   });
 
-  it('an unknown command still lists the commands', async () => {
+  it('an unknown command still lists the commands, and names the one it is a typo of', async () => {
     const result = await cli('compact', '--store', 'x');
     expect(result.code).toBe(2);
     expect(result.err[0]).toContain('unknown command "compact"');
+    expect(result.err[0]).not.toContain('Did you mean');
+    const typo = await cli('stauts', '--store', 'x');
+    expect(typo.code).toBe(2);
+    expect(typo.err[0]).toContain('unknown command "stauts". Did you mean status? Commands: demo, run,');
+    expect(calls).toEqual([]);
   });
 });
 

@@ -193,7 +193,7 @@ describe('hourly candidates', () => {
     await putL0(folder, 5);
     const plan = await planTier(store, cfg, realTime, 'hourly');
     expect(plan.jobs).toEqual([]);
-    expect(skipFor(plan, folder)?.reason).toBe('a file was written less than 300s ago');
+    expect(skipFor(plan, folder)?.reason).toBe('a file was written less than quietSeconds (300s) ago');
     // A few hours later the same folder is quiet.
     const quiet = await planTier(store, cfg, later, 'hourly');
     expect(jobFor(quiet, folder)?.candidates).toBe(5);
@@ -314,7 +314,7 @@ describe('daily candidates', () => {
     await putL0(hourFolder(oldDay + 3 * HOUR), 1);
     const plan = await planTier(store, cfg, realTime, 'daily');
     expect(plan.jobs).toEqual([]);
-    expect(skipFor(plan, dayFolder(oldDay))?.reason).toMatch(/written less than 300s ago/);
+    expect(skipFor(plan, dayFolder(oldDay))?.reason).toMatch(/written less than quietSeconds \(300s\) ago/);
   });
 });
 

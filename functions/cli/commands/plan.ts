@@ -4,6 +4,7 @@
  */
 
 import { behindWarning } from '../../core/backlog.ts';
+import type { JobKind } from '../../core/config.ts';
 import { mapItemIndexes } from '../../core/plan-store.ts';
 import { type CliIo, commandContext, emit } from '../command.ts';
 import { NO_RETENTION_RULE, parseTier } from '../context.ts';
@@ -11,6 +12,16 @@ import { formatBytes, table } from '../format.ts';
 import { layoutHint } from '../layout-hint.ts';
 import type { ParsedOptions } from '../options.ts';
 import { deployedCycle, formatCost, usd } from '../plan-cost.ts';
+
+/** Why a tier may find nothing: what it merges (functions/core/tiers.ts), and what writes that. */
+const WHAT_A_TIER_MERGES: Readonly<Record<JobKind, string>> = {
+  hourly: 'no hour holds raw files to merge',
+  daily:
+    'no finished day holds hourly outputs to merge; the daily tier merges what `compactor run --tier hourly` writes, not raw files',
+  monthly:
+    'no finished month holds daily outputs to merge; the monthly tier merges what `compactor run --tier daily` writes',
+  retention: 'no file is older than its table rule',
+};
 
 export async function planCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
@@ -65,7 +76,7 @@ export async function planCommand(options: ParsedOptions, io: CliIo): Promise<nu
           ]
         : tier === 'retention' && ctx.config.retention.rules.length === 0
           ? [`nothing to do: ${NO_RETENTION_RULE}`]
-          : [settled ? `nothing to do: ${settled}` : 'nothing to do']),
+          : [`nothing to do: ${settled ?? WHAT_A_TIER_MERGES[tier]}`]),
       '',
       formatCost(cost),
     ].join('\n');

@@ -7,7 +7,7 @@
 import { ConfigError } from '../../core/errors.ts';
 import { listReceipts, type Receipt } from '../../core/receipts.ts';
 import { type CliIo, commandContext, emit, partitionFolderOption } from '../command.ts';
-import { formatBytes, table } from '../format.ts';
+import { formatBytes, formatCount, table } from '../format.ts';
 import type { ParsedOptions } from '../options.ts';
 
 export async function receiptsCommand(options: ParsedOptions, io: CliIo): Promise<number> {
@@ -36,7 +36,7 @@ export async function receiptsCommand(options: ParsedOptions, io: CliIo): Promis
                 r.jobId,
                 r.inputsDeletedAt,
                 inputsCell(r),
-                r.inputRows ?? '',
+                r.inputRows === undefined ? '' : formatCount(r.inputRows),
                 rowsOut(r),
                 outputsCell(r),
               ]),
@@ -56,10 +56,10 @@ function inputsCell(r: Receipt): string {
   return `${r.inputs.length} (${formatBytes(bytes)})${kept > 0 ? `, ${kept} left in place` : ''}`;
 }
 
-function rowsOut(r: Receipt): string | number {
+function rowsOut(r: Receipt): string {
   if (r.expiry) return `expired (${r.expiry.rule}: ${r.expiry.days} days)`;
   if (r.repairOf) return `held by ${r.repairOf.length} output(s)`;
-  return r.outputs.reduce((sum, o) => sum + o.rows, 0);
+  return formatCount(r.outputs.reduce((sum, o) => sum + o.rows, 0));
 }
 
 function outputsCell(r: Receipt): string {

@@ -239,7 +239,7 @@ function heldBack(
     return `a file was written at ${new Date(folder.newestModified).toISOString()}, after the time planned for (${new Date(now).toISOString()})`;
   }
   if (folder.newestModified > now - config.quietSeconds * 1000) {
-    return `a file was written less than ${config.quietSeconds}s ago`;
+    return `a file was written less than quietSeconds (${config.quietSeconds}s) ago`;
   }
   return undefined;
 }
