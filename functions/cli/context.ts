@@ -317,7 +317,10 @@ export function resolveStackConfig(options: CliOptions): StackConfig {
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     // Name the flag when one set the key the message is about.
-    const flag = [...flags.flagOfKey].find(([key]) => error.message.includes(key))?.[1];
+    // The parser names a key as `compactor.a.b` or, after `context compactor:`, as `a.b`.
+    const named = (key: string) =>
+      error.message.includes(key) || error.message.includes(`: ${key.slice(CONTEXT_KEY.length + 1)}`);
+    const flag = [...flags.flagOfKey].find(([key]) => named(key))?.[1];
     if (flag === undefined) throw error;
     throw new ConfigError(`${error.message} (set by ${flag})`, { cause: error });
   }

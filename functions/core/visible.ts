@@ -34,6 +34,8 @@ export interface VisibleView {
   readonly hiddenOutputs: number;
   readonly liveManifests: number;
   readonly quarantinedManifests: number;
+  /** Data keys of quarantined inputs, left in place by design. */
+  readonly quarantinedInputs: ReadonlySet<string>;
 }
 
 function fingerprint(manifests: readonly Manifest[]): string {
@@ -160,6 +162,7 @@ function select(
     hiddenOutputs: outputsHidden,
     liveManifests: live.length,
     quarantinedManifests: quarantined.length,
+    quarantinedInputs: exclusions.quarantinedInputs,
   };
 }
 

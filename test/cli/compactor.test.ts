@@ -390,7 +390,7 @@ describe('run, status, verify, visible on a compacted lake', () => {
     expect(result.code, result.err.join('\n')).toBe(0);
     expect(result.text).not.toContain('SUSPECT');
     const total = new RegExp(
-      `^total: ${oldLake.total.toLocaleString('en-US')} visible rows in 2 files; 0 live and 0 quarantined manifest\\(s\\); 0 partition\\(s\\) need attention$`,
+      `^total: ${oldLake.total.toLocaleString('en-US')} visible rows in 2 files; 0 live and 0 quarantined manifest\\(s\\), 0 quarantined input\\(s\\); 0 partition\\(s\\) need attention$`,
       'm',
     );
     expect(result.text).toMatch(total);

@@ -81,6 +81,22 @@ describe('hive layout: hourly only, exact through partitioned and glob readers',
     // With the right layout, no hint.
     const right = await cli('plan', '--tier', 'hourly', '--store', dir, '--layout', 'hive', '--quiet', '0');
     expect(right.err.join('\n')).not.toContain('did you mean --layout');
+    // A store one folder too deep (the table's folder) is told to go up, not to change layout.
+    const deep = await cli(
+      'plan',
+      '--tier',
+      'hourly',
+      '--store',
+      join(dir, 'events'),
+      '--layout',
+      'hive',
+      '--quiet',
+      '0',
+    );
+    expect(deep.err.join('\n')).toContain(
+      'but they are one folder down: --store names a folder inside the lake',
+    );
+    expect(deep.err.join('\n')).not.toContain('did you mean --layout');
   });
 
   it('run --tier hourly then --tier daily: the daily run is refused, every row is read once by both readers', async () => {

@@ -79,5 +79,9 @@ describe('--context reaches the local commands', () => {
     const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--max-job-bytes', '20GiB');
     expect(plan.code).toBe(2);
     expect(plan.err.join('\n')).toMatch(/compactor\.maxJobBytes .*\(set by --max-job-bytes\)/);
+    // A key the parser names after `context compactor:` (a table-path map's entry).
+    const rule = await cli('plan', '--tier', 'retention', '--store', dir, '--retention', 'db/cpu=1');
+    expect(rule.code).toBe(2);
+    expect(rule.err.join('\n')).toMatch(/retention\.rules\["db\/cpu"\].*\(set by --retention\)$/);
   });
 });

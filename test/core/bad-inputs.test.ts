@@ -274,6 +274,14 @@ describe('corrupt inputs in one cycle', () => {
     expect(visible.err.join('\n')).toContain(
       `the view holds ${corrupt.size} quarantined file(s) that are not Parquet, and reading it fails on them`,
     );
+    // verify names them, and does not take them for what a non-atomic compactor leaves behind.
+    const verify = await cli('verify', '--store', l.dir);
+    expect(verify.code).toBe(1);
+    expect(verify.text).not.toContain('SUSPECT');
+    const day = verify.text.split('\n').find((line) => line.startsWith('db/cpu/2025/01/15/')) ?? '';
+    expect(day).toContain('4 unreadable file(s): db/cpu/2025/01/15/10/cpu_20250115_105900_9.parquet');
+    expect(day).toContain('and 1 more (4 quarantined: `compactor status`)');
+    expect(verify.text).toContain('4 quarantined input(s)');
     // A record that does not say (written before it was kept): the object is looked at instead.
     const zeroByte = 'db/cpu/2025/01/15/12/cpu_20250115_125900_9.parquet';
     const recordKey = `${quarantineRoot(l.config.layout)}inputs/${zeroByte}.json`;

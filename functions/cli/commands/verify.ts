@@ -22,9 +22,12 @@ interface PartitionRows {
   rows: number;
   visibleFiles: number;
   visibleRows: number;
-  unreadable: number;
+  unreadable: string[];
   note: string;
 }
+
+/** Unreadable files a partition's note names before it says how many more. */
+const NAMED_UNREADABLE = 3;
 
 export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const ctx = await commandContext(options);
@@ -44,12 +47,12 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
         rows: 0,
         visibleFiles: 0,
         visibleRows: 0,
-        unreadable: 0,
+        unreadable: [],
         note: '',
       };
       entry.files++;
       entry.rows += file.rows ?? 0;
-      if (file.rows === undefined) entry.unreadable++;
+      if (file.rows === undefined) entry.unreadable.push(file.key);
       const object = all[i];
       if (object && visible.has(`${object.key}\0${object.etag}`)) {
         entry.visibleFiles++;
@@ -61,7 +64,10 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     // non-atomic compactor leaves behind (the seed bug): flag it, as `compactor audit` does.
     // Only what the visible view holds counts: a job's inputs past its commit are not left behind.
     const shown = all.filter((o) => visible.has(`${o.key}\0${o.etag}`));
-    const suspects = new Set(halfCompacted(ctx.config, shown, () => false).map((h) => h.day));
+    // A quarantined input is left in place by design, not left behind.
+    const suspects = new Set(
+      halfCompacted(ctx.config, shown, (key) => view.quarantinedInputs.has(key)).map((h) => h.day),
+    );
     // Read after the snapshot: a job that started meanwhile is named too, one that ended is not.
     const now = ctx.clock.now().getTime();
     const recover = recoverCommand(options);
@@ -81,7 +87,7 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
         p.rows !== p.visibleRows
           ? `plain glob sees ${p.rows - p.visibleRows} rows more (a manifest holds the partition: a job in flight, or one a stopped run left)`
           : '',
-        p.unreadable > 0 ? `${p.unreadable} unreadable file(s)` : '',
+        p.unreadable.length > 0 ? unreadableNote(p.unreadable, view.quarantinedInputs) : '',
         suspects.has(p.partition) ? 'SUSPECT: an output coexists with older raw files' : '',
         // A monthly job holds the days below its month; an hourly or daily one the day above it.
         ...jobs
@@ -93,8 +99,18 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
     }));
     const hint = byPartition.has(OUTSIDE) ? await layoutHint(ctx.target.store, ctx.config) : undefined;
     if (hint !== undefined) io.err(`warning: ${hint}`);
-    const problems = result.filter((p) => p.note.includes('SUSPECT') || p.unreadable > 0).length;
-    emit(io, options, { partitions: result, problems, visibleView: view }, () =>
+    const problems = result.filter((p) => p.note.includes('SUSPECT') || p.unreadable.length > 0).length;
+    const { quarantinedInputs, ...shownView } = view;
+    const json = {
+      partitions: result.map((p) => ({
+        ...p,
+        unreadable: p.unreadable.length,
+        unreadableFiles: p.unreadable,
+      })),
+      problems,
+      visibleView: { ...shownView, quarantinedInputs: quarantinedInputs.size },
+    };
+    emit(io, options, json, () =>
       [
         table(
           ['partition', 'files', 'rows', 'visible files', 'visible rows', 'note'],
@@ -107,13 +123,21 @@ export async function verifyCommand(options: ParsedOptions, io: CliIo): Promise<
             p.note,
           ]),
         ),
-        `total: ${formatCount(result.reduce((s, p) => s + p.visibleRows, 0))} visible rows in ${view.files.length} files; ${view.liveManifests} live and ${view.quarantinedManifests} quarantined manifest(s); ${problems} partition(s) need attention`,
+        `total: ${formatCount(result.reduce((s, p) => s + p.visibleRows, 0))} visible rows in ${view.files.length} files; ${view.liveManifests} live and ${view.quarantinedManifests} quarantined manifest(s), ${quarantinedInputs.size} quarantined input(s); ${problems} partition(s) need attention`,
       ].join('\n'),
     );
     return problems > 0 ? 1 : 0;
   } finally {
     await engine.close();
   }
+}
+
+/** A partition's unreadable files, the first few named, and whether compaction quarantined them. */
+function unreadableNote(keys: readonly string[], quarantined: ReadonlySet<string>): string {
+  const named = keys.slice(0, NAMED_UNREADABLE).join(', ');
+  const more = keys.length > NAMED_UNREADABLE ? ` and ${keys.length - NAMED_UNREADABLE} more` : '';
+  const held = keys.filter((k) => quarantined.has(k)).length;
+  return `${keys.length} unreadable file(s): ${named}${more}${held > 0 ? ` (${held} quarantined: \`compactor status\`)` : ''}`;
 }
 
 /**

@@ -42,7 +42,9 @@ export async function visibleCommand(options: ParsedOptions, io: CliIo): Promise
   }
   const keys = view.files.map((f) => f.key);
   if (format === undefined) {
-    emit(io, options, view, () => keys.map((k) => pathOf(viewTarget, k)).join('\n'));
+    emit(io, options, { ...view, quarantinedInputs: [...view.quarantinedInputs] }, () =>
+      keys.map((k) => pathOf(viewTarget, k)).join('\n'),
+    );
     return unreadable;
   }
   if (format === 'athena') return athenaView(ctx, options, io, view, viewTarget);
