@@ -30,16 +30,22 @@ async function fsyncsDuring(work: () => Promise<void>): Promise<number> {
   return calls;
 }
 
+/** The paths fs.fsync is called on from now on (each still fsynced). */
+function recordFsyncedPaths(): string[] {
+  const real = fs.fsync.bind(fs);
+  const synced: string[] = [];
+  vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, done: (e: Error | null) => void) => {
+    synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
+    real(fd, done);
+  }) as typeof fs.fsync);
+  return synced;
+}
+
 describe('the local folder store: durability', () => {
   it('machine: a put into new folders fsyncs each new folder into its parent, and its own folder', async () => {
     const store = new LocalFolderStore(join(root, 'lake'));
     await store.put('seed', Buffer.from('s'));
-    const real = fs.fsync.bind(fs);
-    const synced: string[] = [];
-    vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, done: (e: Error | null) => void) => {
-      synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
-      real(fd, done);
-    }) as typeof fs.fsync);
+    const synced = recordFsyncedPaths();
     await store.put('x/y/z/obj', Buffer.from('o'));
     const lake = join(root, 'lake');
     // x, x/y and x/y/z are new: each is durable once its parent is fsynced.
@@ -58,12 +64,7 @@ describe('the local folder store: durability', () => {
     const lake = join(root, 'lake');
     const store = new LocalFolderStore(lake);
     await store.put('seed', Buffer.from('s'));
-    const real = fs.fsync.bind(fs);
-    const synced: string[] = [];
-    vi.spyOn(fs, 'fsync').mockImplementation(((fd: number, done: (e: Error | null) => void) => {
-      synced.push(fs.readlinkSync(`/proc/self/fd/${fd}`));
-      real(fd, done);
-    }) as typeof fs.fsync);
+    const synced = recordFsyncedPaths();
     const folders = () =>
       synced.filter((path) => !path.endsWith('.data') && !path.includes('.compactor-store'));
     // Made by another process, whose fsync of their parents may still be to come.
