@@ -60,7 +60,12 @@ function storeKeyOf(target: StoreTarget, given: string): string {
   }
   if (target.localRoot === undefined || !isAbsolute(given)) return given;
   const inside = relative(target.localRoot, given);
-  if (inside === '' || inside.startsWith('..') || isAbsolute(inside)) {
+  if (inside === '') {
+    throw new ConfigError(
+      `--partition ${given}: that is the store itself; name a partition folder in it, such as mydb/cpu/2025/01/15/10/`,
+    );
+  }
+  if (inside.startsWith('..') || isAbsolute(inside)) {
     throw new ConfigError(
       `--partition ${given}: not inside the store's folder ${target.localRoot}; give a partition folder such as mydb/cpu/2025/01/15/10/`,
     );

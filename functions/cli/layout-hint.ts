@@ -20,19 +20,17 @@ export async function layoutHint(store: ObjectStore, config: CompactorConfig): P
   }
   if (keys.length === 0 || keys.some((key) => layout.parse(key) !== undefined)) return undefined;
   const none = `none of the first ${keys.length} object(s) under the data root is data in the ${layout.name} layout`;
-  // A store one folder too deep (a table's folder, say): its keys lack the layout's first level.
-  const rest = (key: string) => key.slice(layout.dataPrefix.length);
-  const deeper = keys.filter((key) => layout.parse(`${layout.dataPrefix}any/${rest(key)}`) !== undefined);
-  if (deeper.length * 2 >= keys.length) {
-    return `${none}, but they are one folder down: --store names a folder inside the lake; point it at the lake's root, one folder up`;
-  }
   // A preset fits when it reads at least half of the sample as data.
   const fits = (Object.keys(LAYOUT_PRESETS) as LayoutPreset[]).filter((preset) => {
     if (preset === layout.name) return false;
     const other = Layout.create(preset, layout.dataPrefix);
     return keys.filter((key) => other.parse(key) !== undefined).length * 2 >= keys.length;
   });
-  return fits.length > 0
-    ? `${none}; they read as ${fits.join(' or ')}: did you mean --layout ${fits[0]}?`
+  if (fits.length > 0) return `${none}; they read as ${fits.join(' or ')}: did you mean --layout ${fits[0]}?`;
+  // A store one folder too deep (a table's folder, say): its keys lack the layout's first level.
+  const rest = (key: string) => key.slice(layout.dataPrefix.length);
+  const deeper = keys.filter((key) => layout.parse(`${layout.dataPrefix}any/${rest(key)}`) !== undefined);
+  return deeper.length * 2 >= keys.length
+    ? `${none}, but they are one folder down: --store names a folder inside the lake; point it at the lake's root, one folder up`
     : `${none}: pass the lake's --layout, a preset or a template (docs/layouts.md)`;
 }

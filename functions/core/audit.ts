@@ -17,7 +17,9 @@
  * before its manifest goes).
  */
 
-import { crc32OfBytes } from './checksum.ts';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { crc32OfFile } from './checksum.ts';
 import type { CompactorConfig } from './config.ts';
 import type { JobToPrice, RepairFolderToPrice } from './cost/index.ts';
 import { type Exclusions, isExcluded, readExclusions } from './exclusions.ts';
@@ -425,6 +427,10 @@ class LakeAudit {
       const n = rows?.get(object.key);
       row.rows = row.rows === undefined || n === undefined ? undefined : row.rows + n;
       if (rows === undefined || n !== undefined) continue;
+      // A job in flight holds it (and quarantines it if it is bad), or it changed or went since
+      // it was listed (a job deleted it): not this file's finding.
+      if (this.#holds.isHeld(object.key)) continue;
+      if ((await this.#deps.store.head(object.key))?.etag !== object.etag) continue;
       found++;
       this.unreadable.push({
         kind: 'unreadable',
@@ -464,7 +470,7 @@ class LakeAudit {
     let receipts = this.#read(await readReceipts(store, config, keys));
     const judge = async () => ({
       receipts: await receiptFindings(
-        store,
+        this.#deps,
         [...receipts, ...this.#unitReceipts],
         receipts,
         lake,
@@ -518,9 +524,7 @@ class LakeAudit {
     own: readonly Receipt[],
     lake: ReadonlyMap<string, ObjectSummary>,
   ): Promise<void> {
-    this.#receiptFindings.push(
-      ...(await receiptFindings(this.#deps.store, all, own, lake, this.#holds.isHeld)),
-    );
+    this.#receiptFindings.push(...(await receiptFindings(this.#deps, all, own, lake, this.#holds.isHeld)));
   }
 
   /**
@@ -628,7 +632,7 @@ function repairShape(candidate: RepairCandidate): RepairFolderToPrice {
  * keeps the bytes the job wrote.
  */
 async function receiptFindings(
-  store: ObjectStore,
+  deps: Pick<RepairDeps, 'store' | 'workDir'>,
   all: readonly Receipt[],
   receipts: readonly Receipt[],
   lake: ReadonlyMap<string, ObjectSummary>,
@@ -653,7 +657,7 @@ async function receiptFindings(
         now.size !== output.size ||
         (output.etag !== undefined &&
           now.etag !== output.etag &&
-          !(await sameContent(store, now, output.checksum)))
+          !(await sameContent(deps, now, output.checksum)))
       ) {
         findings.push({
           kind: 'output-changed',
@@ -686,10 +690,24 @@ async function receiptFindings(
  * Whether `object` holds the bytes whose full-object CRC32 a receipt recorded: by the checksum the
  * store keeps for it (S3 keeps it through a copy), else by reading it.
  */
-async function sameContent(store: ObjectStore, object: ObjectSummary, recorded: Checksum): Promise<boolean> {
+async function sameContent(
+  deps: Pick<RepairDeps, 'store' | 'workDir'>,
+  object: ObjectSummary,
+  recorded: Checksum,
+): Promise<boolean> {
+  const { store, workDir } = deps;
   const head = await store.head(object.key);
-  if (head === undefined) return false;
+  // Gone since it was listed: a later job merged it, or the next audit says what happened.
+  if (head === undefined) return true;
   if (head.checksum !== undefined) return head.checksum.value === recorded.value;
-  const { body } = await store.getBytes(object.key, { ifMatch: head.etag });
-  return crc32OfBytes(body).value === recorded.value;
+  // Streamed through a file: an output may be larger than memory.
+  await mkdir(workDir, { recursive: true });
+  const dir = await mkdtemp(join(workDir, 'audit-'));
+  try {
+    const path = join(dir, 'output');
+    await store.getToFile(object.key, path, { ifMatch: head.etag });
+    return (await crc32OfFile(path)).value === recorded.value;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 }

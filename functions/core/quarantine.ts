@@ -49,6 +49,8 @@ export interface InputRecord {
   readonly key?: string;
   readonly partition?: string;
   readonly reason?: string;
+  /** The version it judged (the object's ETag then). */
+  readonly etag?: string;
   /** Whether the input can be read as Parquet; absent in records written before it was kept. */
   readonly readable?: boolean;
 }
@@ -70,6 +72,7 @@ export function parseInputRecord(body: Buffer): InputRecord {
     ...text('key'),
     ...text('partition'),
     ...text('reason'),
+    ...text('etag'),
     ...(typeof fields.readable === 'boolean' ? { readable: fields.readable } : {}),
   };
 }

@@ -106,16 +106,19 @@ export async function visibleFiles(
 }
 
 /**
- * Whether a quarantined input can be read: as its record says (the compact step read it), else,
- * for a record that does not say, whether it looks like Parquet (isParquetObject).
+ * Whether a quarantined input can be read: as its record says (the compact step read that
+ * version), else, for a record that does not say or an object replaced since, whether it looks
+ * like Parquet (isParquetObject).
  */
 async function quarantinedReadable(
   store: ObjectStore,
   config: CompactorConfig,
   object: ObjectSummary,
 ): Promise<boolean> {
-  const record = await getBytesIfExists(store, quarantinedInputKey(config.layout, object.key));
-  const readable = record === undefined ? undefined : parseInputRecord(record.body).readable;
+  const found = await getBytesIfExists(store, quarantinedInputKey(config.layout, object.key));
+  const record = found === undefined ? undefined : parseInputRecord(found.body);
+  // Its verdict holds for the version it judged; a replacement is looked at anew.
+  const readable = record?.etag === object.etag ? record.readable : undefined;
   return readable ?? (await isParquetObject(store, object));
 }
 

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { fsyncDirShared } from '../../functions/adapters/local-store/durable-fs.ts';
+import { DurableFolders, fsyncDirShared } from '../../functions/adapters/local-store/durable-fs.ts';
 import { LocalFolderStore } from '../../functions/adapters/local-store/local-store.ts';
 
 let root: string;
@@ -81,6 +81,19 @@ describe('the local folder store: durability', () => {
     synced.length = 0;
     await store.put('a/b/third', Buffer.from('o'));
     expect(folders()).toEqual(expect.arrayContaining([lake, join(lake, 'a'), join(lake, 'a/b')]));
+  });
+
+  it('DurableFolders: walks up to the root (given with or without its separator), never remembers a folder without a birth time', () => {
+    const lake = join(root, 'lake');
+    fs.mkdirSync(join(lake, 'a/b'), { recursive: true });
+    const folders = new DurableFolders();
+    const found = folders.unknown(join(lake, 'a/b'), `${lake}/`);
+    expect(found.map((f) => f.path)).toEqual([join(lake, 'a/b'), join(lake, 'a')]);
+    folders.remember(found);
+    expect(folders.unknown(join(lake, 'a/b'), lake)).toEqual([]);
+    const unborn = new DurableFolders();
+    unborn.remember([{ path: join(lake, 'a'), id: `${fs.statSync(join(lake, 'a')).ino}:0` }]);
+    expect(unborn.unknown(join(lake, 'a'), lake).map((f) => f.path)).toEqual([join(lake, 'a')]);
   });
 
   it('callers of one folder share the next fsync; one begun before a caller came never answers it', async () => {

@@ -125,6 +125,19 @@ describe('compactor audit', () => {
     expect(kinds(report)).toEqual([['unreadable', empty]]);
     expect(report.findings[0]?.fix).toContain('replace or remove it');
     expect(report.days[0]).toMatchObject({ rows: undefined, findings: 1 });
+    // Gone while the audit ran (a job deleted it): no finding.
+    const deleting = await auditLake({
+      store,
+      config: template.config,
+      clock: { now: () => new Date() },
+      engine,
+      workDir: join(workDir, 'audit'),
+      rowsOf: async (objects) => {
+        await store.deleteMany([{ key: empty }]);
+        return new Map(objects.map((o) => [o.key, o.key === empty ? undefined : 1]));
+      },
+    });
+    expect(kinds(deleting)).toEqual([]);
   });
 
   it('finds every planted defect and names each object', async () => {

@@ -282,12 +282,19 @@ describe('corrupt inputs in one cycle', () => {
     expect(day).toContain('4 unreadable file(s): db/cpu/2025/01/15/10/cpu_20250115_105900_9.parquet');
     expect(day).toContain('and 1 more (4 quarantined: `compactor status`)');
     expect(verify.text).toContain('4 quarantined input(s)');
+    // Athena cannot declare a table holding one: skipped with why (here the only table).
+    const athena = await cli('visible', '--store', l.dir, '--format', 'athena');
+    expect(athena.code).toBe(2);
+    expect(athena.err.join('\n')).toContain(
+      'skips table db/cpu/: it holds a quarantined file that is not Parquet',
+    );
     // A record that does not say (written before it was kept): the object is looked at instead.
     const zeroByte = 'db/cpu/2025/01/15/12/cpu_20250115_125900_9.parquet';
     const recordKey = `${quarantineRoot(l.config.layout)}inputs/${zeroByte}.json`;
     const { readable: _, ...older } = JSON.parse((await l.store.getBytes(recordKey)).body.toString('utf8'));
     await l.store.put(recordKey, Buffer.from(JSON.stringify(older)));
     expect((await visibleFiles(l.store, l.config)).unreadableQuarantined).toContain(zeroByte);
+
     for (const key of await keys(l.store, 'db/')) {
       if (!corrupt.has(key) && l.config.layout.isDataKey(key)) expect(key).toMatch(/_compacted\.parquet$/);
     }
@@ -308,6 +315,10 @@ describe('corrupt inputs in one cycle', () => {
     expect(second.jobs).toEqual([]);
     expect(dataDeletes(again, l.config)).toEqual([]);
     for (const [key, { etag }] of corrupt) expect(await etagOf(l.store, key)).toBe(etag);
+
+    // Replaced (the fix's first step): the record's verdict was for the old version.
+    await l.store.put(zeroByte, good);
+    expect((await visibleFiles(l.store, l.config)).unreadableQuarantined).not.toContain(zeroByte);
   });
 });
 

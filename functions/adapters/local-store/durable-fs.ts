@@ -256,7 +256,8 @@ export class DurableFolders {
   /** The folders from `dir` up to `root` (not included) not known durable, innermost first. */
   unknown(dir: string, root: string): FolderFound[] {
     const found: FolderFound[] = [];
-    for (let folder = dir; folder.startsWith(`${root}${sep}`); folder = dirname(folder)) {
+    const inside = root.endsWith(sep) ? root : `${root}${sep}`;
+    for (let folder = dir; folder.startsWith(inside) && folder !== root; folder = dirname(folder)) {
       const st = statSync(folder, { bigint: true, throwIfNoEntry: false });
       // Removed since (emptied by a delete): nothing left under it to make durable.
       if (st === undefined) break;
@@ -267,9 +268,13 @@ export class DurableFolders {
     return found;
   }
 
-  /** Records `folders` as durable: their parents were fsynced after they were found. */
+  /**
+   * Records `folders` as durable: their parents were fsynced after they were found. A folder with
+   * no birth time (a file system that keeps none) is not: an inode freed and used again for a
+   * folder made anew would look known.
+   */
   remember(folders: readonly FolderFound[]): void {
-    for (const folder of folders) this.#known.set(folder.path, folder.id);
+    for (const folder of folders) if (!folder.id.endsWith(':0')) this.#known.set(folder.path, folder.id);
   }
 }
 

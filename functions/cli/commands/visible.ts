@@ -98,11 +98,24 @@ async function athenaView(
   view: VisibleView,
   target: ViewTarget,
 ): Promise<number> {
-  const files = view.files.map((f) => ({
-    key: f.key,
-    table: ctx.config.layout.parse(f.key)?.table ?? f.key.slice(0, f.key.lastIndexOf('/') + 1),
-  }));
-  const { tables, skipped } = athenaTables(target, files);
+  const tableOf = (key: string) =>
+    ctx.config.layout.parse(key)?.table ?? key.slice(0, key.lastIndexOf('/') + 1);
+  // A table holding a file no reader can read is skipped as one Athena cannot declare is.
+  const unreadable = new Set(view.unreadableQuarantined.map(tableOf));
+  const files = view.files
+    .map((f) => ({ key: f.key, table: tableOf(f.key) }))
+    .filter((f) => !unreadable.has(f.table));
+  const declared = athenaTables(target, files);
+  const tables = declared.tables;
+  const skipped = [
+    ...[...unreadable].map((table) => ({
+      table,
+      reason:
+        'it holds a quarantined file that is not Parquet (named above), on which every query would fail',
+      fix: 'replace or remove that file, then `compactor release --partition P`',
+    })),
+    ...declared.skipped,
+  ];
   for (const s of skipped) io.err(`warning: --format athena skips table ${s.table}: ${s.reason}; ${s.fix}`);
   if (tables.length === 0) {
     throw new ConfigError(
@@ -119,11 +132,6 @@ async function athenaView(
       const objects = t.files.map((k) => byKey.get(k) as ObjectSummary);
       const read = await footerRows(ctx.target.store, ctx.target.localRoot, engine, objects);
       const bad = read.find((r) => r.columns === undefined);
-      if (bad && view.unreadableQuarantined.includes(bad.key)) {
-        throw new ConfigError(
-          `--format athena: ${bad.key} is quarantined and not Parquet, so no table over it can be declared; replace or remove it, then \`compactor release --partition P\``,
-        );
-      }
       if (bad) {
         throw new TransientStoreError(`--format athena: ${bad.key}: ${bad.error ?? 'unreadable'}; try again`);
       }
