@@ -9,7 +9,7 @@ import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
-import { type AuditReport, auditLake, type FindingKind } from '../../functions/core/audit.ts';
+import { type AuditDeps, type AuditReport, auditLake, type FindingKind } from '../../functions/core/audit.ts';
 import { parseConfig } from '../../functions/core/config.ts';
 import { runCycle } from '../../functions/core/cycle.ts';
 import { InputUnreadableError } from '../../functions/core/errors.ts';
@@ -53,7 +53,11 @@ async function compacted() {
   return { dir, store, config, receipts };
 }
 
-async function audit(l: Awaited<ReturnType<typeof compacted>>, now = Date.now()): Promise<AuditReport> {
+async function audit(
+  l: Awaited<ReturnType<typeof compacted>>,
+  now = Date.now(),
+  rowsOf?: AuditDeps['rowsOf'],
+): Promise<AuditReport> {
   return auditLake({
     store: l.store,
     config: l.config,
@@ -61,17 +65,19 @@ async function audit(l: Awaited<ReturnType<typeof compacted>>, now = Date.now())
     engine,
     workDir: join(workDir, 'audit'),
     // As the CLI's footerRows: an unreadable footer has no rows.
-    rowsOf: async (objects) => {
-      const rows = new Map<string, number | undefined>();
-      for (const o of objects) {
-        const info = await engine.inspect(join(l.dir, o.key)).catch((error: unknown) => {
-          if (error instanceof InputUnreadableError) return undefined;
-          throw error;
-        });
-        rows.set(o.key, info?.rows);
-      }
-      return rows;
-    },
+    rowsOf:
+      rowsOf ??
+      (async (objects) => {
+        const rows = new Map<string, number | undefined>();
+        for (const o of objects) {
+          const info = await engine.inspect(join(l.dir, o.key)).catch((error: unknown) => {
+            if (error instanceof InputUnreadableError) return undefined;
+            throw error;
+          });
+          rows.set(o.key, info?.rows);
+        }
+        return rows;
+      }),
   });
 }
 
@@ -126,17 +132,14 @@ describe('compactor audit', () => {
     expect(report.findings[0]?.fix).toContain('replace or remove it');
     expect(report.days[0]).toMatchObject({ rows: undefined, findings: 1 });
     // Gone while the audit ran (a job deleted it): no finding.
-    const deleting = await auditLake({
-      store,
-      config: template.config,
-      clock: { now: () => new Date() },
-      engine,
-      workDir: join(workDir, 'audit'),
-      rowsOf: async (objects) => {
+    const deleting = await audit(
+      { dir, store, config: template.config, receipts: [] },
+      Date.now(),
+      async (objects) => {
         await store.deleteMany([{ key: empty }]);
         return new Map(objects.map((o) => [o.key, o.key === empty ? undefined : 1]));
       },
-    });
+    );
     expect(kinds(deleting)).toEqual([]);
   });
 
