@@ -222,32 +222,14 @@ export function flagThatSet(options: CliOptions, setting: string): string | unde
 }
 
 /**
- * `context` with each flag's key set whole: a flag replaces its key's value, even an object's
- * (`--retention 'mydb/=30'` is the whole rule set, not one more rule beside cdk.json's; `none`
- * leaves none), where objects of --context merge into cdk.json's. Only the keys above a flag's
- * (tiers.hourly, retention) merge.
+ * `base` with each settings flag given set at its key, whole: a flag replaces its key's value, even
+ * an object's (`--retention 'mydb/=30'` is the whole rule set, not one more rule beside cdk.json's;
+ * `none` leaves none); the objects above it are copied, not replaced. Also which flag set each key.
  */
-function withFlags(
-  context: Record<string, unknown>,
-  flags: ReturnType<typeof flagContext>,
-  path: readonly string[] = [],
-  at: Record<string, unknown> = flags.context,
-): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...context };
-  for (const [key, value] of Object.entries(at)) {
-    const keyPath = [...path, key];
-    const current = out[key];
-    const flagKey = flags.flagOfKey.has(`${CONTEXT_KEY}.${keyPath.join('.')}`);
-    out[key] =
-      !flagKey && isPlainObject(value) && isPlainObject(current)
-        ? withFlags(current, flags, keyPath, value)
-        : value;
-  }
-  return out;
-}
-
-/** The settings flags given, as a `compactor` context, and which flag set each key. */
-export function flagContext(options: CliOptions): {
+export function flagsOver(
+  base: Record<string, unknown>,
+  options: CliOptions,
+): {
   readonly context: Record<string, unknown>;
   readonly flagOfKey: ReadonlyMap<string, string>;
 } {
@@ -258,19 +240,29 @@ export function flagContext(options: CliOptions): {
       `${TIER_FLAGS.map((flag) => `--${flag}`).join(' and ')} apply to one tier: add --tier ${TIERS.join(', --tier ')}`,
     );
   }
-  const context: Record<string, unknown> = {};
+  let context = base;
   const flagOfKey = new Map<string, string>();
   for (const { flag, key, value } of given) {
     const path = key(tier as TierName);
-    let at = context;
-    for (const part of path.slice(0, -1)) {
-      at[part] ??= {};
-      at = at[part] as Record<string, unknown>;
-    }
-    at[path[path.length - 1] ?? flag] = value(options[flag] as string | true, flag);
+    context = withKey(context, path, value(options[flag] as string | true, flag));
     flagOfKey.set(`${CONTEXT_KEY}.${path.join('.')}`, `--${flag}`);
   }
   return { context, flagOfKey };
+}
+
+/** A copy of `context` with `value` at `path`, the objects on the way copied (or made). */
+function withKey(
+  context: Record<string, unknown>,
+  path: readonly string[],
+  value: unknown,
+): Record<string, unknown> {
+  const [head, ...rest] = path;
+  if (head === undefined) return context;
+  const inner = context[head];
+  return {
+    ...context,
+    [head]: rest.length === 0 ? value : withKey(isPlainObject(inner) ? inner : {}, rest, value),
+  };
 }
 
 /**
@@ -307,11 +299,11 @@ function withoutScheduleSwitches(context: Record<string, unknown>): Record<strin
  * (CONTEXT_FLAGS), parsed by the stack's parser.
  */
 export function resolveStackConfig(options: CliOptions): StackConfig {
-  const flags = flagContext(options);
-  const context = withFlags(
+  const flags = flagsOver(
     mergeContext(LOCAL_CONTEXT, compactorContextOver(parseStackContext(options.context))),
-    flags,
+    options,
   );
+  const { context } = flags;
   try {
     return parseStackConfig(withoutScheduleSwitches(context));
   } catch (error) {
