@@ -23,7 +23,7 @@ export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: 
     etag: input?.etag,
     partition: manifest.partition,
     reason: bad.reason,
-    // Whether a reader could read it (visible.ts leaves out those it could not).
+    // Whether a reader could read it (visible.ts names those it could not).
     readable: bad.unreadable !== true,
     jobId: manifest.jobId,
     quarantinedAt: deps.clock.now().toISOString(),

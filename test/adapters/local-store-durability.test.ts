@@ -92,7 +92,7 @@ describe('the local folder store: durability', () => {
     folders.remember(found);
     expect(folders.unknown(join(lake, 'a/b'), lake)).toEqual([]);
     const unborn = new DurableFolders();
-    unborn.remember([{ path: join(lake, 'a'), id: `${fs.statSync(join(lake, 'a')).ino}:0` }]);
+    unborn.remember([{ path: join(lake, 'a'), id: undefined }]);
     expect(unborn.unknown(join(lake, 'a'), lake).map((f) => f.path)).toEqual([join(lake, 'a')]);
   });
 

@@ -237,10 +237,14 @@ export function renameIntoPlace(from: string, to: string, key: string): void {
   }
 }
 
-/** A folder as found: its path and identity (inode and birth time). */
+/**
+ * A folder as found: its path and identity (inode and birth time); no identity where the file
+ * system keeps no birth time, since an inode freed and used again for a folder made anew would
+ * look known.
+ */
 interface FolderFound {
   readonly path: string;
-  readonly id: string;
+  readonly id: string | undefined;
 }
 
 /**
@@ -261,20 +265,16 @@ export class DurableFolders {
       const st = statSync(folder, { bigint: true, throwIfNoEntry: false });
       // Removed since (emptied by a delete): nothing left under it to make durable.
       if (st === undefined) break;
-      const id = `${st.ino}:${st.birthtimeNs}`;
-      if (this.#known.get(folder) === id) break;
+      const id = st.birthtimeNs === 0n ? undefined : `${st.ino}:${st.birthtimeNs}`;
+      if (id !== undefined && this.#known.get(folder) === id) break;
       found.push({ path: folder, id });
     }
     return found;
   }
 
-  /**
-   * Records `folders` as durable: their parents were fsynced after they were found. A folder with
-   * no birth time (a file system that keeps none) is not: an inode freed and used again for a
-   * folder made anew would look known.
-   */
+  /** Records `folders` as durable (their parents were fsynced after they were found), those it can know. */
   remember(folders: readonly FolderFound[]): void {
-    for (const folder of folders) if (!folder.id.endsWith(':0')) this.#known.set(folder.path, folder.id);
+    for (const { path, id } of folders) if (id !== undefined) this.#known.set(path, id);
   }
 }
 
