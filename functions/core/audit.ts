@@ -468,9 +468,13 @@ class LakeAudit {
     const keys = this.#unitKeys.get(group) ?? [];
     this.#unitKeys.delete(group);
     let receipts = this.#read(await readReceipts(store, config, keys));
+    // Once per output version: the day's receipts may be judged twice.
+    const same = onceEach((object: ObjectSummary, recorded: Checksum) =>
+      sameContent(this.#deps, object, recorded),
+    );
     const judge = async () => ({
       receipts: await receiptFindings(
-        this.#deps,
+        same,
         [...receipts, ...this.#unitReceipts],
         receipts,
         lake,
@@ -524,7 +528,15 @@ class LakeAudit {
     own: readonly Receipt[],
     lake: ReadonlyMap<string, ObjectSummary>,
   ): Promise<void> {
-    this.#receiptFindings.push(...(await receiptFindings(this.#deps, all, own, lake, this.#holds.isHeld)));
+    this.#receiptFindings.push(
+      ...(await receiptFindings(
+        (object, recorded) => sameContent(this.#deps, object, recorded),
+        all,
+        own,
+        lake,
+        this.#holds.isHeld,
+      )),
+    );
   }
 
   /**
@@ -632,7 +644,7 @@ function repairShape(candidate: RepairCandidate): RepairFolderToPrice {
  * keeps the bytes the job wrote.
  */
 async function receiptFindings(
-  deps: Pick<RepairDeps, 'store' | 'workDir'>,
+  sameAsRecorded: (object: ObjectSummary, recorded: Checksum) => Promise<boolean>,
   all: readonly Receipt[],
   receipts: readonly Receipt[],
   lake: ReadonlyMap<string, ObjectSummary>,
@@ -657,7 +669,7 @@ async function receiptFindings(
         now.size !== output.size ||
         (output.etag !== undefined &&
           now.etag !== output.etag &&
-          !(await sameContent(deps, now, output.checksum)))
+          !(await sameAsRecorded(now, output.checksum)))
       ) {
         findings.push({
           kind: 'output-changed',
@@ -710,4 +722,20 @@ async function sameContent(
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** `check`, asked once per object version and checksum; later asks get the first answer. */
+function onceEach(
+  check: (object: ObjectSummary, recorded: Checksum) => Promise<boolean>,
+): (object: ObjectSummary, recorded: Checksum) => Promise<boolean> {
+  const verdicts = new Map<string, Promise<boolean>>();
+  return (object, recorded) => {
+    const id = `${object.key}\u0000${object.etag}\u0000${recorded.value}`;
+    let verdict = verdicts.get(id);
+    if (verdict === undefined) {
+      verdict = check(object, recorded);
+      verdicts.set(id, verdict);
+    }
+    return verdict;
+  };
 }
