@@ -17,7 +17,6 @@
  * before its manifest goes).
  */
 
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32OfFile } from './checksum.ts';
 import type { CompactorConfig } from './config.ts';
@@ -45,6 +44,7 @@ import {
   type RepairDeps,
   type RepairFolder,
 } from './repair.ts';
+import { inScratchFolder } from './scratch.ts';
 import { stateFolder } from './state-root.ts';
 import { ABANDONED_PROBE_MS } from './store-probe/store-probe.ts';
 
@@ -713,15 +713,11 @@ async function sameContent(
   if (head === undefined) return true;
   if (head.checksum !== undefined) return head.checksum.value === recorded.value;
   // Streamed through a file: an output may be larger than memory.
-  await mkdir(workDir, { recursive: true });
-  const dir = await mkdtemp(join(workDir, 'audit-'));
-  try {
+  return inScratchFolder(workDir, 'audit-', async (dir) => {
     const path = join(dir, 'output');
     await store.getToFile(object.key, path, { ifMatch: head.etag });
     return (await crc32OfFile(path)).value === recorded.value;
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /** `check`, asked once per object version and checksum; later asks get the first answer. */

@@ -9,7 +9,7 @@
  * which copy stays.
  */
 
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CompactorConfig } from './config.ts';
 import { timeColumnOf } from './config-tables.ts';
@@ -25,6 +25,7 @@ import {
 import { describeOutcome } from './manifest/manifest-cas.ts';
 import { getBytesIfExists, type ObjectStore } from './object-store.ts';
 import { parseInputRecord } from './quarantine.ts';
+import { inScratchFolder } from './scratch.ts';
 import { foreignReason } from './steps/merge-checks.ts';
 
 interface LifecycleDeps {
@@ -103,9 +104,7 @@ export async function releaseInputs(
   options: { readonly dryRun: boolean },
 ): Promise<QuarantineChange[]> {
   const changes: QuarantineChange[] = [];
-  await mkdir(deps.workDir, { recursive: true });
-  const dir = await mkdtemp(join(deps.workDir, 'release-'));
-  try {
+  await inScratchFolder(deps.workDir, 'release-', async (dir) => {
     for (const [index, record] of records.entries()) {
       const base = { recordKey: record.recordKey, holds: record.key };
       const problem = await recheck(deps, record.key, join(dir, `${index}.parquet`));
@@ -118,9 +117,7 @@ export async function releaseInputs(
       const apply = !options.dryRun && change.action !== 'still-bad';
       changes.push(apply ? await removeRecord(deps, record.recordKey, record.recordEtag, change) : change);
     }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
   return changes;
 }
 

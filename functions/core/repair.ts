@@ -10,7 +10,6 @@
  * are deleted with their ETag; recovery resolves a repair cut short at any step.
  */
 
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { TIERS, type TierName } from './config.ts';
 import type { RowContainment } from './engine.ts';
@@ -22,6 +21,7 @@ import { type InputRef, manifestKey, newJobId } from './manifest/manifest.ts';
 import { loadManifest, newClaim, writeManifest } from './manifest/manifest-cas.ts';
 import { compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
+import { inScratchFolder } from './scratch.ts';
 import { clearManifestStep } from './steps/clear-manifest.ts';
 import { deleteInputsStep } from './steps/delete-inputs.ts';
 import { outputFolderOf, TIER_SPECS, tierFolder } from './tiers.ts';
@@ -111,15 +111,12 @@ export async function checkRepairFolders(
 ): Promise<RepairCandidate[]> {
   const { layout } = deps.config;
   const candidates: RepairCandidate[] = [];
-  let made = false;
   for (const [id, entry] of [...folders.entries()].sort(([a], [b]) => compareKeys(a, b))) {
     const partition = id.slice(id.indexOf(':') + 1);
     const inputs = entry.inputs.filter((o) => !isExcluded(exclusions, o.key));
     const outputs = entry.outputs.filter((o) => !isExcluded(exclusions, o.key));
     if (inputs.length === 0 || outputs.length === 0) continue;
     if (exclusions.leasedManifests.has(manifestKey(layout, entry.tier, partition))) continue;
-    if (!made) await mkdir(deps.workDir, { recursive: true });
-    made = true;
     const candidate = await checkContainment(deps, entry.tier, partition, inputs.map(ref), outputs.map(ref));
     if (candidate.inputs.length > 0 || candidate.kept.length > 0) candidates.push(candidate);
   }
@@ -133,8 +130,7 @@ async function checkContainment(
   inputs: readonly InputRef[],
   evidence: readonly InputRef[],
 ): Promise<RepairCandidate> {
-  const dir = await mkdtemp(join(deps.workDir, 'repair-'));
-  try {
+  return inScratchFolder(deps.workDir, 'repair-', async (dir) => {
     const evidencePaths = await download(deps.store, evidence, dir, 'output');
     const inputPaths = await download(deps.store, inputs, dir, 'input');
     const contained: { input: InputRef; path: string }[] = [];
@@ -169,9 +165,7 @@ async function checkContainment(
             [],
           );
     return { tier, partition, evidence, inputs: contained.map((c) => c.input), duplicatedRows, kept };
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 }
 
 /**
