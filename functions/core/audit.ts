@@ -35,6 +35,7 @@ import {
 } from './manifest/manifest.ts';
 import { type Checksum, compareKeys, type ObjectStore, type ObjectSummary } from './object-store.ts';
 import { parseDataObject } from './parquet-sniff.ts';
+import { QUARANTINED_INPUT_FIX } from './quarantine.ts';
 import { pruneQuarantine } from './quarantine-lifecycle.ts';
 import { type ListedReceipt, type Receipt, readReceipts } from './receipts.ts';
 import {
@@ -437,7 +438,7 @@ class LakeAudit {
         key: object.key,
         detail: `${object.size} bytes whose Parquet footer does not read`,
         fix: this.#exclusions.quarantinedInputs.has(object.key)
-          ? 'compaction quarantined it (`compactor status` gives the reason): replace or remove it, then `compactor release --partition P`'
+          ? `compaction quarantined it (\`compactor status\` gives the reason): ${QUARANTINED_INPUT_FIX}`
           : 'replace or remove it: compaction quarantines it and never merges or deletes it',
       });
     }

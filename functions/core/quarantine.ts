@@ -16,6 +16,9 @@ import {
 } from './manifest/manifest.ts';
 import { describeOutcome } from './manifest/manifest-cas.ts';
 
+/** What to do about a quarantined input, as the commands that name one say it. */
+export const QUARANTINED_INPUT_FIX = 'replace or remove it, then `compactor release --partition P`';
+
 export async function quarantineInput(deps: StepDeps, bad: KeptInput, manifest: Manifest): Promise<void> {
   const input = manifest.inputs.find((i) => i.key === bad.key);
   const record = {

@@ -16,6 +16,7 @@ import {
   type StepNumbers,
 } from '../../core/pipeline.ts';
 import type { StepResult } from '../../core/protocol.ts';
+import { QUARANTINED_INPUT_FIX } from '../../core/quarantine.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem, type SummaryScope, settleByReceipts } from '../../core/run-summary.ts';
 import type { LogSink, StepObserver } from '../../local-runner/lambdas.ts';
@@ -354,7 +355,7 @@ function formatRun(
   const quarantined = partitions.reduce((n, p) => n + (p.quarantinedInputs ?? 0), 0);
   if (quarantined > 0) {
     lines.push(
-      `${quarantined} input(s) quarantined, left in place and never merged: \`compactor status\` gives each reason; replace or remove each, then \`compactor release --partition P\``,
+      `${quarantined} input(s) quarantined, left in place and never merged: \`compactor status\` gives each reason; ${QUARANTINED_INPUT_FIX}`,
     );
   }
   return lines.join('\n');

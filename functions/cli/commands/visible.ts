@@ -5,6 +5,7 @@
 
 import { ConfigError, TransientStoreError } from '../../core/errors.ts';
 import type { ObjectSummary } from '../../core/object-store.ts';
+import { QUARANTINED_INPUT_FIX } from '../../core/quarantine.ts';
 import {
   athenaStatement,
   athenaTables,
@@ -37,7 +38,7 @@ export async function visibleCommand(options: ParsedOptions, io: CliIo): Promise
     io.err(
       `warning: the view holds ${view.unreadableQuarantined.length} quarantined file(s) that are not Parquet, and reading it fails on them: ` +
         `${view.unreadableQuarantined.map((k) => pathOf(viewTarget, k)).join(', ')}; ` +
-        'replace or remove each (`compactor status` gives its reason), then `compactor release --partition P`',
+        `\`compactor status\` gives each reason; ${QUARANTINED_INPUT_FIX}`,
     );
   }
   const keys = view.files.map((f) => f.key);
@@ -112,7 +113,7 @@ async function athenaView(
       table,
       reason:
         'it holds a quarantined file that is not Parquet (named above), on which every query would fail',
-      fix: 'replace or remove that file, then `compactor release --partition P`',
+      fix: QUARANTINED_INPUT_FIX,
     })),
     ...declared.skipped,
   ];
