@@ -363,7 +363,7 @@ describe('run, status, verify, visible on a compacted lake', () => {
     // The compacted day is counted as settled; the lone hour waits for minFiles, and says so.
     expect(again.text).toMatch(/0 job\(s\) planned, 1 skipped, 1 already one daily file/);
     expect(again.text).toMatch(
-      /db\/cpu\/2025\/01\/14\/\s+skipped\s+1\s+not planned: 1 file\(s\), fewer than minFiles 2/,
+      /db\/cpu\/2025\/01\/14\/\s+skipped\s+not planned: 1 file\(s\), fewer than minFiles 2 \(1 candidate file\(s\)\)/,
     );
     expect(again.text).toMatch(
       /^summary: 0 compacted \(0 files -> 0\), 1 skipped \(1 by the plan\), 0 superseded, 0 failed$/m,
@@ -584,7 +584,7 @@ describe('run reports quarantines', () => {
     );
     // The held partition is a row of run's table with the plan's reason, as in plan's.
     expect(result.text).toMatch(
-      /db\/cpu\/2025\/01\/15\/10\/\s+skipped\s+3\s+not planned: held by a quarantined manifest/,
+      /db\/cpu\/2025\/01\/15\/10\/\s+skipped\s+not planned: held by a quarantined manifest.* \(3 candidate file\(s\)\)/,
     );
     const plan = await cli('plan', '--tier', 'hourly', '--store', dir, '--quiet', '0');
     expect(plan.text).toMatch(/db\/cpu\/2025\/01\/15\/10\/\s+skip.*held by a quarantined manifest/);

@@ -15,6 +15,7 @@ import {
   partitionVerdict,
   type StepNumbers,
 } from '../../core/pipeline.ts';
+import { candidateFiles } from '../../core/planner/planner.ts';
 import type { StepResult } from '../../core/protocol.ts';
 import { QUARANTINED_INPUT_FIX } from '../../core/quarantine.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
@@ -308,7 +309,7 @@ function formatRun(
     `${output.tier} cycle at ${plan.plannedAt}: ${plan.objectsListed} objects listed, ${plan.jobs} job(s) planned${plan.waves > 1 ? ` (a partition's several jobs one after another: ${plan.waves} waves)` : ''}, ${plan.skipped} skipped${plan.settled > 0 ? `, ${plan.settled} already one ${output.tier} file` : ''} (execution ${execution.executionName}, the synthesized state machine run locally)`,
   ];
   // The plan's skips beside the chains' verdicts, so every skipped partition says why; a skip took
-  // no input and wrote nothing, so only its candidates are shown.
+  // no input and wrote nothing: its candidates are in its note, as `plan` counts them.
   const rows: { partition: string; cells: (string | number)[] }[] = [
     ...partitions.map((p) => ({
       partition: p.partition,
@@ -327,7 +328,16 @@ function formatRun(
     })),
     ...plan.skippedPartitions.map((s) => ({
       partition: s.partition,
-      cells: [s.partition, 'skipped', s.candidates ?? '', '', '', '', '', `not planned: ${s.reason}`],
+      cells: [
+        s.partition,
+        'skipped',
+        '',
+        '',
+        '',
+        '',
+        '',
+        `not planned: ${s.reason}${s.candidates ? ` (${candidateFiles(s.candidates)})` : ''}`,
+      ],
     })),
   ].sort((a, b) => compareKeys(a.partition, b.partition));
   if (rows.length > 0) {

@@ -42,6 +42,11 @@ export interface SkippedPartition {
   readonly candidates?: number;
 }
 
+/** How plan and run name a partition's candidate files: the files a tier would merge there. */
+export function candidateFiles(count: number): string {
+  return `${count} candidate file(s)`;
+}
+
 /**
  * The jobs and skipped partitions of `folders`, in partition key order, as of `now` (ms), given
  * the manifests and quarantine (`exclusions`) and the failure records read after the listing.
@@ -162,7 +167,7 @@ async function planFolder(context: FolderContext, partition: string, folder: Fol
   const reason =
     candidates.length < tierConfig.minFiles
       ? `straggler flush: the ${tier === 'hourly' ? 'day is old enough for the daily' : 'month is old enough for the monthly'} tier`
-      : `${candidates.length} candidate file(s)`;
+      : candidateFiles(candidates.length);
   // A later chunk of one file alone would only rewrite it above the hourly tier: it waits for
   // the next run, which merges it with what arrives meanwhile.
   const runnable = chunks.filter((chunk, wave) => wave === 0 || tier === 'hourly' || chunk.inputs.length > 1);

@@ -26,7 +26,7 @@ export {
   readBacklogRecord,
   writeBacklogRecord,
 } from './planner-backlog-record.ts';
-export type { PlannedJob, SkippedPartition } from './planner-jobs.ts';
+export { candidateFiles, type PlannedJob, type SkippedPartition } from './planner-jobs.ts';
 export { type PlanListing, type PlanScope, parseInFolder, scopePrefix } from './planner-listing.ts';
 export { lastSweep, recordSweep, sweepsRoot } from './planner-sweeps.ts';
 
