@@ -20,7 +20,9 @@ import {
   JOB_RECORD_CALLS,
   lambdaDurationUsd,
   lambdaRequestsUsd,
+  multipartRequests,
   NO_REQUESTS,
+  PART_BYTES,
   PRICES,
   type RequestClass,
   requestsOf,
@@ -36,7 +38,7 @@ import { ASSUMPTIONS } from './cost-prices.ts';
 import { usd6 } from './report-format.ts';
 import type { RequestAccounting } from './requests.ts';
 import type { CostJobId, S3Job, S3LatencyResult } from './s3-latency.ts';
-import type { StepTiming } from './s3-worker.ts';
+import type { S3RunResult, StepTiming } from './s3-worker.ts';
 import type { TransitionCount } from './transitions.ts';
 
 const GIB = 2 ** 30;
@@ -261,6 +263,47 @@ export function jobFloor(job: S3Job): CostTerm[] {
   return terms;
 }
 
+/** The SDK commands of an upload or a copy in parts. */
+const MULTIPART_COMMANDS = [
+  'CreateMultipartUpload',
+  'UploadPart',
+  'UploadPartCopy',
+  'CompleteMultipartUpload',
+];
+
+/**
+ * A measured chain's GET-class and PUT-class requests as the Lambdas' S3Store would send them.
+ * The bench's store goes to parts above its own part size (the test server takes smaller
+ * bodies than the Lambda's parts); each output that did is counted again as the cost model counts
+ * an output at the Lambda's part size, PART_BYTES: one PUT and one CopyObject, plus the parts,
+ * their create and complete and the copy's HEAD beyond that (multipartRequests). A run that
+ * recorded no sizes is counted as measured.
+ */
+export function requestsAtLambdaParts(
+  run: Pick<S3RunResult, 'commands'> & Partial<Pick<S3RunResult, 'outputSizes' | 'partSizeBytes'>>,
+): { readonly get: number; readonly put: number; readonly recounted: number } {
+  const count = (cls: RequestClass) =>
+    Object.entries(run.commands)
+      .filter(([name]) => (COMMAND_CLASS[name] ?? 'put') === cls)
+      .reduce((sum, [, n]) => sum + n, 0);
+  // LIST is billed as PUT.
+  const measured = { get: count('get'), put: count('put') + count('list') };
+  const { outputSizes, partSizeBytes } = run;
+  const inParts =
+    partSizeBytes === undefined || partSizeBytes >= PART_BYTES
+      ? []
+      : (outputSizes ?? []).filter((size) => size > partSizeBytes);
+  if (inParts.length === 0) return { ...measured, recounted: 0 };
+  const sentInParts = MULTIPART_COMMANDS.reduce((sum, name) => sum + (run.commands[name] ?? 0), 0);
+  const atLambda = multipartRequests(inParts);
+  return {
+    // Each copy in parts HEADs its source first.
+    get: measured.get - inParts.length + atLambda.get,
+    put: measured.put - sentInParts + 2 * inParts.length + atLambda.put,
+    recounted: inParts.length,
+  };
+}
+
 /**
  * A job's price for one child type, term by term, from the S3 bench's measured run of it: every
  * Lambda's billed time and every S3 request the chain sent on the wire.
@@ -330,21 +373,19 @@ export function jobCost(input: {
     lambdaRequestsUsd(invokes),
   );
 
-  const count = (cls: RequestClass) =>
-    Object.entries(job.run.commands)
-      .filter(([name]) => (COMMAND_CLASS[name] ?? 'put') === cls)
-      .reduce((sum, [, n]) => sum + n, 0);
-  const gets = count('get');
+  const { get: gets, put: puts, recounted } = requestsAtLambdaParts(job.run);
+  const onTheWire =
+    recounted === 0
+      ? 'measured on the wire'
+      : `measured on the wire, ${recounted} output(s) in parts recounted at the Lambda's ${PART_BYTES / 2 ** 20} MiB parts`;
   term(
-    'S3 GET/HEAD (measured on the wire)',
+    `S3 GET/HEAD (${onTheWire})`,
     `${gets} x $${p.s3GetHeadPer1000} / 1,000`,
     requestsUsd({ ...NO_REQUESTS, get: gets }),
   );
-  // LIST is billed as PUT.
-  const puts = count('put') + count('list');
   const planningLists = (a.listingsPerInput * job.files) / 1000;
   term(
-    'S3 PUT/COPY/POST/LIST (measured on the wire, + planning)',
+    `S3 PUT/COPY/POST/LIST (${onTheWire}, + planning)`,
     `(${puts} + ${a.listingsPerInput} listings x ${job.files} keys / 1,000 per LIST = ${f(puts + planningLists, 2)}) x $${p.s3PutCopyListPer1000} / 1,000`,
     requestsUsd({ ...NO_REQUESTS, put: puts + planningLists }),
   );

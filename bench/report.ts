@@ -120,7 +120,7 @@ export function jobCostSection(r: BenchResults): string[] {
     '',
     '## Cost of the jobs users have',
     '',
-    'Each term from the measured S3 run of that job (Lambda billed seconds = max(wall, CPU / vCPUs), requests counted on the wire) ' +
+    'Each term from the measured S3 run of that job (Lambda billed seconds = max(wall, CPU / vCPUs), requests counted on the wire, an output the bench sent in parts counted in 64 MiB parts, as the Lambdas send it: requestsAtLambdaParts) ' +
       'or a stated assumption (marked). Prices: functions/core/cost/prices.ts PRICES, each with its page.',
   ];
   for (const job of jobs) {

@@ -52,6 +52,10 @@ export interface S3RunResult {
   readonly outputBytes: number;
   readonly outputRows: number;
   readonly outputKeys: readonly string[];
+  /** Each published output's size, as the partition's listing gives it after the chain. */
+  readonly outputSizes: readonly number[];
+  /** The part size the run's S3Store uploaded and copied larger outputs in. */
+  readonly partSizeBytes: number;
   readonly maxRssBytes: number;
 }
 
@@ -211,6 +215,7 @@ async function main(): Promise<void> {
   await duck.close();
   client.destroy();
   const outputKeys: string[] = [];
+  const outputSizes: number[] = [];
   const inputKeys = new Set(task.inputs.map((i) => i.key));
   const plain = new S3Store({
     client: createS3Client({
@@ -223,6 +228,7 @@ async function main(): Promise<void> {
   for await (const object of plain.list(task.partition)) {
     if (inputKeys.has(object.key)) throw new Error(`input ${object.key} was not deleted`);
     outputKeys.push(object.key);
+    outputSizes.push(object.size);
   }
   await rm(workDir, { recursive: true, force: true });
   const result: S3RunResult = {
@@ -236,6 +242,8 @@ async function main(): Promise<void> {
     outputBytes: compacted.outputBytes ?? 0,
     outputRows: compacted.outputRows ?? 0,
     outputKeys,
+    outputSizes,
+    partSizeBytes: task.partSizeBytes,
     maxRssBytes: peakRssBytes(),
   };
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -13,6 +13,7 @@ import {
   cycleItems,
   type JobCost,
   jobCost,
+  requestsAtLambdaParts,
 } from '../../bench/cost.ts';
 import type { CostJobId, S3Job } from '../../bench/s3-latency.ts';
 import type { StepTiming } from '../../bench/s3-worker.ts';
@@ -76,6 +77,8 @@ function job(
       outputBytes: 1,
       outputRows: 1,
       outputKeys: ['k'],
+      outputSizes: [1],
+      partSizeBytes: 8 * 2 ** 20,
       maxRssBytes: 1,
     },
   };
@@ -182,6 +185,55 @@ describe('the cost model of one job (bench/cost.ts)', () => {
       15,
     );
     for (const t of cost.terms) expect(t.arithmetic).toMatch(/x \$/);
+  });
+
+  it("recounts outputs the bench's store sent in parts as the Lambda's 64 MiB parts send them", () => {
+    const MiB = 2 ** 20;
+    // Two outputs of 103 MiB in 8 MiB parts: each uploaded and copied as 1 + 13 + 1 requests, the
+    // copy after a HEAD; 6 PUTs (manifests, receipt) and a LIST besides.
+    const commands = {
+      GetObject: 17,
+      HeadObject: 4,
+      PutObject: 6,
+      CreateMultipartUpload: 4,
+      UploadPart: 26,
+      UploadPartCopy: 26,
+      CompleteMultipartUpload: 4,
+      DeleteObjects: 3,
+      ListObjectsV2: 1,
+    };
+    const big = 103 * MiB;
+    // At 64 MiB: each 1 + 2 + 1 to upload and to copy, the copy after a HEAD.
+    expect(requestsAtLambdaParts({ commands, outputSizes: [big, big], partSizeBytes: 8 * MiB })).toEqual({
+      get: 17 + 2 + 2,
+      put: 6 + 1 + 2 * 8,
+      recounted: 2,
+    });
+    // One output of 20 MiB: in parts here (1 + 3 + 1 twice, a HEAD), one PUT and one CopyObject there.
+    const mid = {
+      GetObject: 10,
+      HeadObject: 2,
+      PutObject: 6,
+      CreateMultipartUpload: 2,
+      UploadPart: 3,
+      UploadPartCopy: 3,
+      CompleteMultipartUpload: 2,
+      ListObjectsV2: 1,
+    };
+    expect(requestsAtLambdaParts({ commands: mid, outputSizes: [20 * MiB], partSizeBytes: 8 * MiB })).toEqual(
+      {
+        get: 10 + 1,
+        put: 6 + 1 + 2,
+        recounted: 1,
+      },
+    );
+    // Outputs below the bench's part size, or a run that recorded no sizes: as measured.
+    expect(requestsAtLambdaParts({ commands: mid, outputSizes: [MiB], partSizeBytes: 8 * MiB })).toEqual({
+      get: 12,
+      put: 17,
+      recounted: 0,
+    });
+    expect(requestsAtLambdaParts({ commands: mid })).toEqual({ get: 12, put: 17, recounted: 0 });
   });
 
   it('holds the Arc hour to 1.5x its floor and 1/3 of S3 Tables binpack, the full job to 1/10 of sort', () => {
