@@ -427,7 +427,7 @@ describe('LocalFolderStore conditional writes', () => {
   it('a put whose new folder another writer prunes while mkdir makes it is retried, not failed', async () => {
     // mkdir -p makes the path a folder at a time; a concurrent delete's prune of an empty parent
     // in between makes it fail with ENOENT, as this stand-in does once.
-    const mkdir = vi.spyOn(fs, 'mkdirSync').mockImplementationOnce(() => {
+    const mkdir = vi.spyOn(fs.promises, 'mkdir').mockImplementationOnce(async () => {
       throw Object.assign(new Error('ENOENT: no such file or directory, mkdir'), { code: 'ENOENT' });
     });
     try {

@@ -242,12 +242,12 @@ export async function commit(
       };
       const next: Sidecar = { version: 1, key, entries: [...kept, entry] };
       await durability.writeFile(staged.metaPath, Buffer.from(JSON.stringify(next)));
-      renameIntoPlace(staged.metaPath, sidecar, key);
+      await renameIntoPlace(staged.metaPath, sidecar, key);
       await durability.syncPlaced(sidecar, paths.root);
     }
-    renameIntoPlace(staged.dataPath, path, key);
+    await renameIntoPlace(staged.dataPath, path, key);
     await durability.syncPlaced(path, paths.root);
-    if (attrs === undefined && unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+    if (attrs === undefined && unlinkIfExists(sidecar)) await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }
@@ -292,7 +292,7 @@ export async function deleteBatch(
       const failed = await failureOf(() => removeSidecar(store, key, signal));
       if (failed !== undefined) outcomes[i] = { key, ...failed };
     }
-    const failed = await failureOf(async () => pruneEmptyDirs(folder, paths.root));
+    const failed = await failureOf(() => pruneEmptyDirs(folder, paths.root));
     if (failed !== undefined)
       for (const i of indexes) outcomes[i] = { key: (outcomes[i] as DeleteOutcome).key, ...failed };
   }
@@ -314,6 +314,9 @@ async function unlinkChecked(
     if (request.etag !== undefined && etagOf(current) !== unquote(request.etag)) {
       return { key, status: 'precondition-failed' };
     }
+    // Synchronous, right after the check: a producer writing the lake folder directly (not through
+    // the store, so not under the lock) could replace the file while a promise call waits its
+    // turn in the thread pool, and the delete would take the new version.
     if (!unlinkIfExists(path)) return { key, status: 'not-found' };
     return { key, status: 'deleted' };
   } finally {
@@ -330,7 +333,7 @@ async function removeSidecar(store: KeyChanges, key: string, signal: AbortSignal
   const release = await store.locks.lock(key, signal);
   try {
     if (statObject(dataPath(paths, key)) !== undefined) return;
-    if (unlinkIfExists(sidecar)) pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+    if (unlinkIfExists(sidecar)) await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
   } finally {
     release();
   }
