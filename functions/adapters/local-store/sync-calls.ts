@@ -6,12 +6,13 @@
  * delete emptied (durable-fs.ts says why). The promise form costs a thread-pool hop, a promise
  * and kernel wake-ups per call, several times the call itself on a cached tree: walking a
  * 20-folder lake took 1.5 ms of CPU against 0.26 ms synchronously, and the daily recovery sweep,
- * back to back at the same load, 102 CPU-s against 63. With the writes' metadata calls too, the
- * recovery sweep went from 100 s to 67 s (a delete from 2.8 ms to 0.3 ms). Each such call is
- * brief; `paced` lets the event loop run every SYNC_BURST of them (a write counts once), so a
- * long walk or a run of reads does not hold it. At 256 a reader polling one key in a loop starved
- * a writer's promise calls (a 150-put race took 55 s instead of 5); at 32 the turns cost nothing
- * measurable.
+ * back to back at the same load, 102 CPU-s against 63, and with the writes' lock, link and
+ * unlink synchronous too, 67 s against 100. On a tree that waits on the disk a call is no longer
+ * brief: there a rename or a prune as a promise call lets the event loop run meanwhile. Each
+ * synchronous call is brief; `paced` lets the event loop run every SYNC_BURST of them (a write
+ * counts once), so a long walk or a run of reads does not hold it. At 256 a reader polling one key
+ * in a loop starved a writer's promise calls (a 150-put race took 55 s instead of 5); at 32 the
+ * turns cost nothing measurable.
  */
 
 import { setImmediate as nextTurn } from 'node:timers/promises';
