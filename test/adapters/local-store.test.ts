@@ -439,6 +439,47 @@ describe('LocalFolderStore conditional writes', () => {
     expect((await store.getBytes('db/m/2024/01/01/00/new.parquet')).body.toString()).toBe('x');
   });
 
+  it('puts and deletes of one folder, all at once in one process, never fail on its prunes', async () => {
+    // Each delete empties the folder chain and prunes it while the others' puts make it again;
+    // as promise calls these interleave unless a process takes its folder changes in turn.
+    // Without fsyncs the calls come closest together.
+    const churn = new LocalFolderStore(join(root, 'churn'), { durability: 'process' });
+    const failures: string[] = [];
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        const key = `a/b/c/k${w}.json`;
+        for (let i = 0; i < 300; i++) {
+          try {
+            await churn.put(key, Buffer.from(String(i)));
+            await churn.deleteMany([{ key }]);
+          } catch (error) {
+            failures.push(String(error));
+          }
+        }
+      }),
+    );
+    expect(failures).toEqual([]);
+    expect(existsSync(join(root, 'churn', 'a'))).toBe(false);
+  });
+
+  it('a put whose new folder a prune removes between mkdir -p and its check is retried, not called an object', async () => {
+    // mkdir -p fails EEXIST when the folder it found there is gone by the time it stats it (a
+    // concurrent prune); no object is in the path, so the put makes the folder again.
+    const mkdir = vi.spyOn(fs.promises, 'mkdir').mockImplementationOnce(async () => {
+      throw Object.assign(new Error('EEXIST: file already exists, mkdir'), { code: 'EEXIST' });
+    });
+    try {
+      await store.put('db/m/2024/01/02/00/new.parquet', Buffer.from('y'));
+      expect(mkdir).toHaveBeenCalledTimes(2);
+    } finally {
+      mkdir.mockRestore();
+    }
+    expect((await store.getBytes('db/m/2024/01/02/00/new.parquet')).body.toString()).toBe('y');
+    // An object where a folder should be is still the caller's error.
+    await store.put('db/m/file', Buffer.from('z'));
+    await expect(store.put('db/m/file/under.parquet', Buffer.from('w'))).rejects.toThrow(/is an object/);
+  });
+
   it("getToFile into a folder that is not there fails with the destination's error, not NotFound", async () => {
     await store.put('obj', Buffer.from('v1'));
     const error = await rejection(store.getToFile('obj', join(root, 'no-such-folder', 'download.bin')));

@@ -202,26 +202,40 @@ function fsyncFd(fd: number): Promise<void> {
 }
 
 /**
- * rename(2) into place, creating parent folders. A concurrent delete (in this process or another)
- * may prune a parent folder between our mkdir and rename, or while mkdir makes the path one folder
- * at a time (it then fails with ENOENT); both are retried. A folder made here is durable only once
- * its parent is fsynced: DurableFolders finds it for the caller.
+ * rename(2) into place, creating parent folders. A missing folder is made and the file renamed
+ * into it in one turn of this process's folder changes (folderTurn), which its prunes take too,
+ * so no prune of this process removes the folder in between. Another process's prune may still,
+ * between our mkdir and rename, or while mkdir makes the path one folder at a time: both are
+ * retried. A folder made here is durable only once its parent is fsynced: DurableFolders finds it
+ * for the caller.
  */
 export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
+  try {
+    await renameAsync(from, to);
+    return;
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') throw placingError(error, key);
+  }
+  await folderTurn(() => renameMakingFolders(from, to, key));
+}
+
+function placingError(error: unknown, key: string): unknown {
+  const code = errorCode(error);
+  if (code !== 'ENOTDIR' && code !== 'EISDIR') return error;
+  return new Error(
+    `cannot store ${key}: a folder of that name holds other objects, or one of its parent ` +
+      'folders is an object (a local folder cannot hold both "a" and "a/b")',
+    { cause: error },
+  );
+}
+
+async function renameMakingFolders(from: string, to: string, key: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       await renameAsync(from, to);
       return;
     } catch (error) {
-      const code = errorCode(error);
-      if (code === 'ENOTDIR' || code === 'EISDIR') {
-        throw new Error(
-          `cannot store ${key}: a folder of that name holds other objects, or one of its parent ` +
-            'folders is an object (a local folder cannot hold both "a" and "a/b")',
-          { cause: error },
-        );
-      }
-      if (code !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw error;
+      if (errorCode(error) !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw placingError(error, key);
       // The staged file itself is gone: the upload was aborted.
       if (statOrUndefined(from) === undefined) throw error;
       try {
@@ -231,6 +245,9 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
         const mkdirCode = errorCode(mkdirError);
         if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
         if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
+          // mkdir -p also fails so when a prune removes a folder between its mkdir and its stat
+          // of that folder: only an object where a folder should be is the caller's to fix.
+          if (!objectInPath(dirname(to)) && attempt < MAX_RENAME_ATTEMPTS) continue;
           throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
             cause: mkdirError,
           });
@@ -238,6 +255,40 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
         throw mkdirError;
       }
     }
+  }
+}
+
+/** The end of the last folder change queued in this process (folderTurn). */
+let lastFolderChange: Promise<void> = Promise.resolve();
+
+/**
+ * Runs `change` after every folder change this process queued before it: a folder made and
+ * renamed into, or a prune of emptied folders. As promise calls they would otherwise interleave,
+ * and a prune could remove a folder between another write's mkdir and its rename, again and again.
+ */
+async function folderTurn<T>(change: () => Promise<T>): Promise<T> {
+  const before = lastFolderChange;
+  let done = () => {};
+  lastFolderChange = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  await before;
+  try {
+    return await change();
+  } finally {
+    done();
+  }
+}
+
+/**
+ * Whether `dir` or a folder above it is something other than a folder (an object's file); a link
+ * to a folder counts as a folder.
+ */
+function objectInPath(dir: string): boolean {
+  for (let folder = dir; ; folder = dirname(folder)) {
+    const st = statSync(folder, { throwIfNoEntry: false });
+    if (st !== undefined) return !st.isDirectory();
+    if (dirname(folder) === folder) return false;
   }
 }
 
@@ -384,20 +435,25 @@ export function unlinkIfExists(path: string): boolean {
   }
 }
 
-/** S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`. */
-export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
-  let dir = from;
-  while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
-    try {
-      await rmdirAsync(dir);
-    } catch (error) {
-      const code = errorCode(error);
-      // Not empty (a concurrent write landed there): done. Gone already: keep going up.
-      if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
-      if (code !== 'ENOENT') throw error;
+/**
+ * S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`, in one
+ * turn of this process's folder changes (folderTurn).
+ */
+export function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+  return folderTurn(async () => {
+    let dir = from;
+    while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
+      try {
+        await rmdirAsync(dir);
+      } catch (error) {
+        const code = errorCode(error);
+        // Not empty (a concurrent write landed there): done. Gone already: keep going up.
+        if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
+        if (code !== 'ENOENT') throw error;
+      }
+      dir = dirname(dir);
     }
-    dir = dirname(dir);
-  }
+  });
 }
 
 export function tryLink(from: string, to: string): boolean {
