@@ -424,19 +424,32 @@ describe('LocalFolderStore conditional writes', () => {
     await expect(store.getBytes('obj', { ifMatch: v1.etag })).rejects.toBeInstanceOf(PreconditionFailedError);
   });
 
-  it('a put whose new folder another writer prunes while mkdir makes it is retried, not failed', async () => {
-    // mkdir -p makes the path a folder at a time; a concurrent delete's prune of an empty parent
-    // in between makes it fail with ENOENT, as this stand-in does once.
-    const mkdir = vi.spyOn(fs.promises, 'mkdir').mockImplementationOnce(async () => {
-      throw Object.assign(new Error('ENOENT: no such file or directory, mkdir'), { code: 'ENOENT' });
-    });
-    try {
-      await store.put('db/m/2024/01/01/00/new.parquet', Buffer.from('x'));
-      expect(mkdir).toHaveBeenCalledTimes(2);
-    } finally {
-      mkdir.mockRestore();
-    }
-    expect((await store.getBytes('db/m/2024/01/01/00/new.parquet')).body.toString()).toBe('x');
+  // mkdir -p makes the path a folder at a time, and checks a folder it finds there: a concurrent
+  // delete's prune of an empty parent in between makes it fail with ENOENT, or with EEXIST when
+  // the folder is gone by its check, as this stand-in does once. No object is in the path, so
+  // the put makes the folder again.
+  it.each([
+    ['ENOENT', 'db/m/2024/01/01/00/new.parquet'],
+    ['EEXIST', 'db/m/2024/01/02/00/new.parquet'],
+  ])(
+    'a put whose new folder another writer prunes while mkdir makes it (%s) is retried',
+    async (code, key) => {
+      const mkdir = vi.spyOn(fs.promises, 'mkdir').mockImplementationOnce(async () => {
+        throw Object.assign(new Error(`${code}: mkdir`), { code });
+      });
+      try {
+        await store.put(key, Buffer.from(code));
+        expect(mkdir).toHaveBeenCalledTimes(2);
+      } finally {
+        mkdir.mockRestore();
+      }
+      expect((await store.getBytes(key)).body.toString()).toBe(code);
+    },
+  );
+
+  it('a put under an object is the caller\'s error: a local folder cannot hold "a" and "a/b"', async () => {
+    await store.put('db/m/file', Buffer.from('z'));
+    await expect(store.put('db/m/file/under.parquet', Buffer.from('w'))).rejects.toThrow(/is an object/);
   });
 
   it('puts and deletes of one folder, all at once in one process, never fail on its prunes', async () => {
@@ -460,24 +473,6 @@ describe('LocalFolderStore conditional writes', () => {
     );
     expect(failures).toEqual([]);
     expect(existsSync(join(root, 'churn', 'a'))).toBe(false);
-  });
-
-  it('a put whose new folder a prune removes between mkdir -p and its check is retried, not called an object', async () => {
-    // mkdir -p fails EEXIST when the folder it found there is gone by the time it stats it (a
-    // concurrent prune); no object is in the path, so the put makes the folder again.
-    const mkdir = vi.spyOn(fs.promises, 'mkdir').mockImplementationOnce(async () => {
-      throw Object.assign(new Error('EEXIST: file already exists, mkdir'), { code: 'EEXIST' });
-    });
-    try {
-      await store.put('db/m/2024/01/02/00/new.parquet', Buffer.from('y'));
-      expect(mkdir).toHaveBeenCalledTimes(2);
-    } finally {
-      mkdir.mockRestore();
-    }
-    expect((await store.getBytes('db/m/2024/01/02/00/new.parquet')).body.toString()).toBe('y');
-    // An object where a folder should be is still the caller's error.
-    await store.put('db/m/file', Buffer.from('z'));
-    await expect(store.put('db/m/file/under.parquet', Buffer.from('w'))).rejects.toThrow(/is an object/);
   });
 
   it("getToFile into a folder that is not there fails with the destination's error, not NotFound", async () => {
