@@ -215,6 +215,8 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
     return;
   } catch (error) {
     if (errorCode(error) !== 'ENOENT') throw placingError(error, key);
+    // The staged file itself is gone: the upload was aborted.
+    if (statOrUndefined(from) === undefined) throw error;
   }
   await folderTurn(() => renameMakingFolders(from, to, key));
 }
@@ -229,31 +231,31 @@ function placingError(error: unknown, key: string): unknown {
   );
 }
 
+/** Makes `to`'s folder and renames `from` into it, again while another process prunes it. */
 async function renameMakingFolders(from: string, to: string, key: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
+    try {
+      // fs.promises.mkdir looked up at the call, so a test can stand in for a concurrent prune.
+      await fs.promises.mkdir(dirname(to), { recursive: true });
+    } catch (mkdirError) {
+      const mkdirCode = errorCode(mkdirError);
+      if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
+      if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
+        // mkdir -p also fails so when a prune removes a folder between its mkdir and its stat
+        // of that folder: only an object where a folder should be is the caller's to fix.
+        if (!objectInPath(dirname(to)) && attempt < MAX_RENAME_ATTEMPTS) continue;
+        throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
+          cause: mkdirError,
+        });
+      }
+      throw mkdirError;
+    }
     try {
       await renameAsync(from, to);
       return;
     } catch (error) {
       if (errorCode(error) !== 'ENOENT' || attempt >= MAX_RENAME_ATTEMPTS) throw placingError(error, key);
-      // The staged file itself is gone: the upload was aborted.
       if (statOrUndefined(from) === undefined) throw error;
-      try {
-        // fs.promises.mkdir looked up at the call, so a test can stand in for a concurrent prune.
-        await fs.promises.mkdir(dirname(to), { recursive: true });
-      } catch (mkdirError) {
-        const mkdirCode = errorCode(mkdirError);
-        if (mkdirCode === 'ENOENT' && attempt < MAX_RENAME_ATTEMPTS) continue;
-        if (mkdirCode === 'EEXIST' || mkdirCode === 'ENOTDIR') {
-          // mkdir -p also fails so when a prune removes a folder between its mkdir and its stat
-          // of that folder: only an object where a folder should be is the caller's to fix.
-          if (!objectInPath(dirname(to)) && attempt < MAX_RENAME_ATTEMPTS) continue;
-          throw new Error(`cannot store ${key}: one of its parent folders is an object`, {
-            cause: mkdirError,
-          });
-        }
-        throw mkdirError;
-      }
     }
   }
 }
