@@ -26,7 +26,7 @@
  */
 
 import { execFile } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { cp, mkdir, readdir, readFile, rm, unlink, utimes } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -136,19 +136,17 @@ function node(
 const CREATE_PROBE_FILES = 200;
 
 /**
- * Microseconds one file creation takes in a new folder under `dir` (200 empty files, kept until
- * all are made, then removed). A chain creates a file for every object version it writes and a
- * folder for every new key prefix; the loop, one output a partition. On some VM disks a create
- * costs 25 times what it costs in another folder of the same disk, so each round prints it.
+ * Microseconds one file creation takes in `probe`, a new folder (200 empty files, kept until all
+ * are made). A chain creates a file for every object version it writes and a folder for every new
+ * key prefix; the loop, one output a partition. On some VM disks a create costs 25 times what it
+ * costs in another folder of the same disk, so each round prints it. The files stay: the caller
+ * removes the folder when no run is timed any more (see `main`'s lake copies).
  */
-export function fileCreateUs(dir: string): number {
-  const probe = join(dir, `.create-probe-${process.pid}`);
+export function fileCreateUs(probe: string): number {
   mkdirSync(probe, { recursive: true });
   const start = performance.now();
   for (let i = 0; i < CREATE_PROBE_FILES; i++) closeSync(openSync(join(probe, String(i)), 'wx'));
-  const us = ((performance.now() - start) * 1000) / CREATE_PROBE_FILES;
-  rmSync(probe, { recursive: true, force: true });
-  return us;
+  return ((performance.now() - start) * 1000) / CREATE_PROBE_FILES;
 }
 
 /** The `now` at which every hour of 2025-01-15 is eligible (minAge 1 h after the day's last hour). */
@@ -304,7 +302,7 @@ async function main(): Promise<void> {
       `generated ${partitions * shape.files} files in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`,
     );
   }
-  const lake = join(dir, 'run-lake');
+  const lakes = join(dir, 'run-lakes');
   const workDir = join(dir, 'work');
   const rssFile = join(dir, 'rss');
   const split = (s: string) => s.split(' ').filter(Boolean);
@@ -314,18 +312,25 @@ async function main(): Promise<void> {
     productArgs: split(values['product-args']),
     nodeArgs: split(values['node-args']),
   };
-  const fresh = async () => {
-    await rm(lake, { recursive: true, force: true });
-    await cp(join(genRoot, 'lake'), lake, { recursive: true, preserveTimestamps: true });
+  // Every run gets a copy of its own, and no copy is removed before the last run: on an ext4
+  // without a journal, as this VM's, a file created within a minute of many deletions in its
+  // block group costs several times more (the inode allocator skips recently freed inodes one by
+  // one), so deleting one run's lake just before the next would tax whichever tool creates more
+  // files with the harness's own deletions. Each tool still pays for the deletions it makes.
+  await rm(lakes, { recursive: true, force: true });
+  let copies = 0;
+  const fresh = async (hour?: string) => {
+    const lake = join(lakes, String(copies++));
+    const from = hour === undefined ? join(genRoot, 'lake') : join(genRoot, 'lake', hour);
+    await cp(from, hour === undefined ? lake : join(lake, hour), {
+      recursive: true,
+      preserveTimestamps: true,
+    });
+    return lake;
   };
   // Warm-up: one hour folder, so the definition cache (synthesis, validation of the parent and
   // child definitions) and the page cache are warm before anything is timed.
-  await rm(lake, { recursive: true, force: true });
   const firstHour = join('db', tableName(0), '2025', '01', '15', '00');
-  await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), {
-    recursive: true,
-    preserveTimestamps: true,
-  });
   const variants = new Map(
     values.variants
       .split(',')
@@ -334,14 +339,9 @@ async function main(): Promise<void> {
   );
   // Each variant its own work dir: its definition cache is keyed by its own tree.
   const workOf = (tool: string) => (variants.has(tool) ? `${workDir}-${tool}` : workDir);
-  await runProduct(lake, workDir, rssFile, { ...opts, nodeArgs: [] });
+  await runProduct(await fresh(firstHour), workDir, rssFile, { ...opts, nodeArgs: [] });
   for (const [name, cli] of variants) {
-    await rm(lake, { recursive: true, force: true });
-    await cp(join(genRoot, 'lake', firstHour), join(lake, firstHour), {
-      recursive: true,
-      preserveTimestamps: true,
-    });
-    await runProduct(lake, workOf(name), rssFile, { ...opts, nodeArgs: [] }, cli, name);
+    await runProduct(await fresh(firstHour), workOf(name), rssFile, { ...opts, nodeArgs: [] }, cli, name);
   }
   const tools = values.only ? values.only.split(',') : ['product', 'duckdb', ...variants.keys()];
   const samples: RoundSample[] = [];
@@ -351,8 +351,8 @@ async function main(): Promise<void> {
     const rotated = [...tools.slice(round % tools.length), ...tools.slice(0, round % tools.length)];
     const order = round % 2 === 0 ? rotated : rotated.reverse();
     for (const tool of order) {
-      await fresh();
-      const createUs = fileCreateUs(lake);
+      const lake = await fresh();
+      const createUs = fileCreateUs(`${lake}-create-probe`);
       const sample = {
         ...(tool === 'duckdb'
           ? await runDuckDbLoop(lake, threads)
@@ -370,7 +370,8 @@ async function main(): Promise<void> {
       );
     }
   }
-  if (!values.keep) await rm(lake, { recursive: true, force: true });
+  // --keep: the copies stay, each as its run left it.
+  if (!values.keep) await rm(lakes, { recursive: true, force: true });
   const of = (tool: string) => samples.filter((s) => s.tool === tool);
   const summary = Object.fromEntries(
     tools.map((tool) => [
