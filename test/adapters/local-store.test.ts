@@ -447,6 +447,41 @@ describe('LocalFolderStore conditional writes', () => {
     },
   );
 
+  it("a delete's prune in the same process leaves the folders a put is making and renaming into", async () => {
+    await store.put('db/h/2024/01/01/01/old.parquet', Buffer.from('old'));
+    const realMkdir = fs.promises.mkdir.bind(fs.promises);
+    let making = () => {};
+    const madeCalled = new Promise<void>((resolve) => {
+      making = resolve;
+    });
+    let resume = () => {};
+    const resumed = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    const mkdir = vi
+      .spyOn(fs.promises, 'mkdir')
+      .mockImplementationOnce(async (...args: Parameters<typeof fs.promises.mkdir>) => {
+        making();
+        await resumed;
+        return realMkdir(...args);
+      });
+    try {
+      const put = store.put('db/h/2024/01/01/00/new.parquet', Buffer.from('new'));
+      await madeCalled;
+      // The put's folder is missing and its mkdir has not run: the delete empties the day's only
+      // other hour, and its prune stops at the day, which the put holds.
+      await store.deleteMany([{ key: 'db/h/2024/01/01/01/old.parquet' }]);
+      expect(existsSync(join(root, 'db/h/2024/01/01/01'))).toBe(false);
+      expect(existsSync(join(root, 'db/h/2024/01/01'))).toBe(true);
+      resume();
+      await put;
+    } finally {
+      resume();
+      mkdir.mockRestore();
+    }
+    expect((await store.getBytes('db/h/2024/01/01/00/new.parquet')).body.toString()).toBe('new');
+  });
+
   it('a put under an object is the caller\'s error: a local folder cannot hold "a" and "a/b"', async () => {
     await store.put('db/m/file', Buffer.from('z'));
     await expect(store.put('db/m/file/under.parquet', Buffer.from('w'))).rejects.toThrow(/is an object/);
@@ -454,8 +489,7 @@ describe('LocalFolderStore conditional writes', () => {
 
   it('puts and deletes of one folder, all at once in one process, never fail on its prunes', async () => {
     // Each delete empties the folder chain and prunes it while the others' puts make it again;
-    // as promise calls these interleave unless a process takes its folder changes in turn.
-    // Without fsyncs the calls come closest together.
+    // as promise calls these interleave. Without fsyncs the calls come closest together.
     const churn = new LocalFolderStore(join(root, 'churn'), { durability: 'process' });
     const failures: string[] = [];
     await Promise.all(

@@ -203,11 +203,11 @@ function fsyncFd(fd: number): Promise<void> {
 
 /**
  * rename(2) into place, creating parent folders. A missing folder is made and the file renamed
- * into it in one turn of this process's folder changes (folderTurn), which its prunes take too,
- * so no prune of this process removes the folder in between. Another process's prune may still,
- * between our mkdir and rename, or while mkdir makes the path one folder at a time: both are
- * retried. A folder made here is durable only once its parent is fsynced: DurableFolders finds it
- * for the caller.
+ * into it while the folder and those above it are held (holdFolders), so no prune this process
+ * starts meanwhile removes them; one already running may remove one once, and another process's
+ * prune may, between our mkdir and rename, or while mkdir makes the path one folder at a time:
+ * each is retried. A folder made here is durable only once its parent is fsynced: DurableFolders
+ * finds it for the caller.
  */
 export async function renameIntoPlace(from: string, to: string, key: string): Promise<void> {
   try {
@@ -218,7 +218,12 @@ export async function renameIntoPlace(from: string, to: string, key: string): Pr
     // The staged file itself is gone: the upload was aborted.
     if (statOrUndefined(from) === undefined) throw error;
   }
-  await folderTurn(() => renameMakingFolders(from, to, key));
+  const release = holdFolders(dirname(to));
+  try {
+    await renameMakingFolders(from, to, key);
+  } finally {
+    release();
+  }
 }
 
 function placingError(error: unknown, key: string): unknown {
@@ -260,26 +265,29 @@ async function renameMakingFolders(from: string, to: string, key: string): Promi
   }
 }
 
-/** The end of the last folder change queued in this process (folderTurn). */
-let lastFolderChange: Promise<void> = Promise.resolve();
+/** The folders this process is making and renaming a file into, each with how many such writes. */
+const heldFolders = new Map<string, number>();
 
 /**
- * Runs `change` after every folder change this process queued before it: a folder made and
- * renamed into, or a prune of emptied folders. As promise calls they would otherwise interleave,
- * and a prune could remove a folder between another write's mkdir and its rename, again and again.
+ * Holds `dir` and every folder above it until the returned release is called: a prune of this
+ * process (pruneEmptyDirs) leaves a held folder. As promise calls, a prune and a write needing
+ * the folder would otherwise interleave, and the prune could remove it between the write's mkdir
+ * and its rename, again and again. Writes and prunes of folders no write holds run at once.
  */
-async function folderTurn<T>(change: () => Promise<T>): Promise<T> {
-  const before = lastFolderChange;
-  let done = () => {};
-  lastFolderChange = new Promise<void>((resolve) => {
-    done = resolve;
-  });
-  await before;
-  try {
-    return await change();
-  } finally {
-    done();
+function holdFolders(dir: string): () => void {
+  const held: string[] = [];
+  for (let folder = dir; ; folder = dirname(folder)) {
+    held.push(folder);
+    heldFolders.set(folder, (heldFolders.get(folder) ?? 0) + 1);
+    if (dirname(folder) === folder) break;
   }
+  return () => {
+    for (const folder of held) {
+      const left = (heldFolders.get(folder) ?? 1) - 1;
+      if (left === 0) heldFolders.delete(folder);
+      else heldFolders.set(folder, left);
+    }
+  };
 }
 
 /**
@@ -438,24 +446,21 @@ export function unlinkIfExists(path: string): boolean {
 }
 
 /**
- * S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`, in one
- * turn of this process's folder changes (folderTurn).
+ * S3 has no folders: remove folders a delete left empty, up to (not including) `stopAt`, and
+ * short of any folder a write of this process holds (holdFolders): that write is about to fill it.
  */
-export function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
-  return folderTurn(async () => {
-    let dir = from;
-    while (dir !== stopAt && dir.startsWith(stopAt + sep)) {
-      try {
-        await rmdirAsync(dir);
-      } catch (error) {
-        const code = errorCode(error);
-        // Not empty (a concurrent write landed there): done. Gone already: keep going up.
-        if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
-        if (code !== 'ENOENT') throw error;
-      }
-      dir = dirname(dir);
+export async function pruneEmptyDirs(from: string, stopAt: string): Promise<void> {
+  for (let dir = from; dir !== stopAt && dir.startsWith(stopAt + sep); dir = dirname(dir)) {
+    if (heldFolders.has(dir)) return;
+    try {
+      await rmdirAsync(dir);
+    } catch (error) {
+      const code = errorCode(error);
+      // Not empty (a concurrent write landed there): done. Gone already: keep going up.
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') return;
+      if (code !== 'ENOENT') throw error;
     }
-  });
+  }
 }
 
 export function tryLink(from: string, to: string): boolean {
