@@ -52,17 +52,20 @@ export function isMissing(error: unknown): boolean {
 /** The stats of the object's file; undefined when there is no file (or a folder) there. */
 export function statObject(path: string): BigIntStats | undefined {
   try {
-    const st = statSync(path, { bigint: true });
-    return st.isFile() ? st : undefined;
+    // throwIfNoEntry: most paths looked up are missing ones (a key's sidecar, a new key), and a
+    // thrown error costs the event loop several times the stat itself.
+    const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+    return st?.isFile() ? st : undefined;
   } catch (error) {
     if (isMissing(error)) return undefined;
     throw error;
   }
 }
 
+/** The stats of what is at `path`; undefined when nothing is, or a parent is a file. */
 export function statOrUndefined(path: string): Stats | undefined {
   try {
-    return statSync(path);
+    return statSync(path, { throwIfNoEntry: false });
   } catch (error) {
     if (isMissing(error)) return undefined;
     throw error;

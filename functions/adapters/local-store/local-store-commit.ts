@@ -247,7 +247,11 @@ export async function commit(
     }
     await renameIntoPlace(staged.dataPath, path, key);
     await durability.syncPlaced(path, paths.root);
-    if (attrs === undefined && unlinkIfExists(sidecar)) await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+    // Most writes without attributes (manifests, receipts) never had any: a stat finds that
+    // without the error a failed unlink throws. Under the key's lock, no sidecar comes between.
+    if (attrs === undefined && statOrUndefined(sidecar) !== undefined && unlinkIfExists(sidecar)) {
+      await pruneEmptyDirs(dirname(sidecar), paths.metaDir);
+    }
   } finally {
     release();
   }
