@@ -421,6 +421,20 @@ describe('DuckDbEngine.compact', () => {
     expect(stats?.count_sum).toBe(inputSum?.count_sum);
   });
 
+  it("splits twice in a row on one engine: a call's connection, reused by the next, keeps none of its tables", async () => {
+    const own = await DuckDbEngine.create({ threads: 1 });
+    try {
+      for (let round = 0; round < 2; round++) {
+        const inputs = await sampleFiles(2, 20_000);
+        const outputs = await compactAll(inputs, { targetFileBytes: 200_000, rowGroupSize: 4096 }, own);
+        expect(outputs.length).toBeGreaterThanOrEqual(2);
+        expect(outputs.reduce((sum, o) => sum + o.rows, 0)).toBe(40_000);
+      }
+    } finally {
+      await own.close();
+    }
+  });
+
   it('splits at the target size into files that are sorted within and across files', async () => {
     const inputs = await sampleFiles(4, 50_000, { extraColumns: 2 });
     const outputs = await compactAll(inputs, { targetFileBytes: 600_000, rowGroupSize: 8192 });

@@ -104,6 +104,9 @@ export async function compact(
         );
         return (await stat(path)).size;
       });
+      // The connection outlives the call (it goes back to the engine's idle ones): the sorted
+      // rows' memory is freed now, and the next compact on it can make the table again.
+      await run('DROP TABLE compact_sorted');
     }
     return outputsOf(connection, paths);
   });

@@ -58,6 +58,9 @@ export { escapeGlob, parquetPath, quoteIdentifier, quoteString } from '../../cor
 export { enumTypes } from './duckdb-engine-enums.ts';
 export { describe, readAll } from './duckdb-engine-sql.ts';
 
+/** Connections kept for the next calls: as many as a run's concurrent calls mostly are. */
+const IDLE_CONNECTIONS = 4;
+
 export interface DuckDbEngineOptions {
   /** DuckDB memory_limit, e.g. '1GB'. Leave headroom for Node itself. Default: 80% of RAM (DuckDB's). */
   readonly memoryLimit?: string;
@@ -73,12 +76,17 @@ export interface DuckDbEngineOptions {
 }
 
 /**
- * The engine: the DuckDB instance, its options, and one connection per call. What each call runs
- * is in duckdb-engine-*.ts (inspect, compact, enums, dedup, checks, sql).
+ * The engine: the DuckDB instance, its options, and a connection per call (kept for the next).
+ * What each call runs is in duckdb-engine-*.ts (inspect, compact, enums, dedup, checks, sql).
  */
 export class DuckDbEngine implements Engine, RowContainment {
   private readonly instance: DuckDBInstance;
   private closed = false;
+  /**
+   * Connections whose call ended cleanly, for the next calls: node-api closes a connection only
+   * synchronously, on the event loop, and a run of many small partitions makes a few calls each.
+   */
+  private readonly idle: DuckDBConnection[] = [];
   /** withConnection as the modules take it. */
   private readonly connect: WithConnection = (signal, body) => this.withConnection(signal, body);
   private readonly columnsBySignature = new ColumnsBySignature(this.connect);
@@ -196,7 +204,7 @@ export class DuckDbEngine implements Engine, RowContainment {
   }
 
   /**
-   * Runs one SQL statement on its own connection and returns its rows as plain JS values.
+   * Runs one SQL statement on a connection of its own and returns its rows as plain JS values.
    * Not part of Engine: for the sample-data generator, the demo, benchmarks and tests.
    */
   async query(sql: string): Promise<Record<string, JS>[]> {
@@ -208,25 +216,36 @@ export class DuckDbEngine implements Engine, RowContainment {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const connection of this.idle.splice(0)) connection.closeSync();
     this.instance.closeSync();
   }
 
-  /** One connection per call: calls may overlap, and interrupt() must stop only that call. */
+  /**
+   * One connection per call at a time: calls may overlap, and interrupt() must stop only that
+   * call. A call that ends cleanly hands its connection to the next (at most IDLE_CONNECTIONS
+   * wait); one that fails or is aborted closes it, with whatever state the failure left on it.
+   */
   private async withConnection<T>(
     signal: AbortSignal | undefined,
     body: (connection: DuckDBConnection) => Promise<T>,
   ): Promise<T> {
     if (this.closed) throw new Error('DuckDbEngine is closed');
     signal?.throwIfAborted();
-    const connection = await this.instance.connect();
+    const connection = this.idle.pop() ?? (await this.instance.connect());
     const onAbort = () => connection.interrupt();
     signal?.addEventListener('abort', onAbort, { once: true });
+    let clean = false;
     try {
-      return await body(connection);
+      const result = await body(connection);
+      clean = true;
+      return result;
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      // Also drops the connection's temp tables.
-      connection.closeSync();
+      if (clean && !signal?.aborted && !this.closed && this.idle.length < IDLE_CONNECTIONS) {
+        this.idle.push(connection);
+      } else {
+        connection.closeSync();
+      }
     }
   }
 }
