@@ -299,7 +299,8 @@ function holdFolders(dir: string): () => void {
  */
 function objectInPath(dir: string): boolean {
   for (let folder = dir; ; folder = dirname(folder)) {
-    const st = statSync(folder, { throwIfNoEntry: false });
+    // undefined also where a folder above is a file (ENOTDIR): the walk goes on up to it.
+    const st = statOrUndefined(folder);
     if (st !== undefined) return !st.isDirectory();
     if (dirname(folder) === folder) return false;
   }
