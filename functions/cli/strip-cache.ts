@@ -15,13 +15,9 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { type LoadFnOutput, type LoadHookContext, stripTypeScriptTypes } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { errorCode } from '../core/errors.ts';
 
 type NextLoad = (url: string, context?: Partial<LoadHookContext>) => LoadFnOutput;
-
-/** A file-system error (the cache is skipped on one); anything else is a bug and is thrown. */
-function isSystemError(error: unknown): boolean {
-  return error instanceof Error && typeof (error as { code?: unknown }).code === 'string';
-}
 
 /**
  * The load hook: a `.ts` module under `root` (a file: URL ending in '/'), outside node_modules,
@@ -29,7 +25,6 @@ function isSystemError(error: unknown): boolean {
  * as Node loads it. A cache it cannot read or write is skipped, as Node's compile cache is.
  */
 export function stripCacheLoad(root: string, cacheDir: string) {
-  let madeDir = false;
   return (url: string, context: LoadHookContext, nextLoad: NextLoad): LoadFnOutput => {
     if (!url.startsWith(root) || !url.endsWith('.ts') || url.includes('/node_modules/')) {
       return nextLoad(url, context);
@@ -40,18 +35,18 @@ export function stripCacheLoad(root: string, cacheDir: string) {
     try {
       return { format: 'module', source: readFileSync(file, 'utf8'), shortCircuit: true };
     } catch (error) {
-      if (!isSystemError(error)) throw error;
+      // A file-system error skips the cache; anything else is a bug.
+      if (errorCode(error) === undefined) throw error;
     }
     const code = stripQuietly(source);
     try {
-      if (!madeDir) mkdirSync(cacheDir, { recursive: true });
-      madeDir = true;
+      mkdirSync(cacheDir, { recursive: true });
       // Written aside, then renamed: another run reading the entry sees all of it or none.
       const aside = `${file}.${process.pid}`;
       writeFileSync(aside, code);
       renameSync(aside, file);
     } catch (error) {
-      if (!isSystemError(error)) throw error;
+      if (errorCode(error) === undefined) throw error;
     }
     return { format: 'module', source: code, shortCircuit: true };
   };

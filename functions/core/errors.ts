@@ -1,7 +1,13 @@
 /**
  * Named errors. Step Functions Retry/Catch branch on `name`, so every class sets it and
- * the names are exported as constants the state machine uses.
+ * the names are exported as constants the state machine uses. Also how any code reads the code
+ * of a system error (errorCode).
  */
+
+/** The `code` of a Node system error ('ENOENT', 'EEXIST', ...); undefined for any other value. */
+export function errorCode(error: unknown): string | undefined {
+  return error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
+}
 
 export const ErrorNames = {
   PreconditionFailed: 'PreconditionFailedError',

@@ -19,6 +19,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import { errorCode } from '../core/errors.ts';
 
 /** Bumped whenever an entry's shape or meaning changes. */
 const ENTRY_FORMAT = 1;
@@ -42,10 +43,6 @@ const PACKAGE_IMPORT = /(?:\bfrom\s*|\bimport\s*\(?\s*)['"]((?:@[\w.-]+\/)?\w[\w
 
 function sha256(data: string | Buffer): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-function errorCode(error: unknown): string | undefined {
-  return error instanceof Error && 'code' in error && typeof error.code === 'string' ? error.code : undefined;
 }
 
 /** The entries and every file they import by a relative path, transitively: root-relative, sorted. */

@@ -34,15 +34,11 @@ import type { FileHandle } from 'node:fs/promises';
 import { copyFile, open, rename as renameAsync, rmdir as rmdirAsync } from 'node:fs/promises';
 import { dirname, sep } from 'node:path';
 import { crc32 } from 'node:zlib';
+import { errorCode } from '../../core/errors.ts';
 
 const COPY_CHUNK_BYTES = 1 << 20;
 
 const MAX_RENAME_ATTEMPTS = 20;
-
-export function errorCode(error: unknown): string | undefined {
-  if (error instanceof Error && 'code' in error && typeof error.code === 'string') return error.code;
-  return undefined;
-}
 
 export function isMissing(error: unknown): boolean {
   const code = errorCode(error);

@@ -10,11 +10,10 @@ import type { FileHandle } from 'node:fs/promises';
 import { open } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { crc32 } from 'node:zlib';
-import { PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
+import { errorCode, PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { Checksum, DeleteOutcome, DeleteRequest } from '../../core/object-store.ts';
 import {
   DurableFolders,
-  errorCode,
   fsyncDirShared,
   hardLink,
   inFolderOf,

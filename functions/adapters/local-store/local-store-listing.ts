@@ -5,8 +5,9 @@
 
 import { type Dirent, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { errorCode } from '../../core/errors.ts';
 import type { ListOptions, ObjectSummary } from '../../core/object-store.ts';
-import { errorCode, statObject, statOrUndefined } from './durable-fs.ts';
+import { statObject, statOrUndefined } from './durable-fs.ts';
 import { etagOf, RESERVED_DIR } from './local-store-keys.ts';
 import { paced } from './sync-calls.ts';
 

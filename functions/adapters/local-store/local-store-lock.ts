@@ -23,9 +23,9 @@ import {
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TransientStoreError } from '../../core/errors.ts';
+import { errorCode, TransientStoreError } from '../../core/errors.ts';
 import { goneFromThisHost, processAlive } from '../process-alive.ts';
-import { errorCode, inFolderOf, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
+import { inFolderOf, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 

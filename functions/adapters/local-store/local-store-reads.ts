@@ -8,11 +8,10 @@
 import { type BigIntStats, closeSync, fstatSync, openSync } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { NotFoundError, PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
+import { errorCode, NotFoundError, PreconditionFailedError, TransientStoreError } from '../../core/errors.ts';
 import type { ObjectHead } from '../../core/object-store.ts';
 import {
   copyInPlace,
-  errorCode,
   isMissing,
   linkInPlace,
   openObject,

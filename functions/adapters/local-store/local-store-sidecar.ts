@@ -6,8 +6,8 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { errorCode } from '../../core/errors.ts';
 import type { Checksum } from '../../core/object-store.ts';
-import { errorCode } from './durable-fs.ts';
 
 export interface SidecarEntry {
   readonly etag: string;

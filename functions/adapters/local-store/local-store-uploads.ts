@@ -16,9 +16,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { errorCode } from '../../core/errors.ts';
 import type { IncompleteUpload } from '../../core/object-store.ts';
 import { goneFromThisHost } from '../process-alive.ts';
-import { errorCode, inFolderOf, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
+import { inFolderOf, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
 import { isRecord, parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
