@@ -223,12 +223,10 @@ export class CompactionWorkflow extends Construct {
       'executionId.$': '$$.Execution.Id',
       'executionName.$': '$$.Execution.Name',
     };
-    const job = {
-      'tier.$': '$.tier',
-      'partition.$': '$.partition',
-      'jobId.$': '$.jobId',
-      'executionId.$': '$.executionId',
-    };
+    // A job's chain keeps its item under one field, so each step's payload is one path to an
+    // object, not four to strings (on the local interpreter a string result is a thrown error).
+    const JOB = '$.job';
+    const jobItem = { 'job.$': '$$.Map.Item.Value' };
 
     // Optional input fields get defaults, so the schedule only has to pass {"tier": ...}.
     // `only` scopes planning to one table (compactor doctor's canary); null plans the whole lake.
@@ -255,14 +253,15 @@ export class CompactionWorkflow extends Construct {
       itemShape,
     });
 
-    // One job: the pipeline's partition steps in order. Its input is the job's item ({ tier,
-    // partition, jobId, executionId, jobKey, ... }); the first step takes it whole, the rest the
-    // job's ref. Its output holds each step's result under its result key. A failure the task's
-    // Retry does not absorb ends the job's chain with the error recorded, so the item's other jobs
-    // finish; the item then fails with it (below).
+    // One job: the pipeline's partition steps in order. Its input is { job: the job's item
+    // ({ tier, partition, jobId, executionId, jobKey, ... }) }, which the Map's ItemSelector makes
+    // (https://docs.aws.amazon.com/step-functions/latest/dg/input-output-itemselector.html); every
+    // step takes the item (the job's ref and what compact needs). Its output holds each step's
+    // result under its result key. A failure the task's Retry does not absorb ends the job's chain
+    // with the error recorded, so the item's other jobs finish; the item then fails with it (below).
     const outcome = (rows: readonly PartitionStep[]) => ({
-      'partition.$': '$.partition',
-      'jobId.$': '$.jobId',
+      'partition.$': `${JOB}.partition`,
+      'jobId.$': `${JOB}.jobId`,
       ...Object.fromEntries(rows.map((r) => [`${r.resultKey}.$`, `$.${r.resultKey}.Payload`])),
     });
     const done = new sfn.Pass(this, STATES.done, {
@@ -272,7 +271,11 @@ export class CompactionWorkflow extends Construct {
     const jobFailed = batched
       ? new sfn.Pass(this, STATES.jobFailed, {
           stateName: STATES.jobFailed,
-          parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
+          parameters: {
+            'partition.$': `${JOB}.partition`,
+            'jobId.$': `${JOB}.jobId`,
+            'failure.$': '$.failure',
+          },
         })
       : undefined;
     const caught = (task: sfn.TaskStateBase) =>
@@ -280,12 +283,12 @@ export class CompactionWorkflow extends Construct {
     let chain: sfn.IChainable = done;
     for (const row of [...PARTITION_STEPS].reverse() as PartitionStep[]) {
       const isCompact = row === compactRow;
-      const task = caught(invoke(row.step as StepName, isCompact ? '$' : job, childType));
+      const task = caught(invoke(row.step as StepName, JOB, childType));
       // Small jobs' own compact task, beside the large one, both followed by the same states.
       const small =
         isCompact && props.compactSmall
           ? caught(
-              invoke(row.step as StepName, '$', childType, {
+              invoke(row.step as StepName, JOB, childType, {
                 fn: props.compactSmall,
                 stateName: STATES.compactSmall,
               }),
@@ -317,8 +320,8 @@ export class CompactionWorkflow extends Construct {
         chain = new sfn.Choice(this, STATES.compactSize, { stateName: STATES.compactSize })
           .when(
             sfn.Condition.and(
-              sfn.Condition.isPresent('$.compactSize'),
-              sfn.Condition.stringEquals('$.compactSize', smallSize),
+              sfn.Condition.isPresent(`${JOB}.compactSize`),
+              sfn.Condition.stringEquals(`${JOB}.compactSize`, smallSize),
             ),
             small,
           )
@@ -337,6 +340,7 @@ export class CompactionWorkflow extends Construct {
       const jobs = new sfn.Map(this, STATES.jobs, {
         stateName: STATES.jobs,
         itemsPath: '$.jobs',
+        itemSelector: jobItem,
         resultPath: '$.outcomes',
       });
       jobs.itemProcessor(jobChain);
@@ -388,6 +392,8 @@ export class CompactionWorkflow extends Construct {
       mapExecutionType:
         childType === 'EXPRESS' ? sfn.StateMachineType.EXPRESS : sfn.StateMachineType.STANDARD,
       resultPath: '$.map',
+      // With one job an item, the item is the job's chain.
+      ...(batched ? {} : { itemSelector: jobItem }),
     });
     map.itemProcessor(batched ? itemOfJobs(chain) : chain);
 

@@ -122,8 +122,13 @@ function itemOutcomes(entry: MapItemResult, succeeded: boolean): readonly Partit
  * its receipt says otherwise (settleByReceipts, which Summary and the CLI run after this).
  */
 export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition[] {
-  const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as ItemJob & { jobs?: readonly ItemJob[] };
-  const jobs = input.jobs ?? [input];
+  // A child's input: several jobs ({ table, jobs }), or one job under `job`, as the definition's
+  // ItemSelector passes it (a definition without one: the job itself).
+  const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as ItemJob & {
+    jobs?: readonly ItemJob[];
+    job?: ItemJob;
+  };
+  const jobs = input.jobs ?? [input.job ?? input];
   const outcomes = itemOutcomes(entry, !failedKind && entry.Status === 'SUCCEEDED');
   return jobs.map((job, i) => {
     const found = outcomes?.[i];

@@ -222,8 +222,8 @@ describe('the synthesized state graph', () => {
     expect(choice.Choices).toEqual([
       {
         And: [
-          { Variable: '$.compactSize', IsPresent: true },
-          { Variable: '$.compactSize', StringEquals: 'small' },
+          { Variable: '$.job.compactSize', IsPresent: true },
+          { Variable: '$.job.compactSize', StringEquals: 'small' },
         ],
         Next: STATES.compactSmall,
       },
@@ -317,13 +317,14 @@ describe('the synthesized state graph', () => {
     expect(child.States[STATES.jobs]).toMatchObject({
       Type: 'Map',
       ItemsPath: '$.jobs',
+      ItemSelector: { 'job.$': '$$.Map.Item.Value' },
       ResultPath: '$.outcomes',
       Next: STATES.anyFailed,
     });
     expect(child.States[STATES.jobs]?.MaxConcurrency ?? 0).toBe(0);
     expect(itemProcessor.States[STATES.jobFailed]).toMatchObject({
       Type: 'Pass',
-      Parameters: { 'partition.$': '$.partition', 'jobId.$': '$.jobId', 'failure.$': '$.failure' },
+      Parameters: { 'partition.$': '$.job.partition', 'jobId.$': '$.job.jobId', 'failure.$': '$.failure' },
       End: true,
     });
     // One IsPresent per job an item may carry, by a definite path: no filter.
@@ -353,6 +354,10 @@ describe('the synthesized state graph', () => {
     const standard = rendered({ map: { childExecutionType: 'STANDARD' } });
     const child = childOf(standard);
     expect(child.StartAt).toBe(STATES.compact);
+    // The Distributed Map's ItemSelector gives the chain its item under `job`, as the Jobs Map does.
+    const map = standard.States[STATES.map] as State & { ItemSelector?: unknown };
+    expect(map.ItemSelector).toEqual({ 'job.$': '$$.Map.Item.Value' });
+    expect((definition.States[STATES.map] as typeof map).ItemSelector).toBeUndefined();
     expect(child.States[STATES.jobs]).toBeUndefined();
     expect(child.States[STATES.jobFailed]).toBeUndefined();
     for (const [name, state] of Object.entries(child.States)) expect(state.Catch, name).toBeUndefined();
@@ -421,6 +426,11 @@ describe('the state graph is the pipeline (functions/core/pipeline.ts), row by r
         const task = processor.States[row.stateName] as Task;
         expect(task.ResultPath, row.step).toBe(`$.${row.resultKey}`);
         expect(retryOfTask(task), row.step).toEqual(RETRY[type]);
+        // Every step's payload is the job's item, one path to an object.
+        expect(
+          (task as Task & { Parameters: Record<string, unknown> }).Parameters['Payload.$'],
+          row.step,
+        ).toBe('$.job');
       }
       // The item's output carries each step's result under its result key: what the verdict reads.
       const done = processor.States[STATES.done] as State & { Parameters: Record<string, string> };
