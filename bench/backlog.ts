@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { STACK_DEFAULTS } from '../cdk/config-defaults.ts';
 import type { DuckDbEngine } from '../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { errorCode } from '../functions/core/errors.ts';
 import { generateDataset, PARTITION } from './datasets.ts';
 import { hourlyRunArgs, rawDuckDbTask } from './orchestration.ts';
 import type { WorkerResult } from './worker.ts';
@@ -65,7 +66,7 @@ function runMeasured(
       if (match?.[1]) maxRssBytes = Math.max(maxRssBytes, Number(match[1]) * 1024);
     } catch (error) {
       // The process ended between two polls.
-      if (!(error instanceof Error && 'code' in error && error.code === 'ENOENT')) throw error;
+      if (errorCode(error) !== 'ENOENT') throw error;
     }
   }, 25);
   return new Promise((resolve, reject) => {

@@ -23,6 +23,7 @@ import {
 } from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
+import { errorCode } from '../core/errors.ts';
 import { deletePrefix } from '../core/manifest/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
@@ -217,8 +218,8 @@ export interface LocalRunResult {
  * mid-job (Ctrl-C, kill -9) never reaches its own cleanup.
  */
 async function removeDeadScratch(workDir: string): Promise<void> {
-  const names = await readdir(workDir).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return [];
+  const names = await readdir(workDir).catch((error: unknown) => {
+    if (errorCode(error) === 'ENOENT') return [];
     throw error;
   });
   for (const name of names) {

@@ -6,7 +6,7 @@
 import { readdir, rm } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { LocalFolderStore } from '../../adapters/local-store/local-store.ts';
-import { ConfigError } from '../../core/errors.ts';
+import { ConfigError, errorCode } from '../../core/errors.ts';
 import type { ObjectStore } from '../../core/object-store.ts';
 import { visibleFiles } from '../../core/visible.ts';
 import { type CliIo, commandContext } from '../command.ts';
@@ -26,8 +26,8 @@ const DEMO_BEHIND_AFTER_SECONDS = String(7 * 86_400);
 export async function demoCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const dir = resolve(options.dir ?? DEMO_DIR);
   // The folder is wiped first: only ever an earlier demo lake, never someone's data.
-  const existing = await readdir(dir).catch((error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOENT') return [];
+  const existing = await readdir(dir).catch((error: unknown) => {
+    if (errorCode(error) === 'ENOENT') return [];
     throw error;
   });
   const foreign = existing.filter((name) => !DEMO_ENTRIES.has(name));

@@ -9,6 +9,7 @@
 
 import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
+import { errorCode } from '../errors.ts';
 
 export interface JobFolder {
   /** The job's own folder: its downloads go here. */
@@ -51,7 +52,7 @@ export function returnJobFolder(workDir: string, folder: JobFolder): void {
     emptyFolder(folder.dir, [OUTPUTS]);
     emptyFolder(folder.outDir);
   } catch (error) {
-    if (!isMissing(error)) rmSync(folder.dir, { recursive: true, force: true });
+    if (errorCode(error) !== 'ENOENT') rmSync(folder.dir, { recursive: true, force: true });
     return;
   }
   let free = kept.get(workDir);
@@ -84,7 +85,7 @@ function unlinkIfThere(path: string): void {
   try {
     unlinkSync(path);
   } catch (error) {
-    if (!isMissing(error)) throw error;
+    if (errorCode(error) !== 'ENOENT') throw error;
   }
 }
 
@@ -92,11 +93,7 @@ function isFolder(path: string): boolean {
   try {
     return lstatSync(path).isDirectory();
   } catch (error) {
-    if (isMissing(error)) return false;
+    if (errorCode(error) === 'ENOENT') return false;
     throw error;
   }
-}
-
-function isMissing(error: unknown): boolean {
-  return (error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
 }
