@@ -227,6 +227,8 @@ export class CompactionWorkflow extends Construct {
     // object, not four to strings (on the local interpreter a string result is a thrown error).
     const JOB = '$.job';
     const jobItem = { 'job.$': '$$.Map.Item.Value' };
+    // What names a job in its outcome, a failed one's too: Summary matches it to the planned job.
+    const jobName = { 'partition.$': `${JOB}.partition`, 'jobId.$': `${JOB}.jobId` };
 
     // Optional input fields get defaults, so the schedule only has to pass {"tier": ...}.
     // `only` scopes planning to one table (compactor doctor's canary); null plans the whole lake.
@@ -260,8 +262,7 @@ export class CompactionWorkflow extends Construct {
     // result under its result key. A failure the task's Retry does not absorb ends the job's chain
     // with the error recorded, so the item's other jobs finish; the item then fails with it (below).
     const outcome = (rows: readonly PartitionStep[]) => ({
-      'partition.$': `${JOB}.partition`,
-      'jobId.$': `${JOB}.jobId`,
+      ...jobName,
       ...Object.fromEntries(rows.map((r) => [`${r.resultKey}.$`, `$.${r.resultKey}.Payload`])),
     });
     const done = new sfn.Pass(this, STATES.done, {
@@ -271,11 +272,7 @@ export class CompactionWorkflow extends Construct {
     const jobFailed = batched
       ? new sfn.Pass(this, STATES.jobFailed, {
           stateName: STATES.jobFailed,
-          parameters: {
-            'partition.$': `${JOB}.partition`,
-            'jobId.$': `${JOB}.jobId`,
-            'failure.$': '$.failure',
-          },
+          parameters: { ...jobName, 'failure.$': '$.failure' },
         })
       : undefined;
     const caught = (task: sfn.TaskStateBase) =>
