@@ -44,7 +44,7 @@ import {
   stepRow,
   stepsThrough,
 } from '../../functions/core/pipeline.ts';
-import type { ItemShape } from '../../functions/core/plan-store.ts';
+import { type ItemShape, JOB_FIELD } from '../../functions/core/plan-store.ts';
 import { stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { CHILD_DEFAULTS, type ChildExecutionType, childRetry, taskTimeoutSeconds } from '../child-budget.ts';
 import { STACK_DEFAULTS } from '../config-defaults.ts';
@@ -225,8 +225,8 @@ export class CompactionWorkflow extends Construct {
     };
     // A job's chain keeps its item under one field, so each step's payload is one path to an
     // object, not four to strings (on the local interpreter a string result is a thrown error).
-    const JOB = '$.job';
-    const jobItem = { 'job.$': '$$.Map.Item.Value' };
+    const JOB = `$.${JOB_FIELD}`;
+    const jobItem = { [`${JOB_FIELD}.$`]: '$$.Map.Item.Value' };
     // What names a job in its outcome, a failed one's too: Summary matches it to the planned job.
     const jobName = { 'partition.$': `${JOB}.partition`, 'jobId.$': `${JOB}.jobId` };
 

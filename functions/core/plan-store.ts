@@ -55,6 +55,13 @@ export interface MapItem {
 }
 
 /**
+ * The field a job's chain finds its item under: the definition's ItemSelector puts it there, so
+ * each step's payload is one path (cdk/constructs/compaction-workflow.ts), and a one-job item's
+ * child input is `{ [JOB_FIELD]: item }`, which Summary reads (run-summary.ts).
+ */
+export const JOB_FIELD = 'job';
+
+/**
  * Groups one wave's jobs into Map items, in plan order: each small job (lambda-sizing.ts) joins
  * the open item of its table until that item holds `smallJobsPerItem`; a large job is an item
  * alone. Small partitions share a child's start and its fixed states; a large job keeps a child

@@ -18,6 +18,7 @@ import {
   resultOf,
   type StepNumbers,
 } from './pipeline.ts';
+import { JOB_FIELD } from './plan-store.ts';
 import { jobReceipt } from './receipts.ts';
 import { stateFolder } from './state-root.ts';
 
@@ -122,13 +123,13 @@ function itemOutcomes(entry: MapItemResult, succeeded: boolean): readonly Partit
  * its receipt says otherwise (settleByReceipts, which Summary and the CLI run after this).
  */
 export function judgeMapItem(tier: JobKind, entry: MapItemResult, failedKind = false): JudgedPartition[] {
-  // A child's input: several jobs ({ table, jobs }), or one job under `job`, as the definition's
-  // ItemSelector passes it (a definition without one: the job itself).
+  // A child's input: several jobs ({ table, jobs }), or one job under JOB_FIELD, as the
+  // definition's ItemSelector passes it (a definition without one: the job itself).
   const input = (jsonValue(entry.Input ?? entry.Item) ?? {}) as ItemJob & {
     jobs?: readonly ItemJob[];
-    job?: ItemJob;
+    [JOB_FIELD]?: ItemJob;
   };
-  const jobs = input.jobs ?? [input.job ?? input];
+  const jobs = input.jobs ?? [input[JOB_FIELD] ?? input];
   const outcomes = itemOutcomes(entry, !failedKind && entry.Status === 'SUCCEEDED');
   return jobs.map((job, i) => {
     const found = outcomes?.[i];
