@@ -2,8 +2,13 @@
  * The rewrite of a Distributed Map into states aws-local-stepfunctions runs (workflow.ts's
  * header lists what each emulates): a Task before the Map that reads its items (ItemReader), an
  * item processor of one Task that runs each item as a child execution and catches its failure,
- * and a Task after the Map that writes the results and applies the tolerated failure percentage
- * (ResultWriter). The states' `__local` parameter tells workflow.ts which handler each one gets.
+ * a Task after the Map that writes the results and applies the tolerated failure percentage
+ * (ResultWriter), and a Pass that puts what it wrote where the Map's ResultPath says. The items and
+ * then the results are kept in one field of the state, each replacing the one before and the
+ * ResultWriter's small answer replacing the results: in AWS neither is ever in the execution's
+ * state, and every state the interpreter enters copies its whole input, so states after the Map
+ * carrying every item and result would cost each execution time in proportion to the lake. The
+ * states' `__local` parameter tells workflow.ts which handler each one gets.
  */
 
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
@@ -11,6 +16,9 @@ import { type Json, type JsonObject, redirect, type StateDef } from './asl-graph
 
 export const ITEM_READER_SUFFIX = ' (ItemReader)';
 export const RESULT_WRITER_SUFFIX = ' (ResultWriter)';
+const RESULT_PATH_SUFFIX = ' (ResultPath)';
+/** Where the emulation keeps a Map's items, then its results, then the ResultWriter's answer. */
+const MAP_FIELD = '$.__map';
 const ITEM_STATE = 'Item';
 const ITEM_FAILED_STATE = 'Item failed';
 const ITEM_SUCCEEDED_STATE = 'Item succeeded';
@@ -53,16 +61,21 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
 
     const readerState = `${name}${ITEM_READER_SUFFIX}`;
     const writerState = `${name}${RESULT_WRITER_SUFFIX}`;
+    const placeState = `${name}${RESULT_PATH_SUFFIX}`;
     redirect(states, name, readerState);
     if (def.StartAt === name) def.StartAt = readerState;
     states[readerState] = {
       Type: 'Task',
       Resource: 'arn:aws:states:::s3:getObject',
       Parameters: { ...(reader.Parameters as JsonObject), __local: 'ItemReader' },
-      ResultPath: '$.__items',
+      ResultPath: MAP_FIELD,
       Next: name,
     };
+    if (state.ResultSelector !== undefined)
+      throw new Error(`Map ${name}: a ResultSelector beside a ResultWriter is not emulated`);
     const original = { ...state };
+    const outputPath = original.OutputPath;
+    delete original.OutputPath;
     delete original.ItemReader;
     delete original.ResultWriter;
     delete original.ToleratedFailurePercentage;
@@ -71,7 +84,7 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
     const end = original.End;
     states[name] = {
       ...original,
-      ItemsPath: '$.__items',
+      ItemsPath: MAP_FIELD,
       ItemProcessor: {
         StartAt: ITEM_STATE,
         States: {
@@ -101,15 +114,25 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
           },
         },
       },
-      ResultPath: '$.__mapResults',
+      ResultPath: MAP_FIELD,
       Next: writerState,
     };
     delete (states[name] as JsonObject).End;
     states[writerState] = {
       Type: 'Task',
       Resource: 'arn:aws:states:::s3:putObject',
-      Parameters: { 'results.$': '$.__mapResults', __local: 'ResultWriter', map: name },
-      ResultPath: (original.ResultPath as Json) ?? '$',
+      Parameters: { 'results.$': MAP_FIELD, __local: 'ResultWriter', map: name },
+      ResultPath: MAP_FIELD,
+      Next: placeState,
+    };
+    // The interpreter applies the Map's own ResultPath (a Pass's ResultPath merges its result,
+    // here the ResultWriter's answer, into its raw input), as the Map would have.
+    states[placeState] = {
+      Type: 'Pass',
+      InputPath: MAP_FIELD,
+      // An absent ResultPath is `$`; a null one discards the result.
+      ResultPath: 'ResultPath' in original ? (original.ResultPath as Json) : '$',
+      ...(outputPath !== undefined ? { OutputPath: outputPath } : {}),
       ...(end ? { End: true } : { Next: next as Json }),
     };
   }
