@@ -133,7 +133,11 @@ export class CompactReader {
     return { type: header & 0x0f, size: short === 15 ? this.varint() : short };
   }
 
-  /** Steps over one value of `type` (a field's value, or a list element's when `inList`). */
+  /**
+   * Steps over one value of `type` (a field's value, or a list element's when `inList`). It makes
+   * no object on the way (no view of a binary, no list header, no callback per struct): most of a
+   * footer is stepped over, statistics above all.
+   */
   skip(type: number, inList = false, depth = 0): void {
     if (depth > MAX_DEPTH) throw new RangeError('thrift value nested too deep');
     switch (type) {
@@ -154,12 +158,14 @@ export class CompactReader {
         this.#advance(8);
         return;
       case T.BINARY:
-        this.binary();
+        this.#advance(this.varint());
         return;
       case T.LIST:
       case T.SET: {
-        const { type: element, size } = this.list();
-        for (let i = 0; i < size; i++) this.skip(element, true, depth + 1);
+        const header = this.byte();
+        const short = header >> 4;
+        const size = short === 15 ? this.varint() : short;
+        for (let i = 0; i < size; i++) this.skip(header & 0x0f, true, depth + 1);
         return;
       }
       case T.MAP: {
@@ -173,8 +179,14 @@ export class CompactReader {
         return;
       }
       case T.STRUCT:
-        this.struct((_id, fieldType) => this.skip(fieldType, false, depth + 1));
-        return;
+        for (;;) {
+          const header = this.byte();
+          const fieldType = header & 0x0f;
+          if (fieldType === T.STOP) return;
+          // A long-form field id follows its header: step over it too.
+          if (header >> 4 === 0) this.integer();
+          this.skip(fieldType, false, depth + 1);
+        }
       default:
         throw new RangeError(`thrift type ${type} unknown`);
     }

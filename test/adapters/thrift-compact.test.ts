@@ -52,6 +52,12 @@ describe('CompactReader', () => {
     expect(seen).toEqual({ 200: 'z', 201: -7, 202: 2 ** 53 - 1 });
   });
 
+  it('steps over a whole struct as one value, long-form ids and all', () => {
+    const r = reader(struct);
+    r.skip(T.STRUCT);
+    expect(r.offset).toBe(struct.length);
+  });
+
   it('agrees with hyparquet on a struct of the types Parquet uses', () => {
     // biome-ignore format: one field per line
     const parquetTypes = [
