@@ -6,7 +6,7 @@
 
 import { hash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 
 /** Top-level folder reserved for the store's own bookkeeping; keys may not start with it. */
 export const RESERVED_DIR = '.compactor-store';
@@ -38,12 +38,21 @@ export function storePaths(rootDir: string): StorePaths {
   };
 }
 
+/**
+ * `key` under `folder`. A key assertKey accepts has no empty, `.` or `..` segment, so this is what
+ * path.join would make, without its normalizing pass and the array it splits the key into.
+ */
+function under(folder: string, key: string): string {
+  const tail = sep === '/' ? key : key.replaceAll('/', sep);
+  return folder.endsWith(sep) ? `${folder}${tail}` : `${folder}${sep}${tail}`;
+}
+
 export function dataPath(paths: StorePaths, key: string): string {
-  return join(paths.root, ...key.split('/'));
+  return under(paths.root, key);
 }
 
 export function sidecarPath(paths: StorePaths, key: string): string {
-  return `${join(paths.metaDir, ...key.split('/'))}${SIDECAR_SUFFIX}`;
+  return `${under(paths.metaDir, key)}${SIDECAR_SUFFIX}`;
 }
 
 /** Throws unless `key` is a key this store can hold. */
