@@ -71,8 +71,12 @@ export function emulateDistributedMaps(definition: StateMachineDefinition): {
       ResultPath: MAP_FIELD,
       Next: name,
     };
-    if (state.ResultSelector !== undefined)
-      throw new Error(`Map ${name}: a ResultSelector beside a ResultWriter is not emulated`);
+    // What the Map would do with the ResultWriter's outcome (select from it, retry or catch its
+    // tolerance failure) is not emulated: refused rather than run differently from AWS.
+    for (const field of ['ResultSelector', 'Retry', 'Catch']) {
+      if (state[field] !== undefined)
+        throw new Error(`Map ${name}: a ${field} on a Distributed Map with a ResultWriter is not emulated`);
+    }
     const original = { ...state };
     const outputPath = original.OutputPath;
     delete original.OutputPath;
