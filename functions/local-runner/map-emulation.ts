@@ -6,9 +6,11 @@
  * (ResultWriter), and a Pass that puts what it wrote where the Map's ResultPath says. The items and
  * then the results are kept in one field of the state, each replacing the one before and the
  * ResultWriter's small answer replacing the results: in AWS neither is ever in the execution's
- * state, and every state the interpreter enters copies its whole input, so states after the Map
- * carrying every item and result would cost each execution time in proportion to the lake. The
- * states' `__local` parameter tells workflow.ts which handler each one gets.
+ * state (a Map that exports its results outputs where it wrote them,
+ * https://docs.aws.amazon.com/step-functions/latest/dg/input-output-resultwriter.html), and every
+ * state the interpreter enters copies its whole input, so states after the Map carrying every item
+ * and result would cost each execution time in proportion to the lake. The states' `__local`
+ * parameter tells workflow.ts which handler each one gets.
  */
 
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
