@@ -120,17 +120,27 @@ export class CompactReader {
       const header = this.byte();
       const type = header & 0x0f;
       if (type === T.STOP) return;
-      const delta = header >> 4;
-      id = delta === 0 ? this.integer() : id + delta;
+      id = this.#fieldId(header, id);
       field(id, type);
     }
+  }
+
+  /** A field's id from its header: a delta from the last field's, or a long-form id after it. */
+  #fieldId(header: number, previous: number): number {
+    const delta = header >> 4;
+    return delta === 0 ? this.integer() : previous + delta;
   }
 
   /** The list header starting here: its element type and size (elements follow). */
   list(): { readonly type: number; readonly size: number } {
     const header = this.byte();
+    return { type: header & 0x0f, size: this.#listSize(header) };
+  }
+
+  /** A list's size from its header: in its high bits, or a varint after it when they are all set. */
+  #listSize(header: number): number {
     const short = header >> 4;
-    return { type: header & 0x0f, size: short === 15 ? this.varint() : short };
+    return short === 15 ? this.varint() : short;
   }
 
   /**
@@ -163,8 +173,7 @@ export class CompactReader {
       case T.LIST:
       case T.SET: {
         const header = this.byte();
-        const short = header >> 4;
-        const size = short === 15 ? this.varint() : short;
+        const size = this.#listSize(header);
         for (let i = 0; i < size; i++) this.skip(header & 0x0f, true, depth + 1);
         return;
       }
@@ -183,8 +192,7 @@ export class CompactReader {
           const header = this.byte();
           const fieldType = header & 0x0f;
           if (fieldType === T.STOP) return;
-          // A long-form field id follows its header: step over it too.
-          if (header >> 4 === 0) this.integer();
+          this.#fieldId(header, 0); // steps over a long-form id
           this.skip(fieldType, false, depth + 1);
         }
       default:
