@@ -7,6 +7,7 @@
 
 import type { ParseArgsOptionsConfig } from 'node:util';
 import type { TierName } from '../core/config.ts';
+import { SMALL_ENGINE } from '../core/lambda-sizing.ts';
 
 export interface OptionDef {
   readonly type: 'string' | 'boolean';
@@ -169,10 +170,15 @@ export const OPTIONS = {
   'memory-limit': {
     type: 'string',
     value: 'SIZE',
-    help: 'DuckDB memory limit (e.g. 1GB); DuckDB spills to --work-dir beyond it',
+    help: `DuckDB memory limit (e.g. 1GB); DuckDB spills to --work-dir beyond it;\nrun's helper thread for small jobs has an engine of its own: ${SMALL_ENGINE.memoryLimit}, or this if less`,
     default: "DuckDB's (80% of RAM)",
   },
-  threads: { type: 'string', value: 'N', help: 'DuckDB threads', default: 'all cores' },
+  threads: {
+    type: 'string',
+    value: 'N',
+    help: `DuckDB threads (run's helper thread for small jobs: ${SMALL_ENGINE.threads})`,
+    default: 'all cores',
+  },
   'work-dir': {
     type: 'string',
     value: 'DIR',

@@ -53,6 +53,12 @@ const MiB = 1024 * 1024;
  */
 export const SMALL_COMPACT = { memoryMb: 1024, ephemeralStorageMb: 512, maxJobBytes: 64 * MiB } as const;
 
+/** What the small compact function's memory gives its DuckDB (a local run's helper thread's engine too). */
+export const SMALL_ENGINE = {
+  memoryLimit: duckDbMemoryLimit(SMALL_COMPACT.memoryMb),
+  threads: vcpusFor(SMALL_COMPACT.memoryMb),
+} as const;
+
 /** The compact function a planned job runs on. */
 export function compactSizeOf(job: { readonly tier: string; readonly inputBytes: number }): CompactSize {
   return job.tier === 'retention' || job.inputBytes <= SMALL_COMPACT.maxJobBytes ? 'small' : 'large';

@@ -31,11 +31,24 @@ export class ChildTimeoutError extends Error {
 }
 
 /** A child execution's failure, as the Map records it: the error name and cause of the child. */
-class ChildFailedError extends Error {
+export class ChildFailedError extends Error {
   constructor(name: string, message: string) {
     super(message);
     this.name = name;
   }
+}
+
+/**
+ * Another place some children run (child-threads.ts: a helper thread), each still its own
+ * execution of the item processor. A child goes there when it takes the item and runs fewer
+ * children than this thread does, so the two share the Map's concurrency.
+ */
+export interface ChildRunner {
+  accepts(item: Json): boolean;
+  /** Children it runs now. */
+  readonly running: number;
+  /** One child execution named `name`: its output, or it throws as a child here fails (ChildFailedError). */
+  run(map: MapEmulation, item: Json, name: string): Promise<Json>;
 }
 
 export interface ChildExecutionsOptions {
@@ -48,13 +61,19 @@ export interface ChildExecutionsOptions {
   readonly deliveries: ChildDeliveries;
   readonly expressChildTimeoutSeconds: number | undefined;
   readonly validatedCache: ValidatedCache | undefined;
+  /** Where children may run besides this thread; absent: all run here. */
+  readonly elsewhere?: ChildRunner;
 }
 
 export interface ChildExecutions {
   /** Runs the Map's child for `item` (delivered as `deliveries` says); its output, or it throws its failure. */
   deliver(map: MapEmulation, item: Json): Promise<Json>;
+  /** Runs one child named `name` in this thread, once (the other side of a ChildRunner). */
+  runHere(map: MapEmulation, item: Json, name: string): Promise<Json>;
   /** Child executions started so far, deliveries included. */
   readonly started: number;
+  /** Of those, the ones the ChildRunner ran. */
+  readonly startedElsewhere: number;
 }
 
 /** The child executions of `maps`; refuses more than one delivery of a STANDARD Map's children. */
@@ -68,11 +87,13 @@ export function childExecutions(
       throw new Error(`Map ${m.mapName} runs STANDARD children, which run exactly once: no ${deliveries}`);
   }
   let children = 0;
+  let runningHere = 0;
+  let elsewhereStarted = 0;
   // One interpreter per Map, validated once (asl-validator takes hundreds of ms a definition) and
   // run once per child: each run is its own execution, as the library's own Map runs its items.
   const childMachines = new Map<MapEmulation, { machine: StateMachine; timeoutSeconds?: number }>();
   /** One child execution of a Map's item processor, in its own interpreter. */
-  const runChild = async (map: MapEmulation, item: Json): Promise<Json> => {
+  const runHere = async (map: MapEmulation, item: Json, name: string): Promise<Json> => {
     let compiled = childMachines.get(map);
     if (compiled === undefined) {
       const childDefinition = {
@@ -88,7 +109,6 @@ export function childExecutions(
       };
       childMachines.set(map, compiled);
     }
-    const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
     const run = startExecution(compiled.machine, item, {
       id: `${options.executionId}/${name}`,
       name,
@@ -109,6 +129,21 @@ export function childExecutions(
       throw new ChildFailedError(failure.error, failure.cause);
     }
   };
+  /** Names the child (numbered here, wherever it runs) and runs it where fewer children run. */
+  const runChild = async (map: MapEmulation, item: Json): Promise<Json> => {
+    const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
+    const { elsewhere } = options;
+    if (elsewhere?.accepts(item) && elsewhere.running < runningHere) {
+      elsewhereStarted++;
+      return elsewhere.run(map, item, name);
+    }
+    runningHere++;
+    try {
+      return await runHere(map, item, name);
+    } finally {
+      runningHere--;
+    }
+  };
   const settle = (p: Promise<Json>) =>
     p.then(
       (value) => ({ ok: true as const, value }),
@@ -118,6 +153,10 @@ export function childExecutions(
     get started() {
       return children;
     },
+    get startedElsewhere() {
+      return elsewhereStarted;
+    },
+    runHere,
     async deliver(map, item) {
       if (map.executionType === 'STANDARD' || deliveries === 'once') return runChild(map, item);
       // At-least-once: a second delivery of the same child, after the first or alongside it.

@@ -24,6 +24,7 @@ import {
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
 import { errorCode } from '../core/errors.ts';
+import type { CompactSize } from '../core/lambda-sizing.ts';
 import { deletePrefix } from '../core/manifest/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
@@ -34,6 +35,8 @@ import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import type { SummaryOutput } from '../summary.ts';
+import type { Json } from './asl-graph.ts';
+import { type ChildThread, childThread, type ThreadDepsRecipe } from './child-thread.ts';
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, type LogSink, localInvoker, type StepName, type StepObserver } from './lambdas.ts';
 import { fireStatusRules } from './status-rules.ts';
@@ -180,6 +183,21 @@ export interface LocalRunDeps {
   readonly engine: () => Promise<Engine>;
   readonly workDir: string;
   readonly owners?: LocalOwners;
+  /**
+   * How a helper thread builds these same deps (child-thread.ts), made when the thread starts;
+   * absent: every child runs in this thread. The thread takes only items of small jobs.
+   */
+  readonly threadRecipe?: () => ThreadDepsRecipe;
+}
+
+/**
+ * Whether every job of a Map item is small (core/lambda-sizing.ts): the helper thread's engine is
+ * bounded as the small compact function's is, so a large job keeps this thread's engine.
+ */
+export function smallJobsOnly(item: Json): boolean {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+  const jobs = isObject(item) && Array.isArray(item.jobs) ? item.jobs : [item];
+  return jobs.every((job) => isObject(job) && job.compactSize === ('small' satisfies CompactSize));
 }
 
 export interface LocalRunOptions {
@@ -236,7 +254,7 @@ async function removeDeadScratch(workDir: string): Promise<void> {
 export function localHandlerDeps(
   deps: LocalRunDeps,
   bucket: string,
-  owners: LocalOwners,
+  owners: Pick<LocalOwners, 'isAlive'>,
   executionId: string,
 ): HandlerDeps {
   return {
@@ -265,6 +283,9 @@ export async function runWorkflowLocally(
   const end = owners.begin(executionId);
   const stepDeps = { store: deps.store, config: deps.config, clock: deps.clock };
   let manifests: readonly string[] = [];
+  let thread: ChildThread | undefined;
+  const { threadRecipe } = deps;
+  const validatedCache = { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO };
   try {
     const handlerDeps: HandlerDeps = {
       ...localHandlerDeps(deps, workflow.bucket, owners, executionId),
@@ -277,6 +298,25 @@ export async function runWorkflowLocally(
       options.onStep,
       options.onLog,
     );
+    const elsewhere =
+      threadRecipe &&
+      childThread(
+        {
+          recipe: threadRecipe,
+          functionSteps: [...workflow.functionSteps],
+          bucket: workflow.bucket,
+          executionId,
+          executionName,
+          expressChildTimeoutSeconds: options.expressChildTimeoutSeconds,
+          validatedCache,
+        },
+        {
+          accepts: smallJobsOnly,
+          isOwnerAlive: owners.isAlive,
+          ...(options.onStep ? { onStep: options.onStep } : {}),
+          ...(options.onLog ? { onLog: options.onLog } : {}),
+        },
+      );
     const execution = await timed('run: interpreter', () =>
       executeDefinition(
         workflow.definition,
@@ -296,10 +336,12 @@ export async function runWorkflowLocally(
             ? { expressChildTimeoutSeconds: options.expressChildTimeoutSeconds }
             : {}),
           ...(options.onStateEntered ? { onStateEntered: options.onStateEntered } : {}),
-          validatedCache: { dir: options.definitionCacheDir ?? DEFAULT_DEFINITION_CACHE, root: REPO },
+          validatedCache,
+          ...(elsewhere ? { elsewhere: (maps, retries) => (thread = elsewhere(maps, retries)) } : {}),
         },
       ),
     );
+    await thread?.close();
     manifests = execution.mapRunManifests;
     const stoppedSummary =
       execution.status === 'SUCCEEDED' ? undefined : await summaryByRule(workflow, execution, invoke);
@@ -321,6 +363,7 @@ export async function runWorkflowLocally(
         : {}),
     };
   } finally {
+    await thread?.close();
     end();
   }
 }

@@ -42,7 +42,7 @@ import {
   startsExecution,
   taskFunctions,
 } from './asl-graph.ts';
-import { type ChildDeliveries, childExecutions } from './child-executions.ts';
+import { type ChildDeliveries, type ChildRunner, childExecutions } from './child-executions.ts';
 import {
   compileDefinition,
   failureOf,
@@ -51,16 +51,24 @@ import {
   type ValidatedCache,
 } from './interpreter.ts';
 import { emulateJsonToString, JSON_TO_STRING, jsonToStringResult } from './json-to-string.ts';
-import { emulateDistributedMaps, ITEM_READER_SUFFIX, RESULT_WRITER_SUFFIX } from './map-emulation.ts';
+import {
+  emulateDistributedMaps,
+  ITEM_READER_SUFFIX,
+  type MapEmulation,
+  RESULT_WRITER_SUFFIX,
+} from './map-emulation.ts';
 import { checkTolerance, type ItemResult, itemsToRun, mergeResults, writeResults } from './map-results.ts';
 
 // The runner's API (functions/cli/, run.ts and tests import it from here).
 export {
   type ChildDeliveries,
+  ChildFailedError,
+  type ChildRunner,
   ChildTimeoutError,
+  childExecutions,
   EXPRESS_CHILD_TIMEOUT_SECONDS,
 } from './child-executions.ts';
-export { emulateDistributedMaps } from './map-emulation.ts';
+export { emulateDistributedMaps, type MapEmulation } from './map-emulation.ts';
 export { ExceedToleratedFailureThresholdError } from './map-results.ts';
 
 /** Calls the Lambda bound to a function name with a payload; returns what the Lambda returns. */
@@ -90,6 +98,8 @@ export interface WorkflowExecution {
   readonly executionInput: JsonObject;
   /** Child executions the Maps started (deliveries included), as a Map Run's executionCounts.total. */
   readonly childExecutions: number;
+  /** Of those, the ones run elsewhere (RunLocalOptions.elsewhere: a helper thread). */
+  readonly childExecutionsElsewhere: number;
 }
 
 /** How a started execution ended (StartExecution's `.sync` integration waits for it). */
@@ -144,6 +154,11 @@ export interface RunLocalOptions {
    * definition run before is not validated again; default: every definition is validated.
    */
   readonly validatedCache?: ValidatedCache;
+  /**
+   * Where children may run besides this thread, given the Maps as rewritten (their item processors
+   * as each child runs them) and the retry waits; absent: every child runs here.
+   */
+  readonly elsewhere?: (maps: readonly MapEmulation[], retryOverrides: Record<string, number>) => ChildRunner;
 }
 
 export async function executeDefinition(
@@ -178,6 +193,7 @@ export async function executeDefinition(
     deliveries: options.childDeliveries ?? 'once',
     expressChildTimeoutSeconds: options.expressChildTimeoutSeconds,
     validatedCache: options.validatedCache,
+    ...(options.elsewhere ? { elsewhere: options.elsewhere(emulated.maps, retryOverrides) } : {}),
   });
   const failedMap = options.redriveOf ? failedMapOf(emulated, options.redriveOf) : undefined;
   bindTasks(handlers, allTasks, {
@@ -220,6 +236,9 @@ export async function executeDefinition(
   const base = {
     get childExecutions() {
       return children.started;
+    },
+    get childExecutionsElsewhere() {
+      return children.startedElsewhere;
     },
     executionId: options.executionId,
     executionName: options.executionName,
@@ -329,7 +348,7 @@ function bindTasks(
         return itemsToRun(items, b.redriven?.map === mapName ? b.previousResults.get(mapName) : undefined);
       };
     } else if (params?.__local === JSON_TO_STRING) {
-      handlers[stateName] = async (taskInput) => jsonToStringResult(taskInput as JsonObject);
+      handlers[stateName] = jsonToStringTask;
     } else if (params?.__local === 'ResultWriter') {
       handlers[stateName] = async (taskInput) => {
         const { results, map } = taskInput as unknown as { results: ItemResult[]; map: string };
@@ -370,10 +389,37 @@ function bindTasks(
         return described;
       };
     } else if (functionName !== undefined) {
-      handlers[stateName] = async (taskInput) => {
-        const payload = (taskInput as JsonObject).Payload ?? null;
-        return { Payload: await b.deps.invoke(functionName, payload), StatusCode: 200 };
-      };
+      handlers[stateName] = lambdaTask(functionName, b.deps.invoke);
     }
   }
+}
+
+const jsonToStringTask = async (taskInput: Json): Promise<Json> =>
+  jsonToStringResult(taskInput as JsonObject);
+
+/** A Lambda task, invoked with its payload as Lambda's Invoke integration would. */
+function lambdaTask(functionName: string, invoke: LambdaInvoker): (taskInput: Json) => Promise<Json> {
+  return async (taskInput) => {
+    const payload = (taskInput as JsonObject).Payload ?? null;
+    return { Payload: await invoke(functionName, payload), StatusCode: 200 };
+  };
+}
+
+/**
+ * The handlers of the Maps' item processors, as a thread that runs only children binds them: their
+ * Lambda tasks and the JsonToString emulation, the only tasks a child holds.
+ */
+export function processorHandlers(maps: readonly MapEmulation[], invoke: LambdaInvoker): TaskHandlers {
+  const handlers: TaskHandlers = {};
+  for (const m of maps) {
+    const states = m.processor.States as Record<string, StateDef>;
+    for (const [stateName, functionName] of taskFunctions(states)) {
+      const params = findState(states, stateName)?.Parameters as JsonObject | undefined;
+      if (params?.__local === JSON_TO_STRING) handlers[stateName] = jsonToStringTask;
+      else if (functionName !== undefined) handlers[stateName] = lambdaTask(functionName, invoke);
+      else
+        throw new Error(`task ${stateName} of Map ${m.mapName}'s children runs in the parent's thread only`);
+    }
+  }
+  return handlers;
 }

@@ -3,6 +3,7 @@
  * (functions/local-runner/), reported per partition.
  */
 
+import { availableParallelism } from 'node:os';
 import { MAP_FAILED_ERROR } from '../../contract.ts';
 import { behindWarning } from '../../core/backlog.ts';
 import type { JobKind } from '../../core/config.ts';
@@ -20,6 +21,7 @@ import type { StepResult } from '../../core/protocol.ts';
 import { QUARANTINED_INPUT_FIX } from '../../core/quarantine.ts';
 import { UNMATCHED_RULE, unmatchedRuleWarning } from '../../core/retention.ts';
 import { judgeMapItem, type SummaryScope, settleByReceipts } from '../../core/run-summary.ts';
+import type { Json } from '../../local-runner/asl-graph.ts';
 import type { LogSink, StepObserver } from '../../local-runner/lambdas.ts';
 import type { LocalRunResult } from '../../local-runner/run.ts';
 import { timed } from '../../local-runner/timing-spans.ts';
@@ -94,6 +96,20 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
           clock: ctx.clock,
           engine: async () => engine,
           workDir,
+          // Small jobs also run in a helper thread with an engine of its own (thread-deps.ts): the
+          // run's JavaScript is one thread otherwise, which bounds a run of many small partitions.
+          ...(availableParallelism() > 1
+            ? {
+                threadRecipe: () => ({
+                  module: new URL('../thread-deps.ts', import.meta.url).href,
+                  // --now read now, so the thread's clock is the run's.
+                  data: {
+                    ...options,
+                    ...(options.now ? { now: ctx.clock.now().toISOString() } : {}),
+                  } as Json,
+                }),
+              }
+            : {}),
         },
         {
           tier,

@@ -1,0 +1,90 @@
+/**
+ * The helper thread's entry (child-thread.ts starts it; loading it anywhere else does nothing): it
+ * builds its deps from the recipe, binds the item processors' Lambda tasks to the same handlers the
+ * parent binds, runs each child it is given as its own execution, and answers with its output or
+ * its failure. Owner checks go to the parent thread, which knows the run's live executions.
+ */
+
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
+import type { Engine } from '../core/engine.ts';
+import type { Json } from './asl-graph.ts';
+import type { ChildThreadData, FromChildThread, ToChildThread } from './child-thread.ts';
+import { localInvoker } from './lambdas.ts';
+import { type LocalRunDeps, localHandlerDeps } from './run.ts';
+import { childExecutions, processorHandlers } from './workflow.ts';
+
+async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData): Promise<void> {
+  const post = (message: FromChildThread) => port.postMessage(message);
+  const { threadRunDeps } = (await import(data.recipe.module)) as {
+    threadRunDeps: (data: Json) => Promise<LocalRunDeps>;
+  };
+  const deps = await threadRunDeps(data.recipe.data);
+  let engine: Promise<Engine> | undefined;
+  const engineOnce = () => {
+    engine ??= deps.engine();
+    return engine;
+  };
+  let asked = 0;
+  const answers = new Map<number, { resolve: (alive: boolean) => void; reject: (error: Error) => void }>();
+  const owners = {
+    isAlive: (executionId: string) =>
+      new Promise<boolean>((resolve, reject) => {
+        const id = ++asked;
+        answers.set(id, { resolve, reject });
+        post({ type: 'alive?', id, executionId });
+      }),
+  };
+  const handlerDeps = localHandlerDeps(
+    { ...deps, engine: engineOnce },
+    data.bucket,
+    owners,
+    data.executionId,
+  );
+  const invoke = localInvoker(
+    new Map(data.functionSteps),
+    async () => handlerDeps,
+    data.observes.steps
+      ? (step, payload, result, elapsedMs) => post({ type: 'step', step, payload, result, elapsedMs })
+      : undefined,
+    data.observes.logs
+      ? (level, message, details) => post({ type: 'log', level, message, details })
+      : undefined,
+  );
+  const children = childExecutions(data.maps, {
+    executionId: data.executionId,
+    executionName: data.executionName,
+    handlers: processorHandlers(data.maps, invoke),
+    retryOverrides: data.retryOverrides,
+    deliveries: 'once',
+    expressChildTimeoutSeconds: data.expressChildTimeoutSeconds,
+    validatedCache: data.validatedCache,
+  });
+  const run = async (id: number, mapName: string, item: Json, name: string) => {
+    const map = data.maps.find((m) => m.mapName === mapName);
+    try {
+      if (!map) throw new Error(`no Map named ${mapName}`);
+      post({ type: 'done', id, output: await children.runHere(map, item, name) });
+    } catch (error) {
+      // Every failure is the child's, as the parent's Map records a child's: its name and message.
+      const { name: errorName, message } = error instanceof Error ? error : new Error(String(error));
+      post({ type: 'failed', id, error: errorName, cause: message });
+    }
+  };
+  port.on('message', (message: ToChildThread) => {
+    if (message.type === 'run') void run(message.id, message.map, message.item, message.name);
+    else if (message.type === 'alive' || message.type === 'alive-failed') {
+      const answer = answers.get(message.id);
+      answers.delete(message.id);
+      if (message.type === 'alive') answer?.resolve(message.alive);
+      else answer?.reject(new Error(message.message));
+    } else {
+      // The engine closes before the port, whose closing ends the thread.
+      void (async () => {
+        if (engine) await (await engine).close();
+        port.close();
+      })();
+    }
+  });
+}
+
+if (!isMainThread && parentPort) await serve(parentPort, workerData as ChildThreadData);

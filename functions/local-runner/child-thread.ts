@@ -1,0 +1,174 @@
+/**
+ * A helper thread that runs some of a local run's Map children (child-thread-worker.ts), so a run
+ * of many small partitions uses a second core: the parent's interpreter, the children it keeps and
+ * each child's store calls all run on one JavaScript thread, which bounds such a run. Each child
+ * there is the same execution of the same item processor, its Lambda handlers bound to deps the
+ * thread builds from a recipe (a module and the data it takes, e.g. the CLI's options), so they
+ * reach the same store, settings and clock; its owner checks are answered here, where the run's
+ * executions are registered, and its step results and logs are forwarded to the run's observers.
+ */
+
+import { Worker } from 'node:worker_threads';
+import type { Json } from './asl-graph.ts';
+import { ChildFailedError, type ChildRunner } from './child-executions.ts';
+import type { ValidatedCache } from './interpreter.ts';
+import type { LogSink, StepName, StepObserver } from './lambdas.ts';
+import type { MapEmulation } from './map-emulation.ts';
+import { timed } from './timing-spans.ts';
+
+/**
+ * How the thread builds its deps: `module` (a URL) exports `threadRunDeps(data)`, which returns
+ * what run.ts's LocalRunDeps holds (store, config, clock, engine, workDir); `data` must survive a
+ * structured clone.
+ */
+export interface ThreadDepsRecipe {
+  readonly module: string;
+  readonly data: Json;
+}
+
+/** What the thread is started with (its workerData). */
+export interface ChildThreadData {
+  readonly recipe: ThreadDepsRecipe;
+  readonly maps: readonly MapEmulation[];
+  readonly functionSteps: readonly (readonly [string, StepName])[];
+  readonly bucket: string;
+  readonly executionId: string;
+  readonly executionName: string;
+  readonly retryOverrides: Record<string, number>;
+  readonly expressChildTimeoutSeconds: number | undefined;
+  readonly validatedCache: ValidatedCache | undefined;
+  /** Whether the run observes step results and logs: the thread sends only what is observed. */
+  readonly observes: { readonly steps: boolean; readonly logs: boolean };
+}
+
+/** Messages to the thread. */
+export type ToChildThread =
+  | {
+      readonly type: 'run';
+      readonly id: number;
+      readonly map: string;
+      readonly item: Json;
+      readonly name: string;
+    }
+  | { readonly type: 'alive'; readonly id: number; readonly alive: boolean }
+  | { readonly type: 'alive-failed'; readonly id: number; readonly message: string }
+  | { readonly type: 'close' };
+
+/** Messages from the thread. */
+export type FromChildThread =
+  | { readonly type: 'done'; readonly id: number; readonly output: Json }
+  | { readonly type: 'failed'; readonly id: number; readonly error: string; readonly cause: string }
+  | { readonly type: 'alive?'; readonly id: number; readonly executionId: string }
+  | {
+      readonly type: 'step';
+      readonly step: StepName;
+      readonly payload: unknown;
+      readonly result: unknown;
+      readonly elapsedMs: number;
+    }
+  | {
+      readonly type: 'log';
+      readonly level: 'warn' | 'error';
+      readonly message: string;
+      readonly details: Record<string, unknown>;
+    };
+
+export interface ChildThreadHooks {
+  /** Whether the thread takes this item (e.g. small jobs only: the thread's engine is small). */
+  readonly accepts: (item: Json) => boolean;
+  readonly isOwnerAlive: (executionId: string) => Promise<boolean>;
+  readonly onStep?: StepObserver;
+  readonly onLog?: LogSink;
+}
+
+export interface ChildThread extends ChildRunner {
+  /** Ends the thread (its engine closed); resolves once it exited. */
+  close(): Promise<void>;
+}
+
+const WORKER = new URL('./child-thread-worker.ts', import.meta.url);
+
+/**
+ * The helper thread as a ChildRunner, started at its first child. A thread that fails or exits
+ * fails the children it was running and takes no more: they run in the parent's thread.
+ */
+export function childThread(
+  data: Omit<ChildThreadData, 'maps' | 'retryOverrides' | 'recipe' | 'observes'> & {
+    /** Made when the thread starts (e.g. a clock's reading then). */
+    readonly recipe: () => ThreadDepsRecipe;
+  },
+  hooks: ChildThreadHooks,
+): (maps: readonly MapEmulation[], retryOverrides: Record<string, number>) => ChildThread {
+  return (maps, retryOverrides) => {
+    let worker: Worker | undefined;
+    let ended: Promise<void> | undefined;
+    let closed = false;
+    let failure: Error | undefined;
+    let nextId = 0;
+    const pending = new Map<number, { resolve: (output: Json) => void; reject: (error: Error) => void }>();
+    const send = (message: ToChildThread) => worker?.postMessage(message);
+    const fail = (error: Error) => {
+      failure ??= error;
+      for (const { reject } of pending.values()) reject(error);
+      pending.clear();
+    };
+    const receive = (message: FromChildThread) => {
+      if (message.type === 'done' || message.type === 'failed') {
+        const waiting = pending.get(message.id);
+        pending.delete(message.id);
+        if (message.type === 'done') waiting?.resolve(message.output);
+        else waiting?.reject(new ChildFailedError(message.error, message.cause));
+      } else if (message.type === 'alive?') {
+        // A check that fails, fails where it was asked, as it would in this thread.
+        void hooks.isOwnerAlive(message.executionId).then(
+          (alive) => send({ type: 'alive', id: message.id, alive }),
+          (error: unknown) => send({ type: 'alive-failed', id: message.id, message: String(error) }),
+        );
+      } else if (message.type === 'step') {
+        hooks.onStep?.(message.step, message.payload, message.result, message.elapsedMs);
+      } else {
+        hooks.onLog?.(message.level, message.message, message.details);
+      }
+    };
+    const start = (): Worker => {
+      const started = new Worker(WORKER, {
+        workerData: {
+          ...data,
+          recipe: data.recipe(),
+          maps,
+          retryOverrides,
+          observes: { steps: hooks.onStep !== undefined, logs: hooks.onLog !== undefined },
+        } satisfies ChildThreadData,
+      });
+      started.on('message', receive);
+      started.on('error', fail);
+      ended = new Promise((resolve) => {
+        started.once('exit', (code) => {
+          if (!closed) fail(new Error(`the run's child thread exited (code ${code}) before the run ended`));
+          resolve();
+        });
+      });
+      // The thread's life, from its first child to its exit, as a span of the run.
+      void timed('run: child thread', () => ended ?? Promise.resolve());
+      return started;
+    };
+    return {
+      accepts: (item) => failure === undefined && hooks.accepts(item),
+      get running() {
+        return pending.size;
+      },
+      run(map, item, name) {
+        worker ??= start();
+        const id = ++nextId;
+        const done = new Promise<Json>((resolve, reject) => pending.set(id, { resolve, reject }));
+        send({ type: 'run', id, map: map.mapName, item, name });
+        return done;
+      },
+      async close() {
+        if (worker !== undefined && !closed) send({ type: 'close' });
+        closed = true;
+        await ended;
+      },
+    };
+  };
+}
