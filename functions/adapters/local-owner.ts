@@ -6,7 +6,10 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { errorCode } from '../core/errors.ts';
 import { goneFromThisHost, processAlive } from './process-alive.ts';
 
 const PREFIX = 'local:';
@@ -42,6 +45,30 @@ export function executionOfScratchName(name: string): string | undefined {
   if (!parts) return undefined;
   const id = `${PREFIX}${parts[1]}:${parts[2]}:${parts[3]}`;
   return scratchName(id) === name ? id : undefined;
+}
+
+/**
+ * A scratch folder name of this process that no other process or thread uses (e.g. an engine's
+ * spill folder), removed by removeGoneScratch once this process is gone.
+ */
+export function newScratchName(): string {
+  return scratchName(newLocalExecutionId());
+}
+
+/**
+ * Removes the scratch folders in `dir` of this host's processes that are gone: a run killed
+ * mid-job (Ctrl-C, kill -9) never reaches its own cleanup.
+ */
+export async function removeGoneScratch(dir: string): Promise<void> {
+  const names = await readdir(dir).catch((error: unknown) => {
+    if (errorCode(error) === 'ENOENT') return [];
+    throw error;
+  });
+  for (const name of names) {
+    const id = executionOfScratchName(name);
+    if (id !== undefined && isGoneLocalExecution(id))
+      await rm(join(dir, name), { recursive: true, force: true });
+  }
 }
 
 /** Whether `executionId` is a local execution of this host whose process is surely gone. */

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { CONTEXT_KEY, lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver, isPlainObject, mergeContext } from '../../cdk/config-context.ts';
 import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
+import { newScratchName, removeGoneScratch } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store/local-store.ts';
 import {
   type CompactorConfig,
@@ -356,6 +357,7 @@ export function workDirOf(options: Pick<CliOptions, 'work-dir'>): string {
 
 export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
   const workDir = workDirOf(options);
+  await removeGoneScratch(workDir);
   // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
   const { DuckDbEngine } = await import('../adapters/duckdb-engine/duckdb-engine.ts');
   const { loadPolarsWriter } = await import('../adapters/polars-engine/polars-engine.ts');
@@ -368,7 +370,11 @@ export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDb
   });
   try {
     const engine = await DuckDbEngine.create({
-      tempDirectory: join(workDir, 'spill'),
+      // A spill folder of this engine's own: DuckDB names its spill files alike in every
+      // instance, so two engines (another run's, the helper thread's) must not share one. DuckDB
+      // makes it when it first spills and removes it when it closes; a killed process's is
+      // removed by the next engine built here.
+      tempDirectory: join(workDir, newScratchName()),
       ...(memoryLimit !== undefined ? { memoryLimit } : {}),
       ...(threads !== undefined ? { threads } : {}),
       mergeWriters: [polars],
