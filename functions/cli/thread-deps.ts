@@ -5,10 +5,11 @@
  * small compact function's DuckDB is (core/lambda-sizing.ts), or by --memory-limit if that is less.
  */
 
+import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
 import { ConfigError } from '../core/errors.ts';
 import { SMALL_ENGINE } from '../core/lambda-sizing.ts';
 import type { LocalRunDeps } from '../local-runner/run.ts';
-import { commandContext } from './command.ts';
+import { type CommandContext, commandContext } from './command.ts';
 import { buildEngine, parseSize } from './context.ts';
 import type { ParsedOptions } from './options.ts';
 
@@ -29,19 +30,27 @@ export function threadMemoryLimit(memoryLimit: string | undefined): string {
   return given < parseSize('memory-limit', small) ? memoryLimit : small;
 }
 
-/** The recipe's function (child-thread.ts ThreadDepsRecipe): the run's deps, from its options. */
-export async function threadRunDeps(options: ParsedOptions): Promise<LocalRunDeps> {
-  const ctx = await commandContext(options);
-  const { engine, workDir } = await buildEngine({
-    ...options,
-    'memory-limit': threadMemoryLimit(options['memory-limit']),
-    threads: String(SMALL_ENGINE.threads),
-  });
+/** A local run's deps from its command context and engine: the main thread's and the helper's. */
+export function localRunDeps(
+  ctx: CommandContext,
+  built: { readonly engine: DuckDbEngine; readonly workDir: string },
+): LocalRunDeps {
   return {
     store: ctx.target.store,
     config: ctx.config,
     clock: ctx.clock,
-    engine: async () => engine,
-    workDir,
+    engine: async () => built.engine,
+    workDir: built.workDir,
   };
+}
+
+/** The recipe's function (child-thread.ts ThreadDepsRecipe): the run's deps, from its options. */
+export async function threadRunDeps(options: ParsedOptions): Promise<LocalRunDeps> {
+  const ctx = await commandContext(options);
+  const built = await buildEngine({
+    ...options,
+    'memory-limit': threadMemoryLimit(options['memory-limit']),
+    threads: String(SMALL_ENGINE.threads),
+  });
+  return localRunDeps(ctx, built);
 }

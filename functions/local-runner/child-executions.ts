@@ -39,7 +39,15 @@ export class ChildFailedError extends Error {
 }
 
 /**
- * Another place some children run (child-threads.ts: a helper thread), each still its own
+ * A child a ChildRunner took but never started (its thread failed first): it runs here instead,
+ * as nothing of it ran.
+ */
+export class ChildNotStartedError extends Error {
+  override readonly name = 'ChildNotStartedError';
+}
+
+/**
+ * Another place some children run (child-thread.ts: a helper thread), each still its own
  * execution of the item processor. A child goes there when it takes the item and runs fewer
  * children than this thread does, so the two share the Map's concurrency.
  */
@@ -47,7 +55,10 @@ export interface ChildRunner {
   accepts(item: Json): boolean;
   /** Children it runs now. */
   readonly running: number;
-  /** One child execution named `name`: its output, or it throws as a child here fails (ChildFailedError). */
+  /**
+   * One child execution named `name`: its output, or it throws as a child here fails
+   * (ChildFailedError), or ChildNotStartedError when it never started it.
+   */
   run(map: MapEmulation, item: Json, name: string): Promise<Json>;
 }
 
@@ -134,8 +145,16 @@ export function childExecutions(
     const name = `${options.executionName}-${map.mapName.replace(/\W+/g, '-')}-${++children}`;
     const { elsewhere } = options;
     if (elsewhere?.accepts(item) && elsewhere.running < runningHere) {
-      elsewhereStarted++;
-      return elsewhere.run(map, item, name);
+      try {
+        const output = await elsewhere.run(map, item, name);
+        elsewhereStarted++;
+        return output;
+      } catch (error) {
+        if (!(error instanceof ChildNotStartedError)) {
+          elsewhereStarted++;
+          throw error;
+        }
+      }
     }
     runningHere++;
     try {

@@ -8,7 +8,12 @@
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import type { Engine } from '../core/engine.ts';
 import type { Json } from './asl-graph.ts';
-import type { ChildThreadData, FromChildThread, ToChildThread } from './child-thread.ts';
+import {
+  CHILD_THREAD_KIND,
+  type ChildThreadData,
+  type FromChildThread,
+  type ToChildThread,
+} from './child-thread.ts';
 import { localInvoker } from './lambdas.ts';
 import { type LocalRunDeps, localHandlerDeps } from './run.ts';
 import { childExecutions, processorHandlers } from './workflow.ts';
@@ -63,6 +68,7 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
     const map = data.maps.find((m) => m.mapName === mapName);
     try {
       if (!map) throw new Error(`no Map named ${mapName}`);
+      post({ type: 'started', id });
       post({ type: 'done', id, output: await children.runHere(map, item, name) });
     } catch (error) {
       // Every failure is the child's, as the parent's Map records a child's: its name and message.
@@ -80,11 +86,13 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
     } else {
       // The engine closes before the port, whose closing ends the thread.
       void (async () => {
-        if (engine) await (await engine).close();
+        await (await engineOnce()).close();
         port.close();
       })();
     }
   });
 }
 
-if (!isMainThread && parentPort) await serve(parentPort, workerData as ChildThreadData);
+const data = workerData as Partial<ChildThreadData> | undefined;
+if (!isMainThread && parentPort && data?.kind === CHILD_THREAD_KIND)
+  await serve(parentPort, data as ChildThreadData);

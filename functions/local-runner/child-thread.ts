@@ -10,7 +10,7 @@
 
 import { Worker } from 'node:worker_threads';
 import type { Json } from './asl-graph.ts';
-import { ChildFailedError, type ChildRunner } from './child-executions.ts';
+import { ChildFailedError, ChildNotStartedError, type ChildRunner } from './child-executions.ts';
 import type { ValidatedCache } from './interpreter.ts';
 import type { LogSink, StepName, StepObserver } from './lambdas.ts';
 import type { MapEmulation } from './map-emulation.ts';
@@ -26,8 +26,15 @@ export interface ThreadDepsRecipe {
   readonly data: Json;
 }
 
+/** Marks the thread's workerData: the entry serves only a thread started here. */
+export const CHILD_THREAD_KIND = 'compactor-child-thread';
+
+/** The log message a run's observer gets when its helper thread fails. */
+export const CHILD_THREAD_FAILED = 'child thread failed';
+
 /** What the thread is started with (its workerData). */
 export interface ChildThreadData {
+  readonly kind: typeof CHILD_THREAD_KIND;
   readonly recipe: ThreadDepsRecipe;
   readonly maps: readonly MapEmulation[];
   readonly functionSteps: readonly (readonly [string, StepName])[];
@@ -56,6 +63,7 @@ export type ToChildThread =
 
 /** Messages from the thread. */
 export type FromChildThread =
+  | { readonly type: 'started'; readonly id: number }
   | { readonly type: 'done'; readonly id: number; readonly output: Json }
   | { readonly type: 'failed'; readonly id: number; readonly error: string; readonly cause: string }
   | { readonly type: 'alive?'; readonly id: number; readonly executionId: string }
@@ -79,6 +87,8 @@ export interface ChildThreadHooks {
   readonly isOwnerAlive: (executionId: string) => Promise<boolean>;
   readonly onStep?: StepObserver;
   readonly onLog?: LogSink;
+  /** Told once when the thread fails or exits before the run ends. */
+  readonly onFailure?: (error: Error) => void;
 }
 
 export interface ChildThread extends ChildRunner {
@@ -93,7 +103,7 @@ const WORKER = new URL('./child-thread-worker.ts', import.meta.url);
  * fails the children it was running and takes no more: they run in the parent's thread.
  */
 export function childThread(
-  data: Omit<ChildThreadData, 'maps' | 'retryOverrides' | 'recipe' | 'observes'> & {
+  data: Omit<ChildThreadData, 'kind' | 'maps' | 'retryOverrides' | 'recipe' | 'observes'> & {
     /** Made when the thread starts (e.g. a clock's reading then). */
     readonly recipe: () => ThreadDepsRecipe;
   },
@@ -105,15 +115,24 @@ export function childThread(
     let closed = false;
     let failure: Error | undefined;
     let nextId = 0;
-    const pending = new Map<number, { resolve: (output: Json) => void; reject: (error: Error) => void }>();
+    const pending = new Map<
+      number,
+      { resolve: (output: Json) => void; reject: (error: Error) => void; started: boolean }
+    >();
     const send = (message: ToChildThread) => worker?.postMessage(message);
+    /** Fails the children the thread started; those it never started run in the parent's thread. */
     const fail = (error: Error) => {
+      if (failure === undefined) hooks.onFailure?.(error);
       failure ??= error;
-      for (const { reject } of pending.values()) reject(error);
+      for (const { reject, started } of pending.values())
+        reject(started ? error : new ChildNotStartedError(error.message));
       pending.clear();
     };
     const receive = (message: FromChildThread) => {
-      if (message.type === 'done' || message.type === 'failed') {
+      if (message.type === 'started') {
+        const waiting = pending.get(message.id);
+        if (waiting) waiting.started = true;
+      } else if (message.type === 'done' || message.type === 'failed') {
         const waiting = pending.get(message.id);
         pending.delete(message.id);
         if (message.type === 'done') waiting?.resolve(message.output);
@@ -133,6 +152,7 @@ export function childThread(
     const start = (): Worker => {
       const started = new Worker(WORKER, {
         workerData: {
+          kind: CHILD_THREAD_KIND,
           ...data,
           recipe: data.recipe(),
           maps,
@@ -158,9 +178,21 @@ export function childThread(
         return pending.size;
       },
       run(map, item, name) {
-        worker ??= start();
+        if (failure !== undefined) return Promise.reject(new ChildNotStartedError(failure.message));
         const id = ++nextId;
-        const done = new Promise<Json>((resolve, reject) => pending.set(id, { resolve, reject }));
+        const done = new Promise<Json>((resolve, reject) =>
+          pending.set(id, { resolve, reject, started: false }),
+        );
+        if (worker === undefined) {
+          try {
+            worker = start();
+          } catch (error) {
+            // Whatever stopped the thread starting (workerData that does not clone, say): none of
+            // its children started, so they run in the parent's thread.
+            fail(error instanceof Error ? error : new Error(String(error)));
+            return done;
+          }
+        }
         send({ type: 'run', id, map: map.mapName, item, name });
         return done;
       },

@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,16 +14,9 @@ import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { parseStackConfig, type StackConfig } from '../../cdk/config.ts';
 import { compactorContextOver } from '../../cdk/config-context.ts';
 import { LOCAL_STATE_MACHINE_ARN, type StatusRule } from '../../cdk/synth-definition.ts';
-import {
-  executionOfScratchName,
-  isGoneLocalExecution,
-  LocalOwners,
-  newLocalExecutionId,
-  scratchName,
-} from '../adapters/local-owner.ts';
+import { LocalOwners, newLocalExecutionId, removeGoneScratch, scratchName } from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
 import type { Clock, Engine } from '../core/engine.ts';
-import { errorCode } from '../core/errors.ts';
 import type { CompactSize } from '../core/lambda-sizing.ts';
 import { deletePrefix } from '../core/manifest/manifest-cas.ts';
 import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
@@ -36,7 +29,10 @@ import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
 import type { SummaryOutput } from '../summary.ts';
 import type { Json } from './asl-graph.ts';
-import { type ChildThread, childThread, type ThreadDepsRecipe } from './child-thread.ts';
+import { CHILD_THREAD_FAILED, type ChildThread, childThread, type ThreadDepsRecipe } from './child-thread.ts';
+
+export { CHILD_THREAD_FAILED };
+
 import { definitionKey, readCachedDefinition, writeCachedDefinition } from './definition-cache.ts';
 import { isStepName, type LogSink, localInvoker, type StepName, type StepObserver } from './lambdas.ts';
 import { fireStatusRules } from './status-rules.ts';
@@ -196,8 +192,11 @@ export interface LocalRunDeps {
  */
 export function smallJobsOnly(item: Json): boolean {
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
-  const jobs = isObject(item) && Array.isArray(item.jobs) ? item.jobs : [item];
-  return jobs.every((job) => isObject(job) && job.compactSize === ('small' satisfies CompactSize));
+  return (
+    isObject(item) &&
+    Array.isArray(item.jobs) &&
+    item.jobs.every((job) => isObject(job) && job.compactSize === ('small' satisfies CompactSize))
+  );
 }
 
 export interface LocalRunOptions {
@@ -232,22 +231,6 @@ export interface LocalRunResult {
 }
 
 /**
- * Removes the scratch folders of this host's executions whose process is gone: a run killed
- * mid-job (Ctrl-C, kill -9) never reaches its own cleanup.
- */
-async function removeDeadScratch(workDir: string): Promise<void> {
-  const names = await readdir(workDir).catch((error: unknown) => {
-    if (errorCode(error) === 'ENOENT') return [];
-    throw error;
-  });
-  for (const name of names) {
-    const id = executionOfScratchName(name);
-    if (id !== undefined && isGoneLocalExecution(id))
-      await rm(join(workDir, name), { recursive: true, force: true });
-  }
-}
-
-/**
  * What the handlers a local run binds get: the run's store, config, clock and engine (created
  * once), a scratch folder of the execution and its owners.
  */
@@ -279,7 +262,7 @@ export async function runWorkflowLocally(
   const executionName =
     options.redriveOf?.executionName ??
     `${options.tier}-${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${randomBytes(4).toString('hex')}`;
-  await removeDeadScratch(deps.workDir);
+  await removeGoneScratch(deps.workDir);
   const end = owners.begin(executionId);
   const stepDeps = { store: deps.store, config: deps.config, clock: deps.clock };
   let manifests: readonly string[] = [];
@@ -313,6 +296,7 @@ export async function runWorkflowLocally(
         {
           accepts: smallJobsOnly,
           isOwnerAlive: owners.isAlive,
+          onFailure: (error) => options.onLog?.('warn', CHILD_THREAD_FAILED, { reason: error.message }),
           ...(options.onStep ? { onStep: options.onStep } : {}),
           ...(options.onLog ? { onLog: options.onLog } : {}),
         },

@@ -41,12 +41,13 @@ import { formatBytes, formatCount, formatDuration, quarantinePrunedNote, table }
 import { layoutHint } from '../layout-hint.ts';
 import { LOCAL_CONCURRENCY, type ParsedOptions } from '../options.ts';
 import { assertCliStore } from '../store-guard.ts';
+import { localRunDeps } from '../thread-deps.ts';
 import { recoverCommand } from './status.ts';
 
 export async function runCommand(options: ParsedOptions, io: CliIo): Promise<number> {
   const tier = parseTier(options.tier);
   const stackContext = parseStackContext(options.context);
-  const { runWorkflowLocally } = await timed(
+  const { runWorkflowLocally, CHILD_THREAD_FAILED } = await timed(
     'cli: modules of the local runner',
     () => import('../../local-runner/run.ts'),
   );
@@ -91,11 +92,7 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
       runWorkflowLocally(
         workflow,
         {
-          store: ctx.target.store,
-          config: ctx.config,
-          clock: ctx.clock,
-          engine: async () => engine,
-          workDir,
+          ...localRunDeps(ctx, { engine, workDir }),
           // Small jobs also run in a helper thread with an engine of its own (thread-deps.ts): the
           // run's JavaScript is one thread otherwise, which bounds a run of many small partitions.
           ...(availableParallelism() > 1
@@ -115,7 +112,9 @@ export async function runCommand(options: ParsedOptions, io: CliIo): Promise<num
           tier,
           definitionCacheDir,
           ...(options.now ? { now: new Date(ctx.clock.now()).toISOString() } : {}),
-          ...(options.json ? {} : { onLog: printLog(io), onStep: printProgress(io, tier) }),
+          ...(options.json
+            ? {}
+            : { onLog: printLog(io, CHILD_THREAD_FAILED), onStep: printProgress(io, tier) }),
         },
       ),
     );
@@ -188,8 +187,14 @@ function sayOnInterrupt(io: CliIo, options: ParsedOptions): () => void {
 }
 
 /** Prints the warnings and quarantines the handlers log, as they happen. */
-function printLog(io: CliIo): LogSink {
+/** `childThreadFailed`: the local runner's message for a failed helper thread (loaded with it). */
+function printLog(io: CliIo, childThreadFailed: string): LogSink {
   return (_level, message, details) => {
+    if (message === childThreadFailed) {
+      io.err(
+        `warning: the run's helper thread failed (${details.reason}); the children it had started failed with it, the rest run in the main thread`,
+      );
+    }
     if (message === UNMATCHED_RULE) {
       io.err(unmatchedRuleWarning(String(details.rule), (details.tablesSeen as string[] | undefined) ?? []));
     }
