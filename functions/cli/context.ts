@@ -355,7 +355,14 @@ export function workDirOf(options: Pick<CliOptions, 'work-dir'>): string {
   return dir;
 }
 
-export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDbEngine; workDir: string }> {
+/**
+ * The command's engine. `quiet`: polars' absence is not said again (a run's helper thread, whose
+ * main thread said it).
+ */
+export async function buildEngine(
+  options: CliOptions,
+  quiet = false,
+): Promise<{ engine: DuckDbEngine; workDir: string }> {
   const workDir = workDirOf(options);
   await removeGoneScratch(workDir);
   // DuckDB's native library is loaded by the commands that merge or read Parquet, not by all.
@@ -365,7 +372,9 @@ export async function buildEngine(options: CliOptions): Promise<{ engine: DuckDb
   const threads = options.threads === undefined ? undefined : parseWhole('threads', options.threads, 1);
   // As the compact Lambda: polars writes the merges the core gives it (core/merge-engine.ts).
   const polars = await loadPolarsWriter({
-    onUnavailable: (reason) => process.stderr.write(`compactor: ${reason}\n`),
+    onUnavailable: (reason) => {
+      if (!quiet) process.stderr.write(`compactor: ${reason}\n`);
+    },
     ...(threads !== undefined ? { threads } : {}),
   });
   try {

@@ -47,10 +47,13 @@ export function localRunDeps(
 /** The recipe's function (child-thread.ts ThreadDepsRecipe): the run's deps, from its options. */
 export async function threadRunDeps(options: ParsedOptions): Promise<LocalRunDeps> {
   const ctx = await commandContext(options);
-  const built = await buildEngine({
-    ...options,
-    'memory-limit': threadMemoryLimit(options['memory-limit']),
-    threads: String(SMALL_ENGINE.threads),
-  });
+  const built = await buildEngine(
+    {
+      ...options,
+      'memory-limit': threadMemoryLimit(options['memory-limit']),
+      threads: String(SMALL_ENGINE.threads),
+    },
+    true,
+  );
   return localRunDeps(ctx, built);
 }
