@@ -84,10 +84,12 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
       if (message.type === 'alive') answer?.resolve(message.alive);
       else answer?.reject(new Error(message.message));
     } else {
-      // The engine closes before the port, whose closing ends the thread.
+      // The engine closes, then the thread exits: the store's idle connections (an S3 client's
+      // keep-alive sockets) would keep it alive for as long as they stay open. Exiting runs its
+      // exit handlers (the store's lock claim is removed).
       void (async () => {
         await (await engineOnce()).close();
-        port.close();
+        process.exit(0);
       })();
     }
   });

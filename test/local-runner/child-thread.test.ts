@@ -3,6 +3,7 @@
  * (cli/thread-deps.ts) over a real folder lake, real DuckDB and the synthesized definition:
  * - small items run there as well as here, each its own child execution, and every row stays
  *   exactly once; the thread's step results reach the run's observer;
+ * - the thread ends with the run, whatever its deps hold open;
  * - a thread that cannot build its deps takes no more items; those it took run here, and the run
  *   says why;
  * - only items of small jobs go there (its engine is the small compact function's).
@@ -30,6 +31,7 @@ import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 
 const THREAD_DEPS = new URL('../../functions/cli/thread-deps.ts', import.meta.url).href;
+const OPEN_HANDLE_DEPS = new URL('../support/thread-deps-open-handle.ts', import.meta.url).href;
 const TABLES = ['cpu', 'mem', 'disk', 'net'];
 const HOURS = 3;
 
@@ -54,7 +56,10 @@ useEngineAndDir('child-thread-', async (e, dir) => {
 });
 
 /** A fresh lake, the CLI's options over it, and the run's deps built from them as `run` builds them. */
-async function lakeAndDeps(threadOptions?: (options: ParsedOptions) => ParsedOptions) {
+async function lakeAndDeps(
+  threadOptions?: (options: ParsedOptions) => ParsedOptions,
+  recipeModule = THREAD_DEPS,
+) {
   const lake = join(root, `lake-${++lakes}`);
   const total = await writeLake(engine, lake, FILES);
   const options: ParsedOptions = {
@@ -73,7 +78,7 @@ async function lakeAndDeps(threadOptions?: (options: ParsedOptions) => ParsedOpt
     clock: ctx.clock,
     engine: async () => built.engine,
     workDir: built.workDir,
-    threadRecipe: () => ({ module: THREAD_DEPS, data: (threadOptions?.(options) ?? options) as Json }),
+    threadRecipe: () => ({ module: recipeModule, data: (threadOptions?.(options) ?? options) as Json }),
   };
   return { lake, total, deps, close: () => built.engine.close() };
 }
@@ -103,6 +108,19 @@ describe('a local run with its helper thread', () => {
     expect(await stateKeys(lake)).toEqual([]);
     // The execution's scratch folder (both threads') is gone.
     expect((await readdir(deps.workDir)).filter((name) => name.startsWith('local-'))).toEqual([]);
+  });
+
+  it('ends the thread with the run though its deps hold a handle open (an S3 client would)', async () => {
+    const { lake, total, deps, close } = await lakeAndDeps(undefined, OPEN_HANDLE_DEPS);
+    try {
+      // A thread left running would keep this waiting (for an S3 client, until its sockets close).
+      const run = await runWorkflowLocally(workflow, deps, { tier: 'hourly', retryIntervalMs: 0 });
+      expect(run.execution.status).toBe('SUCCEEDED');
+      expect(run.execution.childExecutionsElsewhere).toBeGreaterThan(0);
+    } finally {
+      await close();
+    }
+    expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
   });
 
   it('runs here the children of a thread that could not start, saying why', async () => {
