@@ -55,6 +55,8 @@ export interface ChildRunner {
   accepts(item: Json): boolean;
   /** Children it runs now. */
   readonly running: number;
+  /** Children it started so far. */
+  readonly started: number;
   /**
    * One child execution named `name`: its output, or it throws as a child here fails
    * (ChildFailedError), or ChildNotStartedError when it never started it.
@@ -99,7 +101,6 @@ export function childExecutions(
   }
   let children = 0;
   let runningHere = 0;
-  let elsewhereStarted = 0;
   // One interpreter per Map, validated once (asl-validator takes hundreds of ms a definition) and
   // run once per child: each run is its own execution, as the library's own Map runs its items.
   const childMachines = new Map<MapEmulation, { machine: StateMachine; timeoutSeconds?: number }>();
@@ -146,14 +147,9 @@ export function childExecutions(
     const { elsewhere } = options;
     if (elsewhere?.accepts(item) && elsewhere.running < runningHere) {
       try {
-        const output = await elsewhere.run(map, item, name);
-        elsewhereStarted++;
-        return output;
+        return await elsewhere.run(map, item, name);
       } catch (error) {
-        if (!(error instanceof ChildNotStartedError)) {
-          elsewhereStarted++;
-          throw error;
-        }
+        if (!(error instanceof ChildNotStartedError)) throw error;
       }
     }
     runningHere++;
@@ -173,7 +169,7 @@ export function childExecutions(
       return children;
     },
     get startedElsewhere() {
-      return elsewhereStarted;
+      return options.elsewhere?.started ?? 0;
     },
     runHere,
     async deliver(map, item) {

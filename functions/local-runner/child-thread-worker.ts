@@ -6,7 +6,6 @@
  */
 
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
-import type { Engine } from '../core/engine.ts';
 import type { Json } from './asl-graph.ts';
 import {
   CHILD_THREAD_KIND,
@@ -24,11 +23,6 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
     threadRunDeps: (data: Json) => Promise<LocalRunDeps>;
   };
   const deps = await threadRunDeps(data.recipe.data);
-  let engine: Promise<Engine> | undefined;
-  const engineOnce = () => {
-    engine ??= deps.engine();
-    return engine;
-  };
   let asked = 0;
   const answers = new Map<number, { resolve: (alive: boolean) => void; reject: (error: Error) => void }>();
   const owners = {
@@ -39,12 +33,8 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
         post({ type: 'alive?', id, executionId });
       }),
   };
-  const handlerDeps = localHandlerDeps(
-    { ...deps, engine: engineOnce },
-    data.bucket,
-    owners,
-    data.executionId,
-  );
+  // Its engine is made once, by the first step that asks (localHandlerDeps), or at close.
+  const handlerDeps = localHandlerDeps(deps, data.bucket, owners, data.executionId);
   const invoke = localInvoker(
     new Map(data.functionSteps),
     async () => handlerDeps,
@@ -88,7 +78,7 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
       // keep-alive sockets) would keep it alive for as long as they stay open. Exiting runs its
       // exit handlers (the store's lock claim is removed).
       void (async () => {
-        await (await engineOnce()).close();
+        await (await handlerDeps.engine()).close();
         process.exit(0);
       })();
     }

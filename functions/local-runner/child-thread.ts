@@ -115,6 +115,7 @@ export function childThread(
     let closed = false;
     let failure: Error | undefined;
     let nextId = 0;
+    let started = 0;
     const pending = new Map<
       number,
       { resolve: (output: Json) => void; reject: (error: Error) => void; started: boolean }
@@ -124,14 +125,15 @@ export function childThread(
     const fail = (error: Error) => {
       if (failure === undefined) hooks.onFailure?.(error);
       failure ??= error;
-      for (const { reject, started } of pending.values())
-        reject(started ? error : new ChildNotStartedError(error.message));
+      for (const child of pending.values())
+        child.reject(child.started ? error : new ChildNotStartedError(error.message));
       pending.clear();
     };
     const receive = (message: FromChildThread) => {
       if (message.type === 'started') {
         const waiting = pending.get(message.id);
         if (waiting) waiting.started = true;
+        started++;
       } else if (message.type === 'done' || message.type === 'failed') {
         const waiting = pending.get(message.id);
         pending.delete(message.id);
@@ -150,7 +152,7 @@ export function childThread(
       }
     };
     const start = (): Worker => {
-      const started = new Worker(WORKER, {
+      const thread = new Worker(WORKER, {
         workerData: {
           kind: CHILD_THREAD_KIND,
           ...data,
@@ -160,22 +162,26 @@ export function childThread(
           observes: { steps: hooks.onStep !== undefined, logs: hooks.onLog !== undefined },
         } satisfies ChildThreadData,
       });
-      started.on('message', receive);
-      started.on('error', fail);
-      ended = new Promise((resolve) => {
-        started.once('exit', (code) => {
+      thread.on('message', receive);
+      thread.on('error', fail);
+      const exited = new Promise<void>((resolve) => {
+        thread.once('exit', (code) => {
           if (!closed) fail(new Error(`the run's child thread exited (code ${code}) before the run ended`));
           resolve();
         });
       });
+      ended = exited;
       // The thread's life, from its first child to its exit, as a span of the run.
-      void timed('run: child thread', () => ended ?? Promise.resolve());
-      return started;
+      void timed('run: child thread', () => exited);
+      return thread;
     };
     return {
       accepts: (item) => failure === undefined && hooks.accepts(item),
       get running() {
         return pending.size;
+      },
+      get started() {
+        return started;
       },
       run(map, item, name) {
         if (failure !== undefined) return Promise.reject(new ChildNotStartedError(failure.message));

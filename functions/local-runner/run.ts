@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { StateMachineDefinition } from 'aws-local-stepfunctions';
 import { parseStackConfig, type StackConfig } from '../../cdk/config.ts';
-import { compactorContextOver } from '../../cdk/config-context.ts';
+import { compactorContextOver, isPlainObject } from '../../cdk/config-context.ts';
 import { LOCAL_STATE_MACHINE_ARN, type StatusRule } from '../../cdk/synth-definition.ts';
 import { LocalOwners, newLocalExecutionId, removeGoneScratch, scratchName } from '../adapters/local-owner.ts';
 import type { CompactorConfig, JobKind } from '../core/config.ts';
@@ -191,11 +191,10 @@ export interface LocalRunDeps {
  * bounded as the small compact function's is, so a large job keeps this thread's engine.
  */
 export function smallJobsOnly(item: Json): boolean {
-  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
   return (
-    isObject(item) &&
+    isPlainObject(item) &&
     Array.isArray(item.jobs) &&
-    item.jobs.every((job) => isObject(job) && job.compactSize === ('small' satisfies CompactSize))
+    item.jobs.every((job) => isPlainObject(job) && job.compactSize === ('small' satisfies CompactSize))
   );
 }
 

@@ -186,8 +186,10 @@ function sayOnInterrupt(io: CliIo, options: ParsedOptions): () => void {
   return stop;
 }
 
-/** Prints the warnings and quarantines the handlers log, as they happen. */
-/** `childThreadFailed`: the local runner's message for a failed helper thread (loaded with it). */
+/**
+ * Prints the warnings and quarantines the handlers log, as they happen, and a failed helper
+ * thread (`childThreadFailed`: the local runner's message for it, loaded with the runner).
+ */
 function printLog(io: CliIo, childThreadFailed: string): LogSink {
   return (_level, message, details) => {
     if (message === childThreadFailed) {
