@@ -425,6 +425,72 @@ describe('compact step: staging', () => {
     ).toEqual(range(1, 120));
   });
 
+  /** Holds the first staging upload until a second one starts (or `wait` ms pass), and counts the most at once. */
+  class StagingOverlapStore extends ForwardingStore {
+    readonly #root: string;
+    readonly #wait: number;
+    inFlight = 0;
+    most = 0;
+    #arrived: (() => void) | undefined;
+    #held = false;
+    constructor(inner: ObjectStore, root: string, wait: number) {
+      super(inner);
+      this.#root = root;
+      this.#wait = wait;
+    }
+    override async put(
+      key: string,
+      body: Parameters<ObjectStore['put']>[1],
+      options?: Parameters<ObjectStore['put']>[2],
+    ) {
+      if (!key.startsWith(this.#root)) return super.put(key, body, options);
+      this.inFlight++;
+      this.most = Math.max(this.most, this.inFlight);
+      this.#arrived?.();
+      if (!this.#held) {
+        this.#held = true;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, this.#wait);
+          this.#arrived = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.#arrived = undefined;
+      }
+      try {
+        return await super.put(key, body, options);
+      } finally {
+        this.inFlight--;
+      }
+    }
+  }
+
+  it('a job of several outputs stages them at once, each under its own index', async () => {
+    const l = await lake();
+    const job = await jobFor(l, HOUR_10);
+    const other = await lake();
+    const single = await compactStep(deps(other), await jobFor(other, HOUR_10));
+    const targetFileBytes = Math.floor((single.outputBytes ?? 0) * 0.4);
+    // Sequential uploads would hold the first for the whole wait and never see a second.
+    const store = new StagingOverlapStore(l.store, stagingRoot(l.config.layout), 5_000);
+    const result = await compactStep({ ...deps(l, store), config: { ...l.config, targetFileBytes } }, job);
+    expect(result).toMatchObject({ status: 'done', state: 'staged', outputRows: 120 });
+    expect(result.outputs).toBeGreaterThan(1);
+    expect(store.most).toBeGreaterThan(1);
+    const outputs = (await requireManifest(l, job)).outputs ?? [];
+    expect(outputs.map((o) => o.stagingKey.slice(-'000.parquet'.length))).toEqual(
+      outputs.map((_, i) => `${String(i).padStart(3, '0')}.parquet`),
+    );
+    expect(outputs.map((o) => o.finalKey)).toEqual([...new Set(outputs.map((o) => o.finalKey))]);
+    expect(
+      await idsOf(
+        l,
+        outputs.map((o) => o.stagingKey),
+      ),
+    ).toEqual(range(1, 120));
+  });
+
   it('an output that cannot get under the copy limit fails closed: OutputTooLargeError, nothing staged, inputs kept', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);

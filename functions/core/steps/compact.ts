@@ -25,6 +25,7 @@ import {
   summary,
   withSignal,
 } from '../job.ts';
+import { forEachLimit } from '../limit.ts';
 import {
   MAX_STATS_TEXT,
   manifestKey,
@@ -162,8 +163,11 @@ async function writeStaged(
   // in the job's staging folder itself, as a folder of their own costs a local store a mkdir and
   // an rmdir (and the same again for the outputs' attributes).
   const attempt = randomBytes(4).toString('hex');
-  const outputs: OutputRef[] = [];
-  for (const [index, out] of written.entries()) {
+  const outputs: OutputRef[] = new Array(written.length);
+  // Several at once: one output's upload keeps only its own parts in flight, and a job of several
+  // outputs would otherwise wait on each in turn. S3 scales by connections ("Horizontal scaling of
+  // storage connections", https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html).
+  await forEachLimit(written, OUTPUTS_IN_FLIGHT, async (out, index) => {
     const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
     // Named by part, not by the final name: staging keys stay short whatever the table path.
     const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}-${String(index).padStart(3, '0')}.parquet`;
@@ -180,15 +184,15 @@ async function writeStaged(
         ...withSignal(deps),
       },
     );
-    outputs.push({
+    outputs[index] = {
       stagingKey,
       finalKey,
       size: out.bytes,
       rows: out.rows,
       checksum,
       ...(columns ? { columns } : {}),
-    });
-  }
+    };
+  });
   const next = advance(deps, manifest, {
     state: 'staged',
     inputs: good.map((g) => ({ ...g.input, rows: g.info.rows })),
@@ -215,6 +219,9 @@ async function writeStaged(
     mergeEngine,
   });
 }
+
+/** A job's outputs staged at once (each output's upload has its own parts in flight too). */
+const OUTPUTS_IN_FLIGHT = 4;
 
 /**
  * An output's column statistics for the manifest (and so the job's receipt), or undefined when
