@@ -147,10 +147,10 @@ export interface ChildDefaults {
  * Express: compact 36 s and the four partition steps 9 s give a worst case of
  * 2 x (36 + 12) + 1 + 4 x (2 x (9 + 12) + 1) = 97 + 172 = 269 s <= 270 s (five minutes less the
  * margin). A job of 256 MiB in 2,000 files is estimated at
- * 268.4 MB x 0.0198 + 2000 x 0.000234 + 268.4 / 90 + 2000 x 0.025 / 8 = 5.32 + 0.47 + 2.98 + 6.25
- * = 15.0 s, under half of 36 s; 512 MiB would be 23.3 s, over it. The small compact function
+ * 268.4 MB x 0.0141 + 2000 x 0.00022 + 268.4 / 90 + 2000 x 0.025 / 8 = 3.78 + 0.44 + 2.98 + 6.25
+ * = 13.5 s, under half of 36 s; 512 MiB would be 20.2 s, over it. The small compact function
  * (functions/core/lambda-sizing.ts) has the same timeout; its largest job, 64 MiB in 2,000 files
- * on 0.58 vCPU, is estimated at 12.3 s. An Arc hour (120 x 200 KB) is one job; a Firehose hour
+ * on 0.58 vCPU, is estimated at 11.1 s. An Arc hour (120 x 200 KB) is one job; a Firehose hour
  * (12 x 64 MB), three.
  * Standard: the Lambda maximum (900 s) and 2 GiB / 5,000 files.
  */

@@ -46,9 +46,10 @@ const MiB = 1024 * 1024;
  *   spills past 700MB to its temp_directory (adapters/duckdb-engine) rather than failing.
  *   test/core/lambda-sizing.test.ts reads those figures again from bench/results.json.
  * - Time: on 0.58 vCPU the measured compute stretches 2.9x (cost/durations.ts compactSecondsAt);
- *   the largest small job (64 MiB in 2,000 files) is estimated at 12.3 s, under half of the
+ *   the largest small job (64 MiB in 2,000 files) is estimated at 11.1 s, under half of the
  *   Express compact timeout (cdk/child-budget.ts checks it at synth time for the stack's
- *   settings); at 128 MiB it would be 16.9 s, over it, so time and memory both set the bound.
+ *   settings). At 128 MiB it would be 14.6 s, still under it, and at 256 MiB 21.6 s, over it:
+ *   memory sets the bound, time would at 256 MiB.
  * - Disk: 512 MB, the free ephemeral storage: the inputs and the output, 128 MiB at most.
  */
 export const SMALL_COMPACT = { memoryMb: 1024, ephemeralStorageMb: 512, maxJobBytes: 64 * MiB } as const;

@@ -84,7 +84,7 @@ describe('synth refuses Express children that could outlast five minutes', () =>
 
   it('a job bound the measured throughput cannot finish in half the compact timeout', () => {
     expect(() => parseStackConfig({ maxJobBytes: 1024 * MiB })).toThrow(
-      /context compactor\.maxJobBytes \(1073741824\) with maxJobFiles \(2000\) makes a job of about 39\.9 s .* more than 50% of lambda\.compact\.timeoutSeconds \(36\)/,
+      /context compactor\.maxJobBytes \(1073741824\) with maxJobFiles \(2000\) makes a job of about 33\.8 s .* more than 50% of lambda\.compact\.timeoutSeconds \(36\)/,
     );
     expect(() => parseStackConfig({ maxJobFiles: 5000 })).toThrow(
       /compactor\.maxJobBytes .*maxJobFiles \(5000\)/,
@@ -96,10 +96,10 @@ describe('synth refuses Express children that could outlast five minutes', () =>
   });
 
   it('the small compact function’s largest job, slower on its 0.58 vCPU, must fit the same share of the timeout', () => {
-    // 64 MiB in 2,000 files: 8.8 s on the large function (under 10.5 s), 12.3 s on the small one.
+    // 64 MiB in 2,000 files: 8.4 s on the large function (under 10.5 s), 11.1 s on the small one.
     const tight = { maxJobBytes: 64 * MiB, lambda: { compact: { timeoutSeconds: 21 } } };
     expect(() => parseStackConfig(tight)).toThrow(
-      /compactor\.lambda\.compact\.timeoutSeconds \(21\) is also the small compact function's \(1024 MB\), whose largest job \(67108864 bytes in maxJobFiles 2000 files\) is estimated at 12\.3 s/,
+      /compactor\.lambda\.compact\.timeoutSeconds \(21\) is also the small compact function's \(1024 MB\), whose largest job \(67108864 bytes in maxJobFiles 2000 files\) is estimated at 11\.1 s/,
     );
     // Without a small function (lambda.compact no larger) the large one's bound alone applies.
     expect(
@@ -139,7 +139,7 @@ describe('the Express job bound is derived from the measured throughput', () => 
   it('the default Express bound is the largest power of two of MiB finishing in half the compact timeout', () => {
     const d = CHILD_DEFAULTS.EXPRESS;
     const allowed = d.compactTimeoutSeconds * JOB_TIMEOUT_SHARE;
-    expect(compactEstimateSeconds(d.maxJobBytes, d.maxJobFiles)).toBeCloseTo(15.02, 1);
+    expect(compactEstimateSeconds(d.maxJobBytes, d.maxJobFiles)).toBeCloseTo(13.46, 1);
     expect(compactEstimateSeconds(d.maxJobBytes, d.maxJobFiles)).toBeLessThanOrEqual(allowed);
     expect(compactEstimateSeconds(2 * d.maxJobBytes, d.maxJobFiles)).toBeGreaterThan(allowed);
     // And its chain fits: 269 s.

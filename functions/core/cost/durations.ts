@@ -9,12 +9,12 @@ import { LAMBDA_MB_PER_VCPU } from '../lambda-sizing.ts';
  * The compact step's cost per input byte and per input file on Lambda, from one `npm run bench`
  * (bench/results.json, 2026-12-06, cost.rows: lambdaSeconds = max(wall, cpu / 1.7 vCPU)
  * of the compact path, each input fetched from the local folder store):
- * - (i) 200 files, 156,980,933 B: 3.1059 s -> 3.1059 / 156.98 MB = 0.019785 s/MB;
- * - (ii) 2,000 files, 21,030,571 B: 0.8825 s -> (0.8825 - 21.03 x 0.019785) / 2000 = 0.000233 s/file.
+ * - (i) 200 files, 156,980,933 B: 2.1995 s -> 2.1995 / 156.98 MB = 0.014012 s/MB;
+ * - (ii) 2,000 files, 21,030,571 B: 0.7342 s -> (0.7342 - 21.03 x 0.014012) / 2000 = 0.000220 s/file.
  * Rounded up. test/cdk/child-budget.test.ts derives them again from bench/results.json and fails
  * if a newer run is slower.
  */
-export const MEASURED_COMPACT = { secondsPerMB: 0.0198, secondsPerFile: 0.000234 } as const;
+export const MEASURED_COMPACT = { secondsPerMB: 0.0141, secondsPerFile: 0.00022 } as const;
 
 /**
  * The S3 wait of a compact Lambda, which the local bench does not see: the latency-true S3

@@ -36,7 +36,7 @@ const INVOKE = 0.2e-6;
 
 describe('one job', () => {
   it('estimates the compact step from the measured rates and the S3 wait, slower on fewer vCPUs', () => {
-    // 10 MB x 0.0198 + 10 x 0.000234 = 0.20034 s compute; 10 / 90 + 10 x 0.025 / 8 = 0.14236 s on S3.
+    // 10 MB x 0.0141 + 10 x 0.00022 = 0.1432 s compute; 10 / 90 + 10 x 0.025 / 8 = 0.14236 s on S3.
     expect(compactEstimateSeconds(10e6, 10)).toBeCloseTo(
       10 * MEASURED_COMPACT.secondsPerMB + 10 * MEASURED_COMPACT.secondsPerFile + 10 / 90 + 0.03125,
       12,
@@ -45,7 +45,7 @@ describe('one job', () => {
     expect(compactSecondsAt(10240, 10e6, 10)).toBe(compactEstimateSeconds(10e6, 10));
     // Half the memory: half the vCPUs, the compute twice as long.
     const compute = 10 * MEASURED_COMPACT.secondsPerMB + 10 * MEASURED_COMPACT.secondsPerFile;
-    expect(compute).toBeCloseTo(0.20034, 12);
+    expect(compute).toBeCloseTo(0.1432, 12);
     expect(compactSecondsAt(1504, 10e6, 10)).toBeCloseTo(compactEstimateSeconds(10e6, 10) + compute, 12);
   });
 
