@@ -163,36 +163,40 @@ async function writeStaged(
   // in the job's staging folder itself, as a folder of their own costs a local store a mkdir and
   // an rmdir (and the same again for the outputs' attributes).
   const attempt = randomBytes(4).toString('hex');
-  const outputs: OutputRef[] = new Array(written.length);
-  // Several at once: one output's upload keeps only its own parts in flight, and a job of several
-  // outputs would otherwise wait on each in turn. S3 scales by connections ("Horizontal scaling of
-  // storage connections", https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html).
+  const staged: { readonly path: string; readonly output: OutputRef }[] = new Array(written.length);
   await forEachLimit(written, OUTPUTS_IN_FLIGHT, async (out, index) => {
-    const finalKey = outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index);
-    // Named by part, not by the final name: staging keys stay short whatever the table path.
-    const stagingKey = `${stagingPrefix(config.layout, ref.jobId)}${attempt}-${String(index).padStart(3, '0')}.parquet`;
     const [checksum, columns] = await Promise.all([crc32OfFile(out.path), columnStatsOf(deps, out.path)]);
-    checkLease(deps, manifest);
-    await store.put(
-      stagingKey,
-      // The step only removes its output file after this.
-      { file: out.path, handOff: true },
-      {
-        checksum,
-        contentType: 'application/vnd.apache.parquet',
-        metadata: { [META_JOB_ID]: ref.jobId, [META_ROWS]: String(out.rows) },
-        ...withSignal(deps),
-      },
-    );
-    outputs[index] = {
-      stagingKey,
-      finalKey,
+    const output: OutputRef = {
+      // Named by part, not by the final name: staging keys stay short whatever the table path.
+      stagingKey: `${stagingPrefix(config.layout, ref.jobId)}${attempt}-${String(index).padStart(3, '0')}.parquet`,
+      finalKey: outputKey(config.layout, ref.tier, partitionFile, ref.jobId, index),
       size: out.bytes,
       rows: out.rows,
       checksum,
       ...(columns ? { columns } : {}),
     };
+    staged[index] = { path: out.path, output };
   });
+  // Several at once: one output's upload keeps only its own parts in flight, and a job of several
+  // outputs would otherwise wait on each in turn. S3 scales by connections ("Horizontal scaling of
+  // storage connections", https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html).
+  // Nothing is awaited before a put, so the puts start in index order: a run's writes are the
+  // same sequence every time, as the crash sweeps and the pipeline-equivalence test replay them.
+  await forEachLimit(staged, OUTPUTS_IN_FLIGHT, async ({ path, output }) => {
+    checkLease(deps, manifest);
+    await store.put(
+      output.stagingKey,
+      // The step only removes its output file after this.
+      { file: path, handOff: true },
+      {
+        checksum: output.checksum,
+        contentType: 'application/vnd.apache.parquet',
+        metadata: { [META_JOB_ID]: ref.jobId, [META_ROWS]: String(output.rows) },
+        ...withSignal(deps),
+      },
+    );
+  });
+  const outputs = staged.map((s) => s.output);
   const next = advance(deps, manifest, {
     state: 'staged',
     inputs: good.map((g) => ({ ...g.input, rows: g.info.rows })),
