@@ -126,7 +126,7 @@ export const OPTIONS = {
   'target-size': {
     type: 'string',
     value: 'SIZE',
-    help: 'split outputs at about this size (under 5 GiB)',
+    help: 'split outputs at about this size (under 5 GiB), judged at first by the\ninput bytes: inputs that compress less than the output make smaller files',
     setting: 'targetFileBytes',
   },
   'row-group-size': {

@@ -201,7 +201,7 @@ export const sharedShape = {
   }),
   quietSeconds: wholeNumber(0, 86_400, 'seconds').describe('skip folders holding a file newer than this'),
   targetFileBytes: byteCount(1, MAX_TARGET_FILE_BYTES).describe(
-    'split outputs at about this size (under 5 GiB)',
+    'split outputs at about this size (under 5 GiB), judged at first by the input bytes: inputs that compress less than the output make smaller files',
   ),
   rowGroupSize: wholeNumber(1, Number.MAX_SAFE_INTEGER).describe('output row group size in rows'),
   maxJobBytes: byteCount(1, Number.MAX_SAFE_INTEGER).describe("a job's input bytes at most"),
