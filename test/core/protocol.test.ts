@@ -377,6 +377,12 @@ describe('compact step: the claim', () => {
 // ---- stage: changed, corrupt and conflicting inputs ----
 
 describe('compact step: staging', () => {
+  /** The bytes of hour 10's one output when compacted whole, on a lake of its own. */
+  async function oneOutputBytes(): Promise<number> {
+    const other = await lake();
+    return (await compactStep(deps(other), await jobFor(other, HOUR_10))).outputBytes ?? 0;
+  }
+
   /** The same store, declaring a one-copy limit as S3Store does (5 GB on AWS, tiny here). */
   class CopyLimitStore extends ForwardingStore {
     readonly #limit: number;
@@ -393,9 +399,7 @@ describe('compact step: staging', () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);
     // One output would hold all 120 rows; the limit is well under that file's size.
-    const other = await lake();
-    const single = await compactStep(deps(other), await jobFor(other, HOUR_10));
-    const limit = Math.floor((single.outputBytes ?? 0) * 0.6);
+    const limit = Math.floor((await oneOutputBytes()) * 0.6);
     expect(limit).toBeGreaterThan(0);
     // The first merge misses its size estimate (one output, as if the inputs had promised a small
     // one), so the step merges again with a smaller target. Each attempt must find its output
@@ -469,9 +473,7 @@ describe('compact step: staging', () => {
   it('a job of several outputs stages them at once, each under its own index', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);
-    const other = await lake();
-    const single = await compactStep(deps(other), await jobFor(other, HOUR_10));
-    const targetFileBytes = Math.floor((single.outputBytes ?? 0) * 0.4);
+    const targetFileBytes = Math.floor((await oneOutputBytes()) * 0.4);
     // Sequential uploads would hold the first for the whole wait and never see a second.
     const store = new StagingOverlapStore(l.store, stagingRoot(l.config.layout), 5_000);
     const result = await compactStep({ ...deps(l, store), config: { ...l.config, targetFileBytes } }, job);
