@@ -6,6 +6,7 @@
 
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { isPlainObject } from '../functions/core/is-plain-object.ts';
 
 const CDK_JSON = fileURLToPath(new URL('../cdk.json', import.meta.url));
 
@@ -13,10 +14,6 @@ const CDK_JSON = fileURLToPath(new URL('../cdk.json', import.meta.url));
 export function cdkJsonContext(): Record<string, unknown> {
   const json = JSON.parse(readFileSync(CDK_JSON, 'utf8')) as { context?: Record<string, unknown> };
   return json.context ?? {};
-}
-
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** `over` merged into `base` object by object; any other value (lists too) replaces. */

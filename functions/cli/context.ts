@@ -4,7 +4,7 @@ import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CONTEXT_KEY, lambdaConfigInput, parseStackConfig, type StackConfig } from '../../cdk/config.ts';
-import { compactorContextOver, isPlainObject, mergeContext } from '../../cdk/config-context.ts';
+import { compactorContextOver, mergeContext } from '../../cdk/config-context.ts';
 import type { DuckDbEngine } from '../adapters/duckdb-engine/duckdb-engine.ts';
 import { newScratchName, removeGoneScratch } from '../adapters/local-owner.ts';
 import { LocalFolderStore } from '../adapters/local-store/local-store.ts';
@@ -19,6 +19,7 @@ import {
 } from '../core/config.ts';
 import { type Clock, systemClock } from '../core/engine.ts';
 import { ConfigError } from '../core/errors.ts';
+import { isPlainObject } from '../core/is-plain-object.ts';
 import type { ObjectStore } from '../core/object-store.ts';
 import { OPTIONS, type OptionName, settingPath } from './options.ts';
 

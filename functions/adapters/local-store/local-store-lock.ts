@@ -24,9 +24,10 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { errorCode, TransientStoreError } from '../../core/errors.ts';
+import { isPlainObject } from '../../core/is-plain-object.ts';
 import { goneFromThisHost, processAlive } from '../process-alive.ts';
 import { inFolderOf, isMissing, removeIfSame, tryLink, unlinkIfExists } from './durable-fs.ts';
-import { isRecord, parseJson } from './local-store-sidecar.ts';
+import { parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
 interface LockOwner {
@@ -76,7 +77,7 @@ function inoOf(path: string): number | undefined {
 
 function parseLockOwner(text: string): LockOwner | undefined {
   const value = parseJson(text);
-  if (!isRecord(value)) return undefined;
+  if (!isPlainObject(value)) return undefined;
   const { pid, host, token } = value;
   if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') return undefined;
   return { pid, host, token };

@@ -7,6 +7,7 @@
 
 import { readFileSync } from 'node:fs';
 import { errorCode } from '../../core/errors.ts';
+import { isPlainObject } from '../../core/is-plain-object.ts';
 import type { Checksum } from '../../core/object-store.ts';
 
 export interface SidecarEntry {
@@ -32,18 +33,14 @@ export function parseJson(text: string): unknown {
   }
 }
 
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 export function parseSidecar(path: string, text: string): Sidecar {
   const value = parseJson(text);
   const corrupt = (): never => {
     throw new Error(`corrupt metadata sidecar ${path}`);
   };
-  if (!isRecord(value) || value.version !== 1 || !Array.isArray(value.entries)) return corrupt();
+  if (!isPlainObject(value) || value.version !== 1 || !Array.isArray(value.entries)) return corrupt();
   const entries: SidecarEntry[] = value.entries.map((raw: unknown): SidecarEntry => {
-    if (!isRecord(raw) || typeof raw.etag !== 'string' || !isRecord(raw.metadata)) return corrupt();
+    if (!isPlainObject(raw) || typeof raw.etag !== 'string' || !isPlainObject(raw.metadata)) return corrupt();
     const metadata: Record<string, string> = {};
     for (const [k, v] of Object.entries(raw.metadata)) {
       if (typeof v !== 'string') return corrupt();
@@ -51,7 +48,7 @@ export function parseSidecar(path: string, text: string): Sidecar {
     }
     const checksum = raw.checksum;
     if (checksum !== undefined) {
-      if (!isRecord(checksum) || checksum.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
+      if (!isPlainObject(checksum) || checksum.algorithm !== 'CRC32' || typeof checksum.value !== 'string') {
         return corrupt();
       }
     }

@@ -17,10 +17,11 @@ import { readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync }
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { errorCode } from '../../core/errors.ts';
+import { isPlainObject } from '../../core/is-plain-object.ts';
 import type { IncompleteUpload } from '../../core/object-store.ts';
 import { goneFromThisHost } from '../process-alive.ts';
 import { inFolderOf, statOrUndefined, unlinkIfExists } from './durable-fs.ts';
-import { isRecord, parseJson } from './local-store-sidecar.ts';
+import { parseJson } from './local-store-sidecar.ts';
 import { paced } from './sync-calls.ts';
 
 const INTENT = '.intent.json';
@@ -203,7 +204,7 @@ function compareUtf8(a: string, b: string): number {
 
 function parseIntentKey(text: string): string | undefined {
   const value = parseJson(text);
-  return isRecord(value) && typeof value.key === 'string' ? value.key : undefined;
+  return isPlainObject(value) && typeof value.key === 'string' ? value.key : undefined;
 }
 
 /** Whether the process that started an upload is gone (a writer on another host is unknown: not gone). */
@@ -211,7 +212,7 @@ function writerGone(intentText: string, uploadId: string): boolean {
   const intent = parseJson(intentText);
   // A writer killed while writing its intent leaves it empty or cut short: the upload id names
   // the writer's pid too (see beginUpload).
-  if (!isRecord(intent) || typeof intent.pid !== 'number')
+  if (!isPlainObject(intent) || typeof intent.pid !== 'number')
     return goneFromThisHost({ pid: uploadIdPid(uploadId) });
   return goneFromThisHost({
     pid: intent.pid,
