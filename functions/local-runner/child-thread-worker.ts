@@ -35,6 +35,16 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
   };
   // Its engine is made once, by the first step that asks (localHandlerDeps), or at close.
   const handlerDeps = localHandlerDeps(deps, data.bucket, owners, data.executionId);
+  // A bug that escapes a child ends the thread, but only once DuckDB has closed: its close waits
+  // for the calls in flight, one of which, completing into the torn-down thread, would abort the
+  // whole process. The same error then ends the thread, and the run fails its children with it.
+  process.once('uncaughtException', (error) => {
+    const end = () => Promise.reject(error);
+    void handlerDeps
+      .engine()
+      .then((engine) => engine.close())
+      .then(end, end);
+  });
   const invoke = localInvoker(
     new Map(data.functionSteps),
     async () => handlerDeps,

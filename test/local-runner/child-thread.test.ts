@@ -6,6 +6,7 @@
  * - the thread ends with the run, whatever its deps hold open;
  * - a thread that cannot build its deps takes no more items; those it took run here, and the run
  *   says why;
+ * - a thread that dies with a DuckDB call in flight fails the run cleanly: the process goes on;
  * - only items of small jobs go there (its engine is the small compact function's).
  */
 
@@ -29,9 +30,11 @@ import {
 import { arcRawKey, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
+import { THREAD_BUG } from '../support/thread-deps-crash-mid-merge.ts';
 
 const THREAD_DEPS = new URL('../../functions/cli/thread-deps.ts', import.meta.url).href;
 const OPEN_HANDLE_DEPS = new URL('../support/thread-deps-open-handle.ts', import.meta.url).href;
+const CRASH_DEPS = new URL('../support/thread-deps-crash-mid-merge.ts', import.meta.url).href;
 const TABLES = ['cpu', 'mem', 'disk', 'net'];
 const HOURS = 3;
 
@@ -144,6 +147,34 @@ describe('a local run with its helper thread', () => {
     const failed = logs.filter((l) => l.message === CHILD_THREAD_FAILED);
     expect(failed).toHaveLength(1);
     expect(String(failed[0]?.details.reason)).toContain(missing);
+    expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+  });
+
+  it('a thread that dies in the middle of a merge fails the run, saying why, without aborting the process; no row is lost or doubled', async () => {
+    const { lake, total, deps, close } = await lakeAndDeps(undefined, CRASH_DEPS);
+    const failures: Record<string, unknown>[] = [];
+    try {
+      const run = await runWorkflowLocally(workflow, deps, {
+        tier: 'hourly',
+        retryIntervalMs: 0,
+        onLog: (_level, message, details) => {
+          if (message === CHILD_THREAD_FAILED) failures.push(details);
+        },
+      });
+      // Its children failed with it; those it had not started ran here.
+      expect(run.execution.status).toBe('FAILED');
+      expect(failures).toHaveLength(1);
+      expect(String(failures[0]?.reason)).toContain(THREAD_BUG);
+      expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+      // A new run takes up what the dead children left.
+      await runWorkflowLocally(
+        workflow,
+        { ...deps, threadRecipe: undefined },
+        { tier: 'hourly', retryIntervalMs: 0 },
+      );
+    } finally {
+      await close();
+    }
     expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
   });
 });

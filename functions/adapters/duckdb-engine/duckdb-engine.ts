@@ -87,6 +87,10 @@ export class DuckDbEngine implements Engine, RowContainment {
    * synchronously, on the event loop, and a run of many small partitions makes a few calls each.
    */
   private readonly idle: DuckDBConnection[] = [];
+  /** Calls in flight (connecting or running), and the connections they run on: close() waits for them. */
+  private calls = 0;
+  private readonly busy = new Set<DuckDBConnection>();
+  private drained: (() => void) | undefined;
   /** withConnection as the modules take it. */
   private readonly connect: WithConnection = (signal, body) => this.withConnection(signal, body);
   private readonly columnsBySignature = new ColumnsBySignature(this.connect);
@@ -213,9 +217,20 @@ export class DuckDbEngine implements Engine, RowContainment {
     );
   }
 
+  /**
+   * Closes DuckDB once no call runs: calls in flight are interrupted and waited for. A call that
+   * completes after its thread's environment is torn down (a worker thread ending with the
+   * process still running) throws where nothing can catch it, and the whole process aborts.
+   */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const connection of this.busy) connection.interrupt();
+    while (this.calls > 0) {
+      await new Promise<void>((resolve) => {
+        this.drained = resolve;
+      });
+    }
     for (const connection of this.idle.splice(0)) connection.closeSync();
     this.instance.closeSync();
   }
@@ -231,21 +246,31 @@ export class DuckDbEngine implements Engine, RowContainment {
   ): Promise<T> {
     if (this.closed) throw new Error('DuckDbEngine is closed');
     signal?.throwIfAborted();
-    const connection = this.idle.pop() ?? (await this.instance.connect());
-    const onAbort = () => connection.interrupt();
+    this.calls++;
+    let connection: DuckDBConnection | undefined;
+    const onAbort = () => connection?.interrupt();
     signal?.addEventListener('abort', onAbort, { once: true });
     let clean = false;
     try {
+      connection = this.idle.pop() ?? (await this.instance.connect());
+      this.busy.add(connection);
+      // Closed while it connected: close() waits for this call, which must not start.
+      if (this.closed) throw new Error('DuckDbEngine is closed');
       const result = await body(connection);
       clean = true;
       return result;
     } finally {
       signal?.removeEventListener('abort', onAbort);
-      if (clean && !signal?.aborted && !this.closed && this.idle.length < IDLE_CONNECTIONS) {
-        this.idle.push(connection);
-      } else {
-        connection.closeSync();
+      if (connection !== undefined) {
+        this.busy.delete(connection);
+        if (clean && !signal?.aborted && !this.closed && this.idle.length < IDLE_CONNECTIONS) {
+          this.idle.push(connection);
+        } else {
+          connection.closeSync();
+        }
       }
+      this.calls--;
+      if (this.calls === 0) this.drained?.();
     }
   }
 }
