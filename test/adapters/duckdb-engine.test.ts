@@ -36,6 +36,22 @@ describe('the instance', () => {
     const rows = await engine.query(`SELECT current_setting('enable_external_file_cache') AS cached`);
     expect(rows).toEqual([{ cached: false }]);
   });
+
+  it('closes once its calls in flight have ended, for every caller of close', async () => {
+    const own = await DuckDbEngine.create({ threads: 1 });
+    const running = own.query('SELECT count(*) FROM range(100000000000)').then(
+      () => 'ended',
+      () => 'ended',
+    );
+    void own.close();
+    // The second caller waits for the same close: the call has ended when it returns.
+    await own.close();
+    const state = await Promise.race([
+      running,
+      new Promise((resolve) => setImmediate(() => resolve('running'))),
+    ]);
+    expect(state).toBe('ended');
+  });
 });
 
 /** Writes `count` sample files of `rows` rows each with consecutive id ranges. */

@@ -91,6 +91,7 @@ export class DuckDbEngine implements Engine, RowContainment {
   private calls = 0;
   private readonly busy = new Set<DuckDBConnection>();
   private drained: (() => void) | undefined;
+  private closing: Promise<void> | undefined;
   /** withConnection as the modules take it. */
   private readonly connect: WithConnection = (signal, body) => this.withConnection(signal, body);
   private readonly columnsBySignature = new ColumnsBySignature(this.connect);
@@ -222,8 +223,13 @@ export class DuckDbEngine implements Engine, RowContainment {
    * completes after its thread's environment is torn down (a worker thread ending with the
    * process still running) throws where nothing can catch it, and the whole process aborts.
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    // Every caller waits for the same close: a second one must not return while calls still run.
+    this.closing ??= this.closeWhenIdle();
+    return this.closing;
+  }
+
+  private async closeWhenIdle(): Promise<void> {
     this.closed = true;
     for (const connection of this.busy) connection.interrupt();
     while (this.calls > 0) {
