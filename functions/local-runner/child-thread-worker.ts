@@ -13,6 +13,7 @@ import {
   type FromChildThread,
   type ToChildThread,
 } from './child-thread.ts';
+import { ClosingStore } from './closing-store.ts';
 import { localInvoker } from './lambdas.ts';
 import { type LocalRunDeps, localHandlerDeps } from './run.ts';
 import { childExecutions, processorHandlers } from './workflow.ts';
@@ -33,17 +34,20 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
         post({ type: 'alive?', id, executionId });
       }),
   };
+  const store = new ClosingStore(deps.store);
   // Its engine is made once, by the first step that asks (localHandlerDeps), or at close.
-  const handlerDeps = localHandlerDeps(deps, data.bucket, owners, data.executionId);
-  // A bug that escapes a child ends the thread, but only once DuckDB has closed: its close waits
-  // for the calls in flight, one of which, completing into the torn-down thread, would abort the
-  // whole process. The same error then ends the thread, and the run fails its children with it.
+  const handlerDeps = localHandlerDeps({ ...deps, store }, data.bucket, owners, data.executionId);
+  // A bug that escapes a child ends the thread, but only once DuckDB and the store have closed,
+  // each waiting for its calls in flight: a DuckDB call completing into the torn-down thread would
+  // abort the whole process, and a store call cut short would leave its key's lock held in the
+  // name of this live process (closing-store.ts). The same error then ends the thread, and the run
+  // fails its children with it.
   process.once('uncaughtException', (error) => {
     const end = () => Promise.reject(error);
-    void handlerDeps
-      .engine()
-      .then((engine) => engine.close())
-      .then(end, end);
+    void Promise.all([store.close(error), handlerDeps.engine().then((engine) => engine.close())]).then(
+      end,
+      end,
+    );
   });
   const invoke = localInvoker(
     new Map(data.functionSteps),

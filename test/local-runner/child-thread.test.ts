@@ -7,13 +7,16 @@
  * - a thread that cannot build its deps takes no more items; those it took run here, and the run
  *   says why;
  * - a thread that dies with a DuckDB call in flight fails the run cleanly: the process goes on;
+ * - a thread that dies with a store call in flight ends it whole and starts no other, so it leaves
+ *   no key lock held, and the next run completes what its children left;
  * - only items of small jobs go there (its engine is the small compact function's).
  */
 
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DuckDbEngine } from '../../functions/adapters/duckdb-engine/duckdb-engine.ts';
+import { storePaths } from '../../functions/adapters/local-store/local-store-keys.ts';
 import { commandContext } from '../../functions/cli/command.ts';
 import { buildEngine } from '../../functions/cli/context.ts';
 import type { ParsedOptions } from '../../functions/cli/options.ts';
@@ -31,10 +34,16 @@ import { arcRawKey, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.t
 import { useEngineAndDir } from '../support/engine-fixture.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 import { THREAD_BUG } from '../support/thread-deps-crash-mid-merge.ts';
+import {
+  PUT_RECORD,
+  type PutRecord,
+  THREAD_BUG as THREAD_BUG_MID_PUT,
+} from '../support/thread-deps-crash-mid-put.ts';
 
 const THREAD_DEPS = new URL('../../functions/cli/thread-deps.ts', import.meta.url).href;
 const OPEN_HANDLE_DEPS = new URL('../support/thread-deps-open-handle.ts', import.meta.url).href;
 const CRASH_DEPS = new URL('../support/thread-deps-crash-mid-merge.ts', import.meta.url).href;
+const CRASH_MID_PUT_DEPS = new URL('../support/thread-deps-crash-mid-put.ts', import.meta.url).href;
 const TABLES = ['cpu', 'mem', 'disk', 'net'];
 const HOURS = 3;
 
@@ -83,7 +92,25 @@ async function lakeAndDeps(
     workDir: built.workDir,
     threadRecipe: () => ({ module: recipeModule, data: (threadOptions?.(options) ?? options) as Json }),
   };
-  return { lake, total, deps, close: () => built.engine.close() };
+  return { lake, total, deps, workDir: options['work-dir'] as string, close: () => built.engine.close() };
+}
+
+/** The key locks held in a lake's store: none once every writer has ended. */
+async function heldLocks(lake: string): Promise<string[]> {
+  return (await readdir(storePaths(lake).locksDir)).filter((name) => name.endsWith('.lock'));
+}
+
+/** A run that fails with its helper thread: its log of that failure, and the run. */
+async function runWithFailingThread(deps: LocalRunDeps) {
+  const failures: Record<string, unknown>[] = [];
+  const run = await runWorkflowLocally(workflow, deps, {
+    tier: 'hourly',
+    retryIntervalMs: 0,
+    onLog: (_level, message, details) => {
+      if (message === CHILD_THREAD_FAILED) failures.push(details);
+    },
+  });
+  return { run, failures };
 }
 
 describe('a local run with its helper thread', () => {
@@ -152,30 +179,53 @@ describe('a local run with its helper thread', () => {
 
   it('a thread that dies in the middle of a merge fails the run, saying why, without aborting the process; no row is lost or doubled', async () => {
     const { lake, total, deps, close } = await lakeAndDeps(undefined, CRASH_DEPS);
-    const failures: Record<string, unknown>[] = [];
     try {
-      const run = await runWorkflowLocally(workflow, deps, {
-        tier: 'hourly',
-        retryIntervalMs: 0,
-        onLog: (_level, message, details) => {
-          if (message === CHILD_THREAD_FAILED) failures.push(details);
-        },
-      });
+      const { run, failures } = await runWithFailingThread(deps);
       // Its children failed with it; those it had not started ran here.
       expect(run.execution.status).toBe('FAILED');
       expect(failures).toHaveLength(1);
       expect(String(failures[0]?.reason)).toContain(THREAD_BUG);
       expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+      expect(await heldLocks(lake)).toEqual([]);
       // A new run takes up what the dead children left.
-      await runWorkflowLocally(
+      const next = await runWorkflowLocally(
         workflow,
         { ...deps, threadRecipe: undefined },
         { tier: 'hourly', retryIntervalMs: 0 },
       );
+      expect(next.execution.status).toBe('SUCCEEDED');
     } finally {
       await close();
     }
     expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+  });
+
+  it('a thread that dies with a store call in flight ends that call whole and starts no other: it holds no lock, and the next run takes up the rest', async () => {
+    const { lake, total, deps, workDir, close } = await lakeAndDeps(undefined, CRASH_MID_PUT_DEPS);
+    try {
+      const { run, failures } = await runWithFailingThread(deps);
+      expect(run.execution.status).toBe('FAILED');
+      expect(failures).toHaveLength(1);
+      expect(String(failures[0]?.reason)).toContain(THREAD_BUG_MID_PUT);
+      const record = JSON.parse(await readFile(join(workDir, PUT_RECORD), 'utf8')) as PutRecord;
+      // The put in flight finished before the thread ended; none began after the error.
+      expect(record.finished).toBeDefined();
+      expect(record.callsAfterBug).toBe(0);
+      // So no write of the thread's is left holding its key's lock, which names this live process.
+      expect(await heldLocks(lake)).toEqual([]);
+      expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+      const next = await runWorkflowLocally(
+        workflow,
+        { ...deps, threadRecipe: undefined },
+        { tier: 'hourly', retryIntervalMs: 0 },
+      );
+      expect(next.execution.status).toBe('SUCCEEDED');
+      expect(next.output?.summary.compacted).toBeGreaterThan(0);
+    } finally {
+      await close();
+    }
+    expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+    expect(await heldLocks(lake)).toEqual([]);
   });
 });
 
