@@ -11,7 +11,7 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { DEFAULTS } from '../../functions/core/config.ts';
-import { RUN_RECORD_DAYS, stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
+import { RUN_RECORD_DAYS, stateExpiries, stateFolder, stateRootOf } from '../../functions/core/state-root.ts';
 import { acknowledge } from '../nag.ts';
 
 export interface DataBucketProps {
@@ -90,6 +90,17 @@ export class DataBucket extends Construct {
     const encryption = props.encryption ?? 's3';
     if (encryption === 's3' && props.kmsKeyArn) throw new Error('DataBucket: kmsKeyArn needs encryption kms');
 
+    const stateRoot = stateRootOf(dataPrefix);
+    const expiries = stateExpiries({
+      runRecords: (props.stateFilesExpiration ?? Duration.days(RUN_RECORD_DAYS)).toDays(),
+      receipts: (props.receiptsExpiration ?? Duration.days(DEFAULTS.receiptDays)).toDays(),
+    });
+    const expiryRules = expiries.map(({ id, folder, days }) => ({
+      id,
+      prefix: stateFolder(stateRoot, folder),
+      expiration: Duration.days(days),
+    }));
+
     if (!create) {
       if (!props.bucketName) throw new Error('DataBucket: bucketName is required to import a bucket');
       if (encryption === 'kms' && !props.kmsKeyArn)
@@ -98,15 +109,13 @@ export class DataBucket extends Construct {
       this.encryptionKey = props.kmsKeyArn ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn) : undefined;
       this.accessLogsBucket = undefined;
       Annotations.of(this).addInfo(
-        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${stateFolder(stateRootOf(dataPrefix), 'plans')} and ${stateFolder(stateRootOf(dataPrefix), 'results')} after ${RUN_RECORD_DAYS} days, ${stateFolder(stateRootOf(dataPrefix), 'receipts')} after ${(props.receiptsExpiration ?? Duration.days(DEFAULTS.receiptDays)).toDays()} days; never expire the rest of ${stateRootOf(dataPrefix)}).`,
+        `Imported bucket ${props.bucketName}: set its lifecycle yourself (abort incomplete multipart uploads; expire ${expiryRules.map((r) => `${r.prefix} after ${r.expiration.toDays()} days`).join(', ')}; never expire the rest of ${stateRoot}).`,
       );
       return;
     }
 
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
     const destroy = removalPolicy === RemovalPolicy.DESTROY;
-    const stateRoot = stateRootOf(dataPrefix);
-    const stateFilesExpiration = props.stateFilesExpiration ?? Duration.days(RUN_RECORD_DAYS);
     if (encryption === 'kms') {
       this.encryptionKey = props.kmsKeyArn
         ? kms.Key.fromKeyArn(this, 'Key', props.kmsKeyArn)
@@ -158,17 +167,7 @@ export class DataBucket extends Construct {
           id: 'abort-incomplete-multipart-uploads',
           abortIncompleteMultipartUploadAfter: props.abortIncompleteMultipartUploadAfter ?? Duration.days(2),
         },
-        { id: 'expire-map-plans', prefix: stateFolder(stateRoot, 'plans'), expiration: stateFilesExpiration },
-        {
-          id: 'expire-map-results',
-          prefix: stateFolder(stateRoot, 'results'),
-          expiration: stateFilesExpiration,
-        },
-        {
-          id: 'expire-receipts',
-          prefix: stateFolder(stateRoot, 'receipts'),
-          expiration: props.receiptsExpiration ?? Duration.days(DEFAULTS.receiptDays),
-        },
+        ...expiryRules,
       ],
       removalPolicy,
       autoDeleteObjects: destroy,

@@ -47,5 +47,29 @@ export function stateFolder(stateRoot: string, folder: StateFolder): string {
  */
 export const RUN_RECORD_DAYS = 15;
 
+/** A folder of the state root whose objects expire some days after they were written. */
+export interface StateExpiry {
+  /** The bucket's lifecycle rule's id. */
+  readonly id: string;
+  readonly folder: StateFolder;
+  readonly days: number;
+}
+
+/**
+ * What expires from the state root: the bucket's lifecycle rules (cdk/constructs/data-bucket.ts),
+ * which a local run applies itself to a store that has none (local-runner/run.ts). Nothing else
+ * under the state root ever expires.
+ */
+export function stateExpiries(days: {
+  readonly runRecords: number;
+  readonly receipts: number;
+}): StateExpiry[] {
+  return [
+    { id: 'expire-map-plans', folder: 'plans', days: days.runRecords },
+    { id: 'expire-map-results', folder: 'results', days: days.runRecords },
+    { id: 'expire-receipts', folder: 'receipts', days: days.receipts },
+  ];
+}
+
 /** The longest a redrive can come after its execution stopped (the same page). */
 export const REDRIVE_WINDOW_DAYS = RUN_RECORD_DAYS - 1;
