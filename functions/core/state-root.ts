@@ -71,5 +71,17 @@ export function stateExpiries(days: {
   ];
 }
 
+const DAY_MS = 86_400_000;
+
+/**
+ * When an object written at `lastModifiedMs` expires under a rule of `days`: as S3 reckons it,
+ * the days added to its creation time and rounded up to the next midnight UTC
+ * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/intro-lifecycle-rules.html, "Lifecycle
+ * rules: Based on an object's age").
+ */
+export function expiresAtMs(lastModifiedMs: number, days: number): number {
+  return Math.ceil((lastModifiedMs + days * DAY_MS) / DAY_MS) * DAY_MS;
+}
+
 /** The longest a redrive can come after its execution stopped (the same page). */
 export const REDRIVE_WINDOW_DAYS = RUN_RECORD_DAYS - 1;

@@ -24,7 +24,7 @@ import { MAX_DELETE_BATCH, type ObjectStore } from '../core/object-store.ts';
 import { plansPrefix } from '../core/plan-store.ts';
 import type { StepDeps } from '../core/protocol.ts';
 import type { RunSummary } from '../core/run-summary.ts';
-import { RUN_RECORD_DAYS, stateExpiries, stateFolder } from '../core/state-root.ts';
+import { expiresAtMs, RUN_RECORD_DAYS, stateExpiries, stateFolder } from '../core/state-root.ts';
 import { type HandlerDeps, once } from '../lambda/handler-kit.ts';
 import type { PlanOutput } from '../plan.ts';
 import type { RecoverOutput } from '../recover.ts';
@@ -53,10 +53,10 @@ function resultsRoot(layout: CompactorConfig['layout']): string {
 async function expireRunRecords(deps: StepDeps): Promise<void> {
   const { layout, receiptDays } = deps.config;
   const old: { key: string }[] = [];
+  const now = Date.now();
   for (const { folder, days } of stateExpiries({ runRecords: RUN_RECORD_DAYS, receipts: receiptDays })) {
-    const cutoff = Date.now() - days * 86_400_000;
     for await (const object of deps.store.list(stateFolder(layout.stateRoot, folder)))
-      if (object.lastModified.getTime() < cutoff) old.push({ key: object.key });
+      if (expiresAtMs(object.lastModified.getTime(), days) <= now) old.push({ key: object.key });
   }
   for (let i = 0; i < old.length; i += MAX_DELETE_BATCH)
     await deps.store.deleteMany(old.slice(i, i + MAX_DELETE_BATCH));
