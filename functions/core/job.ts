@@ -108,6 +108,14 @@ export interface StepResult {
   readonly mergeEngine?: MergeEngineName;
 }
 
+/**
+ * A job's outputs staged, or published, at once. One output's upload or copy keeps only its own
+ * parts in flight, and a job of several outputs would otherwise wait on each in turn; S3 scales by
+ * connections ("Horizontal scaling of storage connections",
+ * https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html).
+ */
+export const OUTPUTS_IN_FLIGHT = 4;
+
 export function withSignal(deps: StepDeps): { signal?: AbortSignal } {
   return deps.signal ? { signal: deps.signal } : {};
 }

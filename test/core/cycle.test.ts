@@ -25,10 +25,15 @@ const fixture = useHourlyTemplate('cycle-');
 async function cycleFailingHour11(smallJobsPerItem: number, redriveFailedItems: boolean) {
   const { dir, store: inner, config: base } = await fixture.lake();
   const config = { ...base, smallJobsPerItem };
+  // Attempts of the first copy to an hour-11 final key; its first attempt fails (the job's other
+  // outputs are copied at the same time, and may land).
   let failures = 0;
+  let failing: string | undefined;
   const store = new FaultStore(inner, {
     gate: async (call) => {
-      if (call.op === 'copy' && call.key.startsWith(HOURLY_HOUR_11) && failures++ === 0)
+      if (call.op !== 'copy' || !call.key.startsWith(HOURLY_HOUR_11)) return;
+      failing ??= call.key;
+      if (call.key === failing && failures++ === 0)
         throw new Error(`injected: the copy to ${call.key} fails`);
     },
   });

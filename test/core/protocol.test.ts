@@ -31,6 +31,7 @@ import {
   type InputRef,
   type Manifest,
   manifestKey,
+  type OutputRef,
   parseManifest,
   quarantineRoot,
   serializeManifest,
@@ -277,6 +278,74 @@ async function nextCycle(l: Lake, tier: TierName = 'hourly') {
   return runCycle(sweepDeps(l.store, l.config, engine, workDir, `exec-next-${randomHex()}`, new Set()), tier);
 }
 
+/** The bytes of hour 10's one output when compacted whole, on a lake of its own. */
+async function oneOutputBytes(): Promise<number> {
+  const other = await lake();
+  return (await compactStep(deps(other), await jobFor(other, HOUR_10))).outputBytes ?? 0;
+}
+
+/** Hour 10 compacted into several outputs (each about 0.4 of the one it would be), staged. */
+async function stagedInSeveral(l: Lake): Promise<{ job: Job; outputs: readonly OutputRef[] }> {
+  const job = await jobFor(l, HOUR_10);
+  const targetFileBytes = Math.floor((await oneOutputBytes()) * 0.4);
+  await compactStep({ ...deps(l), config: { ...l.config, targetFileBytes } }, job);
+  const outputs = (await requireManifest(l, job)).outputs ?? [];
+  expect(outputs.length).toBeGreaterThan(1);
+  return { job, outputs };
+}
+
+/**
+ * Holds the first put (or copy) to a key under `root` until a second one starts (or `wait` ms
+ * pass), and counts the most at once.
+ */
+class OverlapStore extends ForwardingStore {
+  readonly #method: 'put' | 'copy';
+  readonly #root: string;
+  readonly #wait: number;
+  inFlight = 0;
+  most = 0;
+  #arrived: (() => void) | undefined;
+  #held = false;
+  constructor(inner: ObjectStore, method: 'put' | 'copy', root: string, wait: number) {
+    super(inner);
+    this.#method = method;
+    this.#root = root;
+    this.#wait = wait;
+  }
+  override put(
+    key: string,
+    body: Parameters<ObjectStore['put']>[1],
+    options?: Parameters<ObjectStore['put']>[2],
+  ) {
+    return this.#overlapping('put', key, () => super.put(key, body, options));
+  }
+  override copy(source: string, target: string, options?: Parameters<ObjectStore['copy']>[2]) {
+    return this.#overlapping('copy', target, () => super.copy(source, target, options));
+  }
+  async #overlapping<T>(method: 'put' | 'copy', key: string, call: () => Promise<T>): Promise<T> {
+    if (method !== this.#method || !key.startsWith(this.#root)) return call();
+    this.inFlight++;
+    this.most = Math.max(this.most, this.inFlight);
+    this.#arrived?.();
+    if (!this.#held) {
+      this.#held = true;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.#wait);
+        this.#arrived = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.#arrived = undefined;
+    }
+    try {
+      return await call();
+    } finally {
+      this.inFlight--;
+    }
+  }
+}
+
 // ---- claim ----
 
 describe('compact step: the claim', () => {
@@ -377,12 +446,6 @@ describe('compact step: the claim', () => {
 // ---- stage: changed, corrupt and conflicting inputs ----
 
 describe('compact step: staging', () => {
-  /** The bytes of hour 10's one output when compacted whole, on a lake of its own. */
-  async function oneOutputBytes(): Promise<number> {
-    const other = await lake();
-    return (await compactStep(deps(other), await jobFor(other, HOUR_10))).outputBytes ?? 0;
-  }
-
   /** The same store, declaring a one-copy limit as S3Store does (5 GB on AWS, tiny here). */
   class CopyLimitStore extends ForwardingStore {
     readonly #limit: number;
@@ -429,53 +492,12 @@ describe('compact step: staging', () => {
     ).toEqual(range(1, 120));
   });
 
-  /** Holds the first staging upload until a second one starts (or `wait` ms pass), and counts the most at once. */
-  class StagingOverlapStore extends ForwardingStore {
-    readonly #root: string;
-    readonly #wait: number;
-    inFlight = 0;
-    most = 0;
-    #arrived: (() => void) | undefined;
-    #held = false;
-    constructor(inner: ObjectStore, root: string, wait: number) {
-      super(inner);
-      this.#root = root;
-      this.#wait = wait;
-    }
-    override async put(
-      key: string,
-      body: Parameters<ObjectStore['put']>[1],
-      options?: Parameters<ObjectStore['put']>[2],
-    ) {
-      if (!key.startsWith(this.#root)) return super.put(key, body, options);
-      this.inFlight++;
-      this.most = Math.max(this.most, this.inFlight);
-      this.#arrived?.();
-      if (!this.#held) {
-        this.#held = true;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.#wait);
-          this.#arrived = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        this.#arrived = undefined;
-      }
-      try {
-        return await super.put(key, body, options);
-      } finally {
-        this.inFlight--;
-      }
-    }
-  }
-
   it('a job of several outputs stages them at once, each under its own index', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);
     const targetFileBytes = Math.floor((await oneOutputBytes()) * 0.4);
     // Sequential uploads would hold the first for the whole wait and never see a second.
-    const store = new StagingOverlapStore(l.store, stagingRoot(l.config.layout), 5_000);
+    const store = new OverlapStore(l.store, 'put', stagingRoot(l.config.layout), 5_000);
     const result = await compactStep({ ...deps(l, store), config: { ...l.config, targetFileBytes } }, job);
     expect(result).toMatchObject({ status: 'done', state: 'staged', outputRows: 120 });
     expect(result.outputs).toBeGreaterThan(1);
@@ -783,6 +805,34 @@ describe('compact step: staging', () => {
 // ---- publish ----
 
 describe('publish step', () => {
+  it('a job of several outputs publishes them at once, every row once at the final keys', async () => {
+    const l = await lake();
+    const { job, outputs } = await stagedInSeveral(l);
+    // Sequential copies would hold the first for the whole wait and never see a second.
+    const store = new OverlapStore(l.store, 'copy', HOUR_10, 5_000);
+    expect(await publishStep(deps(l, store), job)).toMatchObject({ status: 'done', state: 'published' });
+    expect(store.most).toBeGreaterThan(1);
+    await expect(
+      idsOf(
+        l,
+        outputs.map((o) => o.finalKey),
+      ),
+    ).resolves.toEqual(range(1, 120));
+  });
+
+  it('foreign objects at two final keys of one job: quarantined once, nothing deleted', async () => {
+    const l = await lake();
+    const { job, outputs } = await stagedInSeveral(l);
+    for (const output of outputs.slice(0, 2)) await l.store.put(output.finalKey, Buffer.from('not ours'));
+    const tags10 = await etags(l.store, IN_10);
+    const observed = new FaultStore(l.store);
+    await expect(publishStep(deps(l, observed), job)).rejects.toBeInstanceOf(FinalKeyConflictError);
+    expect(dataDeletes(observed, l.config)).toEqual([]);
+    expect(await manifestOf(l, job)).toBeUndefined();
+    expect(await quarantineRecords(l, 'manifests')).toHaveLength(1);
+    expect(await etags(l.store, IN_10)).toEqual(tags10);
+  });
+
   it('a foreign object at the final key fails closed: quarantined, nothing deleted', async () => {
     const l = await lake();
     const job = await jobFor(l, HOUR_10);

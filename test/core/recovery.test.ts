@@ -411,13 +411,28 @@ describe('recovery: staged', () => {
     await expectQuiescent(l);
   });
 
-  it('a publish cut short after its first copy is rolled forward (the copy is ours)', async () => {
+  it('a publish cut short with its first output copied and its second not is rolled forward (the copy is ours)', async () => {
     const l = await lake();
     const job = await runUpTo(l, 'staged');
     const { manifest } = await manifestAt(l);
     expect(outputsOf(manifest).length).toBeGreaterThanOrEqual(2);
+    // The copies go at once: the second is held until the first has landed, then the run dies.
+    let firstLanded = () => {};
+    const landed = new Promise<void>((resolve) => {
+      firstLanded = resolve;
+    });
     let copies = 0;
-    const dying = crashBefore(l.store, (call) => call.op === 'copy' && copies++ === 1);
+    const dying: FaultStore = new FaultStore(l.store, {
+      afterCall: async (call) => {
+        if (call.op === 'copy') firstLanded();
+      },
+      gate: async (call) => {
+        if (call.op !== 'copy' || copies++ !== 1) return;
+        await landed;
+        dying.crashed = true;
+        throw new CrashedError(`test crash before ${call.op} ${call.key}`);
+      },
+    });
     await expect(publishStep(stepDeps(l, dying), job)).rejects.toBeInstanceOf(CrashedError);
     expect(await l.store.head(at(outputsOf(manifest), 0).finalKey)).toBeDefined();
     expect(await l.store.head(at(outputsOf(manifest), 1).finalKey)).toBeUndefined();

@@ -19,6 +19,7 @@ import {
   type JobRef,
   META_JOB_ID,
   META_ROWS,
+  OUTPUTS_IN_FLIGHT,
   result,
   type StepDeps,
   type StepResult,
@@ -177,11 +178,9 @@ async function writeStaged(
     };
     staged[index] = { path: out.path, output };
   });
-  // Several at once: one output's upload keeps only its own parts in flight, and a job of several
-  // outputs would otherwise wait on each in turn. S3 scales by connections ("Horizontal scaling of
-  // storage connections", https://docs.aws.amazon.com/AmazonS3/latest/userguide/optimizing-performance-guidelines.html).
-  // Nothing is awaited before a put, so the puts start in index order: a run's writes are the
-  // same sequence every time, as the crash sweeps and the pipeline-equivalence test replay them.
+  // Several at once (OUTPUTS_IN_FLIGHT says why). Nothing is awaited before a put, so the puts
+  // start in index order: a run's writes are the same sequence every time, as the crash sweeps
+  // and the pipeline-equivalence test replay them.
   await forEachLimit(staged, OUTPUTS_IN_FLIGHT, async ({ path, output }) => {
     checkLease(deps, manifest);
     await store.put(
@@ -223,9 +222,6 @@ async function writeStaged(
     mergeEngine,
   });
 }
-
-/** A job's outputs staged at once (each output's upload has its own parts in flight too). */
-const OUTPUTS_IN_FLIGHT = 4;
 
 /**
  * An output's column statistics for the manifest (and so the job's receipt), or undefined when

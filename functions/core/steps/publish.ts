@@ -13,12 +13,14 @@ import {
 import {
   type JobRef,
   META_JOB_ID,
+  OUTPUTS_IN_FLIGHT,
   result,
   type StepDeps,
   type StepResult,
   summary,
   withSignal,
 } from '../job.ts';
+import { forEachLimit } from '../limit.ts';
 import type { Manifest, OutputRef } from '../manifest/manifest.ts';
 import { advance, checkLease, loadForStep, orTwinsWork, writeManifest } from '../manifest/manifest-cas.ts';
 import type { ObjectHead } from '../object-store.ts';
@@ -41,45 +43,65 @@ async function publish(deps: StepDeps, ref: JobRef): Promise<StepResult> {
   const step = await loadForStep(deps, ref, 'staged');
   if ('done' in step) return step.done;
   let { loaded } = step;
-  for (const output of loaded.manifest.outputs ?? []) {
-    checkLease(deps, loaded.manifest);
-    try {
-      await deps.store.copy(output.stagingKey, output.finalKey, {
-        ifNoneMatch: '*',
-        size: output.size,
-        ...withSignal(deps),
-      });
-    } catch (error) {
-      if (error instanceof PreconditionFailedError) {
-        // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
-        const head = await deps.store.head(output.finalKey, withSignal(deps));
-        if (isOurOutput(head, output, ref.jobId)) continue;
-        // Nothing there: a 409 from a concurrent conditional write that did not land. Retry.
-        if (head === undefined) {
-          throw new TransientStoreError(
-            `conditional copy to ${output.finalKey} conflicted; the key is still free`,
-            {
-              cause: error,
-            },
-          );
-        }
-        const reason = `final key ${output.finalKey} already holds an object that is not this job's output`;
-        await quarantineManifest(deps, loaded, reason);
-        throw new FinalKeyConflictError(`${reason}; the job was quarantined and nothing was deleted`);
-      }
-      if (error instanceof NotFoundError) {
-        throw new ManifestConflictError(
-          `staged output ${output.stagingKey} of job ${ref.jobId} is missing; recovery resolves the job`,
-          { cause: error },
-        );
-      }
-      throw error;
-    }
+  const { manifest } = loaded;
+  // Several at once (OUTPUTS_IN_FLIGHT says why). Nothing is awaited before a copy, so the copies
+  // start in index order, as the outputs' staging puts do. A foreign object at a final key stops
+  // new copies; the job is quarantined once those in flight have ended.
+  try {
+    await forEachLimit(manifest.outputs ?? [], OUTPUTS_IN_FLIGHT, async (output) => {
+      checkLease(deps, manifest);
+      await copyToFinalKey(deps, output, ref.jobId);
+    });
+  } catch (error) {
+    if (!(error instanceof ForeignFinalKeyError)) throw error;
+    await quarantineManifest(deps, loaded, error.message);
+    throw new FinalKeyConflictError(`${error.message}; the job was quarantined and nothing was deleted`);
   }
   // The commit point: from here on the outputs replace the inputs.
-  loaded = await writeManifest(deps, loaded, advance(deps, loaded.manifest, { state: 'published' }));
+  loaded = await writeManifest(deps, loaded, advance(deps, manifest, { state: 'published' }));
   deps.onEvent?.({ type: 'published', job: ref });
   return result(ref, 'done', 'published', summary(loaded.manifest));
+}
+
+/** A final key that holds an object other than this job's output (publish quarantines the job). */
+class ForeignFinalKeyError extends Error {
+  override readonly name = 'ForeignFinalKeyError';
+}
+
+/** Copies one staged output to its final key with a conditional create; our own copy there is done. */
+async function copyToFinalKey(deps: StepDeps, output: OutputRef, jobId: string): Promise<void> {
+  try {
+    await deps.store.copy(output.stagingKey, output.finalKey, {
+      ifNoneMatch: '*',
+      size: output.size,
+      ...withSignal(deps),
+    });
+  } catch (error) {
+    if (error instanceof PreconditionFailedError) {
+      // Ours only if it is exactly what we staged (our retried copy); otherwise fail closed.
+      const head = await deps.store.head(output.finalKey, withSignal(deps));
+      if (isOurOutput(head, output, jobId)) return;
+      // Nothing there: a 409 from a concurrent conditional write that did not land. Retry.
+      if (head === undefined) {
+        throw new TransientStoreError(
+          `conditional copy to ${output.finalKey} conflicted; the key is still free`,
+          {
+            cause: error,
+          },
+        );
+      }
+      throw new ForeignFinalKeyError(
+        `final key ${output.finalKey} already holds an object that is not this job's output`,
+      );
+    }
+    if (error instanceof NotFoundError) {
+      throw new ManifestConflictError(
+        `staged output ${output.stagingKey} of job ${jobId} is missing; recovery resolves the job`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
 }
 
 /** Checks that the staged outputs are exactly what the manifest recorded. */
