@@ -126,7 +126,7 @@ export const OPTIONS = {
   'target-size': {
     type: 'string',
     value: 'SIZE',
-    help: 'split outputs at about this size (under 5 GiB), judged at first by the\ninput bytes: inputs that compress less than the output make smaller files',
+    help: 'split outputs at about this size (under 5 GiB); the setting targetFileBytes\nsays how a size is judged',
     setting: 'targetFileBytes',
   },
   'row-group-size': {
