@@ -37,17 +37,20 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
   const store = new ClosingStore(deps.store);
   // Its engine is made once, by the first step that asks (localHandlerDeps), or at close.
   const handlerDeps = localHandlerDeps({ ...deps, store }, data.bucket, owners, data.executionId);
-  // A bug that escapes a child ends the thread, but only once DuckDB and the store have closed,
-  // each waiting for its calls in flight: a DuckDB call completing into the torn-down thread would
-  // abort the whole process, and a store call cut short would leave its key's lock held in the
-  // name of this live process (closing-store.ts). The same error then ends the thread, and the run
-  // fails its children with it.
+  // The thread ends only once DuckDB and the store have closed, each waiting for its calls in
+  // flight: a DuckDB call completing into the torn-down thread would abort the whole process, and a
+  // store call cut short would leave its key's lock held in the name of this live process
+  // (closing-store.ts). A child can still be running at the run's end: one whose task timed out
+  // runs on, as a Lambda outlives its Express execution.
+  const closeDeps = (reason: Error) =>
+    Promise.all([store.close(reason), handlerDeps.engine().then((engine) => engine.close())]);
+  // A bug that escapes a child ends the thread with that error, and the run fails its children
+  // with it.
   process.once('uncaughtException', (error) => {
     const end = () => Promise.reject(error);
-    void Promise.all([store.close(error), handlerDeps.engine().then((engine) => engine.close())]).then(
-      end,
-      end,
-    );
+    void closeDeps(
+      new Error(`the run's helper thread ends after an uncaught error: ${error.message}`, { cause: error }),
+    ).then(end, end);
   });
   const invoke = localInvoker(
     new Map(data.functionSteps),
@@ -88,11 +91,11 @@ async function serve(port: NonNullable<typeof parentPort>, data: ChildThreadData
       if (message.type === 'alive') answer?.resolve(message.alive);
       else answer?.reject(new Error(message.message));
     } else {
-      // The engine closes, then the thread exits: the store's idle connections (an S3 client's
+      // Its deps close, then the thread exits: the store's idle connections (an S3 client's
       // keep-alive sockets) would keep it alive for as long as they stay open. Exiting runs its
       // exit handlers (the store's lock claim is removed).
       void (async () => {
-        await (await handlerDeps.engine()).close();
+        await closeDeps(new Error('the run has ended, and its helper thread with it'));
         process.exit(0);
       })();
     }

@@ -1,13 +1,14 @@
 /**
- * A store its thread closes before it ends after an uncaught error (child-thread-worker.ts):
- * `close` refuses every call made after it and resolves once the calls in flight have ended.
+ * A store its thread closes before it ends (child-thread-worker.ts): `close` refuses every call
+ * made after it and resolves once the calls in flight have ended.
  *
  * A store call can hold what only its own end gives back: the local folder store's key lock, taken
  * for a commit and released when it returns. A thread that ended in the middle of one would leave
  * that lock to its stale-lock age, since the lock names this process, which is still alive, and
  * every later write of the key (the next run's) would wait for it or time out. Waiting for the
  * calls in flight ends each of them whole; refusing new ones lets the thread's other children fail
- * at their next call instead of going on in a thread whose state a bug has left unknown.
+ * at their next call instead of going on in a thread that is ending (after a bug, in a state
+ * nobody knows).
  */
 
 import {
@@ -47,10 +48,7 @@ export class ClosingStore extends ForwardingStore {
 
   async #call<T>(work: () => Promise<T>): Promise<T> {
     if (this.#closed !== undefined) {
-      throw new StoreClosedError(
-        `the store is closed, its thread ending after an uncaught error: ${this.#closed.message}`,
-        { cause: this.#closed },
-      );
+      throw new StoreClosedError(`the store is closed: ${this.#closed.message}`, { cause: this.#closed });
     }
     this.#inFlight++;
     try {

@@ -8,7 +8,8 @@
  *   says why;
  * - a thread that dies with a DuckDB call in flight fails the run cleanly: the process goes on;
  * - a thread that dies with a store call in flight ends it whole and starts no other, so it leaves
- *   no key lock held, and the next run completes what its children left;
+ *   no key lock held, and the next run completes what its children left; so does a thread that
+ *   ends with its run while a timed-out child's step is in a store call;
  * - only items of small jobs go there (its engine is the small compact function's).
  */
 
@@ -32,18 +33,17 @@ import {
 } from '../../functions/local-runner/run.ts';
 import { arcRawKey, idMismatch, lakeIds, stateKeys } from '../support/cli-lake.ts';
 import { useEngineAndDir } from '../support/engine-fixture.ts';
+import { PUT_RECORD, type PutRecord } from '../support/held-put-store.ts';
 import { type LakeFile, writeLake } from '../support/lake-harness.ts';
 import { THREAD_BUG } from '../support/thread-deps-crash-mid-merge.ts';
-import {
-  PUT_RECORD,
-  type PutRecord,
-  THREAD_BUG as THREAD_BUG_MID_PUT,
-} from '../support/thread-deps-crash-mid-put.ts';
+import { THREAD_BUG as THREAD_BUG_MID_PUT } from '../support/thread-deps-crash-mid-put.ts';
+import { SLOW_PUT_MS } from '../support/thread-deps-slow-put.ts';
 
 const THREAD_DEPS = new URL('../../functions/cli/thread-deps.ts', import.meta.url).href;
 const OPEN_HANDLE_DEPS = new URL('../support/thread-deps-open-handle.ts', import.meta.url).href;
 const CRASH_DEPS = new URL('../support/thread-deps-crash-mid-merge.ts', import.meta.url).href;
 const CRASH_MID_PUT_DEPS = new URL('../support/thread-deps-crash-mid-put.ts', import.meta.url).href;
+const SLOW_PUT_DEPS = new URL('../support/thread-deps-slow-put.ts', import.meta.url).href;
 const TABLES = ['cpu', 'mem', 'disk', 'net'];
 const HOURS = 3;
 
@@ -221,6 +221,34 @@ describe('a local run with its helper thread', () => {
       );
       expect(next.execution.status).toBe('SUCCEEDED');
       expect(next.output?.summary.compacted).toBeGreaterThan(0);
+    } finally {
+      await close();
+    }
+    expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
+    expect(await heldLocks(lake)).toEqual([]);
+  });
+
+  it('a run that ends while a timed-out child of the thread is in a store call ends the thread only after that call: no lock held', async () => {
+    const { lake, total, deps, workDir, close } = await lakeAndDeps(undefined, SLOW_PUT_DEPS);
+    try {
+      // The thread's first put is held past its child's timeout: the child fails with
+      // States.Timeout while its step runs on, and the run ends with that step in the put.
+      const timeoutSeconds = SLOW_PUT_MS / 2_000;
+      const run = await runWorkflowLocally(workflow, deps, {
+        tier: 'hourly',
+        retryIntervalMs: 0,
+        expressChildTimeoutSeconds: timeoutSeconds,
+      });
+      expect(run.execution.status).toBe('FAILED');
+      const record = JSON.parse(await readFile(join(workDir, PUT_RECORD), 'utf8')) as PutRecord;
+      expect(record.finished).toBeDefined();
+      expect(await heldLocks(lake)).toEqual([]);
+      const next = await runWorkflowLocally(
+        workflow,
+        { ...deps, threadRecipe: undefined },
+        { tier: 'hourly', retryIntervalMs: 0 },
+      );
+      expect(next.execution.status).toBe('SUCCEEDED');
     } finally {
       await close();
     }

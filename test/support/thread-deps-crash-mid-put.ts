@@ -1,87 +1,14 @@
 /**
- * A helper-thread recipe (local-runner/child-thread.ts) that builds the CLI's own deps, then
- * throws an uncaught error in the thread while its first put is in flight: a bug that escapes a
- * child, with a store call half done. The put finishes after a pause, as a commit holding its
- * key's lock would; the recipe records in the work dir whether it finished and how many store
- * calls were made after the error.
+ * A helper-thread recipe (local-runner/child-thread.ts): the CLI's own deps, and an uncaught
+ * error thrown in the thread while its first put is in flight (held-put-store.ts).
  */
 
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ParsedOptions } from '../../functions/cli/options.ts';
-import { threadRunDeps as cliThreadRunDeps } from '../../functions/cli/thread-deps.ts';
-import {
-  type CopyOptions,
-  type DeleteRequest,
-  ForwardingStore,
-  type PutFile,
-  type WriteOptions,
-} from '../../functions/core/object-store.ts';
 import type { LocalRunDeps } from '../../functions/local-runner/run.ts';
+import { heldFirstPutDeps } from './held-put-store.ts';
 
 export const THREAD_BUG = 'a bug in the helper thread while a put is in flight';
-/** The record's file name in the run's work dir. */
-export const PUT_RECORD = 'crash-mid-put.json';
 
-export interface PutRecord {
-  /** The key of the put in flight when the error was thrown, once that put has finished. */
-  readonly finished?: string;
-  /** Store calls that reached the recipe's store after the error. */
-  readonly callsAfterBug: number;
-}
-
-export async function threadRunDeps(options: ParsedOptions): Promise<LocalRunDeps> {
-  const deps = await cliThreadRunDeps(options);
-  const recordPath = join(String(options['work-dir']), PUT_RECORD);
-  let record: PutRecord = { callsAfterBug: 0 };
-  let held = false;
-  let thrown = false;
-  const save = (next: PutRecord) => {
-    record = next;
-    writeFileSync(recordPath, JSON.stringify(record));
-  };
-  const seen = () => {
-    if (thrown) save({ ...record, callsAfterBug: record.callsAfterBug + 1 });
-  };
-  const store = new (class extends ForwardingStore {
-    override async put(key: string, body: Buffer | PutFile, opts?: WriteOptions) {
-      seen();
-      if (held) return super.put(key, body, opts);
-      held = true;
-      setImmediate(() => {
-        thrown = true;
-        throw new Error(THREAD_BUG);
-      });
-      await sleep(300);
-      const written = await super.put(key, body, opts);
-      save({ ...record, finished: key });
-      return written;
-    }
-    override head(key: string, opts?: { readonly signal?: AbortSignal }) {
-      seen();
-      return super.head(key, opts);
-    }
-    override getBytes(key: string, opts?: { readonly ifMatch?: string; readonly signal?: AbortSignal }) {
-      seen();
-      return super.getBytes(key, opts);
-    }
-    override getToFile(
-      key: string,
-      path: string,
-      opts?: { readonly ifMatch?: string; readonly signal?: AbortSignal },
-    ) {
-      seen();
-      return super.getToFile(key, path, opts);
-    }
-    override copy(source: string, target: string, opts?: CopyOptions) {
-      seen();
-      return super.copy(source, target, opts);
-    }
-    override deleteMany(requests: readonly DeleteRequest[], opts?: { readonly signal?: AbortSignal }) {
-      seen();
-      return super.deleteMany(requests, opts);
-    }
-  })(deps.store);
-  return { ...deps, store };
+export function threadRunDeps(options: ParsedOptions): Promise<LocalRunDeps> {
+  return heldFirstPutDeps(options, { ms: 300, bug: THREAD_BUG });
 }
