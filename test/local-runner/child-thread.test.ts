@@ -100,6 +100,22 @@ async function heldLocks(lake: string): Promise<string[]> {
   return (await readdir(storePaths(lake).locksDir)).filter((name) => name.endsWith('.lock'));
 }
 
+/** Runs the lake again, without the helper thread: it takes up what the run before left. */
+async function nextRunSucceeds(deps: LocalRunDeps) {
+  const next = await runWorkflowLocally(
+    workflow,
+    { ...deps, threadRecipe: undefined },
+    { tier: 'hourly', retryIntervalMs: 0 },
+  );
+  expect(next.execution.status).toBe('SUCCEEDED');
+  return next;
+}
+
+/** What the held-put recipes recorded in the run's work dir (held-put-store.ts). */
+async function heldPutRecord(workDir: string): Promise<PutRecord> {
+  return JSON.parse(await readFile(join(workDir, PUT_RECORD), 'utf8')) as PutRecord;
+}
+
 /** A run that fails with its helper thread: its log of that failure, and the run. */
 async function runWithFailingThread(deps: LocalRunDeps) {
   const failures: Record<string, unknown>[] = [];
@@ -188,12 +204,7 @@ describe('a local run with its helper thread', () => {
       expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
       expect(await heldLocks(lake)).toEqual([]);
       // A new run takes up what the dead children left.
-      const next = await runWorkflowLocally(
-        workflow,
-        { ...deps, threadRecipe: undefined },
-        { tier: 'hourly', retryIntervalMs: 0 },
-      );
-      expect(next.execution.status).toBe('SUCCEEDED');
+      await nextRunSucceeds(deps);
     } finally {
       await close();
     }
@@ -207,20 +218,14 @@ describe('a local run with its helper thread', () => {
       expect(run.execution.status).toBe('FAILED');
       expect(failures).toHaveLength(1);
       expect(String(failures[0]?.reason)).toContain(THREAD_BUG_MID_PUT);
-      const record = JSON.parse(await readFile(join(workDir, PUT_RECORD), 'utf8')) as PutRecord;
+      const record = await heldPutRecord(workDir);
       // The put in flight finished before the thread ended; none began after the error.
       expect(record.finished).toBeDefined();
       expect(record.callsAfterBug).toBe(0);
       // So no write of the thread's is left holding its key's lock, which names this live process.
       expect(await heldLocks(lake)).toEqual([]);
       expect(idMismatch(await lakeIds(engine, lake), total)).toBeUndefined();
-      const next = await runWorkflowLocally(
-        workflow,
-        { ...deps, threadRecipe: undefined },
-        { tier: 'hourly', retryIntervalMs: 0 },
-      );
-      expect(next.execution.status).toBe('SUCCEEDED');
-      expect(next.output?.summary.compacted).toBeGreaterThan(0);
+      expect((await nextRunSucceeds(deps)).output?.summary.compacted).toBeGreaterThan(0);
     } finally {
       await close();
     }
@@ -240,15 +245,10 @@ describe('a local run with its helper thread', () => {
         expressChildTimeoutSeconds: timeoutSeconds,
       });
       expect(run.execution.status).toBe('FAILED');
-      const record = JSON.parse(await readFile(join(workDir, PUT_RECORD), 'utf8')) as PutRecord;
+      const record = await heldPutRecord(workDir);
       expect(record.finished).toBeDefined();
       expect(await heldLocks(lake)).toEqual([]);
-      const next = await runWorkflowLocally(
-        workflow,
-        { ...deps, threadRecipe: undefined },
-        { tier: 'hourly', retryIntervalMs: 0 },
-      );
-      expect(next.execution.status).toBe('SUCCEEDED');
+      await nextRunSucceeds(deps);
     } finally {
       await close();
     }
