@@ -11,6 +11,7 @@
  * nobody knows).
  */
 
+import { CallsInFlight } from '../core/limit.ts';
 import {
   type CopyOptions,
   type DeleteOutcome,
@@ -31,35 +32,22 @@ export class StoreClosedError extends Error {
 }
 
 export class ClosingStore extends ForwardingStore {
-  #inFlight = 0;
+  readonly #calls = new CallsInFlight();
   #closed: Error | undefined;
-  #idle: (() => void) | undefined;
-  #drained: Promise<void> | undefined;
 
   /** Refuses every later call (StoreClosedError, its cause `reason`); resolves once none is in flight. */
   close(reason: Error): Promise<void> {
     this.#closed ??= reason;
-    this.#drained ??= new Promise<void>((resolve) => {
-      this.#idle = resolve;
-      if (this.#inFlight === 0) resolve();
-    });
-    return this.#drained;
+    return this.#calls.idle();
   }
 
-  async #call<T>(work: () => Promise<T>): Promise<T> {
+  #call<T>(work: () => Promise<T>): Promise<T> {
     if (this.#closed !== undefined) {
-      throw new StoreClosedError(`the store is closed: ${this.#closed.message}`, { cause: this.#closed });
+      return Promise.reject(
+        new StoreClosedError(`the store is closed: ${this.#closed.message}`, { cause: this.#closed }),
+      );
     }
-    this.#inFlight++;
-    try {
-      return await work();
-    } finally {
-      this.#leave();
-    }
-  }
-
-  #leave(): void {
-    if (--this.#inFlight === 0) this.#idle?.();
+    return this.#calls.run(work);
   }
 
   /** A listing whose every page (each `next`) is a call; ending it early is always allowed. */
@@ -69,14 +57,8 @@ export class ClosingStore extends ForwardingStore {
         const items = open()[Symbol.asyncIterator]();
         return {
           next: () => this.#call(() => items.next()),
-          return: async (value?: unknown) => {
-            this.#inFlight++;
-            try {
-              return (await items.return?.(value)) ?? { done: true, value: undefined };
-            } finally {
-              this.#leave();
-            }
-          },
+          return: (value?: unknown) =>
+            this.#calls.run(async () => (await items.return?.(value)) ?? { done: true, value: undefined }),
         };
       },
     };

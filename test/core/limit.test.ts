@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { forEachLimit } from '../../functions/core/limit.ts';
+import { CallsInFlight, forEachLimit } from '../../functions/core/limit.ts';
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -33,5 +33,32 @@ describe('forEachLimit', () => {
     await expect(run).rejects.toThrow('item 1 failed');
     expect(started).toEqual([0, 1, 2]);
     expect(settled).toBe(2);
+  });
+});
+
+describe('CallsInFlight', () => {
+  it('is idle at once with no call, and otherwise once the last call has settled, failed ones too', async () => {
+    const calls = new CallsInFlight();
+    await calls.idle();
+    const release: (() => void)[] = [];
+    const held = (fail: boolean) =>
+      calls.run(
+        () =>
+          new Promise<void>((resolve, reject) => {
+            release.push(() => (fail ? reject(new Error('failed')) : resolve()));
+          }),
+      );
+    const ok = held(false);
+    const failing = held(true);
+    let idle = 0;
+    const waiters = [calls.idle(), calls.idle()].map((p) => p.then(() => idle++));
+    release[0]?.();
+    await ok;
+    await tick();
+    expect(idle).toBe(0);
+    release[1]?.();
+    await expect(failing).rejects.toThrow('failed');
+    await Promise.all(waiters);
+    expect(idle).toBe(2);
   });
 });

@@ -44,6 +44,7 @@ import type {
   RowContainment,
 } from '../../core/engine.ts';
 import { ConfigError } from '../../core/errors.ts';
+import { CallsInFlight } from '../../core/limit.ts';
 import { readFooter } from '../parquet-footer.ts';
 import { countInexactAsDouble, countMissing, integerBounds, integerOutside } from './duckdb-engine-checks.ts';
 import { compact, compactWith } from './duckdb-engine-compact.ts';
@@ -88,9 +89,8 @@ export class DuckDbEngine implements Engine, RowContainment {
    */
   private readonly idle: DuckDBConnection[] = [];
   /** Calls in flight (connecting or running), and the connections they run on: close() waits for them. */
-  private calls = 0;
+  private readonly calls = new CallsInFlight();
   private readonly busy = new Set<DuckDBConnection>();
-  private drained: (() => void) | undefined;
   private closing: Promise<void> | undefined;
   /** withConnection as the modules take it. */
   private readonly connect: WithConnection = (signal, body) => this.withConnection(signal, body);
@@ -232,11 +232,7 @@ export class DuckDbEngine implements Engine, RowContainment {
   private async closeWhenIdle(): Promise<void> {
     this.closed = true;
     for (const connection of this.busy) connection.interrupt();
-    while (this.calls > 0) {
-      await new Promise<void>((resolve) => {
-        this.drained = resolve;
-      });
-    }
+    await this.calls.idle();
     for (const connection of this.idle.splice(0)) connection.closeSync();
     this.instance.closeSync();
   }
@@ -252,32 +248,31 @@ export class DuckDbEngine implements Engine, RowContainment {
   ): Promise<T> {
     if (this.closed) throw new Error('DuckDbEngine is closed');
     signal?.throwIfAborted();
-    this.calls++;
-    let connection: DuckDBConnection | undefined;
-    const onAbort = () => connection?.interrupt();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let clean = false;
-    try {
-      connection = this.idle.pop() ?? (await this.instance.connect());
-      this.busy.add(connection);
-      // Closed while it connected: close() waits for this call, which must not start.
-      if (this.closed) throw new Error('DuckDbEngine is closed');
-      const result = await body(connection);
-      clean = true;
-      return result;
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      if (connection !== undefined) {
-        this.busy.delete(connection);
-        if (clean && !signal?.aborted && !this.closed && this.idle.length < IDLE_CONNECTIONS) {
-          this.idle.push(connection);
-        } else {
-          connection.closeSync();
+    return this.calls.run(async () => {
+      let connection: DuckDBConnection | undefined;
+      const onAbort = () => connection?.interrupt();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      let clean = false;
+      try {
+        connection = this.idle.pop() ?? (await this.instance.connect());
+        this.busy.add(connection);
+        // Closed while it connected: close() waits for this call, which must not start.
+        if (this.closed) throw new Error('DuckDbEngine is closed');
+        const result = await body(connection);
+        clean = true;
+        return result;
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+        if (connection !== undefined) {
+          this.busy.delete(connection);
+          if (clean && !signal?.aborted && !this.closed && this.idle.length < IDLE_CONNECTIONS) {
+            this.idle.push(connection);
+          } else {
+            connection.closeSync();
+          }
         }
       }
-      this.calls--;
-      if (this.calls === 0) this.drained?.();
-    }
+    });
   }
 }
 
